@@ -1,0 +1,13 @@
+//go:build tools
+
+// Package tools pins the control-plane binaries that hack/build-tools.sh
+// builds for local-up and the end-to-end suite.
+package tools
+
+import (
+	_ "go.etcd.io/etcd/server/v3"
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)

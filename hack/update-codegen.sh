@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Regenerates every generated file: deepcopy, defaulters, conversions,
+# protobuf, OpenAPI (with its violation report) and the typed client,
+# listers, informers and apply configurations. Every generator is a Go tool
+# dependency of this module; protoc comes from Debian's protobuf-compiler.
+set -o errexit -o nounset -o pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+MODULE=github.com/mydb-dev/mydb
+BOILERPLATE="${ROOT}/hack/boilerplate.go.txt"
+cd "${ROOT}"
+
+source "$(go list -m -f '{{.Dir}}' k8s.io/code-generator)/kube_codegen.sh"
+
+kube::codegen::gen_helpers --boilerplate "${BOILERPLATE}" "${ROOT}/pkg/apis"
+
+# go-to-protobuf expects a GOPATH: build one from symlinks to this repository
+# and to the modules whose .proto files ours import.
+gen_protobuf() {
+  command -v protoc >/dev/null || { echo "protoc not found: apt-get install protobuf-compiler" >&2; return 1; }
+  local tmp
+  tmp=$(mktemp -d)
+  trap 'rm -rf "${tmp}"' RETURN
+  mkdir -p "${tmp}/bin" "${tmp}/src/github.com/mydb-dev" "${tmp}/src/k8s.io" "${tmp}/src/github.com/gogo"
+  go build -o "${tmp}/bin/" k8s.io/code-generator/cmd/go-to-protobuf \
+    k8s.io/code-generator/cmd/go-to-protobuf/protoc-gen-gogo golang.org/x/tools/cmd/goimports
+  ln -s "${ROOT}" "${tmp}/src/${MODULE}"
+  ln -s "$(go list -m -f '{{.Dir}}' k8s.io/api)" "${tmp}/src/k8s.io/api"
+  ln -s "$(go list -m -f '{{.Dir}}' k8s.io/apimachinery)" "${tmp}/src/k8s.io/apimachinery"
+  ln -s "$(go mod download -json github.com/gogo/protobuf | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')" "${tmp}/src/github.com/gogo/protobuf"
+  (cd "${tmp}/src/${MODULE}" && PATH="${tmp}/bin:${PATH}" GOFLAGS=-mod=mod "${tmp}/bin/go-to-protobuf" \
+    --go-header-file "${BOILERPLATE}" \
+    --output-dir "${tmp}/src" \
+    --proto-import "${tmp}/src" \
+    --apimachinery-packages "-k8s.io/apimachinery/pkg/util/intstr,-k8s.io/apimachinery/pkg/api/resource,-k8s.io/apimachinery/pkg/runtime/schema,-k8s.io/apimachinery/pkg/runtime,-k8s.io/apimachinery/pkg/apis/meta/v1" \
+    --packages "-k8s.io/api/core/v1,${MODULE}/pkg/apis/example/v1")
+}
+gen_protobuf
+
+if [[ "${UPDATE_API_KNOWN_VIOLATIONS:-}" == "true" ]]; then
+  update_report="--update-report"
+fi
+kube::codegen::gen_openapi \
+  --output-dir "${ROOT}/pkg/generated/openapi" \
+  --output-pkg "${MODULE}/pkg/generated/openapi" \
+  --report-filename "${ROOT}/api/api-rules/violation_exceptions.list" \
+  --output-model-name-file "zz_generated.model_name.go" \
+  ${update_report:+"${update_report}"} \
+  --boilerplate "${BOILERPLATE}" \
+  "${ROOT}/pkg/apis"
+
+kube::codegen::gen_client \
+  --with-watch \
+  --with-applyconfig \
+  --applyconfig-openapi-schema <(go run "${MODULE}/pkg/generated/openapi/cmd/models-schema") \
+  --output-dir "${ROOT}/pkg/generated" \
+  --output-pkg "${MODULE}/pkg/generated" \
+  --boilerplate "${BOILERPLATE}" \
+  "${ROOT}/pkg/apis"

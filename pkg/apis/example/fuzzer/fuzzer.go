@@ -1,0 +1,42 @@
+// Package fuzzer holds fuzz functions for the example.com API group that
+// respect its defaults, so round trips through a versioned type are lossless.
+package fuzzer
+
+import (
+	"github.com/mydb-dev/mydb/pkg/apis/example"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	runtimeserializer "k8s.io/apimachinery/pkg/runtime/serializer"
+	"sigs.k8s.io/randfill"
+)
+
+// Funcs returns the fuzz functions of the example.com API group.
+var Funcs = func(codecs runtimeserializer.CodecFactory) []interface{} {
+	return []interface{}{
+		func(s *example.MyDatabaseSpec, c randfill.Continue) {
+			c.FillNoCustom(s)
+			// Defaulting fills in whatever is empty, so an empty value could
+			// not survive a round trip through v1.
+			if s.Version == "" {
+				s.Version = "8.4"
+			}
+			if s.DeletionPolicy == "" {
+				s.DeletionPolicy = example.DeletionPolicyRetain
+			}
+			s.Resources.Requests = withComputeResources(s.Resources.Requests, c)
+			s.Resources.Limits = withComputeResources(s.Resources.Limits, c)
+		},
+	}
+}
+
+func withComputeResources(list corev1.ResourceList, c randfill.Continue) corev1.ResourceList {
+	if list == nil {
+		list = corev1.ResourceList{}
+	}
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if _, ok := list[name]; !ok {
+			list[name] = *resource.NewQuantity(c.Int63n(1<<40), resource.DecimalSI)
+		}
+	}
+	return list
+}

@@ -1,0 +1,75 @@
+package example
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Engine is a database engine.
+type Engine string
+
+// The engines mydb runs.
+const (
+	EngineMySQL    Engine = "mysql"
+	EnginePostgres Engine = "postgres"
+)
+
+// DeletionPolicy says what happens to a database's volumes when it is deleted.
+type DeletionPolicy string
+
+// The deletion policies.
+const (
+	DeletionPolicyRetain DeletionPolicy = "Retain"
+	DeletionPolicyDelete DeletionPolicy = "Delete"
+)
+
+// Condition types of a MyDatabase.
+const (
+	ConditionReady       = "Ready"
+	ConditionProgressing = "Progressing"
+	ConditionDegraded    = "Degraded"
+)
+
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// MyDatabase is a database run by mydb.
+type MyDatabase struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+
+	Spec   MyDatabaseSpec
+	Status MyDatabaseStatus
+}
+
+// MyDatabaseSpec is the desired state of a MyDatabase.
+type MyDatabaseSpec struct {
+	Engine           Engine
+	Version          string
+	Replicas         int32
+	StorageSize      resource.Quantity
+	StorageClassName *string
+	Resources        corev1.ResourceRequirements
+	DeletionPolicy   DeletionPolicy
+}
+
+// MyDatabaseStatus is the observed state of a MyDatabase.
+type MyDatabaseStatus struct {
+	ObservedGeneration int64
+	Replicas           int32
+	ReadyReplicas      int32
+	Selector           string
+	Endpoint           string
+	Conditions         []metav1.Condition
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// MyDatabaseList is a list of MyDatabases.
+type MyDatabaseList struct {
+	metav1.TypeMeta
+	metav1.ListMeta
+
+	Items []MyDatabase
+}

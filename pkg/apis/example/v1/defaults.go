@@ -1,0 +1,74 @@
+package v1
+
+import (
+	"github.com/mydb-dev/mydb/pkg/engine"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+)
+
+func addDefaultingFuncs(scheme *runtime.Scheme) error {
+	return RegisterDefaults(scheme)
+}
+
+// DefaultResources are the compute resources of a database container whose
+// spec names none (the seed's values).
+var DefaultResources = corev1.ResourceRequirements{
+	Requests: corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("250m"),
+		corev1.ResourceMemory: resource.MustParse("512Mi"),
+	},
+	Limits: corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("1"),
+		corev1.ResourceMemory: resource.MustParse("1Gi"),
+	},
+}
+
+// SetDefaults_MyDatabaseSpec fills in the optional fields of a spec.
+func SetDefaults_MyDatabaseSpec(spec *MyDatabaseSpec) {
+	if spec.Version == "" {
+		if e, ok := engine.Lookup(string(spec.Engine)); ok {
+			spec.Version = e.DefaultVersion
+		}
+	}
+	if spec.Replicas == nil {
+		spec.Replicas = ptr.To[int32](1)
+	}
+	if spec.DeletionPolicy == "" {
+		spec.DeletionPolicy = DeletionPolicyRetain
+	}
+	setDefaultResources(&spec.Resources)
+}
+
+// setDefaultResources defaults each request and limit on its own, so a spec
+// that sets only a memory limit keeps the default CPU figures; a default never
+// puts a request above a limit, whichever of the two the user set.
+func setDefaultResources(r *corev1.ResourceRequirements) {
+	for name, def := range DefaultResources.Limits {
+		if _, ok := r.Limits[name]; ok {
+			continue
+		}
+		if r.Limits == nil {
+			r.Limits = corev1.ResourceList{}
+		}
+		value := def.DeepCopy()
+		if request, ok := r.Requests[name]; ok && request.Cmp(value) > 0 {
+			value = request.DeepCopy()
+		}
+		r.Limits[name] = value
+	}
+	for name, def := range DefaultResources.Requests {
+		if _, ok := r.Requests[name]; ok {
+			continue
+		}
+		if r.Requests == nil {
+			r.Requests = corev1.ResourceList{}
+		}
+		value := def.DeepCopy()
+		if limit, ok := r.Limits[name]; ok && limit.Cmp(value) < 0 {
+			value = limit.DeepCopy()
+		}
+		r.Requests[name] = value
+	}
+}

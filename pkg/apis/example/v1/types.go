@@ -1,0 +1,148 @@
+package v1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Engine is a database engine.
+// +enum
+type Engine string
+
+// The engines mydb runs.
+const (
+	// EngineMySQL runs MySQL.
+	EngineMySQL Engine = "mysql"
+	// EnginePostgres runs PostgreSQL.
+	EnginePostgres Engine = "postgres"
+)
+
+// DeletionPolicy says what happens to a database's volumes when it is deleted.
+// +enum
+type DeletionPolicy string
+
+// The deletion policies.
+const (
+	// DeletionPolicyRetain keeps the PersistentVolumeClaims (and so the data)
+	// after the MyDatabase is deleted, like a StatefulSet does.
+	DeletionPolicyRetain DeletionPolicy = "Retain"
+	// DeletionPolicyDelete deletes the PersistentVolumeClaims with the MyDatabase.
+	DeletionPolicyDelete DeletionPolicy = "Delete"
+)
+
+// Condition types of a MyDatabase.
+const (
+	// ConditionReady is True when every replica is ready and the spec is rolled out.
+	ConditionReady = "Ready"
+	// ConditionProgressing is True while a change is being rolled out.
+	ConditionProgressing = "Progressing"
+	// ConditionDegraded is True when the database cannot reach its spec.
+	ConditionDegraded = "Degraded"
+)
+
+// +genclient
+// +genclient:method=GetScale,verb=get,subresource=scale,result=k8s.io/api/autoscaling/v1.Scale
+// +genclient:method=UpdateScale,verb=update,subresource=scale,input=k8s.io/api/autoscaling/v1.Scale,result=k8s.io/api/autoscaling/v1.Scale
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// MyDatabase is a database run by mydb: a StatefulSet with its Services,
+// credentials and volumes, managed as one object.
+type MyDatabase struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+
+	// Spec is the desired state of the database.
+	Spec MyDatabaseSpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
+
+	// Status is the observed state of the database, written by mydb's controller.
+	// +optional
+	Status MyDatabaseStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
+}
+
+// MyDatabaseSpec is the desired state of a MyDatabase.
+type MyDatabaseSpec struct {
+	// Engine is the database engine: "mysql" or "postgres". It may not change
+	// after the database is created.
+	Engine Engine `json:"engine" protobuf:"bytes,1,opt,name=engine,casttype=Engine"`
+
+	// Version is the engine's release line, such as "8.4" for mysql or "17"
+	// for postgres. mydb pins each release line to one image. Defaults to the
+	// newest release line mydb supports for the engine.
+	// +optional
+	Version string `json:"version,omitempty" protobuf:"bytes,2,opt,name=version"`
+
+	// Replicas is the number of database pods, from 1 to 9. Defaults to 1.
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty" protobuf:"varint,3,opt,name=replicas"`
+
+	// StorageSize is the size of the volume each replica gets, such as "50Gi".
+	// It may grow but may not shrink.
+	StorageSize resource.Quantity `json:"storageSize" protobuf:"bytes,4,opt,name=storageSize"`
+
+	// StorageClassName is the StorageClass of the replicas' volumes. The
+	// cluster's default StorageClass is used when it is empty. It may not
+	// change after the database is created.
+	// +optional
+	StorageClassName *string `json:"storageClassName,omitempty" protobuf:"bytes,5,opt,name=storageClassName"`
+
+	// Resources are the compute resources of each database container.
+	// Defaults to requests of 250m CPU and 512Mi memory and limits of 1 CPU
+	// and 1Gi memory.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty" protobuf:"bytes,6,opt,name=resources"`
+
+	// DeletionPolicy says what happens to the replicas' volumes when the
+	// MyDatabase is deleted: "Retain" (the default) keeps them, "Delete"
+	// deletes them.
+	// +optional
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty" protobuf:"bytes,7,opt,name=deletionPolicy,casttype=DeletionPolicy"`
+}
+
+// MyDatabaseStatus is the observed state of a MyDatabase.
+type MyDatabaseStatus struct {
+	// ObservedGeneration is the metadata.generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty" protobuf:"varint,1,opt,name=observedGeneration"`
+
+	// Replicas is the number of database pods that exist.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty" protobuf:"varint,2,opt,name=replicas"`
+
+	// ReadyReplicas is the number of database pods that are ready.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty" protobuf:"varint,3,opt,name=readyReplicas"`
+
+	// Selector is the label selector of the database's pods, in string form;
+	// the /scale subresource reports it so autoscalers can find the pods.
+	// +optional
+	Selector string `json:"selector,omitempty" protobuf:"bytes,4,opt,name=selector"`
+
+	// Endpoint is the host:port clients connect to.
+	// +optional
+	Endpoint string `json:"endpoint,omitempty" protobuf:"bytes,5,opt,name=endpoint"`
+
+	// Conditions are the latest observations of the database's state:
+	// Ready, Progressing and Degraded.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type" protobuf:"bytes,6,rep,name=conditions"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// MyDatabaseList is a list of MyDatabases.
+type MyDatabaseList struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard list metadata.
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+
+	// Items are the MyDatabases.
+	Items []MyDatabase `json:"items" protobuf:"bytes,2,rep,name=items"`
+}

@@ -1,0 +1,213 @@
+// Package validation checks MyDatabase objects on create and update.
+package validation
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/mydb-dev/mydb/pkg/apis/example"
+	"github.com/mydb-dev/mydb/pkg/engine"
+	corev1 "k8s.io/api/core/v1"
+	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+const (
+	// MaxNameLength leaves room for the suffixes of the children's names
+	// (such as "-headless" and a StatefulSet's pod ordinals and revision
+	// hashes) within the 63 characters of a DNS label.
+	MaxNameLength = 45
+	// MaxReplicas bounds spec.replicas.
+	MaxReplicas = 9
+)
+
+var (
+	// MaxStorageSize bounds spec.storageSize.
+	MaxStorageSize = resource.MustParse("64Ti")
+	// minMemoryLimit is below what either engine can start with.
+	minMemoryLimit = resource.MustParse("256Mi")
+
+	supportedDeletionPolicies = []string{string(example.DeletionPolicyRetain), string(example.DeletionPolicyDelete)}
+	supportedResources        = map[corev1.ResourceName]bool{
+		corev1.ResourceCPU: true, corev1.ResourceMemory: true, corev1.ResourceEphemeralStorage: true,
+	}
+)
+
+// ValidateMyDatabaseName checks a MyDatabase's name: its children's names are
+// made from it, and Service names must be DNS-1035 labels.
+func ValidateMyDatabaseName(name string, prefix bool) []string {
+	errs := apimachineryvalidation.NameIsDNS1035Label(name, prefix)
+	if len(name) > MaxNameLength {
+		errs = append(errs, validation.MaxLenError(MaxNameLength))
+	}
+	return errs
+}
+
+// ValidateMyDatabase checks a MyDatabase on create.
+func ValidateMyDatabase(db *example.MyDatabase) field.ErrorList {
+	allErrs := apimachineryvalidation.ValidateObjectMeta(&db.ObjectMeta, true, ValidateMyDatabaseName, field.NewPath("metadata"))
+	allErrs = append(allErrs, validateSpec(&db.Spec, field.NewPath("spec"))...)
+	return allErrs
+}
+
+// ValidateMyDatabaseUpdate checks an update of a MyDatabase's spec and metadata.
+func ValidateMyDatabaseUpdate(db, old *example.MyDatabase) field.ErrorList {
+	allErrs := apimachineryvalidation.ValidateObjectMetaUpdate(&db.ObjectMeta, &old.ObjectMeta, field.NewPath("metadata"))
+	specPath := field.NewPath("spec")
+	allErrs = append(allErrs, validateSpec(&db.Spec, specPath)...)
+	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(db.Spec.Engine, old.Spec.Engine, specPath.Child("engine"))...)
+	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(db.Spec.StorageClassName, old.Spec.StorageClassName, specPath.Child("storageClassName"))...)
+	if db.Spec.StorageSize.Cmp(old.Spec.StorageSize) < 0 {
+		allErrs = append(allErrs, field.Forbidden(specPath.Child("storageSize"),
+			fmt.Sprintf("may not be less than the current size %s: volumes can grow but not shrink", old.Spec.StorageSize.String())))
+	}
+	if db.Spec.Engine == old.Spec.Engine && compareVersions(db.Spec.Version, old.Spec.Version) < 0 {
+		allErrs = append(allErrs, field.Forbidden(specPath.Child("version"),
+			fmt.Sprintf("may not be downgraded from %s: %s cannot read data written by a newer version", old.Spec.Version, db.Spec.Engine)))
+	}
+	return allErrs
+}
+
+// ValidateMyDatabaseStatusUpdate checks an update through /status.
+func ValidateMyDatabaseStatusUpdate(db, old *example.MyDatabase) field.ErrorList {
+	allErrs := apimachineryvalidation.ValidateObjectMetaUpdate(&db.ObjectMeta, &old.ObjectMeta, field.NewPath("metadata"))
+	statusPath := field.NewPath("status")
+	s := db.Status
+	allErrs = append(allErrs, apimachineryvalidation.ValidateNonnegativeField(s.ObservedGeneration, statusPath.Child("observedGeneration"))...)
+	allErrs = append(allErrs, apimachineryvalidation.ValidateNonnegativeField(int64(s.Replicas), statusPath.Child("replicas"))...)
+	allErrs = append(allErrs, apimachineryvalidation.ValidateNonnegativeField(int64(s.ReadyReplicas), statusPath.Child("readyReplicas"))...)
+	if s.ReadyReplicas > s.Replicas {
+		allErrs = append(allErrs, field.Invalid(statusPath.Child("readyReplicas"), s.ReadyReplicas, "may not be greater than status.replicas"))
+	}
+	allErrs = append(allErrs, metav1validation.ValidateConditions(s.Conditions, statusPath.Child("conditions"))...)
+	return allErrs
+}
+
+func validateSpec(spec *example.MyDatabaseSpec, fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	eng, known := engine.Lookup(string(spec.Engine))
+	switch {
+	case spec.Engine == "":
+		allErrs = append(allErrs, field.Required(fldPath.Child("engine"), fmt.Sprintf("must be one of %s", quoted(engine.Names()))))
+	case !known:
+		allErrs = append(allErrs, field.NotSupported(fldPath.Child("engine"), spec.Engine, engine.Names()))
+	}
+	switch {
+	case spec.Version == "":
+		allErrs = append(allErrs, field.Required(fldPath.Child("version"), "must name a supported version"))
+	case known && !eng.Supports(spec.Version):
+		allErrs = append(allErrs, field.NotSupported(fldPath.Child("version"), spec.Version, eng.Versions()))
+	}
+	if spec.Replicas < 1 || spec.Replicas > MaxReplicas {
+		allErrs = append(allErrs, field.Invalid(fldPath.Child("replicas"), spec.Replicas, fmt.Sprintf("must be between 1 and %d", MaxReplicas)))
+	}
+	allErrs = append(allErrs, validateStorageSize(spec.StorageSize, fldPath.Child("storageSize"))...)
+	if spec.StorageClassName != nil {
+		for _, msg := range validation.IsDNS1123Subdomain(*spec.StorageClassName) {
+			allErrs = append(allErrs, field.Invalid(fldPath.Child("storageClassName"), *spec.StorageClassName, msg))
+		}
+	}
+	allErrs = append(allErrs, validateResources(&spec.Resources, fldPath.Child("resources"))...)
+	if !slices.Contains(supportedDeletionPolicies, string(spec.DeletionPolicy)) {
+		allErrs = append(allErrs, field.NotSupported(fldPath.Child("deletionPolicy"), spec.DeletionPolicy, supportedDeletionPolicies))
+	}
+	return allErrs
+}
+
+func validateStorageSize(size resource.Quantity, fldPath *field.Path) field.ErrorList {
+	switch {
+	case size.IsZero():
+		return field.ErrorList{field.Required(fldPath, "must be a quantity of bytes greater than 0, such as 50Gi")}
+	case size.Sign() < 0:
+		return field.ErrorList{field.Invalid(fldPath, size.String(), "must be greater than 0")}
+	case size.Cmp(MaxStorageSize) > 0:
+		return field.ErrorList{field.Invalid(fldPath, size.String(), "may not be greater than "+MaxStorageSize.String())}
+	}
+	return nil
+}
+
+func validateResources(r *corev1.ResourceRequirements, fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	for _, list := range []struct {
+		name  string
+		items corev1.ResourceList
+	}{{"requests", r.Requests}, {"limits", r.Limits}} {
+		for name, q := range list.items {
+			p := fldPath.Child(list.name).Key(string(name))
+			if !supportedResources[name] {
+				allErrs = append(allErrs, field.NotSupported(p, name, []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage}))
+				continue
+			}
+			if q.Sign() < 0 {
+				allErrs = append(allErrs, field.Invalid(p, q.String(), "must be greater than or equal to 0"))
+			}
+		}
+	}
+	for name, request := range r.Requests {
+		if limit, ok := r.Limits[name]; ok && request.Cmp(limit) > 0 {
+			allErrs = append(allErrs, field.Invalid(fldPath.Child("requests").Key(string(name)), request.String(),
+				fmt.Sprintf("must be less than or equal to %s limit of %s", name, limit.String())))
+		}
+	}
+	if len(r.Claims) > 0 {
+		allErrs = append(allErrs, field.Forbidden(fldPath.Child("claims"), "may not be set: database pods do not use dynamic resource claims"))
+	}
+	return allErrs
+}
+
+// Warnings returns what is allowed in a spec but unwise, for the API's
+// Warning headers; old is nil on create.
+func Warnings(db, old *example.MyDatabase) []string {
+	var warnings []string
+	spec := &db.Spec
+	if eng, ok := engine.Lookup(string(spec.Engine)); ok {
+		if reason, deprecated := eng.Deprecated[spec.Version]; deprecated {
+			warnings = append(warnings, "spec.version: "+reason)
+		}
+	}
+	if limit, ok := spec.Resources.Limits[corev1.ResourceMemory]; ok && limit.Cmp(minMemoryLimit) < 0 {
+		warnings = append(warnings, fmt.Sprintf("spec.resources.limits.memory: %s is below the %s a database engine needs to start", limit.String(), minMemoryLimit.String()))
+	}
+	if spec.DeletionPolicy == example.DeletionPolicyDelete && (old == nil || old.Spec.DeletionPolicy != example.DeletionPolicyDelete) {
+		warnings = append(warnings, "spec.deletionPolicy: Delete removes the volumes, and all data on them, when this MyDatabase is deleted")
+	}
+	if spec.Replicas == 1 && old != nil && old.Spec.Replicas > 1 {
+		warnings = append(warnings, "spec.replicas: a single replica has no standby and no PodDisruptionBudget; a node drain takes the database down")
+	}
+	return warnings
+}
+
+// compareVersions compares dotted numeric versions such as "8.4" and "17";
+// a part that is not a number compares as 0.
+func compareVersions(a, b string) int {
+	as, bs := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < len(as) || i < len(bs); i++ {
+		var x, y int
+		if i < len(as) {
+			x, _ = strconv.Atoi(as[i])
+		}
+		if i < len(bs) {
+			y, _ = strconv.Atoi(bs[i])
+		}
+		if x != y {
+			if x < y {
+				return -1
+			}
+			return 1
+		}
+	}
+	return 0
+}
+
+func quoted(values []string) string {
+	q := make([]string, len(values))
+	for i, v := range values {
+		q[i] = strconv.Quote(v)
+	}
+	return strings.Join(q, ", ")
+}

@@ -1,0 +1,106 @@
+// Package server holds the mydb-apiserver command: its options and how
+// they become a running server.
+package server
+
+import (
+	"fmt"
+	"io"
+	"net"
+
+	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/apiserver"
+	generatedopenapi "github.com/mydb-dev/mydb/pkg/generated/openapi"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apiserver/pkg/endpoints/openapi"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/apiserver/pkg/util/compatibility"
+	basecompatibility "k8s.io/component-base/compatibility"
+	cliflag "k8s.io/component-base/cli/flag"
+	netutils "k8s.io/utils/net"
+)
+
+// etcdPathPrefix is where objects live in mydb's etcd.
+const etcdPathPrefix = "/registry/mydb"
+
+// Options are the command-line options of mydb-apiserver.
+type Options struct {
+	// RecommendedOptions are the generic API server's options: serving,
+	// delegated authentication and authorization, etcd, audit, admission.
+	RecommendedOptions *genericoptions.RecommendedOptions
+	// ComponentGlobalsRegistry holds the effective version and feature gates.
+	ComponentGlobalsRegistry basecompatibility.ComponentGlobalsRegistry
+	// AlternateDNS are extra names for the self-signed serving certificate
+	// made when no certificate is given.
+	AlternateDNS []string
+
+	StdOut io.Writer
+	StdErr io.Writer
+}
+
+// NewOptions returns options with mydb's defaults: protobuf in etcd under
+// /registry/mydb, stored as example.com/v1.
+func NewOptions(out, errOut io.Writer) *Options {
+	o := &Options{
+		RecommendedOptions: genericoptions.NewRecommendedOptions(
+			etcdPathPrefix,
+			apiserver.Codecs.LegacyCodec(examplev1.SchemeGroupVersion),
+		),
+		ComponentGlobalsRegistry: compatibility.DefaultComponentGlobalsRegistry,
+		StdOut:                   out,
+		StdErr:                   errOut,
+	}
+	o.RecommendedOptions.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(
+		examplev1.SchemeGroupVersion, schema.GroupKind{Group: examplev1.GroupName})
+	o.RecommendedOptions.Etcd.DefaultStorageMediaType = runtime.ContentTypeProtobuf
+	return o
+}
+
+// Flags returns the options' flags, in named sets for --help.
+func (o *Options) Flags() cliflag.NamedFlagSets {
+	var fss cliflag.NamedFlagSets
+	o.RecommendedOptions.AddFlags(fss.FlagSet("generic"))
+	o.ComponentGlobalsRegistry.AddFlags(fss.FlagSet("version"))
+	fss.FlagSet("generic").StringSliceVar(&o.AlternateDNS, "alternate-dns", o.AlternateDNS,
+		"Extra DNS names of the self-signed serving certificate made when --tls-cert-file is not set.")
+	return fss
+}
+
+// Complete fills in what the flags left out.
+func (o *Options) Complete() error {
+	return nil
+}
+
+// Validate checks the options.
+func (o *Options) Validate() error {
+	var errs []error
+	errs = append(errs, o.RecommendedOptions.Validate()...)
+	errs = append(errs, o.ComponentGlobalsRegistry.Validate()...)
+	return utilerrors.NewAggregate(errs)
+}
+
+// Config turns the options into the server's configuration.
+func (o *Options) Config() (*apiserver.Config, error) {
+	if err := o.RecommendedOptions.SecureServing.MaybeDefaultWithSelfSignedCerts(
+		"localhost", o.AlternateDNS, []net.IP{netutils.ParseIPSloppy("127.0.0.1")}); err != nil {
+		return nil, fmt.Errorf("creating self-signed certificates: %w", err)
+	}
+
+	serverConfig := genericapiserver.NewRecommendedConfig(apiserver.Codecs)
+	namer := openapi.NewDefinitionNamer(apiserver.Scheme)
+	serverConfig.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(generatedopenapi.GetOpenAPIDefinitions, namer)
+	serverConfig.OpenAPIConfig.Info.Title = "mydb"
+	serverConfig.OpenAPIConfig.Info.Version = "v1"
+	serverConfig.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(generatedopenapi.GetOpenAPIDefinitions, namer)
+	serverConfig.OpenAPIV3Config.Info.Title = "mydb"
+	serverConfig.OpenAPIV3Config.Info.Version = "v1"
+	serverConfig.FeatureGate = o.ComponentGlobalsRegistry.FeatureGateFor(basecompatibility.DefaultKubeComponent)
+	serverConfig.EffectiveVersion = o.ComponentGlobalsRegistry.EffectiveVersionFor(basecompatibility.DefaultKubeComponent)
+
+	if err := o.RecommendedOptions.ApplyTo(serverConfig); err != nil {
+		return nil, err
+	}
+	return &apiserver.Config{GenericConfig: serverConfig}, nil
+}

@@ -1,0 +1,61 @@
+// Package engine holds everything mydb knows about a database engine:
+// supported versions, images, ports, paths and probes. Adding an engine is
+// adding one file here.
+package engine
+
+import (
+	"slices"
+	"sort"
+)
+
+// Engine describes one database engine.
+type Engine struct {
+	// Name is the value of spec.engine.
+	Name string
+	// DefaultVersion is the version a MyDatabase gets when spec.version is empty.
+	DefaultVersion string
+	// Images maps every supported version (a release line such as "8.4") to
+	// the image pinned for it, so a version never floats like ":latest".
+	Images map[string]string
+	// Deprecated maps a supported version that users should move off to why.
+	Deprecated map[string]string
+	// Port is the port clients connect to.
+	Port int32
+	// DataPath is where the engine keeps its data; the PVC is mounted there.
+	DataPath string
+}
+
+var engines = map[string]Engine{}
+
+func register(e Engine) { engines[e.Name] = e }
+
+// Lookup returns the engine with the given name.
+func Lookup(name string) (Engine, bool) {
+	e, ok := engines[name]
+	return e, ok
+}
+
+// Names returns the names of all engines, sorted.
+func Names() []string {
+	names := make([]string, 0, len(engines))
+	for n := range engines {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Versions returns the supported versions of the engine, sorted.
+func (e Engine) Versions() []string {
+	versions := make([]string, 0, len(e.Images))
+	for v := range e.Images {
+		versions = append(versions, v)
+	}
+	sort.Strings(versions)
+	return versions
+}
+
+// Supports tells whether version is one of the engine's supported versions.
+func (e Engine) Supports(version string) bool {
+	return slices.Contains(e.Versions(), version)
+}

@@ -1,0 +1,17 @@
+package engine
+
+func init() {
+	register(Engine{
+		Name:           "mysql",
+		DefaultVersion: "8.4",
+		Images: map[string]string{
+			"8.0": "docker.io/library/mysql:8.0.43",
+			"8.4": "docker.io/library/mysql:8.4.6",
+		},
+		Deprecated: map[string]string{
+			"8.0": "mysql 8.0 reached its end of life in April 2026; move to 8.4",
+		},
+		Port:     3306,
+		DataPath: "/var/lib/mysql",
+	})
+}

@@ -1,0 +1,89 @@
+package mydatabase
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/mydb-dev/mydb/pkg/apis/example"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metatable "k8s.io/apimachinery/pkg/api/meta/table"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+var columns = []metav1.TableColumnDefinition{
+	{Name: "Name", Type: "string", Format: "name", Description: metav1.ObjectMeta{}.SwaggerDoc()["name"]},
+	{Name: "Engine", Type: "string", Description: "The database engine."},
+	{Name: "Version", Type: "string", Description: "The engine's release line."},
+	{Name: "Replicas", Type: "integer", Description: "The desired number of replicas."},
+	{Name: "Ready", Type: "string", Description: "Ready replicas out of desired replicas."},
+	{Name: "Storage", Type: "string", Description: "The volume size of each replica."},
+	{Name: "Status", Type: "string", Description: "The state the conditions describe."},
+	{Name: "Age", Type: "date", Description: metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"]},
+	{Name: "Endpoint", Type: "string", Priority: 1, Description: "The host:port clients connect to."},
+	{Name: "Storage Class", Type: "string", Priority: 1, Description: "The StorageClass of the volumes."},
+	{Name: "Deletion Policy", Type: "string", Priority: 1, Description: "What happens to the volumes on delete."},
+}
+
+// tableConvertor prints MyDatabases for kubectl get.
+type tableConvertor struct{}
+
+func (tableConvertor) ConvertToTable(_ context.Context, obj runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
+	table := &metav1.Table{}
+	if opts, ok := tableOptions.(*metav1.TableOptions); !ok || !opts.NoHeaders {
+		table.ColumnDefinitions = columns
+	}
+	if m, err := meta.ListAccessor(obj); err == nil {
+		table.ResourceVersion = m.GetResourceVersion()
+		table.Continue = m.GetContinue()
+		table.RemainingItemCount = m.GetRemainingItemCount()
+	} else if m, err := meta.CommonAccessor(obj); err == nil {
+		table.ResourceVersion = m.GetResourceVersion()
+	}
+	var err error
+	table.Rows, err = metatable.MetaToTableRow(obj, func(obj runtime.Object, _ metav1.Object, name, age string) ([]interface{}, error) {
+		db, ok := obj.(*example.MyDatabase)
+		if !ok {
+			return nil, fmt.Errorf("expected a MyDatabase, got %T", obj)
+		}
+		storageClass := "<default>"
+		if db.Spec.StorageClassName != nil {
+			storageClass = *db.Spec.StorageClassName
+		}
+		endpoint := db.Status.Endpoint
+		if endpoint == "" {
+			endpoint = "<none>"
+		}
+		return []interface{}{
+			name,
+			string(db.Spec.Engine),
+			db.Spec.Version,
+			int64(db.Spec.Replicas),
+			fmt.Sprintf("%d/%d", db.Status.ReadyReplicas, db.Spec.Replicas),
+			db.Spec.StorageSize.String(),
+			Phase(db),
+			age,
+			endpoint,
+			storageClass,
+			string(db.Spec.DeletionPolicy),
+		}, nil
+	})
+	return table, err
+}
+
+// Phase sums a MyDatabase's conditions up in one word for humans; clients
+// should read the conditions themselves.
+func Phase(db *example.MyDatabase) string {
+	switch {
+	case db.DeletionTimestamp != nil:
+		return "Terminating"
+	case meta.IsStatusConditionTrue(db.Status.Conditions, example.ConditionDegraded):
+		return "Degraded"
+	case meta.IsStatusConditionTrue(db.Status.Conditions, example.ConditionReady) && db.Status.ObservedGeneration == db.Generation:
+		return "Ready"
+	case meta.IsStatusConditionTrue(db.Status.Conditions, example.ConditionProgressing):
+		return "Progressing"
+	default:
+		return "Pending"
+	}
+}
