@@ -33,12 +33,12 @@ func NewStrategy(typer runtime.ObjectTyper) strategy {
 }
 
 var (
-	_ rest.RESTCreateStrategy     = strategy{}
-	_ rest.RESTUpdateStrategy     = strategy{}
-	_ rest.RESTDeleteStrategy     = strategy{}
-	_ rest.ResetFieldsStrategy    = strategy{}
-	_ rest.RESTUpdateStrategy     = statusStrategy{}
-	_ rest.ResetFieldsStrategy    = statusStrategy{}
+	_ rest.RESTCreateStrategy              = strategy{}
+	_ rest.RESTUpdateStrategy              = strategy{}
+	_ rest.RESTDeleteStrategy              = strategy{}
+	_ rest.ResetFieldsStrategy             = strategy{}
+	_ rest.RESTUpdateStrategy              = statusStrategy{}
+	_ rest.ResetFieldsStrategy             = statusStrategy{}
 	_ rest.GarbageCollectionDeleteStrategy = strategy{}
 )
 

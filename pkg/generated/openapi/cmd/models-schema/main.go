@@ -21,9 +21,9 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/mydb-dev/mydb/pkg/generated/openapi"
 	"k8s.io/kube-openapi/pkg/common"
 	"k8s.io/kube-openapi/pkg/validation/spec"
-	"github.com/mydb-dev/mydb/pkg/generated/openapi"
 )
 
 // Outputs openAPI schema JSON containing the schema definitions in zz_generated.openapi.go.
