@@ -1,0 +1,79 @@
+package v1_test
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+)
+
+func quantities(cpu, memory string) corev1.ResourceList {
+	return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)}
+}
+
+func TestSetDefaults(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := v1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		spec v1.MyDatabaseSpec
+		want v1.MyDatabaseSpec
+	}{{
+		name: "seed example gets version, policy and the seed's resources",
+		spec: v1.MyDatabaseSpec{Engine: v1.EngineMySQL, Replicas: ptr.To[int32](3), StorageSize: resource.MustParse("50Gi")},
+		want: v1.MyDatabaseSpec{Engine: v1.EngineMySQL, Version: "8.4", Replicas: ptr.To[int32](3), StorageSize: resource.MustParse("50Gi"),
+			Resources:      corev1.ResourceRequirements{Requests: quantities("250m", "512Mi"), Limits: quantities("1", "1Gi")},
+			DeletionPolicy: v1.DeletionPolicyRetain},
+	}, {
+		name: "postgres defaults to its own version and one replica",
+		spec: v1.MyDatabaseSpec{Engine: v1.EnginePostgres, StorageSize: resource.MustParse("1Gi")},
+		want: v1.MyDatabaseSpec{Engine: v1.EnginePostgres, Version: "17", Replicas: ptr.To[int32](1), StorageSize: resource.MustParse("1Gi"),
+			Resources:      corev1.ResourceRequirements{Requests: quantities("250m", "512Mi"), Limits: quantities("1", "1Gi")},
+			DeletionPolicy: v1.DeletionPolicyRetain},
+	}, {
+		name: "unknown engine keeps an empty version for validation to reject",
+		spec: v1.MyDatabaseSpec{Engine: "oracle", Replicas: ptr.To[int32](2), DeletionPolicy: v1.DeletionPolicyDelete},
+		want: v1.MyDatabaseSpec{Engine: "oracle", Replicas: ptr.To[int32](2), DeletionPolicy: v1.DeletionPolicyDelete,
+			Resources: corev1.ResourceRequirements{Requests: quantities("250m", "512Mi"), Limits: quantities("1", "1Gi")}},
+	}, {
+		name: "a small memory limit pulls the default request down to it",
+		spec: v1.MyDatabaseSpec{Engine: v1.EngineMySQL, Version: "8.0", Replicas: ptr.To[int32](1),
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")}}},
+		want: v1.MyDatabaseSpec{Engine: v1.EngineMySQL, Version: "8.0", Replicas: ptr.To[int32](1), DeletionPolicy: v1.DeletionPolicyRetain,
+			Resources: corev1.ResourceRequirements{Requests: quantities("250m", "256Mi"), Limits: quantities("1", "256Mi")}},
+	}, {
+		name: "a large cpu request pushes the default limit up to it",
+		spec: v1.MyDatabaseSpec{Engine: v1.EngineMySQL, Version: "8.4", Replicas: ptr.To[int32](1),
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}}},
+		want: v1.MyDatabaseSpec{Engine: v1.EngineMySQL, Version: "8.4", Replicas: ptr.To[int32](1), DeletionPolicy: v1.DeletionPolicyRetain,
+			Resources: corev1.ResourceRequirements{Requests: quantities("4", "512Mi"), Limits: quantities("4", "1Gi")}},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			db := &v1.MyDatabase{Spec: tc.spec}
+			scheme.Default(db)
+			if diff := cmp.Diff(tc.want, db.Spec); diff != "" {
+				t.Errorf("defaulted spec (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestSetDefaultsDoesNotShareDefaults(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := v1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	db := &v1.MyDatabase{Spec: v1.MyDatabaseSpec{Engine: v1.EngineMySQL}}
+	scheme.Default(db)
+	db.Spec.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("8")
+	if got := v1.DefaultResources.Limits[corev1.ResourceCPU]; got.String() != "1" {
+		t.Fatalf("changing a defaulted object changed DefaultResources: cpu limit %s", got.String())
+	}
+}

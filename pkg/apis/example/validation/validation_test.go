@@ -1,0 +1,297 @@
+package validation
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/mydb-dev/mydb/pkg/apis/example"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+)
+
+// myDatabase returns a valid, defaulted MyDatabase changed by mods.
+func myDatabase(mods ...func(*example.MyDatabase)) *example.MyDatabase {
+	db := &example.MyDatabase{
+		ObjectMeta: metav1.ObjectMeta{Name: "prod-mysql", Namespace: "default", ResourceVersion: "1"},
+		Spec: example.MyDatabaseSpec{
+			Engine:      example.EngineMySQL,
+			Version:     "8.4",
+			Replicas:    3,
+			StorageSize: resource.MustParse("50Gi"),
+			Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("512Mi")},
+				Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")},
+			},
+			DeletionPolicy: example.DeletionPolicyRetain,
+		},
+	}
+	for _, mod := range mods {
+		mod(db)
+	}
+	return db
+}
+
+// errorSummary reduces errors to type and field, the part clients rely on.
+type errorSummary struct {
+	Type  field.ErrorType
+	Field string
+}
+
+func summarize(errs field.ErrorList) []errorSummary {
+	out := make([]errorSummary, 0, len(errs))
+	for _, e := range errs {
+		out = append(out, errorSummary{e.Type, e.Field})
+	}
+	return out
+}
+
+var sortSummaries = cmpopts.SortSlices(func(a, b errorSummary) bool { return a.Field+string(a.Type) < b.Field+string(b.Type) })
+
+func TestValidateMyDatabase(t *testing.T) {
+	tests := []struct {
+		name string
+		db   *example.MyDatabase
+		want []errorSummary
+	}{
+		{name: "seed example", db: myDatabase()},
+		{name: "postgres", db: myDatabase(func(d *example.MyDatabase) { d.Spec.Engine, d.Spec.Version = example.EnginePostgres, "17" })},
+		{name: "one replica", db: myDatabase(func(d *example.MyDatabase) { d.Spec.Replicas = 1 })},
+		{name: "nine replicas", db: myDatabase(func(d *example.MyDatabase) { d.Spec.Replicas = MaxReplicas })},
+		{name: "storage class", db: myDatabase(func(d *example.MyDatabase) { d.Spec.StorageClassName = ptr.To("fast-ssd") })},
+		{name: "delete policy", db: myDatabase(func(d *example.MyDatabase) { d.Spec.DeletionPolicy = example.DeletionPolicyDelete })},
+		{name: "max storage", db: myDatabase(func(d *example.MyDatabase) { d.Spec.StorageSize = MaxStorageSize.DeepCopy() })},
+		{name: "name of max length", db: myDatabase(func(d *example.MyDatabase) { d.Name = "a" + strings.Repeat("b", MaxNameLength-1) })},
+		{name: "no resources at all", db: myDatabase(func(d *example.MyDatabase) { d.Spec.Resources = corev1.ResourceRequirements{} })},
+		{name: "ephemeral storage", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Resources.Limits[corev1.ResourceEphemeralStorage] = resource.MustParse("1Gi")
+		})},
+
+		{name: "missing name", db: myDatabase(func(d *example.MyDatabase) { d.Name = "" }),
+			want: []errorSummary{{field.ErrorTypeRequired, "metadata.name"}}},
+		{name: "missing namespace", db: myDatabase(func(d *example.MyDatabase) { d.Namespace = "" }),
+			want: []errorSummary{{field.ErrorTypeRequired, "metadata.namespace"}}},
+		{name: "name with upper case", db: myDatabase(func(d *example.MyDatabase) { d.Name = "Prod" }),
+			want: []errorSummary{{field.ErrorTypeInvalid, "metadata.name"}}},
+		{name: "name with dot", db: myDatabase(func(d *example.MyDatabase) { d.Name = "prod.mysql" }),
+			want: []errorSummary{{field.ErrorTypeInvalid, "metadata.name"}}},
+		{name: "name starting with digit", db: myDatabase(func(d *example.MyDatabase) { d.Name = "1db" }),
+			want: []errorSummary{{field.ErrorTypeInvalid, "metadata.name"}}},
+		{name: "name too long", db: myDatabase(func(d *example.MyDatabase) { d.Name = strings.Repeat("a", MaxNameLength+1) }),
+			want: []errorSummary{{field.ErrorTypeInvalid, "metadata.name"}}},
+		{name: "bad label", db: myDatabase(func(d *example.MyDatabase) { d.Labels = map[string]string{"a b": "c"} }),
+			want: []errorSummary{{field.ErrorTypeInvalid, "metadata.labels"}}},
+		{name: "missing engine", db: myDatabase(func(d *example.MyDatabase) { d.Spec.Engine = "" }),
+			want: []errorSummary{{field.ErrorTypeRequired, "spec.engine"}}},
+		{name: "unknown engine", db: myDatabase(func(d *example.MyDatabase) { d.Spec.Engine = "oracle" }),
+			want: []errorSummary{{field.ErrorTypeNotSupported, "spec.engine"}}},
+		{name: "engine in upper case", db: myDatabase(func(d *example.MyDatabase) { d.Spec.Engine = "MySQL" }),
+			want: []errorSummary{{field.ErrorTypeNotSupported, "spec.engine"}}},
+		{name: "missing version", db: myDatabase(func(d *example.MyDatabase) { d.Spec.Version = "" }),
+			want: []errorSummary{{field.ErrorTypeRequired, "spec.version"}}},
+		{name: "unsupported mysql version", db: myDatabase(func(d *example.MyDatabase) { d.Spec.Version = "5.7" }),
+			want: []errorSummary{{field.ErrorTypeNotSupported, "spec.version"}}},
+		{name: "postgres version on mysql", db: myDatabase(func(d *example.MyDatabase) { d.Spec.Version = "17" }),
+			want: []errorSummary{{field.ErrorTypeNotSupported, "spec.version"}}},
+		{name: "mysql version on postgres", db: myDatabase(func(d *example.MyDatabase) { d.Spec.Engine = example.EnginePostgres }),
+			want: []errorSummary{{field.ErrorTypeNotSupported, "spec.version"}}},
+		{name: "zero replicas", db: myDatabase(func(d *example.MyDatabase) { d.Spec.Replicas = 0 }),
+			want: []errorSummary{{field.ErrorTypeInvalid, "spec.replicas"}}},
+		{name: "negative replicas", db: myDatabase(func(d *example.MyDatabase) { d.Spec.Replicas = -1 }),
+			want: []errorSummary{{field.ErrorTypeInvalid, "spec.replicas"}}},
+		{name: "too many replicas", db: myDatabase(func(d *example.MyDatabase) { d.Spec.Replicas = MaxReplicas + 1 }),
+			want: []errorSummary{{field.ErrorTypeInvalid, "spec.replicas"}}},
+		{name: "missing storage size", db: myDatabase(func(d *example.MyDatabase) { d.Spec.StorageSize = resource.Quantity{} }),
+			want: []errorSummary{{field.ErrorTypeRequired, "spec.storageSize"}}},
+		{name: "negative storage size", db: myDatabase(func(d *example.MyDatabase) { d.Spec.StorageSize = resource.MustParse("-1Gi") }),
+			want: []errorSummary{{field.ErrorTypeInvalid, "spec.storageSize"}}},
+		{name: "storage size too large", db: myDatabase(func(d *example.MyDatabase) { d.Spec.StorageSize = resource.MustParse("65Ti") }),
+			want: []errorSummary{{field.ErrorTypeInvalid, "spec.storageSize"}}},
+		{name: "bad storage class", db: myDatabase(func(d *example.MyDatabase) { d.Spec.StorageClassName = ptr.To("Fast_SSD") }),
+			want: []errorSummary{{field.ErrorTypeInvalid, "spec.storageClassName"}}},
+		{name: "empty storage class", db: myDatabase(func(d *example.MyDatabase) { d.Spec.StorageClassName = ptr.To("") }),
+			want: []errorSummary{{field.ErrorTypeInvalid, "spec.storageClassName"}}},
+		{name: "request above limit", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("2Gi")
+		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.resources.requests[memory]"}}},
+		{name: "negative cpu limit", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("-1")
+		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.resources.limits[cpu]"}, {field.ErrorTypeInvalid, "spec.resources.requests[cpu]"}}},
+		{name: "gpu request", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Resources.Requests["nvidia.com/gpu"] = resource.MustParse("1")
+		}), want: []errorSummary{{field.ErrorTypeNotSupported, "spec.resources.requests[nvidia.com/gpu]"}}},
+		{name: "resource claims", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
+		}), want: []errorSummary{{field.ErrorTypeForbidden, "spec.resources.claims"}}},
+		{name: "missing deletion policy", db: myDatabase(func(d *example.MyDatabase) { d.Spec.DeletionPolicy = "" }),
+			want: []errorSummary{{field.ErrorTypeNotSupported, "spec.deletionPolicy"}}},
+		{name: "unknown deletion policy", db: myDatabase(func(d *example.MyDatabase) { d.Spec.DeletionPolicy = "Snapshot" }),
+			want: []errorSummary{{field.ErrorTypeNotSupported, "spec.deletionPolicy"}}},
+		{name: "every spec field wrong", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec = example.MyDatabaseSpec{Engine: "db2", Version: "1", Replicas: 100, DeletionPolicy: "x"}
+		}), want: []errorSummary{
+			{field.ErrorTypeNotSupported, "spec.engine"},
+			{field.ErrorTypeInvalid, "spec.replicas"},
+			{field.ErrorTypeRequired, "spec.storageSize"},
+			{field.ErrorTypeNotSupported, "spec.deletionPolicy"},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := summarize(ValidateMyDatabase(tc.db))
+			if diff := cmp.Diff(tc.want, got, sortSummaries, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("errors (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestValidateMyDatabaseUpdate(t *testing.T) {
+	tests := []struct {
+		name string
+		old  *example.MyDatabase
+		db   *example.MyDatabase
+		want []errorSummary
+	}{
+		{name: "no change", old: myDatabase(), db: myDatabase()},
+		{name: "scale up", old: myDatabase(), db: myDatabase(func(d *example.MyDatabase) { d.Spec.Replicas = 5 })},
+		{name: "scale down", old: myDatabase(), db: myDatabase(func(d *example.MyDatabase) { d.Spec.Replicas = 1 })},
+		{name: "grow storage", old: myDatabase(), db: myDatabase(func(d *example.MyDatabase) { d.Spec.StorageSize = resource.MustParse("100Gi") })},
+		{name: "same storage in other units", old: myDatabase(), db: myDatabase(func(d *example.MyDatabase) { d.Spec.StorageSize = resource.MustParse("51200Mi") })},
+		{name: "upgrade version", old: myDatabase(func(d *example.MyDatabase) { d.Spec.Version = "8.0" }), db: myDatabase()},
+		{name: "upgrade postgres across majors",
+			old: myDatabase(func(d *example.MyDatabase) { d.Spec.Engine, d.Spec.Version = example.EnginePostgres, "15" }),
+			db:  myDatabase(func(d *example.MyDatabase) { d.Spec.Engine, d.Spec.Version = example.EnginePostgres, "17" })},
+		{name: "change deletion policy", old: myDatabase(), db: myDatabase(func(d *example.MyDatabase) { d.Spec.DeletionPolicy = example.DeletionPolicyDelete })},
+		{name: "change resources", old: myDatabase(), db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Resources.Limits[corev1.ResourceMemory] = resource.MustParse("4Gi")
+		})},
+
+		{name: "change engine", old: myDatabase(),
+			db:   myDatabase(func(d *example.MyDatabase) { d.Spec.Engine, d.Spec.Version = example.EnginePostgres, "17" }),
+			want: []errorSummary{{field.ErrorTypeInvalid, "spec.engine"}}},
+		{name: "shrink storage", old: myDatabase(),
+			db:   myDatabase(func(d *example.MyDatabase) { d.Spec.StorageSize = resource.MustParse("10Gi") }),
+			want: []errorSummary{{field.ErrorTypeForbidden, "spec.storageSize"}}},
+		{name: "shrink storage by one byte", old: myDatabase(),
+			db:   myDatabase(func(d *example.MyDatabase) { d.Spec.StorageSize = *resource.NewQuantity(50<<30-1, resource.BinarySI) }),
+			want: []errorSummary{{field.ErrorTypeForbidden, "spec.storageSize"}}},
+		{name: "downgrade version", old: myDatabase(),
+			db:   myDatabase(func(d *example.MyDatabase) { d.Spec.Version = "8.0" }),
+			want: []errorSummary{{field.ErrorTypeForbidden, "spec.version"}}},
+		{name: "set storage class", old: myDatabase(),
+			db:   myDatabase(func(d *example.MyDatabase) { d.Spec.StorageClassName = ptr.To("fast") }),
+			want: []errorSummary{{field.ErrorTypeInvalid, "spec.storageClassName"}}},
+		{name: "change storage class",
+			old:  myDatabase(func(d *example.MyDatabase) { d.Spec.StorageClassName = ptr.To("slow") }),
+			db:   myDatabase(func(d *example.MyDatabase) { d.Spec.StorageClassName = ptr.To("fast") }),
+			want: []errorSummary{{field.ErrorTypeInvalid, "spec.storageClassName"}}},
+		{name: "invalid replicas on update", old: myDatabase(),
+			db:   myDatabase(func(d *example.MyDatabase) { d.Spec.Replicas = 0 }),
+			want: []errorSummary{{field.ErrorTypeInvalid, "spec.replicas"}}},
+		{name: "unsupported version on update", old: myDatabase(),
+			db:   myDatabase(func(d *example.MyDatabase) { d.Spec.Version = "9.9" }),
+			want: []errorSummary{{field.ErrorTypeNotSupported, "spec.version"}}},
+		{name: "rename", old: myDatabase(),
+			db:   myDatabase(func(d *example.MyDatabase) { d.Name = "other" }),
+			want: []errorSummary{{field.ErrorTypeInvalid, "metadata.name"}}},
+		{name: "move namespace", old: myDatabase(),
+			db:   myDatabase(func(d *example.MyDatabase) { d.Namespace = "other" }),
+			want: []errorSummary{{field.ErrorTypeInvalid, "metadata.namespace"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := summarize(ValidateMyDatabaseUpdate(tc.db, tc.old))
+			if diff := cmp.Diff(tc.want, got, sortSummaries, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("errors (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestValidateMyDatabaseStatusUpdate(t *testing.T) {
+	condition := func(typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
+		return metav1.Condition{Type: typ, Status: status, Reason: reason, LastTransitionTime: metav1.Now()}
+	}
+	tests := []struct {
+		name   string
+		status example.MyDatabaseStatus
+		want   []errorSummary
+	}{
+		{name: "converged", status: example.MyDatabaseStatus{ObservedGeneration: 1, Replicas: 3, ReadyReplicas: 3,
+			Conditions: []metav1.Condition{condition(example.ConditionReady, metav1.ConditionTrue, "AllReplicasReady")}}},
+		{name: "more ready than replicas", status: example.MyDatabaseStatus{Replicas: 1, ReadyReplicas: 2},
+			want: []errorSummary{{field.ErrorTypeInvalid, "status.readyReplicas"}}},
+		{name: "negative replicas", status: example.MyDatabaseStatus{Replicas: -1, ReadyReplicas: -2},
+			want: []errorSummary{{field.ErrorTypeInvalid, "status.replicas"}, {field.ErrorTypeInvalid, "status.readyReplicas"}}},
+		{name: "negative observed generation", status: example.MyDatabaseStatus{ObservedGeneration: -1},
+			want: []errorSummary{{field.ErrorTypeInvalid, "status.observedGeneration"}}},
+		{name: "condition without reason", status: example.MyDatabaseStatus{
+			Conditions: []metav1.Condition{condition(example.ConditionReady, metav1.ConditionTrue, "")}},
+			want: []errorSummary{{field.ErrorTypeRequired, "status.conditions[0].reason"}}},
+		{name: "duplicate condition", status: example.MyDatabaseStatus{Conditions: []metav1.Condition{
+			condition(example.ConditionReady, metav1.ConditionTrue, "A"), condition(example.ConditionReady, metav1.ConditionFalse, "B")}},
+			want: []errorSummary{{field.ErrorTypeDuplicate, "status.conditions[1]"}}},
+		{name: "bad condition status", status: example.MyDatabaseStatus{
+			Conditions: []metav1.Condition{condition(example.ConditionReady, "Maybe", "A")}},
+			want: []errorSummary{{field.ErrorTypeNotSupported, "status.conditions[0].status"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			db := myDatabase(func(d *example.MyDatabase) { d.Status = tc.status })
+			got := summarize(ValidateMyDatabaseStatusUpdate(db, myDatabase()))
+			if diff := cmp.Diff(tc.want, got, sortSummaries, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("errors (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestValidationMessages(t *testing.T) {
+	errs := ValidateMyDatabaseUpdate(myDatabase(func(d *example.MyDatabase) {
+		d.Spec.StorageSize = resource.MustParse("10Gi")
+		d.Spec.Replicas = 0
+	}), myDatabase())
+	for _, e := range errs {
+		if !strings.Contains(e.Detail, "must") && !strings.Contains(e.Detail, "may not") {
+			t.Errorf("%s: detail %q says neither \"must\" nor \"may not\"", e.Field, e.Detail)
+		}
+	}
+	if len(errs) != 2 {
+		t.Errorf("got %d errors, want 2: %v", len(errs), errs)
+	}
+}
+
+func TestWarnings(t *testing.T) {
+	tests := []struct {
+		name string
+		old  *example.MyDatabase
+		db   *example.MyDatabase
+		want []string
+	}{
+		{name: "seed example", db: myDatabase()},
+		{name: "deprecated version", db: myDatabase(func(d *example.MyDatabase) { d.Spec.Version = "8.0" }),
+			want: []string{"spec.version: mysql 8.0 reached its end of life in April 2026; move to 8.4"}},
+		{name: "tiny memory limit", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Resources.Limits[corev1.ResourceMemory] = resource.MustParse("128Mi")
+		}), want: []string{"spec.resources.limits.memory: 128Mi is below the 256Mi a database engine needs to start"}},
+		{name: "delete policy on create", db: myDatabase(func(d *example.MyDatabase) { d.Spec.DeletionPolicy = example.DeletionPolicyDelete }),
+			want: []string{"spec.deletionPolicy: Delete removes the volumes, and all data on them, when this MyDatabase is deleted"}},
+		{name: "delete policy kept on update",
+			old: myDatabase(func(d *example.MyDatabase) { d.Spec.DeletionPolicy = example.DeletionPolicyDelete }),
+			db:  myDatabase(func(d *example.MyDatabase) { d.Spec.DeletionPolicy = example.DeletionPolicyDelete })},
+		{name: "scale down to one", old: myDatabase(), db: myDatabase(func(d *example.MyDatabase) { d.Spec.Replicas = 1 }),
+			want: []string{"spec.replicas: a single replica has no standby and no PodDisruptionBudget; a node drain takes the database down"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, Warnings(tc.db, tc.old), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("warnings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,204 @@
+package mydatabase
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/mydb-dev/mydb/pkg/apis/example"
+	"github.com/mydb-dev/mydb/pkg/apis/example/install"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+func newStrategy(t *testing.T) strategy {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	install.Install(scheme)
+	return NewStrategy(scheme)
+}
+
+func myDatabase(mods ...func(*example.MyDatabase)) *example.MyDatabase {
+	db := &example.MyDatabase{
+		ObjectMeta: metav1.ObjectMeta{Name: "prod-mysql", Namespace: "default", Generation: 4, ResourceVersion: "10"},
+		Spec: example.MyDatabaseSpec{
+			Engine: example.EngineMySQL, Version: "8.4", Replicas: 3,
+			StorageSize: resource.MustParse("50Gi"), DeletionPolicy: example.DeletionPolicyRetain,
+		},
+		Status: example.MyDatabaseStatus{
+			ObservedGeneration: 4, Replicas: 3, ReadyReplicas: 3, Selector: "app=x", Endpoint: "prod-mysql.default.svc:3306",
+			Conditions: []metav1.Condition{{Type: example.ConditionReady, Status: metav1.ConditionTrue, Reason: "AllReplicasReady",
+				LastTransitionTime: metav1.Unix(1e9, 0)}},
+		},
+	}
+	for _, mod := range mods {
+		mod(db)
+	}
+	return db
+}
+
+func TestPrepareForCreate(t *testing.T) {
+	db := myDatabase()
+	newStrategy(t).PrepareForCreate(context.Background(), db)
+	if diff := cmp.Diff(example.MyDatabaseStatus{}, db.Status); diff != "" {
+		t.Errorf("status not cleared (-want +got):\n%s", diff)
+	}
+	if db.Generation != 1 {
+		t.Errorf("generation = %d, want 1", db.Generation)
+	}
+}
+
+func TestPrepareForUpdate(t *testing.T) {
+	tests := []struct {
+		name           string
+		update         func(*example.MyDatabase)
+		wantGeneration int64
+	}{
+		{name: "spec change bumps generation", update: func(d *example.MyDatabase) { d.Spec.Replicas = 5 }, wantGeneration: 5},
+		{name: "label change keeps generation", update: func(d *example.MyDatabase) { d.Labels = map[string]string{"team": "a"} }, wantGeneration: 4},
+		{name: "equal quantity in other units keeps generation",
+			update: func(d *example.MyDatabase) { d.Spec.StorageSize = resource.MustParse("51200Mi") }, wantGeneration: 4},
+		{name: "status written through the main resource is dropped",
+			update: func(d *example.MyDatabase) { d.Status = example.MyDatabaseStatus{ReadyReplicas: 9} }, wantGeneration: 4},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			old := myDatabase()
+			db := myDatabase(tc.update)
+			newStrategy(t).PrepareForUpdate(context.Background(), db, old)
+			if db.Generation != tc.wantGeneration {
+				t.Errorf("generation = %d, want %d", db.Generation, tc.wantGeneration)
+			}
+			if diff := cmp.Diff(old.Status, db.Status); diff != "" {
+				t.Errorf("status changed through the main resource (-old +new):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestStatusPrepareForUpdate(t *testing.T) {
+	old := myDatabase()
+	db := myDatabase(func(d *example.MyDatabase) {
+		d.Spec.Replicas = 7
+		d.Status.ReadyReplicas = 2
+	})
+	NewStatusStrategy(newStrategy(t)).PrepareForUpdate(context.Background(), db, old)
+	if diff := cmp.Diff(old.Spec, db.Spec); diff != "" {
+		t.Errorf("spec changed through /status (-old +new):\n%s", diff)
+	}
+	if db.Status.ReadyReplicas != 2 {
+		t.Errorf("status.readyReplicas = %d, want 2", db.Status.ReadyReplicas)
+	}
+	if db.Generation != old.Generation {
+		t.Errorf("generation = %d, want %d", db.Generation, old.Generation)
+	}
+}
+
+func TestResetFields(t *testing.T) {
+	s := newStrategy(t)
+	if got := s.GetResetFields()["example.com/v1"].String(); got != ".status" {
+		t.Errorf("main resource resets %q, want .status", got)
+	}
+	if got := NewStatusStrategy(s).GetResetFields()["example.com/v1"].String(); got != ".spec" {
+		t.Errorf("/status resets %q, want .spec", got)
+	}
+}
+
+func TestValidateGoesThroughStrategy(t *testing.T) {
+	s := newStrategy(t)
+	if errs := s.Validate(context.Background(), myDatabase(func(d *example.MyDatabase) { d.Spec.Replicas = 0 })); len(errs) != 1 {
+		t.Errorf("create validation: got %v, want one error", errs)
+	}
+	shrunk := myDatabase(func(d *example.MyDatabase) { d.Spec.StorageSize = resource.MustParse("1Gi") })
+	if errs := s.ValidateUpdate(context.Background(), shrunk, myDatabase()); len(errs) != 1 {
+		t.Errorf("update validation: got %v, want one error", errs)
+	}
+	bad := myDatabase(func(d *example.MyDatabase) { d.Status.ReadyReplicas = 4 })
+	if errs := NewStatusStrategy(s).ValidateUpdate(context.Background(), bad, myDatabase()); len(errs) != 1 {
+		t.Errorf("status validation: got %v, want one error", errs)
+	}
+}
+
+func TestSelectableFields(t *testing.T) {
+	tests := []struct {
+		name     string
+		db       *example.MyDatabase
+		selector string
+		want     bool
+	}{
+		{name: "engine matches", db: myDatabase(), selector: "spec.engine=mysql", want: true},
+		{name: "engine differs", db: myDatabase(), selector: "spec.engine=postgres", want: false},
+		{name: "version", db: myDatabase(), selector: "spec.version=8.4", want: true},
+		{name: "ready", db: myDatabase(), selector: "status.ready=True", want: true},
+		{name: "no condition yet is Unknown", db: myDatabase(func(d *example.MyDatabase) { d.Status = example.MyDatabaseStatus{} }),
+			selector: "status.ready=Unknown", want: true},
+		{name: "name and namespace", db: myDatabase(), selector: "metadata.name=prod-mysql,metadata.namespace=default", want: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sel, err := fields.ParseSelector(tc.selector)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := sel.Matches(SelectableFields(tc.db)); got != tc.want {
+				t.Errorf("%s matches = %v, want %v", tc.selector, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestConvertToTable(t *testing.T) {
+	db := myDatabase(func(d *example.MyDatabase) { d.Status.ReadyReplicas = 2 })
+	table, err := tableConvertor{}.ConvertToTable(context.Background(), db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var headers []string
+	for _, c := range table.ColumnDefinitions {
+		if c.Priority == 0 {
+			headers = append(headers, c.Name)
+		}
+	}
+	wantHeaders := []string{"Name", "Engine", "Version", "Replicas", "Ready", "Storage", "Status", "Age"}
+	if diff := cmp.Diff(wantHeaders, headers); diff != "" {
+		t.Errorf("headers (-want +got):\n%s", diff)
+	}
+	if len(table.Rows) != 1 {
+		t.Fatalf("got %d rows, want 1", len(table.Rows))
+	}
+	want := []interface{}{"prod-mysql", "mysql", "8.4", int64(3), "2/3", "50Gi", "Ready", "<unknown>",
+		"prod-mysql.default.svc:3306", "<default>", "Retain"}
+	if diff := cmp.Diff(want, table.Rows[0].Cells); diff != "" {
+		t.Errorf("cells (-want +got):\n%s", diff)
+	}
+}
+
+func TestPhase(t *testing.T) {
+	cond := func(typ string, s metav1.ConditionStatus) metav1.Condition { return metav1.Condition{Type: typ, Status: s} }
+	now := metav1.Now()
+	tests := []struct {
+		name string
+		db   *example.MyDatabase
+		want string
+	}{
+		{name: "new", db: myDatabase(func(d *example.MyDatabase) { d.Status = example.MyDatabaseStatus{} }), want: "Pending"},
+		{name: "ready", db: myDatabase(), want: "Ready"},
+		{name: "ready for an older generation", db: myDatabase(func(d *example.MyDatabase) { d.Generation = 5 }), want: "Pending"},
+		{name: "progressing", db: myDatabase(func(d *example.MyDatabase) {
+			d.Status.Conditions = []metav1.Condition{cond(example.ConditionProgressing, metav1.ConditionTrue)}
+		}), want: "Progressing"},
+		{name: "degraded wins over ready", db: myDatabase(func(d *example.MyDatabase) {
+			d.Status.Conditions = append(d.Status.Conditions, cond(example.ConditionDegraded, metav1.ConditionTrue))
+		}), want: "Degraded"},
+		{name: "deleting", db: myDatabase(func(d *example.MyDatabase) { d.DeletionTimestamp = &now }), want: "Terminating"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Phase(tc.db); got != tc.want {
+				t.Errorf("Phase = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
