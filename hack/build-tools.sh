@@ -3,6 +3,7 @@
 # (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok)
 # from the Go module proxy at pinned versions, once per machine: each binary is
 # cached under _output/bin/<name>-<version> and skipped when present.
+# With arguments, builds only the named binaries (hack/build-tools.sh etcd).
 set -o errexit -o nounset -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -35,9 +36,15 @@ kube_ldflags() {
   echo "-X ${v}.gitVersion=${KUBE_VERSION} -X ${v}.gitMajor=1 -X ${v}.gitMinor=37 -X ${v}.gitTreeState=clean -X ${v}.buildDate=1970-01-01T00:00:00Z"
 }
 
-build "${ROOT}/hack/tools" go.etcd.io/etcd/server/v3 etcd "${ETCD_VERSION}"
-for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
-  build "${ROOT}/hack/tools" "k8s.io/kubernetes/cmd/${cmd}" "${cmd}" "${KUBE_VERSION}" "$(kube_ldflags)"
+wanted=("$@")
+[[ ${#wanted[@]} -gt 0 ]] || wanted=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
+for name in "${wanted[@]}"; do
+  case "${name}" in
+    etcd) build "${ROOT}/hack/tools" go.etcd.io/etcd/server/v3 etcd "${ETCD_VERSION}" ;;
+    kube-apiserver | kube-controller-manager | kube-scheduler | kubectl)
+      build "${ROOT}/hack/tools" "k8s.io/kubernetes/cmd/${name}" "${name}" "${KUBE_VERSION}" "$(kube_ldflags)" ;;
+    kwok) build "${ROOT}/hack/tools/kwok" sigs.k8s.io/kwok/cmd/kwok kwok "${KWOK_VERSION}" ;;
+    *) echo "unknown tool ${name}" >&2; exit 2 ;;
+  esac
 done
-build "${ROOT}/hack/tools/kwok" sigs.k8s.io/kwok/cmd/kwok kwok "${KWOK_VERSION}"
 log "binaries ready in ${BIN_DIR}"

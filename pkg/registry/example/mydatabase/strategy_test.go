@@ -176,7 +176,9 @@ func TestConvertToTable(t *testing.T) {
 }
 
 func TestPhase(t *testing.T) {
-	cond := func(typ string, s metav1.ConditionStatus) metav1.Condition { return metav1.Condition{Type: typ, Status: s} }
+	cond := func(typ string, s metav1.ConditionStatus) metav1.Condition {
+		return metav1.Condition{Type: typ, Status: s}
+	}
 	now := metav1.Now()
 	tests := []struct {
 		name string
