@@ -45,6 +45,8 @@ kube::codegen::gen_openapi \
   --output-pkg "${MODULE}/pkg/generated/openapi" \
   --report-filename "${ROOT}/api/api-rules/violation_exceptions.list" \
   --output-model-name-file "zz_generated.model_name.go" \
+  --extra-pkgs k8s.io/api/core/v1 \
+  --extra-pkgs k8s.io/api/autoscaling/v1 \
   ${update_report:+"${update_report}"} \
   --boilerplate "${BOILERPLATE}" \
   "${ROOT}/pkg/apis"

@@ -7,15 +7,16 @@ import (
 	"io"
 	"net"
 
+	"github.com/mydb-dev/mydb/pkg/apis/example"
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/apiserver"
 	generatedopenapi "github.com/mydb-dev/mydb/pkg/generated/openapi"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
+	serverstorage "k8s.io/apiserver/pkg/server/storage"
 	"k8s.io/apiserver/pkg/util/compatibility"
 	cliflag "k8s.io/component-base/cli/flag"
 	basecompatibility "k8s.io/component-base/compatibility"
@@ -40,20 +41,16 @@ type Options struct {
 	StdErr io.Writer
 }
 
-// NewOptions returns options with mydb's defaults: protobuf in etcd under
-// /registry/mydb, stored as example.com/v1.
+// NewOptions returns options with mydb's defaults: objects stored in etcd
+// under /registry/mydb as example.com/v1 protobuf.
 func NewOptions(out, errOut io.Writer) *Options {
 	o := &Options{
-		RecommendedOptions: genericoptions.NewRecommendedOptions(
-			etcdPathPrefix,
-			apiserver.Codecs.LegacyCodec(examplev1.SchemeGroupVersion),
-		),
+		// The storage codec depends on --storage-media-type, so Complete sets it.
+		RecommendedOptions:       genericoptions.NewRecommendedOptions(etcdPathPrefix, nil),
 		ComponentGlobalsRegistry: compatibility.DefaultComponentGlobalsRegistry,
 		StdOut:                   out,
 		StdErr:                   errOut,
 	}
-	o.RecommendedOptions.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(
-		examplev1.SchemeGroupVersion, schema.GroupKind{Group: examplev1.GroupName})
 	o.RecommendedOptions.Etcd.DefaultStorageMediaType = runtime.ContentTypeProtobuf
 	return o
 }
@@ -68,8 +65,22 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	return fss
 }
 
-// Complete fills in what the flags left out.
+// Complete fills in what the flags left out: the codec objects are stored
+// with, in the media type --storage-media-type names. It still reads objects
+// stored in any other media type, so the flag can change on a live etcd.
 func (o *Options) Complete() error {
+	etcd := o.RecommendedOptions.Etcd
+	codec, versioner, err := serverstorage.NewStorageCodec(serverstorage.StorageCodecConfig{
+		StorageMediaType:  etcd.DefaultStorageMediaType,
+		StorageSerializer: apiserver.Codecs,
+		StorageVersion:    examplev1.SchemeGroupVersion,
+		MemoryVersion:     example.SchemeGroupVersion,
+	})
+	if err != nil {
+		return fmt.Errorf("--storage-media-type: %w", err)
+	}
+	etcd.StorageConfig.Codec = codec
+	etcd.StorageConfig.EncodeVersioner = versioner
 	return nil
 }
 

@@ -97,10 +97,12 @@ func validateSpec(spec *example.MyDatabaseSpec, fldPath *field.Path) field.Error
 	case !known:
 		allErrs = append(allErrs, field.NotSupported(fldPath.Child("engine"), spec.Engine, engine.Names()))
 	}
+	// Versions belong to an engine: with no known engine, its error says it all.
 	switch {
+	case !known:
 	case spec.Version == "":
 		allErrs = append(allErrs, field.Required(fldPath.Child("version"), "must name a supported version"))
-	case known && !eng.Supports(spec.Version):
+	case !eng.Supports(spec.Version):
 		allErrs = append(allErrs, field.NotSupported(fldPath.Child("version"), spec.Version, eng.Versions()))
 	}
 	if spec.Replicas < 1 || spec.Replicas > MaxReplicas {
