@@ -1,0 +1,13 @@
+# syntax=docker/dockerfile:1
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY cmd/ cmd/
+COPY pkg/ pkg/
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/mydb-apiserver ./cmd/mydb-apiserver
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/mydb-apiserver /mydb-apiserver
+USER 65532:65532
+ENTRYPOINT ["/mydb-apiserver"]

@@ -1,0 +1,87 @@
+# mydb: an aggregated Kubernetes API server for databases.
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -o errexit -o nounset -o pipefail -c
+.DEFAULT_GOAL := build
+
+OUTPUT   ?= _output
+BIN      := $(OUTPUT)/bin
+IMAGE    ?= mydb-apiserver
+TAG      ?= dev
+GOFLAGS_TEST ?= -p 2 -count=1
+
+.PHONY: build
+build: ## Build mydb-apiserver into _output/bin.
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/mydb-apiserver ./cmd/mydb-apiserver
+
+.PHONY: tools
+tools: ## Build the control-plane binaries (etcd, kube-*, kubectl, kwok) once into _output/bin.
+	hack/build-tools.sh
+
+.PHONY: test
+test: ## Unit and integration tests (integration starts a real etcd).
+	hack/build-tools.sh etcd
+	go test $(GOFLAGS_TEST) ./pkg/... ./cmd/... ./test/integration/...
+
+.PHONY: e2e
+e2e: ## End-to-end tests through a real kube-apiserver's aggregation layer (starts or reuses make local-up).
+	hack/local-up.sh
+	go test $(GOFLAGS_TEST) -timeout 30m -tags e2e ./test/e2e/...
+
+.PHONY: ci
+ci: verify test e2e ## Everything CI runs.
+
+.PHONY: local-up
+local-up: ## Bring up etcd, kube-apiserver, controller-manager, scheduler, kwok and mydb-apiserver on loopback.
+	hack/local-up.sh
+
+.PHONY: local-down
+local-down: ## Stop what local-up started.
+	hack/local-down.sh
+
+.PHONY: image
+image: ## Build the container image (needs a Docker engine).
+	docker build -t $(IMAGE):$(TAG) .
+
+.PHONY: verify
+verify: verify-gofmt verify-vet verify-codegen verify-deps ## All static checks.
+
+.PHONY: verify-gofmt
+verify-gofmt:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+.PHONY: update-gofmt
+update-gofmt:
+	gofmt -w $$(git ls-files '*.go')
+
+.PHONY: verify-vet
+verify-vet:
+	go vet ./...
+	go vet -tags e2e ./test/e2e/...
+
+.PHONY: verify-codegen
+verify-codegen:
+	hack/verify-codegen.sh
+
+.PHONY: update-codegen
+update-codegen:
+	hack/update-codegen.sh
+
+.PHONY: verify-deps
+verify-deps:
+	go mod tidy -diff
+	cd hack/tools && go mod tidy -diff
+	cd hack/tools/kwok && go mod tidy -diff
+
+.PHONY: update-deps
+update-deps:
+	go mod tidy
+	cd hack/tools && go mod tidy
+	cd hack/tools/kwok && go mod tidy
+
+.PHONY: clean
+clean: ## Remove build output (keeps nothing cached).
+	rm -rf $(OUTPUT)
+
+.PHONY: help
+help:
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "%-14s %s\n", $$1, $$2}'
