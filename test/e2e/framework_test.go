@@ -1,0 +1,136 @@
+//go:build e2e
+
+// Package e2e drives mydb through a real kube-apiserver's aggregation layer,
+// with real kubectl and client-go, on the control plane that make local-up
+// starts.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+var (
+	repoRoot   = func() string { _, f, _, _ := runtime.Caller(0); return filepath.Join(filepath.Dir(f), "..", "..") }()
+	kubeconfig = envOr("E2E_KUBECONFIG", filepath.Join(repoRoot, "_output", "local", "kubeconfig"))
+	kubectlBin = envOr("E2E_KUBECTL", filepath.Join(repoRoot, "_output", "bin", "kubectl"))
+)
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// restConfig reaches the cluster as its admin, through kube-apiserver.
+func restConfig(t *testing.T) *rest.Config {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatalf("loading %s (run make local-up): %v", kubeconfig, err)
+	}
+	return cfg
+}
+
+func mydbClient(t *testing.T, cfg *rest.Config) clientset.Interface {
+	t.Helper()
+	c, err := clientset.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func kubeClient(t *testing.T) kubernetes.Interface {
+	t.Helper()
+	c, err := kubernetes.NewForConfig(restConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// result is what one kubectl run printed.
+type result struct {
+	stdout, stderr string
+	err            error
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("err=%v\nstdout:\n%s\nstderr:\n%s", r.err, r.stdout, r.stderr)
+}
+
+// kubectl runs kubectl against the local cluster with stdin as its input.
+func kubectl(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kubectlBin, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	t.Logf("kubectl %s", strings.Join(args, " "))
+	return result{stdout: stdout.String(), stderr: stderr.String(), err: err}
+}
+
+// mustKubectl runs kubectl and fails the test when it fails.
+func mustKubectl(t *testing.T, stdin string, args ...string) string {
+	t.Helper()
+	r := kubectl(t, stdin, args...)
+	if r.err != nil {
+		t.Fatalf("kubectl %s failed:\n%s", strings.Join(args, " "), r)
+	}
+	return r.stdout
+}
+
+// newNamespace creates a namespace of the test's own and deletes it after.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	name = strings.Trim(name, "-") + fmt.Sprintf("-%d", time.Now().UnixNano()%100000)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"e2e.mydb.dev/test": "true"}}}
+	client := kubeClient(t)
+	if _, err := client.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = client.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	return name
+}
+
+// eventually polls check until it returns nil or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %v", timeout, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}

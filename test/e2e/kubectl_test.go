@@ -1,0 +1,250 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// seedExample is the object from the article mydb grew from, unchanged.
+const seedExample = `apiVersion: example.com/v1
+kind: MyDatabase
+metadata:
+  name: prod-mysql
+spec:
+  engine: mysql
+  replicas: 3
+  storageSize: 50Gi
+`
+
+func TestAPIResources(t *testing.T) {
+	out := mustKubectl(t, "", "api-resources", "--api-group=example.com", "--no-headers")
+	fields := strings.Fields(out)
+	want := []string{"mydatabases", "mdb", "example.com/v1", "true", "MyDatabase"}
+	if strings.Join(fields, " ") != strings.Join(want, " ") {
+		t.Errorf("api-resources = %q, want %q", fields, want)
+	}
+	if out := mustKubectl(t, "", "api-resources", "--categories=mydb", "-o", "name"); strings.TrimSpace(out) != "mydatabases.example.com" {
+		t.Errorf("category mydb = %q", out)
+	}
+}
+
+func TestSeedExampleLifecycle(t *testing.T) {
+	ns := newNamespace(t)
+	if out := mustKubectl(t, seedExample, "apply", "-n", ns, "-f", "-"); !strings.Contains(out, "mydatabase.example.com/prod-mysql created") {
+		t.Errorf("apply said %q", out)
+	}
+
+	out := mustKubectl(t, "", "get", "mdb", "-n", ns)
+	header := strings.Fields(strings.SplitN(out, "\n", 2)[0])
+	if got := strings.Join(header, " "); got != "NAME ENGINE VERSION REPLICAS READY STORAGE STATUS AGE" {
+		t.Errorf("columns = %q", got)
+	}
+	if !regexp.MustCompile(`prod-mysql\s+mysql\s+8\.4\s+3\s+\d/3\s+50Gi\s+\w+`).MatchString(out) {
+		t.Errorf("row not as expected:\n%s", out)
+	}
+	if wide := mustKubectl(t, "", "get", "mydatabases", "-n", ns, "-o", "wide"); !strings.Contains(wide, "DELETION POLICY") || !strings.Contains(wide, "Retain") {
+		t.Errorf("-o wide lacks the wide columns:\n%s", wide)
+	}
+	yaml := mustKubectl(t, "", "get", "mdb/prod-mysql", "-n", ns, "-o", "yaml")
+	for _, want := range []string{"generation: 1", "version: \"8.4\"", "storageSize: 50Gi", "deletionPolicy: Retain", "memory: 512Mi"} {
+		if !strings.Contains(yaml, want) {
+			t.Errorf("-o yaml lacks %q:\n%s", want, yaml)
+		}
+	}
+	if desc := mustKubectl(t, "", "describe", "mdb", "prod-mysql", "-n", ns); !strings.Contains(desc, "Engine:") || !strings.Contains(desc, "Storage Size:") {
+		t.Errorf("describe:\n%s", desc)
+	}
+
+	// Re-applying the same file changes nothing.
+	if out := mustKubectl(t, seedExample, "apply", "-n", ns, "-f", "-"); !strings.Contains(out, "unchanged") {
+		t.Errorf("second apply said %q", out)
+	}
+
+	mustKubectl(t, "", "scale", "mdb/prod-mysql", "-n", ns, "--replicas=5")
+	if got := mustKubectl(t, "", "get", "mdb/prod-mysql", "-n", ns, "-o", "jsonpath={.spec.replicas} {.metadata.generation}"); got != "5 2" {
+		t.Errorf("after scale: replicas and generation %q, want \"5 2\"", got)
+	}
+	if r := kubectl(t, "", "scale", "mdb/prod-mysql", "-n", ns, "--replicas=12"); r.err == nil || !strings.Contains(r.stderr, "spec.replicas") {
+		t.Errorf("scaling past the bound should fail naming spec.replicas:\n%s", r)
+	}
+
+	mustKubectl(t, "", "patch", "mdb/prod-mysql", "-n", ns, "--type=merge", "-p", `{"spec":{"storageSize":"100Gi"}}`)
+	if r := kubectl(t, "", "patch", "mdb/prod-mysql", "-n", ns, "--type=merge", "-p", `{"spec":{"storageSize":"10Gi"}}`); r.err == nil ||
+		!strings.Contains(r.stderr, "spec.storageSize") || !strings.Contains(r.stderr, "may not be less than") {
+		t.Errorf("shrinking storage should fail naming spec.storageSize:\n%s", r)
+	}
+	if r := kubectl(t, "", "patch", "mdb/prod-mysql", "-n", ns, "--type=json", "-p", `[{"op":"replace","path":"/spec/engine","value":"postgres"}]`); r.err == nil ||
+		!strings.Contains(r.stderr, "spec.engine") {
+		t.Errorf("changing the engine should fail naming spec.engine:\n%s", r)
+	}
+
+	changed := strings.Replace(seedExample, "storageSize: 50Gi", "storageSize: 200Gi", 1)
+	d := kubectl(t, changed, "diff", "-n", ns, "-f", "-")
+	if !strings.Contains(d.stdout, "-  storageSize: 100Gi") || !strings.Contains(d.stdout, "+  storageSize: 200Gi") {
+		t.Errorf("diff does not show the storage change:\n%s", d)
+	}
+
+	mustKubectl(t, "", "delete", "mdb", "prod-mysql", "-n", ns, "--wait=true")
+	if r := kubectl(t, "", "get", "mdb", "prod-mysql", "-n", ns); r.err == nil || !strings.Contains(r.stderr, "NotFound") {
+		t.Errorf("get after delete:\n%s", r)
+	}
+}
+
+func TestInvalidObjectsShowFieldPaths(t *testing.T) {
+	ns := newNamespace(t)
+	tests := []struct {
+		name, manifest string
+		want           []string
+	}{
+		{name: "unknown engine", manifest: strings.Replace(seedExample, "engine: mysql", "engine: oracle", 1),
+			want: []string{`spec.engine: Unsupported value: "oracle"`}},
+		{name: "zero replicas", manifest: strings.Replace(seedExample, "replicas: 3", "replicas: 0", 1),
+			want: []string{"spec.replicas: Invalid value: 0: must be between 1 and 9"}},
+		{name: "bad quantity", manifest: strings.Replace(seedExample, "50Gi", "fifty", 1),
+			want: []string{"quantities must match the regular expression"}},
+		{name: "unknown field", manifest: strings.Replace(seedExample, "replicas: 3", "replicas: 3\n  shards: 2", 1),
+			want: []string{`unknown field "spec.shards"`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := kubectl(t, tc.manifest, "apply", "-n", ns, "-f", "-")
+			if r.err == nil {
+				t.Fatalf("apply succeeded:\n%s", r)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(r.stderr, w) {
+					t.Errorf("message lacks %q:\n%s", w, r.stderr)
+				}
+			}
+		})
+	}
+	if out := mustKubectl(t, "", "get", "mdb", "-n", ns, "-o", "name"); out != "" {
+		t.Errorf("invalid objects were stored: %s", out)
+	}
+}
+
+func TestExplain(t *testing.T) {
+	out := mustKubectl(t, "", "explain", "mydatabase.spec.engine")
+	if !strings.Contains(out, "Engine is the database engine") {
+		t.Errorf("explain spec.engine:\n%s", out)
+	}
+	out = mustKubectl(t, "", "explain", "mdb.spec", "--recursive")
+	for _, f := range []string{"engine", "version", "replicas", "storageSize", "resources", "deletionPolicy"} {
+		if !strings.Contains(out, f) {
+			t.Errorf("explain --recursive lacks %s:\n%s", f, out)
+		}
+	}
+}
+
+func TestServerSideApply(t *testing.T) {
+	ns := newNamespace(t)
+	mustKubectl(t, seedExample, "apply", "--server-side", "--field-manager=platform", "-n", ns, "-f", "-")
+
+	// A second manager takes replicas over with --force-conflicts after a
+	// conflict; the first keeps the rest.
+	scaler := "apiVersion: example.com/v1\nkind: MyDatabase\nmetadata:\n  name: prod-mysql\nspec:\n  replicas: 5\n"
+	r := kubectl(t, scaler, "apply", "--server-side", "--field-manager=autoscaler", "-n", ns, "-f", "-")
+	if r.err == nil || !strings.Contains(r.stderr, "conflict with \"platform\"") || !strings.Contains(r.stderr, ".spec.replicas") {
+		t.Fatalf("expected a conflict on .spec.replicas with platform:\n%s", r)
+	}
+	mustKubectl(t, scaler, "apply", "--server-side", "--field-manager=autoscaler", "--force-conflicts", "-n", ns, "-f", "-")
+	managers := mustKubectl(t, "", "get", "mdb/prod-mysql", "-n", ns, "--show-managed-fields", "-o", "jsonpath={range .metadata.managedFields[*]}{.manager}:{.operation} {end}")
+	if !strings.Contains(managers, "platform:Apply") || !strings.Contains(managers, "autoscaler:Apply") {
+		t.Errorf("managers = %q", managers)
+	}
+	if got := mustKubectl(t, "", "get", "mdb/prod-mysql", "-n", ns, "-o", "jsonpath={.spec.replicas}"); got != "5" {
+		t.Errorf("replicas = %s, want 5", got)
+	}
+	// Status is not the user's to own: applying it is silently reset.
+	withStatus := seedExample + "status:\n  readyReplicas: 3\n"
+	mustKubectl(t, withStatus, "apply", "--server-side", "--field-manager=platform", "--force-conflicts", "-n", ns, "-f", "-")
+	if got := mustKubectl(t, "", "get", "mdb/prod-mysql", "-n", ns, "-o", "jsonpath={.status.readyReplicas}"); got != "" {
+		t.Errorf("status.readyReplicas = %q after an apply of status, want it unset", got)
+	}
+}
+
+func TestFieldSelector(t *testing.T) {
+	ns := newNamespace(t)
+	mustKubectl(t, seedExample, "apply", "-n", ns, "-f", "-")
+	mustKubectl(t, strings.NewReplacer("prod-mysql", "orders-pg", "engine: mysql", "engine: postgres").Replace(seedExample), "apply", "-n", ns, "-f", "-")
+	if out := mustKubectl(t, "", "get", "mdb", "-n", ns, "--field-selector", "spec.engine=postgres", "-o", "name"); strings.TrimSpace(out) != "mydatabase.example.com/orders-pg" {
+		t.Errorf("spec.engine=postgres selected %q", out)
+	}
+	if r := kubectl(t, "", "get", "mdb", "-n", ns, "--field-selector", "spec.storageSize=50Gi"); r.err == nil || !strings.Contains(r.stderr, "field label not supported") {
+		t.Errorf("an unsupported field selector should be refused:\n%s", r)
+	}
+}
+
+func TestWatchWithKubectl(t *testing.T) {
+	ns := newNamespace(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kubectlBin, "--kubeconfig", kubeconfig, "get", "mdb", "-n", ns, "-w", "--no-headers")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	lines := make(chan string)
+	go func() {
+		s := bufio.NewScanner(stdout)
+		for s.Scan() {
+			lines <- s.Text()
+		}
+		close(lines)
+	}()
+	// The watch is established once kubectl has listed; give it a moment,
+	// then create, so the event arrives over the watch, not the list.
+	time.Sleep(2 * time.Second)
+	mustKubectl(t, seedExample, "apply", "-n", ns, "-f", "-")
+	select {
+	case line, ok := <-lines:
+		if !ok || !strings.HasPrefix(line, "prod-mysql ") {
+			t.Errorf("watch printed %q", line)
+		}
+	case <-ctx.Done():
+		t.Fatal("no watch event within a minute")
+	}
+}
+
+func TestProtobufThroughAggregator(t *testing.T) {
+	ns := newNamespace(t)
+	cfg := restConfig(t)
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf
+	dbs := mydbClient(t, cfg).ExampleV1().MyDatabases(ns)
+	created, err := dbs.Create(context.Background(), &examplev1.MyDatabase{
+		ObjectMeta: metav1.ObjectMeta{Name: "proto"},
+		Spec:       examplev1.MyDatabaseSpec{Engine: examplev1.EnginePostgres, StorageSize: resourceMustParse(t, "5Gi")},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created.Spec.Version != "17" || *created.Spec.Replicas != 1 {
+		t.Errorf("created over protobuf: %+v", created.Spec)
+	}
+	list, err := dbs.List(context.Background(), metav1.ListOptions{})
+	if err != nil || len(list.Items) != 1 {
+		t.Fatalf("list over protobuf: %v, %d items", err, len(list.Items))
+	}
+	// kubectl asks for protobuf too, where the server offers it.
+	raw := mustKubectl(t, "", "get", "--raw", fmt.Sprintf("/apis/example.com/v1/namespaces/%s/mydatabases/proto", ns))
+	if !strings.Contains(raw, `"engine":"postgres"`) {
+		t.Errorf("raw get: %s", raw)
+	}
+}
