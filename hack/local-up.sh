@@ -1,0 +1,466 @@
+#!/usr/bin/env bash
+# Brings up a local Kubernetes control plane with mydb-apiserver aggregated
+# into it, as processes on 127.0.0.1 (no containers, no kubelet):
+#
+#   etcd                     cluster state of kube-apiserver
+#   mydb-etcd                a separate etcd for mydb-apiserver, as in a real
+#                            deployment where the aggregated server owns its
+#                            storage
+#   kube-apiserver           RBAC, service accounts, aggregation layer
+#   kube-controller-manager  default controllers (statefulset, job, GC, ...)
+#   kube-scheduler
+#   kwok                     plays the kubelet for 3 fake nodes: pods become
+#                            Running/Ready (Job pods Succeeded), PVCs of the
+#                            default StorageClass kwok-volume get bound PVs
+#   mydb-apiserver           serves example.com/v1 through the aggregator,
+#                            authenticating and authorizing by delegation as
+#                            the ServiceAccount mydb-system/mydb-apiserver
+#
+# Usage: hack/local-up.sh          (make local-up)
+#        hack/local-down.sh        (make local-down; --purge also deletes data)
+#        export KUBECONFIG=$PWD/_output/local/kubeconfig
+#
+# Re-running is safe: components that run (by PID file and liveness) are left
+# alone, missing ones are started, manifests are re-applied. mydb-apiserver is
+# rebuilt and, when its binary changed, restarted.
+#
+# Ports (all on 127.0.0.1; override through the environment). They are below
+# the Linux ephemeral range (32768+) and away from the usual defaults (2379,
+# 6443, 8443, 10250-10259) so a real cluster or kind on the same host does
+# not collide:
+#   ETCD_PORT=21379 ETCD_PEER_PORT=21380            cluster etcd (http)
+#   MYDB_ETCD_PORT=21381 MYDB_ETCD_PEER_PORT=21382  mydb's etcd (http)
+#   KUBE_APISERVER_PORT=21443                       kube-apiserver (https)
+#   KUBE_CONTROLLER_MANAGER_PORT=21257              controller manager (https)
+#   KUBE_SCHEDULER_PORT=21259                       scheduler (https)
+#   KWOK_PORT=21247                                 kwok /healthz (http)
+#   MYDB_PORT=21444                                 mydb-apiserver (https)
+#
+# Other knobs:
+#   MYDB_BIN=path      use this mydb-apiserver binary instead of building one
+#   LOCAL_DIR=dir      state directory (default _output/local)
+#   RESTART_MYDB=1     restart mydb-apiserver even if its binary is unchanged
+#   WAIT_TIMEOUT=120   seconds to wait for each component to become healthy
+#   MYDB_TOKEN_DURATION=8760h  lifetime of mydb-apiserver's SA token
+set -o errexit -o nounset -o pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+LOG_PREFIX=local-up
+# shellcheck source=hack/lib/local.sh
+source "${ROOT}/hack/lib/local.sh"
+
+ETCD_PORT=${ETCD_PORT:-21379}
+ETCD_PEER_PORT=${ETCD_PEER_PORT:-21380}
+MYDB_ETCD_PORT=${MYDB_ETCD_PORT:-21381}
+MYDB_ETCD_PEER_PORT=${MYDB_ETCD_PEER_PORT:-21382}
+KUBE_APISERVER_PORT=${KUBE_APISERVER_PORT:-21443}
+KUBE_CONTROLLER_MANAGER_PORT=${KUBE_CONTROLLER_MANAGER_PORT:-21257}
+KUBE_SCHEDULER_PORT=${KUBE_SCHEDULER_PORT:-21259}
+KWOK_PORT=${KWOK_PORT:-21247}
+MYDB_PORT=${MYDB_PORT:-21444}
+WAIT_TIMEOUT=${WAIT_TIMEOUT:-120}
+MYDB_TOKEN_DURATION=${MYDB_TOKEN_DURATION:-8760h}
+
+# Service ClusterIPs; the first address is the kubernetes Service, which the
+# kube-apiserver certificate names. Pod IPs (assigned by kwok) must not
+# overlap.
+SERVICE_CIDR=10.96.0.0/16
+KUBERNETES_SERVICE_IP=10.96.0.1
+POD_CIDR=10.244.0.0/16
+SA_ISSUER=https://kubernetes.default.svc.cluster.local
+
+KUBE_APISERVER_URL="https://127.0.0.1:${KUBE_APISERVER_PORT}"
+ADMIN_KUBECONFIG="${LOCAL_DIR}/kubeconfig"
+MYDB_KUBECONFIG="${KUBECONFIG_DIR}/mydb-apiserver.kubeconfig"
+MYDB_BIN=${MYDB_BIN:-}
+
+kubectl() { "${BIN_DIR}/kubectl" --kubeconfig="${ADMIN_KUBECONFIG}" "$@"; }
+
+# ---------------------------------------------------------------------------
+
+build_binaries() {
+  # build-tools.sh caches each binary by version; a second copy running at the
+  # same time would race on the same output files, so wait for it instead.
+  local waited=0
+  while pgrep -f "hack/build-tools.sh" >/dev/null; do
+    ((waited)) || log "hack/build-tools.sh is already running (log: _output/build-tools.log); waiting for it"
+    waited=1
+    sleep 2
+  done
+  log "checking control-plane binaries (hack/build-tools.sh)"
+  "${ROOT}/hack/build-tools.sh"
+
+  if [[ -n "${MYDB_BIN}" ]]; then
+    [[ -x "${MYDB_BIN}" ]] || die "MYDB_BIN=${MYDB_BIN} is not an executable file"
+    MYDB_BIN=$(cd "$(dirname "${MYDB_BIN}")" && pwd)/$(basename "${MYDB_BIN}")
+    log "using prebuilt ${MYDB_BIN}"
+  else
+    MYDB_BIN="${BIN_DIR}/mydb-apiserver"
+    log "building mydb-apiserver (go build; a no-op when nothing changed)"
+    local start=${SECONDS}
+    (cd "${ROOT}" && CGO_ENABLED=0 go build -o "${MYDB_BIN}" ./cmd/mydb-apiserver)
+    log "mydb-apiserver ready in $((SECONDS - start))s"
+  fi
+}
+
+make_pki() {
+  mkdir -p "${PKI_DIR}"
+  chmod 700 "${PKI_DIR}"
+  ensure_ca ca mydb-local-ca
+  # The aggregator proves its identity to mydb-apiserver with a client
+  # certificate from this separate CA; mydb-apiserver trusts the
+  # X-Remote-User/Group headers only on connections presenting it.
+  ensure_ca front-proxy-ca mydb-local-front-proxy-ca
+  ensure_sa_keys
+
+  ensure_cert kube-apiserver ca server /CN=kube-apiserver \
+    "IP:127.0.0.1,IP:${KUBERNETES_SERVICE_IP},DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+  ensure_cert admin ca client /O=system:masters/CN=admin
+  ensure_cert kube-controller-manager ca client /CN=system:kube-controller-manager
+  ensure_cert kube-scheduler ca client /CN=system:kube-scheduler
+  # kwok gets its own user, bound to the ClusterRoles kwok ships
+  # (artifacts/local/kwok/rbac.yaml), rather than system:masters.
+  ensure_cert kwok ca client /CN=kwok-controller
+  ensure_cert front-proxy-client front-proxy-ca client /CN=front-proxy-client
+  # The aggregator dials the ExternalName Service's localhost but verifies the
+  # certificate for <service>.<namespace>.svc.
+  ensure_cert mydb-apiserver ca server /CN=mydb-apiserver.mydb-system.svc \
+    "DNS:mydb-apiserver.mydb-system.svc,DNS:mydb-apiserver.mydb-system.svc.cluster.local,DNS:localhost,IP:127.0.0.1"
+}
+
+write_kubeconfigs() {
+  mkdir -p "${KUBECONFIG_DIR}"
+  local name
+  for name in admin kube-controller-manager kube-scheduler kwok; do
+    write_kubeconfig "${KUBECONFIG_DIR}/${name}.kubeconfig" "${KUBE_APISERVER_URL}" \
+      --client-certificate="${PKI_DIR}/${name}.crt" --client-key="${PKI_DIR}/${name}.key"
+  done
+  cp "${KUBECONFIG_DIR}/admin.kubeconfig" "${ADMIN_KUBECONFIG}.tmp"
+  mv -f "${ADMIN_KUBECONFIG}.tmp" "${ADMIN_KUBECONFIG}"
+}
+
+# start_etcd NAME CLIENT_PORT PEER_PORT
+start_etcd() {
+  local name=$1 port=$2 peer=$3
+  mkdir -p "${LOCAL_DIR}/${name}"
+  chmod 700 "${LOCAL_DIR}/${name}"
+  # --unsafe-no-fsync: this is throwaway dev data and fsync dominates etcd's
+  # latency on small VMs; a crash can at worst lose the last writes.
+  start_process "${name}" "${port}" "${peer}" -- "${BIN_DIR}/etcd" \
+    --name="${name}" \
+    --data-dir="${LOCAL_DIR}/${name}/data" \
+    --listen-client-urls="http://127.0.0.1:${port}" \
+    --advertise-client-urls="http://127.0.0.1:${port}" \
+    --listen-peer-urls="http://127.0.0.1:${peer}" \
+    --initial-advertise-peer-urls="http://127.0.0.1:${peer}" \
+    --initial-cluster="${name}=http://127.0.0.1:${peer}" \
+    --unsafe-no-fsync \
+    --log-level=warn
+}
+
+etcd_healthy() {
+  curl -sS --max-time 3 "http://127.0.0.1:$1/health" | grep -q '"health":"true"'
+}
+
+start_kube_apiserver() {
+  local p="${PKI_DIR}"
+  mkdir -p "${LOCAL_DIR}/certs/kube-apiserver"
+  # --advertise-address: with only loopback to bind to, kube-apiserver would
+  #   otherwise look for a default route and fail on a host without one.
+  # --endpoint-reconciler-type=none: the kubernetes Service's Endpoints may
+  #   not hold a loopback address, and nothing in this cluster needs them.
+  # --requestheader-*/--proxy-client-*: the aggregation layer; the front-proxy
+  #   CA and header names are published in kube-system/
+  #   extension-apiserver-authentication for mydb-apiserver to read.
+  # --enable-aggregator-routing=false: reach mydb-apiserver through its
+  #   (ExternalName) Service rather than Endpoints of pods.
+  start_process kube-apiserver "${KUBE_APISERVER_PORT}" -- "${BIN_DIR}/kube-apiserver" \
+    --etcd-servers="http://127.0.0.1:${ETCD_PORT}" \
+    --bind-address=127.0.0.1 \
+    --advertise-address=127.0.0.1 \
+    --secure-port="${KUBE_APISERVER_PORT}" \
+    --cert-dir="${LOCAL_DIR}/certs/kube-apiserver" \
+    --tls-cert-file="${p}/kube-apiserver.crt" \
+    --tls-private-key-file="${p}/kube-apiserver.key" \
+    --client-ca-file="${p}/ca.crt" \
+    --authorization-mode=Node,RBAC \
+    --service-cluster-ip-range="${SERVICE_CIDR}" \
+    --service-account-issuer="${SA_ISSUER}" \
+    --service-account-key-file="${p}/sa.pub" \
+    --service-account-signing-key-file="${p}/sa.key" \
+    --endpoint-reconciler-type=none \
+    --allow-privileged=true \
+    --requestheader-client-ca-file="${p}/front-proxy-ca.crt" \
+    --requestheader-allowed-names=front-proxy-client \
+    --requestheader-extra-headers-prefix=X-Remote-Extra- \
+    --requestheader-group-headers=X-Remote-Group \
+    --requestheader-username-headers=X-Remote-User \
+    --proxy-client-cert-file="${p}/front-proxy-client.crt" \
+    --proxy-client-key-file="${p}/front-proxy-client.key" \
+    --enable-aggregator-routing=false
+}
+
+kube_apiserver_ready() {
+  https_ok "${KUBE_APISERVER_URL}/readyz" --cacert "${PKI_DIR}/ca.crt" \
+    --cert "${PKI_DIR}/admin.crt" --key "${PKI_DIR}/admin.key"
+}
+
+start_kube_controller_manager() {
+  local kc="${KUBECONFIG_DIR}/kube-controller-manager.kubeconfig"
+  mkdir -p "${LOCAL_DIR}/certs/kube-controller-manager"
+  # Leader election is pointless with one replica and only delays start-up.
+  start_process kube-controller-manager "${KUBE_CONTROLLER_MANAGER_PORT}" -- \
+    "${BIN_DIR}/kube-controller-manager" \
+    --kubeconfig="${kc}" \
+    --authentication-kubeconfig="${kc}" \
+    --authorization-kubeconfig="${kc}" \
+    --bind-address=127.0.0.1 \
+    --secure-port="${KUBE_CONTROLLER_MANAGER_PORT}" \
+    --cert-dir="${LOCAL_DIR}/certs/kube-controller-manager" \
+    --controllers='*' \
+    --use-service-account-credentials=true \
+    --service-account-private-key-file="${PKI_DIR}/sa.key" \
+    --root-ca-file="${PKI_DIR}/ca.crt" \
+    --cluster-signing-cert-file="${PKI_DIR}/ca.crt" \
+    --cluster-signing-key-file="${PKI_DIR}/ca.key" \
+    --service-cluster-ip-range="${SERVICE_CIDR}" \
+    --cluster-name=mydb-local \
+    --flex-volume-plugin-dir="${LOCAL_DIR}/flexvolume" \
+    --leader-elect=false
+}
+
+start_kube_scheduler() {
+  local kc="${KUBECONFIG_DIR}/kube-scheduler.kubeconfig"
+  mkdir -p "${LOCAL_DIR}/certs/kube-scheduler"
+  start_process kube-scheduler "${KUBE_SCHEDULER_PORT}" -- "${BIN_DIR}/kube-scheduler" \
+    --kubeconfig="${kc}" \
+    --authentication-kubeconfig="${kc}" \
+    --authorization-kubeconfig="${kc}" \
+    --bind-address=127.0.0.1 \
+    --secure-port="${KUBE_SCHEDULER_PORT}" \
+    --cert-dir="${LOCAL_DIR}/certs/kube-scheduler" \
+    --leader-elect=false
+}
+
+# The controller manager and scheduler serve self-signed certificates from
+# their --cert-dir, hence -k for their health checks.
+component_healthy() {
+  https_ok "https://127.0.0.1:$1/healthz" -k
+}
+
+# write_kwok_stages: one kwok configuration file with the stages of the kwok
+# release that was built: node initialisation and lease heartbeat, pods
+# Running/Ready, Job pods Succeeded, pod deletion, and the volume stages that
+# create and bind a PersistentVolume for each claim of kwok-volume; then our
+# own stages from artifacts/local/kwok-stages (volume expansion).
+write_kwok_stages() {
+  local kwok_dir stage_dir out="${LOCAL_DIR}/kwok/stages.yaml"
+  kwok_dir=$(cd "${ROOT}/hack/tools/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+  stage_dir="${kwok_dir}/kustomize/stage"
+  # node/heartbeat-with-lease rather than the deprecated node/heartbeat
+  # (pre-v0.3): kwok renews each node's Lease every few seconds, which is
+  # what keeps the node lifecycle controller from marking nodes NotReady,
+  # and rewrites node status only every ~10 minutes (kwok's own "fast" set).
+  local files=(
+    node/fast/node-initialize.yaml
+    node/heartbeat-with-lease/node-heartbeat-with-lease.yaml
+    pod/fast/pod-ready.yaml
+    pod/fast/pod-complete.yaml
+    pod/fast/pod-delete.yaml
+    volume/fast/pvc-provision.yaml
+    volume/fast/pv-bind.yaml
+    volume/fast/pvc-delete.yaml
+    volume/fast/pv-delete.yaml
+  )
+  mkdir -p "${LOCAL_DIR}/kwok"
+  local f
+  {
+    echo "# Generated by hack/local-up.sh from ${stage_dir}"
+    echo "# and ${ROOT}/artifacts/local/kwok-stages"
+    for f in "${files[@]}"; do
+      [[ -f "${stage_dir}/${f}" ]] || die "kwok stage ${stage_dir}/${f} not found"
+      echo "---"
+      cat "${stage_dir}/${f}"
+    done
+    for f in "${ROOT}"/artifacts/local/kwok-stages/*.yaml; do
+      echo "---"
+      cat "${f}"
+    done
+  } >"${out}.tmp"
+  mv -f "${out}.tmp" "${out}"
+}
+
+start_kwok() {
+  write_kwok_stages
+  # Only nodes annotated kwok.x-k8s.io/node=fake are kwok's, so a real
+  # kubelet could join this control plane without kwok faking its pods.
+  start_process kwok "${KWOK_PORT}" -- "${BIN_DIR}/kwok" \
+    --kubeconfig="${KUBECONFIG_DIR}/kwok.kubeconfig" \
+    --config="${LOCAL_DIR}/kwok/stages.yaml" \
+    --manage-all-nodes=false \
+    --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+    --server-address="127.0.0.1:${KWOK_PORT}" \
+    --cidr="${POD_CIDR}" \
+    --node-ip=127.0.0.1
+}
+
+kwok_healthy() {
+  [[ "$(curl -sS --max-time 3 "http://127.0.0.1:${KWOK_PORT}/healthz")" == ok ]]
+}
+
+# ensure_mydb_kubeconfig: a kubeconfig holding a bound token of the
+# ServiceAccount mydb-system/mydb-apiserver, which mydb-apiserver uses for
+# everything it asks kube-apiserver (TokenReviews, SubjectAccessReviews, the
+# extension-apiserver-authentication ConfigMap, informers), like a pod with
+# that ServiceAccount would. A valid token is kept; a missing, expired or
+# revoked one (e.g. after the ServiceAccount was recreated) is replaced.
+# Sets MYDB_TOKEN_RENEWED=1 when it wrote a new token.
+ensure_mydb_kubeconfig() {
+  MYDB_TOKEN_RENEWED=0
+  local want=system:serviceaccount:mydb-system:mydb-apiserver who
+  if [[ -s "${MYDB_KUBECONFIG}" ]]; then
+    who=$("${BIN_DIR}/kubectl" --kubeconfig="${MYDB_KUBECONFIG}" auth whoami \
+      -o jsonpath='{.status.userInfo.username}' 2>/dev/null || true)
+    # The cluster URL must match too, in case KUBE_APISERVER_PORT changed.
+    if [[ "${who}" == "${want}" ]] && grep -qF "server: ${KUBE_APISERVER_URL}" "${MYDB_KUBECONFIG}"; then
+      return 0
+    fi
+  fi
+  log "creating a ${MYDB_TOKEN_DURATION} token for ServiceAccount mydb-system/mydb-apiserver"
+  local token
+  token=$(kubectl create token mydb-apiserver -n mydb-system --duration="${MYDB_TOKEN_DURATION}")
+  write_kubeconfig "${MYDB_KUBECONFIG}" "${KUBE_APISERVER_URL}" --token="${token}"
+  MYDB_TOKEN_RENEWED=1
+}
+
+start_mydb_apiserver() {
+  local sum_file="${PID_DIR}/mydb-apiserver.binary.sha256" sum pid
+  sum=$(sha256sum "${MYDB_BIN}" | cut -d' ' -f1)
+  # Unlike the pinned control-plane binaries, mydb-apiserver changes while you
+  # work on it: restart it when the binary (or its token) changed since it
+  # was started, so `make local-up` always serves the current code.
+  if pid=$(running_pid mydb-apiserver); then
+    local why=""
+    [[ "$(cat "${sum_file}" 2>/dev/null)" != "${sum}" ]] && why="its binary changed"
+    ((MYDB_TOKEN_RENEWED)) && why="its token was renewed"
+    [[ "${RESTART_MYDB:-0}" == 1 ]] && why="RESTART_MYDB=1"
+    if [[ -n "${why}" ]]; then
+      log "restarting mydb-apiserver (pid ${pid}): ${why}"
+      stop_processes mydb-apiserver
+    fi
+  fi
+  start_process mydb-apiserver "${MYDB_PORT}" -- "${MYDB_BIN}" \
+    --etcd-servers="http://127.0.0.1:${MYDB_ETCD_PORT}" \
+    --bind-address=127.0.0.1 \
+    --secure-port="${MYDB_PORT}" \
+    --tls-cert-file="${PKI_DIR}/mydb-apiserver.crt" \
+    --tls-private-key-file="${PKI_DIR}/mydb-apiserver.key" \
+    --kubeconfig="${MYDB_KUBECONFIG}" \
+    --authentication-kubeconfig="${MYDB_KUBECONFIG}" \
+    --authorization-kubeconfig="${MYDB_KUBECONFIG}"
+  if ((STARTED)); then
+    echo "${sum}" >"${sum_file}"
+  fi
+}
+
+mydb_ready() {
+  https_ok "https://127.0.0.1:${MYDB_PORT}/readyz" --cacert "${PKI_DIR}/ca.crt"
+}
+
+# apply_apiservice: renders the ExternalName Service and the APIService with
+# this machine's CA and port, and applies them.
+apply_apiservice() {
+  local out="${LOCAL_DIR}/manifests/apiservice.yaml" ca_bundle
+  mkdir -p "${LOCAL_DIR}/manifests"
+  ca_bundle=$(base64 -w0 <"${PKI_DIR}/ca.crt")
+  sed -e "s|@MYDB_PORT@|${MYDB_PORT}|g" -e "s|@CA_BUNDLE@|${ca_bundle}|g" \
+    "${ROOT}/artifacts/local/apiservice.yaml.tmpl" >"${out}"
+  kubectl apply -f "${out}" >/dev/null
+}
+
+write_env_file() {
+  cat >"${LOCAL_DIR}/env.tmp" <<EOF
+# Written by hack/local-up.sh; source it to talk to the local cluster.
+export KUBECONFIG=${ADMIN_KUBECONFIG}
+export LOCAL_DIR=${LOCAL_DIR}
+export KUBE_APISERVER_URL=${KUBE_APISERVER_URL}
+export ETCD_PORT=${ETCD_PORT}
+export MYDB_ETCD_PORT=${MYDB_ETCD_PORT}
+export KUBE_APISERVER_PORT=${KUBE_APISERVER_PORT}
+export KUBE_CONTROLLER_MANAGER_PORT=${KUBE_CONTROLLER_MANAGER_PORT}
+export KUBE_SCHEDULER_PORT=${KUBE_SCHEDULER_PORT}
+export KWOK_PORT=${KWOK_PORT}
+export MYDB_PORT=${MYDB_PORT}
+export MYDB_BIN=${MYDB_BIN}
+EOF
+  mv -f "${LOCAL_DIR}/env.tmp" "${LOCAL_DIR}/env"
+}
+
+main() {
+  local start=${SECONDS}
+  build_binaries
+  make_pki
+  write_kubeconfigs
+
+  # Both etcds start at once; the servers then wait for their health.
+  start_etcd etcd "${ETCD_PORT}" "${ETCD_PEER_PORT}"
+  start_etcd mydb-etcd "${MYDB_ETCD_PORT}" "${MYDB_ETCD_PEER_PORT}"
+  wait_until etcd "${WAIT_TIMEOUT}" "etcd health on :${ETCD_PORT}" etcd_healthy "${ETCD_PORT}"
+
+  start_kube_apiserver
+  wait_until kube-apiserver "${WAIT_TIMEOUT}" "kube-apiserver /readyz on :${KUBE_APISERVER_PORT}" kube_apiserver_ready
+
+  # kwok's permissions first, so it does not start by being forbidden.
+  log "applying kwok RBAC, nodes and StorageClass (artifacts/local/kwok)"
+  kubectl apply -k "${ROOT}/artifacts/local/kwok" >/dev/null
+
+  start_kube_controller_manager
+  start_kube_scheduler
+  start_kwok
+
+  # mydb-apiserver's identity and permissions must exist before it starts:
+  # it reads the authentication ConfigMap at start-up.
+  log "applying mydb-apiserver namespace, ServiceAccount and RBAC (artifacts/local)"
+  kubectl apply -k "${ROOT}/artifacts/local" >/dev/null
+  ensure_mydb_kubeconfig
+
+  wait_until mydb-etcd "${WAIT_TIMEOUT}" "mydb-etcd health on :${MYDB_ETCD_PORT}" etcd_healthy "${MYDB_ETCD_PORT}"
+  start_mydb_apiserver
+
+  wait_until kube-controller-manager "${WAIT_TIMEOUT}" "kube-controller-manager /healthz on :${KUBE_CONTROLLER_MANAGER_PORT}" \
+    component_healthy "${KUBE_CONTROLLER_MANAGER_PORT}"
+  wait_until kube-scheduler "${WAIT_TIMEOUT}" "kube-scheduler /healthz on :${KUBE_SCHEDULER_PORT}" \
+    component_healthy "${KUBE_SCHEDULER_PORT}"
+  wait_until kwok "${WAIT_TIMEOUT}" "kwok /healthz on :${KWOK_PORT}" kwok_healthy
+  wait_until mydb-apiserver "${WAIT_TIMEOUT}" "mydb-apiserver /readyz on :${MYDB_PORT}" mydb_ready
+
+  log "registering example.com/v1 with the aggregator (APIService v1.example.com)"
+  apply_apiservice
+  wait_until mydb-apiserver "${WAIT_TIMEOUT}" "APIService v1.example.com to become Available" \
+    kubectl wait --for=condition=Available apiservice/v1.example.com --timeout=5s
+  wait_until kwok "${WAIT_TIMEOUT}" "the kwok nodes to become Ready" \
+    kubectl wait --for=condition=Ready node -l type=kwok --timeout=5s
+  # Namespaces get their default ServiceAccount from the controller manager;
+  # pods can only be created once it exists.
+  wait_until kube-controller-manager "${WAIT_TIMEOUT}" "ServiceAccount default/default" \
+    kubectl get serviceaccount default -n default
+
+  write_env_file
+  log "local cluster up in $((SECONDS - start))s"
+  cat <<EOF
+
+  The local control plane and mydb-apiserver are running on 127.0.0.1.
+
+    export KUBECONFIG=${ADMIN_KUBECONFIG}
+    kubectl get mdb -A             # or ${BIN_DIR}/kubectl, which matches the server version
+    kubectl get nodes,apiservice v1.example.com
+
+  mydb-apiserver:  https://127.0.0.1:${MYDB_PORT} (log ${LOG_DIR}/mydb-apiserver.log)
+  kube-apiserver:  ${KUBE_APISERVER_URL} (log ${LOG_DIR}/kube-apiserver.log)
+  Ports and paths: ${LOCAL_DIR}/env
+  Stop:            make local-down   (hack/local-down.sh [--purge])
+
+EOF
+}
+
+main "$@"
