@@ -4,6 +4,7 @@ package apiserver
 
 import (
 	"github.com/mydb-dev/mydb/pkg/apis/example"
+	mydbcontroller "github.com/mydb-dev/mydb/pkg/controller/mydatabase"
 	"github.com/mydb-dev/mydb/pkg/registry/example/mydatabase"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -13,6 +14,8 @@ import (
 // Config is the configuration of the server.
 type Config struct {
 	GenericConfig *genericapiserver.RecommendedConfig
+	// Controller configures the in-process MyDatabase controller.
+	Controller ControllerConfig
 }
 
 // Server is mydb's API server.
@@ -22,6 +25,7 @@ type Server struct {
 
 type completedConfig struct {
 	GenericConfig genericapiserver.CompletedConfig
+	Controller    ControllerConfig
 }
 
 // CompletedConfig is a Config with every default filled in; only it can
@@ -32,7 +36,7 @@ type CompletedConfig struct {
 
 // Complete fills in the defaults of the configuration.
 func (cfg *Config) Complete() CompletedConfig {
-	return CompletedConfig{&completedConfig{GenericConfig: cfg.GenericConfig.Complete()}}
+	return CompletedConfig{&completedConfig{GenericConfig: cfg.GenericConfig.Complete(), Controller: cfg.Controller}}
 }
 
 // New builds the server and installs the example.com API group.
@@ -55,5 +59,28 @@ func (c completedConfig) New() (*Server, error) {
 	if err := genericServer.InstallAPIGroup(&apiGroupInfo); err != nil {
 		return nil, err
 	}
+	if err := c.installController(genericServer); err != nil {
+		return nil, err
+	}
 	return &Server{GenericAPIServer: genericServer}, nil
+}
+
+// installController starts the MyDatabase controller after the server
+// serves, when it has a main cluster to write children to.
+func (c completedConfig) installController(s *genericapiserver.GenericAPIServer) error {
+	if c.Controller.KubeConfig == nil {
+		return nil
+	}
+	mydbcontroller.RegisterMetrics()
+	runner, err := newControllerRunner(c.Controller, c.GenericConfig.LoopbackClientConfig)
+	if err != nil {
+		return err
+	}
+	if err := s.AddReadyzChecks(runner.readyzCheck()); err != nil {
+		return err
+	}
+	return s.AddPostStartHook("start-mydb-controller", func(ctx genericapiserver.PostStartHookContext) error {
+		runner.start(ctx)
+		return nil
+	})
 }

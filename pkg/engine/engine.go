@@ -1,11 +1,21 @@
 // Package engine holds everything mydb knows about a database engine:
-// supported versions, images, ports, paths and probes. Adding an engine is
-// adding one file here.
+// supported versions, images, ports, paths, credentials and probes. Adding an
+// engine is adding one file here.
 package engine
 
 import (
 	"slices"
 	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Keys of the credentials Secret mydb generates for every database.
+const (
+	SecretKeyUsername     = "username"
+	SecretKeyPassword     = "password"
+	SecretKeyRootPassword = "root-password"
+	SecretKeyDatabase     = "database"
 )
 
 // Engine describes one database engine.
@@ -23,6 +33,16 @@ type Engine struct {
 	Port int32
 	// DataPath is where the engine keeps its data; the PVC is mounted there.
 	DataPath string
+	// ScratchPaths are the writable directories besides DataPath (sockets,
+	// temporary files); they get emptyDirs so the root filesystem stays read-only.
+	ScratchPaths []string
+	// UID is the user the engine's image runs as.
+	UID int64
+	// Env returns the container's environment, reading credentials from the
+	// Secret named secretName.
+	Env func(secretName string) []corev1.EnvVar
+	// ReadinessCommand tells whether the engine accepts connections.
+	ReadinessCommand []string
 }
 
 var engines = map[string]Engine{}
@@ -58,4 +78,11 @@ func (e Engine) Versions() []string {
 // Supports tells whether version is one of the engine's supported versions.
 func (e Engine) Supports(version string) bool {
 	return slices.Contains(e.Versions(), version)
+}
+
+// fromSecret is an environment variable read from a key of a Secret.
+func fromSecret(name, secretName, key string) corev1.EnvVar {
+	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{
+		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secretName}, Key: key},
+	}}
 }

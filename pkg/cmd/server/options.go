@@ -33,6 +33,8 @@ type Options struct {
 	RecommendedOptions *genericoptions.RecommendedOptions
 	// ComponentGlobalsRegistry holds the effective version and feature gates.
 	ComponentGlobalsRegistry basecompatibility.ComponentGlobalsRegistry
+	// Controller are the flags of the in-process MyDatabase controller.
+	Controller *ControllerOptions
 	// AlternateDNS are extra names for the self-signed serving certificate
 	// made when no certificate is given.
 	AlternateDNS []string
@@ -48,6 +50,7 @@ func NewOptions(out, errOut io.Writer) *Options {
 		// The storage codec depends on --storage-media-type, so Complete sets it.
 		RecommendedOptions:       genericoptions.NewRecommendedOptions(etcdPathPrefix, nil),
 		ComponentGlobalsRegistry: compatibility.DefaultComponentGlobalsRegistry,
+		Controller:               NewControllerOptions(),
 		StdOut:                   out,
 		StdErr:                   errOut,
 	}
@@ -60,6 +63,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	var fss cliflag.NamedFlagSets
 	o.RecommendedOptions.AddFlags(fss.FlagSet("generic"))
 	o.ComponentGlobalsRegistry.AddFlags(fss.FlagSet("version"))
+	o.Controller.AddFlags(fss.FlagSet("controller"))
 	fss.FlagSet("generic").StringSliceVar(&o.AlternateDNS, "alternate-dns", o.AlternateDNS,
 		"Extra DNS names of the self-signed serving certificate made when --tls-cert-file is not set.")
 	return fss
@@ -89,6 +93,7 @@ func (o *Options) Validate() error {
 	var errs []error
 	errs = append(errs, o.RecommendedOptions.Validate()...)
 	errs = append(errs, o.ComponentGlobalsRegistry.Validate()...)
+	errs = append(errs, o.Controller.Validate()...)
 	return utilerrors.NewAggregate(errs)
 }
 
@@ -113,5 +118,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	if err := o.RecommendedOptions.ApplyTo(serverConfig); err != nil {
 		return nil, err
 	}
-	return &apiserver.Config{GenericConfig: serverConfig}, nil
+	config := &apiserver.Config{GenericConfig: serverConfig}
+	o.Controller.ApplyTo(&config.Controller, serverConfig.ClientConfig)
+	return config, nil
 }

@@ -1,0 +1,266 @@
+// Package mydatabase is the controller that turns every MyDatabase into a
+// running database: a credentials Secret, a headless and a client Service,
+// a StatefulSet whose replicas each own a volume, and a PodDisruptionBudget,
+// and reports what it sees through /status.
+package mydatabase
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
+	exampleinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions/example/v1"
+	examplelisters "github.com/mydb-dev/mydb/pkg/generated/listers/example/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	appsinformers "k8s.io/client-go/informers/apps/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	policyinformers "k8s.io/client-go/informers/policy/v1"
+	storageinformers "k8s.io/client-go/informers/storage/v1"
+	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	policylisters "k8s.io/client-go/listers/policy/v1"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// Event reasons.
+const (
+	ReasonCreated              = "Created"
+	ReasonUpdated              = "Updated"
+	ReasonDeleted              = "Deleted"
+	ReasonResourceExists       = "ErrResourceExists"
+	ReasonResizingVolume       = "ResizingVolume"
+	ReasonExpansionUnsupported = "StorageExpansionUnsupported"
+)
+
+// PausedAnnotation, set to "true" on a MyDatabase, stops the controller from
+// touching its children until it is removed.
+const PausedAnnotation = "mydb.example.com/paused"
+
+// Informers are the shared informers the controller reads from. The ones
+// from the main cluster should be filtered to objects labelled
+// app.kubernetes.io/managed-by=mydb, but StorageClasses.
+type Informers struct {
+	MyDatabases            exampleinformers.MyDatabaseInformer
+	StatefulSets           appsinformers.StatefulSetInformer
+	Services               coreinformers.ServiceInformer
+	Secrets                coreinformers.SecretInformer
+	PersistentVolumeClaims coreinformers.PersistentVolumeClaimInformer
+	PodDisruptionBudgets   policyinformers.PodDisruptionBudgetInformer
+	StorageClasses         storageinformers.StorageClassInformer
+}
+
+// children are the informers of the objects a MyDatabase owns.
+func (i Informers) children() []cache.SharedIndexInformer {
+	return []cache.SharedIndexInformer{
+		i.StatefulSets.Informer(), i.Services.Informer(), i.Secrets.Informer(),
+		i.PersistentVolumeClaims.Informer(), i.PodDisruptionBudgets.Informer(),
+	}
+}
+
+func (i Informers) all() []cache.SharedIndexInformer {
+	return append(i.children(), i.MyDatabases.Informer(), i.StorageClasses.Informer())
+}
+
+// HasSynced tells whether every informer has synced once.
+func (i Informers) HasSynced() bool {
+	for _, inf := range i.all() {
+		if !inf.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// Controller reconciles MyDatabases.
+type Controller struct {
+	// kubeClient writes children in the main cluster.
+	kubeClient kubernetes.Interface
+	// mydbClient writes MyDatabase status through mydb's own API.
+	mydbClient clientset.Interface
+
+	dbLister     examplelisters.MyDatabaseLister
+	stsLister    appslisters.StatefulSetLister
+	svcLister    corelisters.ServiceLister
+	secretLister corelisters.SecretLister
+	pvcLister    corelisters.PersistentVolumeClaimLister
+	pdbLister    policylisters.PodDisruptionBudgetLister
+	scLister     storagelisters.StorageClassLister
+	// informers feed the listers; handlers are this controller's event
+	// handlers on them, removed by Close.
+	informers Informers
+	handlers  map[cache.SharedIndexInformer]cache.ResourceEventHandlerRegistration
+
+	// queue holds the MyDatabases to reconcile, rate limited per key so a
+	// failing one backs off without holding up the others.
+	queue workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	// recorder writes Events to the main cluster.
+	recorder record.EventRecorder
+	// clock stamps conditions; tests inject a fake one.
+	clock clock.PassiveClock
+}
+
+// NewController returns a controller reading from informers; it does nothing
+// until Run.
+func NewController(ctx context.Context, kubeClient kubernetes.Interface, mydbClient clientset.Interface,
+	informers Informers, recorder record.EventRecorder, clk clock.PassiveClock) (*Controller, error) {
+	c := &Controller{
+		kubeClient:   kubeClient,
+		mydbClient:   mydbClient,
+		dbLister:     informers.MyDatabases.Lister(),
+		stsLister:    informers.StatefulSets.Lister(),
+		svcLister:    informers.Services.Lister(),
+		secretLister: informers.Secrets.Lister(),
+		pvcLister:    informers.PersistentVolumeClaims.Lister(),
+		pdbLister:    informers.PodDisruptionBudgets.Lister(),
+		scLister:     informers.StorageClasses.Lister(),
+		informers:    informers,
+		handlers:     map[cache.SharedIndexInformer]cache.ResourceEventHandlerRegistration{},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "mydatabase"}),
+		recorder: recorder,
+		clock:    clk,
+	}
+
+	logger := klog.FromContext(ctx)
+	if err := c.addHandler(informers.MyDatabases.Informer(), cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueue,
+		UpdateFunc: func(_, obj interface{}) { c.enqueue(obj) },
+		DeleteFunc: c.enqueue,
+	}); err != nil {
+		return nil, err
+	}
+	children := cache.ResourceEventHandlerFuncs{
+		AddFunc: c.handleChild,
+		UpdateFunc: func(old, obj interface{}) {
+			if old.(metav1.Object).GetResourceVersion() == obj.(metav1.Object).GetResourceVersion() {
+				return // a resync; the MyDatabase's own resync covers it
+			}
+			c.handleChild(obj)
+		},
+		DeleteFunc: c.handleChild,
+	}
+	for _, inf := range informers.children() {
+		if err := c.addHandler(inf, children); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	logger.V(4).Info("MyDatabase controller set up")
+	return c, nil
+}
+
+func (c *Controller) addHandler(inf cache.SharedIndexInformer, h cache.ResourceEventHandler) error {
+	reg, err := inf.AddEventHandler(h)
+	if err != nil {
+		return err
+	}
+	c.handlers[inf] = reg
+	return nil
+}
+
+// Close removes the controller's event handlers from the shared informers,
+// which outlive it (a replica that loses the lease keeps its caches warm).
+func (c *Controller) Close() {
+	for inf, reg := range c.handlers {
+		_ = inf.RemoveEventHandler(reg)
+	}
+	c.handlers = nil
+}
+
+// Run waits for the informers to sync, then reconciles with workers
+// goroutines until ctx is done.
+func (c *Controller) Run(ctx context.Context, workers int) error {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	defer c.queue.ShutDown()
+	logger := klog.FromContext(ctx)
+
+	logger.Info("Waiting for informer caches to sync")
+	if ok := cache.WaitForCacheSync(ctx.Done(), c.informers.HasSynced); !ok {
+		return fmt.Errorf("failed to wait for caches to sync")
+	}
+	// Everything the cache holds is due once: a new leader takes over from
+	// wherever the last one stopped.
+	dbs, err := c.dbLister.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	for _, db := range dbs {
+		c.enqueue(db)
+	}
+
+	logger.Info("Starting workers", "count", workers)
+	for i := 0; i < workers; i++ {
+		go wait.UntilWithContext(ctx, c.runWorker, time.Second)
+	}
+	<-ctx.Done()
+	logger.Info("Shutting down workers")
+	return nil
+}
+
+func (c *Controller) runWorker(ctx context.Context) {
+	for c.processNextWorkItem(ctx) {
+	}
+}
+
+func (c *Controller) processNextWorkItem(ctx context.Context) bool {
+	key, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(key)
+
+	start := c.clock.Now()
+	err := c.sync(ctx, key)
+	observeReconcile(c.clock.Since(start), err)
+	if err == nil {
+		c.queue.Forget(key)
+		return true
+	}
+	utilruntime.HandleErrorWithContext(ctx, err, "Error syncing; requeuing for later retry", "objectReference", key)
+	c.queue.AddRateLimited(key)
+	return true
+}
+
+func (c *Controller) enqueue(obj interface{}) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	name, err := cache.ObjectToName(obj)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	c.queue.Add(name)
+}
+
+// handleChild enqueues the MyDatabase that controls a child.
+func (c *Controller) handleChild(obj interface{}) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	child, ok := obj.(metav1.Object)
+	if !ok {
+		return
+	}
+	owner := metav1.GetControllerOf(child)
+	if owner == nil || owner.Kind != "MyDatabase" || owner.APIVersion != examplev1.SchemeGroupVersion.String() {
+		// A PVC belongs to its StatefulSet: find the database by label.
+		if instance := child.GetLabels()[LabelInstance]; instance != "" {
+			c.queue.Add(cache.ObjectName{Namespace: child.GetNamespace(), Name: instance})
+		}
+		return
+	}
+	c.queue.Add(cache.ObjectName{Namespace: child.GetNamespace(), Name: owner.Name})
+}

@@ -1,0 +1,95 @@
+package mydatabase
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/engine"
+	appsv1 "k8s.io/api/apps/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Condition reasons.
+const (
+	ReasonAllReplicasReady    = "AllReplicasReady"
+	ReasonReplicasNotReady    = "ReplicasNotReady"
+	ReasonRollingOut          = "RollingOut"
+	ReasonRolloutComplete     = "RolloutComplete"
+	ReasonPaused              = "Paused"
+	ReasonChildConflict       = "ChildConflict"
+	ReasonStorageNotExpanding = "StorageExpansionUnsupported"
+	ReasonAsExpected          = "AsExpected"
+)
+
+// updateStatus writes what the reconcile saw through /status, and only when
+// it differs from what is stored, so a converged database costs no writes.
+func (c *Controller) updateStatus(ctx context.Context, db *examplev1.MyDatabase, eng engine.Engine, sts *appsv1.StatefulSet, f findings, paused bool) error {
+	status := computeStatus(db, eng, sts, f, paused, metav1.NewTime(c.clock.Now()))
+	if apiequality.Semantic.DeepEqual(db.Status, status) {
+		return nil
+	}
+	updated := db.DeepCopy()
+	updated.Status = status
+	_, err := c.mydbClient.ExampleV1().MyDatabases(db.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+	return err
+}
+
+func computeStatus(db *examplev1.MyDatabase, eng engine.Engine, sts *appsv1.StatefulSet, f findings, paused bool, now metav1.Time) examplev1.MyDatabaseStatus {
+	status := *db.Status.DeepCopy()
+	status.ObservedGeneration = db.Generation
+	status.Selector = labels.SelectorFromSet(selectorLabels(db)).String()
+	status.Endpoint = endpoint(db, eng)
+	status.Replicas, status.ReadyReplicas = 0, 0
+	if sts != nil {
+		status.Replicas = sts.Status.Replicas
+		status.ReadyReplicas = min(sts.Status.ReadyReplicas, sts.Status.Replicas)
+	}
+
+	want := desiredReplicas(db)
+	ready := sts != nil && rolledOut(sts, want) && sts.Status.ReadyReplicas == want
+	set := func(typ string, s metav1.ConditionStatus, reason, message string) {
+		meta.SetStatusCondition(&status.Conditions, metav1.Condition{
+			Type: typ, Status: s, Reason: reason, Message: message,
+			ObservedGeneration: db.Generation, LastTransitionTime: now,
+		})
+	}
+
+	if ready {
+		set(examplev1.ConditionReady, metav1.ConditionTrue, ReasonAllReplicasReady, fmt.Sprintf("%d of %d replicas are ready", want, want))
+	} else {
+		set(examplev1.ConditionReady, metav1.ConditionFalse, ReasonReplicasNotReady, fmt.Sprintf("%d of %d replicas are ready", status.ReadyReplicas, want))
+	}
+
+	switch {
+	case paused:
+		set(examplev1.ConditionProgressing, metav1.ConditionFalse, ReasonPaused, "reconciling is paused by the "+PausedAnnotation+" annotation")
+	case ready:
+		set(examplev1.ConditionProgressing, metav1.ConditionFalse, ReasonRolloutComplete, "the database runs its spec")
+	default:
+		set(examplev1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut, fmt.Sprintf("rolling out generation %d", db.Generation))
+	}
+
+	switch {
+	case len(f.conflicts) > 0:
+		set(examplev1.ConditionDegraded, metav1.ConditionTrue, ReasonChildConflict, strings.Join(f.conflicts, "; "))
+	case len(f.storageProblems) > 0:
+		set(examplev1.ConditionDegraded, metav1.ConditionTrue, ReasonStorageNotExpanding, strings.Join(f.storageProblems, "; "))
+	default:
+		set(examplev1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "no problems found")
+	}
+	return status
+}
+
+// rolledOut tells whether the StatefulSet controller has seen its latest
+// spec and every replica runs it.
+func rolledOut(sts *appsv1.StatefulSet, want int32) bool {
+	s := sts.Status
+	return s.ObservedGeneration >= sts.Generation &&
+		s.Replicas == want && s.UpdatedReplicas == want &&
+		(s.UpdateRevision == "" || s.CurrentRevision == s.UpdateRevision)
+}
