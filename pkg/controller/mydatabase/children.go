@@ -53,8 +53,15 @@ func selectorLabels(db *examplev1.MyDatabase) map[string]string {
 
 func childLabels(db *examplev1.MyDatabase) map[string]string {
 	labels := selectorLabels(db)
-	labels[LabelVersion] = db.Spec.Version
 	labels[LabelComponent] = "database"
+	return labels
+}
+
+// versionedLabels are the labels of what runs a version: the StatefulSet
+// and its pods. The other children keep theirs across upgrades.
+func versionedLabels(db *examplev1.MyDatabase) map[string]string {
+	labels := childLabels(db)
+	labels[LabelVersion] = db.Spec.Version
 	return labels
 }
 
@@ -138,8 +145,10 @@ func newStatefulSet(db *examplev1.MyDatabase, eng engine.Engine) *appsv1.Statefu
 	if db.Spec.DeletionPolicy == examplev1.DeletionPolicyDelete {
 		whenDeleted = appsv1.DeletePersistentVolumeClaimRetentionPolicyType
 	}
+	meta := childMeta(db, statefulSetName(db))
+	meta.Labels = versionedLabels(db)
 	return &appsv1.StatefulSet{
-		ObjectMeta: childMeta(db, statefulSetName(db)),
+		ObjectMeta: meta,
 		Spec: appsv1.StatefulSetSpec{
 			Replicas:            ptr.To(desiredReplicas(db)),
 			ServiceName:         headlessServiceName(db),
@@ -154,7 +163,7 @@ func newStatefulSet(db *examplev1.MyDatabase, eng engine.Engine) *appsv1.Statefu
 				WhenScaled:  appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
 			},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: childLabels(db)},
+				ObjectMeta: metav1.ObjectMeta{Labels: versionedLabels(db)},
 				Spec:       podSpec(db, eng),
 			},
 			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{

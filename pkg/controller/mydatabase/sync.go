@@ -3,6 +3,7 @@ package mydatabase
 import (
 	"context"
 	"fmt"
+	"sort"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/engine"
@@ -234,6 +235,7 @@ func (c *Controller) reconcileVolumes(ctx context.Context, db *examplev1.MyDatab
 	if err != nil {
 		return err
 	}
+	sort.Slice(claims, func(i, j int) bool { return claims[i].Name < claims[j].Name })
 	for _, claim := range claims {
 		current := claim.Spec.Resources.Requests[corev1.ResourceStorage]
 		if current.Cmp(db.Spec.StorageSize) >= 0 {

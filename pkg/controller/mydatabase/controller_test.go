@@ -1,0 +1,589 @@
+package mydatabase
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/engine"
+	mydbfake "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/fake"
+	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	kubeinformers "k8s.io/client-go/informers"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+)
+
+var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+// myDatabase returns a defaulted MyDatabase as the API server stores it.
+func myDatabase(mods ...func(*examplev1.MyDatabase)) *examplev1.MyDatabase {
+	db := &examplev1.MyDatabase{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "example.com/v1", Kind: "MyDatabase"},
+		ObjectMeta: metav1.ObjectMeta{Name: "prod-mysql", Namespace: "default", UID: "uid-1", Generation: 1, ResourceVersion: "1"},
+		Spec: examplev1.MyDatabaseSpec{
+			Engine: examplev1.EngineMySQL, Version: "8.4", Replicas: ptr.To[int32](3),
+			StorageSize:    resource.MustParse("50Gi"),
+			Resources:      *examplev1.DefaultResources.DeepCopy(),
+			DeletionPolicy: examplev1.DeletionPolicyRetain,
+		},
+	}
+	for _, mod := range mods {
+		mod(db)
+	}
+	return db
+}
+
+// fixture holds the state a test starts from and the writes it expects.
+type fixture struct {
+	t           *testing.T
+	kubeClient  *k8sfake.Clientset
+	mydbClient  *mydbfake.Clientset
+	recorder    *record.FakeRecorder
+	dbs         []*examplev1.MyDatabase
+	kubeObjects []runtime.Object
+}
+
+func newFixture(t *testing.T, dbs []*examplev1.MyDatabase, kubeObjects ...runtime.Object) *fixture {
+	return &fixture{t: t, dbs: dbs, kubeObjects: kubeObjects}
+}
+
+// newController builds a controller whose caches hold exactly the fixture's
+// objects, on fake clients that record every request.
+func (f *fixture) newController() *Controller {
+	f.t.Helper()
+	var dbObjects []runtime.Object
+	for _, db := range f.dbs {
+		dbObjects = append(dbObjects, db)
+	}
+	f.kubeClient = k8sfake.NewClientset(f.kubeObjects...)
+	f.mydbClient = mydbfake.NewClientset(dbObjects...)
+	f.recorder = record.NewFakeRecorder(100)
+
+	kubeInf := kubeinformers.NewSharedInformerFactory(f.kubeClient, 0)
+	mydbInf := mydbinformers.NewSharedInformerFactory(f.mydbClient, 0)
+	informers := Informers{
+		MyDatabases:            mydbInf.Example().V1().MyDatabases(),
+		StatefulSets:           kubeInf.Apps().V1().StatefulSets(),
+		Services:               kubeInf.Core().V1().Services(),
+		Secrets:                kubeInf.Core().V1().Secrets(),
+		PersistentVolumeClaims: kubeInf.Core().V1().PersistentVolumeClaims(),
+		PodDisruptionBudgets:   kubeInf.Policy().V1().PodDisruptionBudgets(),
+		StorageClasses:         kubeInf.Storage().V1().StorageClasses(),
+	}
+	c, err := NewController(context.Background(), f.kubeClient, f.mydbClient, informers, f.recorder, clocktesting.NewFakePassiveClock(now))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, db := range f.dbs {
+		add(f.t, informers.MyDatabases.Informer().GetIndexer(), db)
+	}
+	for _, obj := range f.kubeObjects {
+		switch o := obj.(type) {
+		case *appsv1.StatefulSet:
+			add(f.t, informers.StatefulSets.Informer().GetIndexer(), o)
+		case *corev1.Service:
+			add(f.t, informers.Services.Informer().GetIndexer(), o)
+		case *corev1.Secret:
+			add(f.t, informers.Secrets.Informer().GetIndexer(), o)
+		case *corev1.PersistentVolumeClaim:
+			add(f.t, informers.PersistentVolumeClaims.Informer().GetIndexer(), o)
+		case *policyv1.PodDisruptionBudget:
+			add(f.t, informers.PodDisruptionBudgets.Informer().GetIndexer(), o)
+		case *storagev1.StorageClass:
+			add(f.t, informers.StorageClasses.Informer().GetIndexer(), o)
+		default:
+			f.t.Fatalf("fixture cannot cache %T", obj)
+		}
+	}
+	return c
+}
+
+func add(t *testing.T, indexer cache.Indexer, obj interface{}) {
+	t.Helper()
+	if err := indexer.Add(obj); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sync runs one reconcile of the fixture's first database.
+func (f *fixture) sync() error {
+	f.t.Helper()
+	c := f.newController()
+	return c.sync(context.Background(), cache.ObjectName{Namespace: f.dbs[0].Namespace, Name: f.dbs[0].Name})
+}
+
+// writes returns the requests that changed something, as "verb resource[/sub] name".
+func writes(actions []core.Action) []string {
+	var out []string
+	for _, a := range actions {
+		if a.GetVerb() == "list" || a.GetVerb() == "watch" || a.GetVerb() == "get" {
+			continue
+		}
+		res := a.GetResource().Resource
+		if a.GetSubresource() != "" {
+			res += "/" + a.GetSubresource()
+		}
+		name := ""
+		switch a := a.(type) {
+		case core.CreateAction:
+			name = a.GetObject().(metav1.Object).GetName()
+		case core.UpdateAction:
+			name = a.GetObject().(metav1.Object).GetName()
+		case core.DeleteAction:
+			name = a.GetName()
+		}
+		out = append(out, fmt.Sprintf("%s %s %s", a.GetVerb(), res, name))
+	}
+	return out
+}
+
+func (f *fixture) expectWrites(wantKube, wantMydb []string) {
+	f.t.Helper()
+	if diff := cmp.Diff(wantKube, writes(f.kubeClient.Actions())); diff != "" {
+		f.t.Errorf("writes to the main cluster (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantMydb, writes(f.mydbClient.Actions())); diff != "" {
+		f.t.Errorf("writes to mydb (-want +got):\n%s", diff)
+	}
+}
+
+// created returns the object of the first create of resource.
+func created[T runtime.Object](t *testing.T, actions []core.Action, resource string) T {
+	t.Helper()
+	for _, a := range actions {
+		if c, ok := a.(core.CreateAction); ok && a.GetResource().Resource == resource {
+			return c.GetObject().(T)
+		}
+	}
+	var zero T
+	t.Fatalf("no %s was created", resource)
+	return zero
+}
+
+func updated[T runtime.Object](t *testing.T, actions []core.Action, resource, subresource string) T {
+	t.Helper()
+	for _, a := range actions {
+		if u, ok := a.(core.UpdateAction); ok && a.GetResource().Resource == resource && a.GetSubresource() == subresource {
+			return u.GetObject().(T)
+		}
+	}
+	var zero T
+	t.Fatalf("no %s/%s was updated", resource, subresource)
+	return zero
+}
+
+// convergedState returns the children and status a converged, ready database
+// has, as the API server and the StatefulSet controller leave them.
+func convergedState(t *testing.T, db *examplev1.MyDatabase) (*examplev1.MyDatabase, []runtime.Object) {
+	t.Helper()
+	f := newFixture(t, []*examplev1.MyDatabase{db})
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	var objects []runtime.Object
+	for _, a := range f.kubeClient.Actions() {
+		if c, ok := a.(core.CreateAction); ok {
+			objects = append(objects, c.GetObject())
+		}
+	}
+	replicas := desiredReplicas(db)
+	for _, obj := range objects {
+		if sts, ok := obj.(*appsv1.StatefulSet); ok {
+			sts.Generation = 1
+			sts.Status = appsv1.StatefulSetStatus{ObservedGeneration: 1, Replicas: replicas, ReadyReplicas: replicas,
+				UpdatedReplicas: replicas, CurrentRevision: "r1", UpdateRevision: "r1"}
+		}
+	}
+	ready := db.DeepCopy()
+	ready.Status = computeStatus(db, engineOf(t, db), readyStatefulSet(db), findings{}, false, metav1.NewTime(now))
+	return ready, objects
+}
+
+func readyStatefulSet(db *examplev1.MyDatabase) *appsv1.StatefulSet {
+	r := desiredReplicas(db)
+	return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Generation: 1}, Status: appsv1.StatefulSetStatus{
+		ObservedGeneration: 1, Replicas: r, ReadyReplicas: r, UpdatedReplicas: r, CurrentRevision: "r1", UpdateRevision: "r1"}}
+}
+
+func findObject[T runtime.Object](objects []runtime.Object) T {
+	for _, o := range objects {
+		if t, ok := o.(T); ok {
+			return t
+		}
+	}
+	var zero T
+	return zero
+}
+
+func TestCreatesChildren(t *testing.T) {
+	f := newFixture(t, []*examplev1.MyDatabase{myDatabase()})
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.expectWrites([]string{
+		"create secrets prod-mysql-credentials",
+		"create services prod-mysql-headless",
+		"create services prod-mysql",
+		"create statefulsets prod-mysql",
+		"create poddisruptionbudgets prod-mysql",
+	}, []string{"update mydatabases/status prod-mysql"})
+
+	actions := f.kubeClient.Actions()
+	sts := created[*appsv1.StatefulSet](t, actions, "statefulsets")
+	if *sts.Spec.Replicas != 3 || sts.Spec.ServiceName != "prod-mysql-headless" {
+		t.Errorf("statefulset replicas %d service %q", *sts.Spec.Replicas, sts.Spec.ServiceName)
+	}
+	if n := len(sts.Spec.VolumeClaimTemplates); n != 1 || len(sts.Spec.Template.Spec.Volumes) != 2 {
+		t.Errorf("want one claim template per replica and only scratch volumes in the pod, got %d templates, volumes %v", n, sts.Spec.Template.Spec.Volumes)
+	}
+	claim := sts.Spec.VolumeClaimTemplates[0]
+	if got := claim.Spec.Resources.Requests[corev1.ResourceStorage]; got.String() != "50Gi" {
+		t.Errorf("claim size %s, want 50Gi", got.String())
+	}
+	container := sts.Spec.Template.Spec.Containers[0]
+	if container.Image != "docker.io/library/mysql:8.4.6" || container.Ports[0].ContainerPort != 3306 || container.VolumeMounts[0].MountPath != "/var/lib/mysql" {
+		t.Errorf("container image %s port %d mount %s", container.Image, container.Ports[0].ContainerPort, container.VolumeMounts[0].MountPath)
+	}
+	if container.Resources.Limits.Memory().String() != "1Gi" || container.ReadinessProbe == nil || container.LivenessProbe == nil {
+		t.Errorf("container resources %v, probes %v %v", container.Resources, container.ReadinessProbe, container.LivenessProbe)
+	}
+	if sc := container.SecurityContext; !*sc.ReadOnlyRootFilesystem || *sc.AllowPrivilegeEscalation || sc.Capabilities.Drop[0] != "ALL" {
+		t.Errorf("container security context %+v", sc)
+	}
+	if p := sts.Spec.PersistentVolumeClaimRetentionPolicy; p.WhenDeleted != appsv1.RetainPersistentVolumeClaimRetentionPolicyType {
+		t.Errorf("retention policy %+v, want Retain on delete", p)
+	}
+	for _, env := range container.Env {
+		if env.Value != "" && env.ValueFrom == nil && strings.Contains(strings.ToLower(env.Name), "password") {
+			t.Errorf("password %s is in the pod spec instead of the Secret", env.Name)
+		}
+	}
+
+	secret := created[*corev1.Secret](t, actions, "secrets")
+	if len(secret.Data["password"]) < 24 || string(secret.Data["password"]) == string(secret.Data["root-password"]) {
+		t.Errorf("secret passwords are weak or equal")
+	}
+	for _, obj := range []metav1.Object{sts, secret, created[*corev1.Service](t, actions, "services"), created[*policyv1.PodDisruptionBudget](t, actions, "poddisruptionbudgets")} {
+		ref := metav1.GetControllerOf(obj)
+		if ref == nil || ref.UID != "uid-1" || ref.Kind != "MyDatabase" || !*ref.BlockOwnerDeletion {
+			t.Errorf("%s has controller reference %+v", obj.GetName(), ref)
+		}
+		if obj.GetLabels()[LabelManagedBy] != ManagedBy || obj.GetLabels()[LabelInstance] != "prod-mysql" {
+			t.Errorf("%s labels %v", obj.GetName(), obj.GetLabels())
+		}
+	}
+
+	status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
+	if status.ObservedGeneration != 1 || status.Endpoint != "prod-mysql.default.svc:3306" || status.Selector == "" {
+		t.Errorf("status %+v", status)
+	}
+	if c := meta.FindStatusCondition(status.Conditions, examplev1.ConditionProgressing); c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonRollingOut {
+		t.Errorf("Progressing = %+v", c)
+	}
+}
+
+func TestPostgresGetsItsOwnPortAndPath(t *testing.T) {
+	f := newFixture(t, []*examplev1.MyDatabase{myDatabase(func(d *examplev1.MyDatabase) {
+		d.Spec.Engine, d.Spec.Version = examplev1.EnginePostgres, "16"
+	})})
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	sts := created[*appsv1.StatefulSet](t, f.kubeClient.Actions(), "statefulsets")
+	c := sts.Spec.Template.Spec.Containers[0]
+	if c.Image != "docker.io/library/postgres:16.10" || c.Ports[0].ContainerPort != 5432 || c.VolumeMounts[0].MountPath != "/var/lib/postgresql/data" {
+		t.Errorf("postgres container: image %s port %d mount %s", c.Image, c.Ports[0].ContainerPort, c.VolumeMounts[0].MountPath)
+	}
+	svc := created[*corev1.Service](t, f.kubeClient.Actions(), "services")
+	if svc.Spec.Ports[0].Port != 5432 {
+		t.Errorf("service port %d", svc.Spec.Ports[0].Port)
+	}
+}
+
+func TestConvergedDatabaseCostsNoWrites(t *testing.T) {
+	db, children := convergedState(t, myDatabase())
+	f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.expectWrites(nil, nil)
+	if c := meta.FindStatusCondition(db.Status.Conditions, examplev1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("a converged database is not Ready: %+v", db.Status.Conditions)
+	}
+}
+
+func TestScale(t *testing.T) {
+	db, children := convergedState(t, myDatabase())
+	db.Spec.Replicas, db.Generation = ptr.To[int32](5), 2
+	f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.expectWrites([]string{"update statefulsets prod-mysql"}, []string{"update mydatabases/status prod-mysql"})
+	if sts := updated[*appsv1.StatefulSet](t, f.kubeClient.Actions(), "statefulsets", ""); *sts.Spec.Replicas != 5 {
+		t.Errorf("replicas %d, want 5", *sts.Spec.Replicas)
+	}
+	status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
+	if status.ObservedGeneration != 2 || meta.IsStatusConditionTrue(status.Conditions, examplev1.ConditionReady) {
+		t.Errorf("after scaling: %+v", status)
+	}
+}
+
+func TestScaleToOneDeletesTheDisruptionBudget(t *testing.T) {
+	db, children := convergedState(t, myDatabase())
+	db.Spec.Replicas, db.Generation = ptr.To[int32](1), 2
+	f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.expectWrites([]string{"update statefulsets prod-mysql", "delete poddisruptionbudgets prod-mysql"},
+		[]string{"update mydatabases/status prod-mysql"})
+}
+
+func TestVersionChangeRollsTheImage(t *testing.T) {
+	db, children := convergedState(t, myDatabase(func(d *examplev1.MyDatabase) { d.Spec.Version = "8.0" }))
+	db.Spec.Version, db.Generation = "8.4", 2
+	f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.expectWrites([]string{"update statefulsets prod-mysql"}, []string{"update mydatabases/status prod-mysql"})
+	sts := updated[*appsv1.StatefulSet](t, f.kubeClient.Actions(), "statefulsets", "")
+	if img := sts.Spec.Template.Spec.Containers[0].Image; img != "docker.io/library/mysql:8.4.6" {
+		t.Errorf("image %s", img)
+	}
+	if v := sts.Spec.Template.Labels[LabelVersion]; v != "8.4" {
+		t.Errorf("pod version label %q", v)
+	}
+}
+
+func TestDriftIsRepaired(t *testing.T) {
+	tests := []struct {
+		name  string
+		drift func([]runtime.Object) []runtime.Object
+		want  []string
+	}{
+		{name: "image edited by hand", want: []string{"update statefulsets prod-mysql"},
+			drift: func(objs []runtime.Object) []runtime.Object {
+				findObject[*appsv1.StatefulSet](objs).Spec.Template.Spec.Containers[0].Image = "mysql:latest"
+				return objs
+			}},
+		{name: "service port edited", want: []string{"update services prod-mysql"},
+			drift: func(objs []runtime.Object) []runtime.Object {
+				for _, o := range objs {
+					if svc, ok := o.(*corev1.Service); ok && svc.Name == "prod-mysql" {
+						svc.Spec.Ports[0].Port = 13306
+					}
+				}
+				return objs
+			}},
+		{name: "statefulset deleted", want: []string{"create statefulsets prod-mysql"},
+			drift: func(objs []runtime.Object) []runtime.Object { return without[*appsv1.StatefulSet](objs) }},
+		{name: "headless service deleted", want: []string{"create services prod-mysql-headless"},
+			drift: func(objs []runtime.Object) []runtime.Object {
+				var out []runtime.Object
+				for _, o := range objs {
+					if svc, ok := o.(*corev1.Service); ok && svc.Name == "prod-mysql-headless" {
+						continue
+					}
+					out = append(out, o)
+				}
+				return out
+			}},
+		{name: "label removed", want: []string{"update poddisruptionbudgets prod-mysql"},
+			drift: func(objs []runtime.Object) []runtime.Object {
+				delete(findObject[*policyv1.PodDisruptionBudget](objs).Labels, LabelManagedBy)
+				return objs
+			}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			db, children := convergedState(t, myDatabase())
+			f := newFixture(t, []*examplev1.MyDatabase{db}, tc.drift(children)...)
+			if err := f.sync(); err != nil {
+				t.Fatal(err)
+			}
+			got := writes(f.kubeClient.Actions())
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("writes (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func without[T runtime.Object](objs []runtime.Object) []runtime.Object {
+	var out []runtime.Object
+	for _, o := range objs {
+		if _, ok := o.(T); !ok {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func TestForeignChildIsLeftAlone(t *testing.T) {
+	foreign := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "prod-mysql", Namespace: "default", Labels: map[string]string{"team": "other"}}}
+	f := newFixture(t, []*examplev1.MyDatabase{myDatabase()}, foreign)
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range writes(f.kubeClient.Actions()) {
+		if strings.Contains(w, "statefulsets") {
+			t.Errorf("touched the foreign StatefulSet: %s", w)
+		}
+	}
+	var warnings []string
+	for len(f.recorder.Events) > 0 {
+		if ev := <-f.recorder.Events; strings.HasPrefix(ev, "Warning") {
+			warnings = append(warnings, ev)
+		}
+	}
+	if len(warnings) != 1 || !strings.HasPrefix(warnings[0], "Warning ErrResourceExists") {
+		t.Errorf("warnings %q, want one ErrResourceExists", warnings)
+	}
+	status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
+	c := meta.FindStatusCondition(status.Conditions, examplev1.ConditionDegraded)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonChildConflict || !strings.Contains(c.Message, `StatefulSet "prod-mysql"`) {
+		t.Errorf("Degraded = %+v", c)
+	}
+}
+
+func TestDeletedDatabaseCostsNoWrites(t *testing.T) {
+	gone := myDatabase()
+	deleting := myDatabase(func(d *examplev1.MyDatabase) { d.DeletionTimestamp = &metav1.Time{Time: now} })
+	for name, dbs := range map[string][]*examplev1.MyDatabase{"not found": nil, "being deleted": {deleting}} {
+		t.Run(name, func(t *testing.T) {
+			_, children := convergedState(t, gone)
+			f := newFixture(t, dbs, children...)
+			c := f.newController()
+			if err := c.sync(context.Background(), cache.ObjectName{Namespace: "default", Name: "prod-mysql"}); err != nil {
+				t.Fatal(err)
+			}
+			f.expectWrites(nil, nil)
+		})
+	}
+}
+
+func TestDeletionPolicyDeleteRemovesClaimsWithTheStatefulSet(t *testing.T) {
+	f := newFixture(t, []*examplev1.MyDatabase{myDatabase(func(d *examplev1.MyDatabase) { d.Spec.DeletionPolicy = examplev1.DeletionPolicyDelete })})
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	sts := created[*appsv1.StatefulSet](t, f.kubeClient.Actions(), "statefulsets")
+	if got := sts.Spec.PersistentVolumeClaimRetentionPolicy.WhenDeleted; got != appsv1.DeletePersistentVolumeClaimRetentionPolicyType {
+		t.Errorf("WhenDeleted = %s, want Delete", got)
+	}
+}
+
+func TestStatusConflictIsRetried(t *testing.T) {
+	db, children := convergedState(t, myDatabase())
+	db.Status = examplev1.MyDatabaseStatus{}
+	f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
+	c := f.newController()
+	conflicts := 1
+	f.mydbClient.PrependReactor("update", "mydatabases", func(a core.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "status" && conflicts > 0 {
+			conflicts--
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "example.com", Resource: "mydatabases"}, db.Name, fmt.Errorf("stale"))
+		}
+		return false, nil, nil
+	})
+	key := cache.ObjectName{Namespace: db.Namespace, Name: db.Name}
+	if err := c.sync(context.Background(), key); !apierrors.IsConflict(err) {
+		t.Fatalf("first sync: %v, want the conflict back so the key is requeued", err)
+	}
+	c.queue.AddRateLimited(key)
+	if err := c.sync(context.Background(), key); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if got := writes(f.mydbClient.Actions()); len(got) != 2 {
+		t.Errorf("status writes %v, want the failed one and the retry", got)
+	}
+	if c.queue.NumRequeues(key) != 1 {
+		t.Errorf("requeues = %d, want 1", c.queue.NumRequeues(key))
+	}
+}
+
+func TestStorageGrowth(t *testing.T) {
+	claim := func(i int) *corev1.PersistentVolumeClaim {
+		return &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("data-prod-mysql-%d", i), Namespace: "default",
+				Labels: selectorLabels(myDatabase())},
+			Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: ptr.To("standard"),
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("50Gi")}}},
+		}
+	}
+	for _, expandable := range []bool{true, false} {
+		t.Run(fmt.Sprintf("expandable=%v", expandable), func(t *testing.T) {
+			db, children := convergedState(t, myDatabase())
+			db.Spec.StorageSize, db.Generation = resource.MustParse("100Gi"), 2
+			sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "standard"}, AllowVolumeExpansion: ptr.To(expandable)}
+			f := newFixture(t, []*examplev1.MyDatabase{db}, append(children, sc, claim(0), claim(1))...)
+			if err := f.sync(); err != nil {
+				t.Fatal(err)
+			}
+			status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
+			degraded := meta.FindStatusCondition(status.Conditions, examplev1.ConditionDegraded)
+			if expandable {
+				if diff := cmp.Diff([]string{"update persistentvolumeclaims data-prod-mysql-0", "update persistentvolumeclaims data-prod-mysql-1"},
+					writes(f.kubeClient.Actions())); diff != "" {
+					t.Errorf("writes (-want +got):\n%s", diff)
+				}
+				grown := updated[*corev1.PersistentVolumeClaim](t, f.kubeClient.Actions(), "persistentvolumeclaims", "")
+				if got := grown.Spec.Resources.Requests[corev1.ResourceStorage]; got.String() != "100Gi" {
+					t.Errorf("claim request %s, want 100Gi", got.String())
+				}
+				if degraded.Status != metav1.ConditionFalse {
+					t.Errorf("Degraded = %+v", degraded)
+				}
+				return
+			}
+			if w := writes(f.kubeClient.Actions()); len(w) != 0 {
+				t.Errorf("wrote %v although the StorageClass cannot expand", w)
+			}
+			if degraded.Status != metav1.ConditionTrue || degraded.Reason != ReasonStorageNotExpanding {
+				t.Errorf("Degraded = %+v", degraded)
+			}
+		})
+	}
+}
+
+func TestPausedDatabaseIsNotReconciled(t *testing.T) {
+	db := myDatabase(func(d *examplev1.MyDatabase) { d.Annotations = map[string]string{PausedAnnotation: "true"} })
+	f := newFixture(t, []*examplev1.MyDatabase{db})
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.expectWrites(nil, []string{"update mydatabases/status prod-mysql"})
+	status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
+	if c := meta.FindStatusCondition(status.Conditions, examplev1.ConditionProgressing); c.Reason != ReasonPaused {
+		t.Errorf("Progressing = %+v", c)
+	}
+}
+
+func engineOf(t *testing.T, db *examplev1.MyDatabase) engine.Engine {
+	t.Helper()
+	eng, ok := engine.Lookup(string(db.Spec.Engine))
+	if !ok {
+		t.Fatalf("no engine %s", db.Spec.Engine)
+	}
+	return eng
+}
