@@ -1,0 +1,132 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// reconcileTimeout bounds how long kube-controller-manager, kwok and mydb
+// take to bring a database up on this machine.
+const reconcileTimeout = 3 * time.Minute
+
+func TestControllerLifecycle(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	kube := kubeClient(t)
+
+	mustKubectl(t, seedExample, "apply", "-n", ns, "-f", "-")
+
+	var sts *appsv1.StatefulSet
+	eventually(t, reconcileTimeout, func() (err error) {
+		sts, err = kube.AppsV1().StatefulSets(ns).Get(ctx, "prod-mysql", metav1.GetOptions{})
+		return err
+	})
+	if *sts.Spec.Replicas != 3 || len(sts.Spec.VolumeClaimTemplates) != 1 {
+		t.Fatalf("statefulset replicas %d, claim templates %d", *sts.Spec.Replicas, len(sts.Spec.VolumeClaimTemplates))
+	}
+	eventually(t, reconcileTimeout, func() error {
+		for i := 0; i < 3; i++ {
+			pvc, err := kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, fmt.Sprintf("data-prod-mysql-%d", i), metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if got := pvc.Spec.Resources.Requests.Storage().String(); got != "50Gi" {
+				return fmt.Errorf("claim %s requests %s", pvc.Name, got)
+			}
+		}
+		return nil
+	})
+	for _, name := range []string{"prod-mysql", "prod-mysql-headless"} {
+		if _, err := kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+			t.Errorf("service %s: %v", name, err)
+		}
+	}
+	if _, err := kube.CoreV1().Secrets(ns).Get(ctx, "prod-mysql-credentials", metav1.GetOptions{}); err != nil {
+		t.Errorf("credentials: %v", err)
+	}
+
+	mustKubectl(t, "", "wait", "--for=condition=Ready", "mdb/prod-mysql", "-n", ns, "--timeout=3m")
+	if out := mustKubectl(t, "", "get", "mdb", "prod-mysql", "-n", ns, "--no-headers"); !strings.Contains(out, "3/3") || !strings.Contains(out, "Ready") {
+		t.Errorf("get mdb after Ready: %s", out)
+	}
+
+	mustKubectl(t, "", "scale", "mdb/prod-mysql", "-n", ns, "--replicas=5")
+	eventually(t, reconcileTimeout, func() error {
+		out := mustKubectl(t, "", "get", "mdb", "prod-mysql", "-n", ns, "--no-headers")
+		if !strings.Contains(out, "5/5") || !strings.Contains(out, "Ready") {
+			return fmt.Errorf("not 5/5 Ready yet: %s", out)
+		}
+		return nil
+	})
+	if out := mustKubectl(t, "", "get", "mdb/prod-mysql", "-n", ns, "-o", "jsonpath={.status.observedGeneration}/{.metadata.generation}"); out != "2/2" {
+		t.Errorf("observedGeneration/generation = %s, want 2/2", out)
+	}
+
+	// Drift: a StatefulSet deleted by hand comes back.
+	uid := sts.UID
+	if err := kube.AppsV1().StatefulSets(ns).Delete(ctx, "prod-mysql", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, reconcileTimeout, func() error {
+		again, err := kube.AppsV1().StatefulSets(ns).Get(ctx, "prod-mysql", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if again.UID == uid {
+			return fmt.Errorf("still the old StatefulSet")
+		}
+		if *again.Spec.Replicas != 5 {
+			return fmt.Errorf("recreated with %d replicas", *again.Spec.Replicas)
+		}
+		return nil
+	})
+
+	// Deleting the database lets the garbage collector remove its children.
+	mustKubectl(t, "", "delete", "mdb", "prod-mysql", "-n", ns, "--wait=true")
+	eventually(t, reconcileTimeout, func() error {
+		if _, err := kube.AppsV1().StatefulSets(ns).Get(ctx, "prod-mysql", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("statefulset still there: %v", err)
+		}
+		for _, name := range []string{"prod-mysql", "prod-mysql-headless"} {
+			if _, err := kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("service %s still there: %v", name, err)
+			}
+		}
+		if _, err := kube.CoreV1().Secrets(ns).Get(ctx, "prod-mysql-credentials", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("secret still there: %v", err)
+		}
+		return nil
+	})
+}
+
+func TestPostgresChildren(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	pg := "apiVersion: example.com/v1\nkind: MyDatabase\nmetadata:\n  name: orders\nspec:\n  engine: postgres\n  storageSize: 5Gi\n"
+	mustKubectl(t, pg, "apply", "-n", ns, "-f", "-")
+	var sts *appsv1.StatefulSet
+	eventually(t, reconcileTimeout, func() (err error) {
+		sts, err = kubeClient(t).AppsV1().StatefulSets(ns).Get(ctx, "orders", metav1.GetOptions{})
+		return err
+	})
+	c := sts.Spec.Template.Spec.Containers[0]
+	if c.Ports[0].ContainerPort != 5432 || c.VolumeMounts[0].MountPath != "/var/lib/postgresql/data" || !strings.HasPrefix(c.Image, "docker.io/library/postgres:17.") {
+		t.Errorf("postgres container: port %d mount %s image %s", c.Ports[0].ContainerPort, c.VolumeMounts[0].MountPath, c.Image)
+	}
+	mustKubectl(t, "", "wait", "--for=condition=Ready", "mdb/orders", "-n", ns, "--timeout=3m")
+	if ep := mustKubectl(t, "", "get", "mdb/orders", "-n", ns, "-o", "jsonpath={.status.endpoint}"); ep != "orders."+ns+".svc:5432" {
+		t.Errorf("endpoint %q", ep)
+	}
+	if _, err := kubeClient(t).PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "orders", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a single replica got a PodDisruptionBudget: %v", err)
+	}
+}
