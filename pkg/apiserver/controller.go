@@ -45,9 +45,11 @@ type ControllerConfig struct {
 
 // LeaderElectionConfig configures the Lease that elects the reconciling replica.
 type LeaderElectionConfig struct {
-	Enabled       bool
-	Namespace     string
-	Name          string
+	Enabled   bool
+	Namespace string
+	Name      string
+	// Identity names this replica in the Lease; empty means hostname_uuid.
+	Identity      string
 	LeaseDuration time.Duration
 	RenewDeadline time.Duration
 	RetryPeriod   time.Duration
@@ -130,9 +132,12 @@ func (r *controllerRunner) runElected(ctx context.Context) {
 		r.lead(ctx)
 		return
 	}
-	host, _ := os.Hostname()
-	id := host + "_" + uuid.NewString()
 	le := r.config.LeaderElection
+	id := le.Identity
+	if id == "" {
+		host, _ := os.Hostname()
+		id = host + "_" + uuid.NewString()
+	}
 	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, le.Namespace, le.Name,
 		r.kubeClient.CoreV1(), r.kubeClient.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: id, EventRecorder: r.recorder})
 	if err != nil {

@@ -20,6 +20,7 @@ type ControllerOptions struct {
 	LeaderElect              bool
 	LeaderElectNamespace     string
 	LeaderElectLeaseName     string
+	LeaderElectIdentity      string
 	LeaderElectLeaseDuration time.Duration
 	LeaderElectRenewDeadline time.Duration
 	LeaderElectRetryPeriod   time.Duration
@@ -53,6 +54,7 @@ func (o *ControllerOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect one replica to run the controller with a Lease, so the server can run several replicas.")
 	fs.StringVar(&o.LeaderElectNamespace, "leader-elect-namespace", o.LeaderElectNamespace, "Namespace of the leader election Lease.")
 	fs.StringVar(&o.LeaderElectLeaseName, "leader-elect-lease-name", o.LeaderElectLeaseName, "Name of the leader election Lease.")
+	fs.StringVar(&o.LeaderElectIdentity, "leader-elect-identity", o.LeaderElectIdentity, "This replica's name in the Lease; defaults to the hostname and a random suffix.")
 	fs.DurationVar(&o.LeaderElectLeaseDuration, "leader-elect-lease-duration", o.LeaderElectLeaseDuration, "How long a lease holds after its last renewal; the longest failover.")
 	fs.DurationVar(&o.LeaderElectRenewDeadline, "leader-elect-renew-deadline", o.LeaderElectRenewDeadline, "How long the leader keeps trying to renew before it stops leading.")
 	fs.DurationVar(&o.LeaderElectRetryPeriod, "leader-elect-retry-period", o.LeaderElectRetryPeriod, "How often candidates try to take the lease.")
@@ -90,6 +92,7 @@ func (o *ControllerOptions) ApplyTo(c *apiserver.ControllerConfig, kubeConfig *r
 			Enabled:       o.LeaderElect,
 			Namespace:     o.LeaderElectNamespace,
 			Name:          o.LeaderElectLeaseName,
+			Identity:      o.LeaderElectIdentity,
 			LeaseDuration: o.LeaderElectLeaseDuration,
 			RenewDeadline: o.LeaderElectRenewDeadline,
 			RetryPeriod:   o.LeaderElectRetryPeriod,
