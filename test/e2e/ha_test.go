@@ -1,0 +1,187 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+)
+
+const leaseName = "mydb-controller"
+
+// TestLeaderFailover runs a second mydb-apiserver beside make local-up's,
+// kills the leader with SIGKILL while MyDatabases are being created, and
+// checks that the standby takes the lease over within its duration and that
+// every MyDatabase ends with exactly one StatefulSet.
+func TestLeaderFailover(t *testing.T) {
+	ctx := context.Background()
+	kube := kubeClient(t)
+	localDir := filepath.Join(repoRoot, "_output", "local")
+
+	leaderPID, leaderArgs := localMydbProcess(t, localDir)
+	lease, err := kube.CoordinationV1().Leases("mydb-system").Get(ctx, leaseName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the local mydb-apiserver holds no lease: %v", err)
+	}
+	leaderIdentity := ptr.Deref(lease.Spec.HolderIdentity, "")
+	leaseDuration := time.Duration(ptr.Deref(lease.Spec.LeaseDurationSeconds, 15)) * time.Second
+
+	// The standby: the same command line on another port, with a name we know.
+	port := freePort(t)
+	standbyIdentity := fmt.Sprintf("e2e-standby-%d", port)
+	args := []string{fmt.Sprintf("--secure-port=%d", port), "--leader-elect-identity=" + standbyIdentity}
+	for _, a := range leaderArgs[1:] {
+		if !strings.HasPrefix(a, "--secure-port=") {
+			args = append(args, a)
+		}
+	}
+	logFile, err := os.Create(filepath.Join(localDir, "logs", "mydb-apiserver-standby.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	standby := exec.Command(leaderArgs[0], args...)
+	standby.Stdout, standby.Stderr = logFile, logFile
+	if err := standby.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = standby.Process.Kill()
+		_ = standby.Wait()
+		// Bring make local-up's mydb-apiserver back for the tests that follow.
+		out, err := exec.Command(filepath.Join(repoRoot, "hack", "local-up.sh")).CombinedOutput()
+		if err != nil {
+			t.Errorf("restoring the local control plane: %v\n%s", err, out)
+		}
+	})
+	standbyConfig := directConfig(t, port)
+	eventually(t, time.Minute, func() error { return ready(standbyConfig) })
+
+	ns := newNamespace(t)
+	dbs := mydbClient(t, standbyConfig).ExampleV1().MyDatabases(ns)
+	const total = 30
+	var wg sync.WaitGroup
+	createErrs := make(chan error, total)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < total; i++ {
+			db := &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("ha-%02d", i)},
+				Spec: examplev1.MyDatabaseSpec{Engine: examplev1.EngineMySQL, StorageSize: resourceMustParse(t, "1Gi")}}
+			if _, err := dbs.Create(ctx, db, metav1.CreateOptions{}); err != nil {
+				createErrs <- err
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+
+	time.Sleep(time.Second) // let some creates land before the leader dies
+	killed := time.Now()
+	if err := syscall.Kill(leaderPID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var failover time.Duration
+	eventually(t, 2*leaseDuration+10*time.Second, func() error {
+		l, err := kube.CoordinationV1().Leases("mydb-system").Get(ctx, leaseName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if holder := ptr.Deref(l.Spec.HolderIdentity, ""); holder != standbyIdentity {
+			return fmt.Errorf("lease still held by %q (was %q)", holder, leaderIdentity)
+		}
+		failover = time.Since(killed)
+		return nil
+	})
+	t.Logf("failover: the standby took the lease %s after the leader was killed (lease duration %s)", failover.Round(10*time.Millisecond), leaseDuration)
+	if failover > leaseDuration+5*time.Second {
+		t.Errorf("failover took %s, more than the lease duration %s and a retry", failover, leaseDuration)
+	}
+
+	wg.Wait()
+	close(createErrs)
+	for err := range createErrs {
+		t.Errorf("create: %v", err)
+	}
+	eventually(t, reconcileTimeout, func() error {
+		for i := 0; i < total; i++ {
+			name := fmt.Sprintf("ha-%02d", i)
+			list, err := kube.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{
+				LabelSelector: labels.Set{"app.kubernetes.io/instance": name}.String()})
+			if err != nil {
+				return err
+			}
+			if len(list.Items) != 1 {
+				return fmt.Errorf("%s has %d StatefulSets", name, len(list.Items))
+			}
+		}
+		return nil
+	})
+}
+
+// localMydbProcess returns the PID and command line of make local-up's mydb-apiserver.
+func localMydbProcess(t *testing.T, localDir string) (int, []string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(localDir, "pids", "mydb-apiserver.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if _, err := fmt.Sscan(string(data), &pid); err != nil {
+		t.Fatal(err)
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		t.Fatalf("mydb-apiserver (pid %d) is not running: %v", pid, err)
+	}
+	return pid, strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+}
+
+// directConfig reaches a mydb-apiserver on port straight, not through the
+// aggregator, as the cluster admin (a client certificate mydb verifies
+// against the cluster's client CA).
+func directConfig(t *testing.T, port int) *rest.Config {
+	t.Helper()
+	cfg := restConfig(t)
+	cfg.Host = fmt.Sprintf("https://127.0.0.1:%d", port)
+	return cfg
+}
+
+func ready(cfg *rest.Config) error {
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Get(cfg.Host + "/readyz")
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("/readyz: %d", resp.StatusCode)
+	}
+	return nil
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
