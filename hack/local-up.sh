@@ -296,6 +296,12 @@ start_kwok() {
   write_kwok_stages
   # Only nodes annotated kwok.x-k8s.io/node=fake are kwok's, so a real
   # kubelet could join this control plane without kwok faking its pods.
+  # --node-lease-duration-seconds: the kwok binary defaults it to 0 (only
+  # kwokctl sets 40), which means no node Leases at all. The node lifecycle
+  # controller then finds the nodes silent after its 50s grace period, marks
+  # them unreachable and their pods NotReady, and evicts the pods 5 minutes
+  # later, while kwok's node-initialize stage keeps flipping them back.
+  # With Leases (renewed every 10s) nodes stay healthy, like kubelets.
   start_process kwok "${KWOK_PORT}" -- "${BIN_DIR}/kwok" \
     --kubeconfig="${KUBECONFIG_DIR}/kwok.kubeconfig" \
     --config="${LOCAL_DIR}/kwok/stages.yaml" \
@@ -303,7 +309,8 @@ start_kwok() {
     --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
     --server-address="127.0.0.1:${KWOK_PORT}" \
     --cidr="${POD_CIDR}" \
-    --node-ip=127.0.0.1
+    --node-ip=127.0.0.1 \
+    --node-lease-duration-seconds=40
 }
 
 kwok_healthy() {
@@ -336,7 +343,7 @@ ensure_mydb_kubeconfig() {
 }
 
 start_mydb_apiserver() {
-  local sum_file="${PID_DIR}/mydb-apiserver.binary.sha256" sum pid
+  local sum_file="${LOCAL_DIR}/mydb-apiserver.binary.sha256" sum pid
   sum=$(sha256sum "${MYDB_BIN}" | cut -d' ' -f1)
   # Unlike the pinned control-plane binaries, mydb-apiserver changes while you
   # work on it: restart it when the binary (or its token) changed since it

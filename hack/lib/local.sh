@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # variables used by the sourcing scripts
 # Shared helpers of hack/local-up.sh and hack/local-down.sh: logging,
 # background processes tracked by PID files, waiting with timeouts, and a
 # small openssl PKI. Source it; it defines functions and the directory layout
@@ -11,10 +12,13 @@
 #   env           shell variables describing the running cluster (ports...)
 #   logs/<name>.log, logs/<name>.log.1 (previous run)
 #   pids/<name>.pid
+#   mydb-apiserver.binary.sha256  the binary the running server was started from
 #   etcd/, mydb-etcd/   etcd data directories
 #   manifests/    manifests rendered at run time (APIService with the CA)
 #   kwok/         kwok's stage configuration
 #   certs/        self-signed serving certificates the components make
+#   flexvolume/   the controller manager's (empty) flex volume plugin dir, so it
+#                 does not create /usr/libexec/kubernetes on the host
 
 ROOT=${ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 BIN_DIR=${BIN_DIR:-"${ROOT}/_output/bin"}
@@ -62,11 +66,12 @@ port_in_use() {
 }
 
 # start_process NAME PORT... -- COMMAND...: starts COMMAND in the background
-# unless NAME already runs. It runs in its own session (setsid) so that ^C in
-# the terminal that ran `make local-up` does not take the cluster down, with
-# stdout and stderr in logs/NAME.log (the previous run's log is kept as
-# NAME.log.1) and its PID in pids/NAME.pid. Fails early when one of the PORTs
-# is taken by a process that is not ours.
+# unless NAME already runs with the same command line (one running with a
+# different command line is restarted). It runs in its own session (setsid)
+# so that ^C in the terminal that ran `make local-up` does not take the
+# cluster down, with stdout and stderr in logs/NAME.log (the previous run's
+# log is kept as NAME.log.1) and its PID in pids/NAME.pid. Fails early when
+# one of the PORTs is taken by a process that is not ours.
 # Sets STARTED=1 when it started something, 0 when NAME was already running.
 start_process() {
   local name=$1 pid port
@@ -76,8 +81,15 @@ start_process() {
   shift
   STARTED=0
   if pid=$(running_pid "${name}"); then
-    log "${name} already running (pid ${pid})"
-    return 0
+    # Same command line (binary, flags, ports, paths): leave it alone.
+    # Otherwise this script or its environment changed since NAME was
+    # started, and only a restart applies the change.
+    if [[ "$(tr '\0' '\n' <"/proc/${pid}/cmdline")" == "$(printf '%s\n' "$@")" ]]; then
+      log "${name} already running (pid ${pid})"
+      return 0
+    fi
+    log "restarting ${name} (pid ${pid}): its command line changed"
+    stop_processes "${name}"
   fi
   for port in "${ports[@]}"; do
     if port_in_use "${port}"; then
@@ -92,6 +104,7 @@ start_process() {
   rm -f "${pidf}"
   # The inner shell records its own PID and then execs the component, so the
   # PID file holds the component's PID whether or not setsid had to fork.
+  # shellcheck disable=SC2016  # $$ and $@ are for the inner shell
   setsid bash -c 'echo $$ >"$0.tmp" && mv "$0.tmp" "$0" && exec "$@"' "${pidf}" "$@" \
     </dev/null >"${logf}" 2>&1 &
   local i
