@@ -27,6 +27,11 @@ e2e: ## End-to-end tests through a real kube-apiserver's aggregation layer (star
 	hack/local-up.sh
 	go test $(GOFLAGS_TEST) -timeout 30m -tags e2e ./test/e2e/...
 
+.PHONY: bench
+bench: ## Measure on the local control plane (starts or reuses make local-up); BENCH_ARGS="-n 1000" for more.
+	hack/local-up.sh
+	go run ./test/bench -scenario reconcile $(BENCH_ARGS)
+
 .PHONY: ci
 ci: verify test e2e ## Everything CI runs.
 
