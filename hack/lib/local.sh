@@ -274,23 +274,45 @@ ensure_sa_keys() {
 # ---------------------------------------------------------------------------
 # Kubeconfigs
 
-# write_kubeconfig FILE SERVER USER-ARGS...: a kubeconfig for SERVER trusting
-# the cluster CA, with the credentials given as kubectl config set-credentials
-# arguments. Written to a temporary file and renamed, so a reader never sees
-# a half-written file.
+# write_kubeconfig FILE SERVER --client-certificate=CRT --client-key=KEY
+# write_kubeconfig FILE SERVER --token=TOKEN
+# A self-contained kubeconfig for SERVER trusting the cluster CA, with the
+# certificates embedded. Written as YAML directly (kubectl config would take
+# a dozen kubectl runs per run of local-up) to a temporary file that is then
+# renamed, so a reader never sees a half-written file.
 write_kubeconfig() {
-  local file=$1 server=$2
+  local file=$1 server=$2 arg user=""
   shift 2
+  for arg in "$@"; do
+    case "${arg}" in
+      --client-certificate=*) user+="    client-certificate-data: $(base64 -w0 <"${arg#*=}")"$'\n' ;;
+      --client-key=*) user+="    client-key-data: $(base64 -w0 <"${arg#*=}")"$'\n' ;;
+      --token=*) user+="    token: ${arg#*=}"$'\n' ;;
+      *) die "write_kubeconfig: unknown argument ${arg}" ;;
+    esac
+  done
   local tmp="${file}.tmp"
-  rm -f "${tmp}"
-  local k=("${BIN_DIR}/kubectl" config --kubeconfig="${tmp}")
-  "${k[@]}" set-cluster local --server="${server}" \
-    --certificate-authority="${PKI_DIR}/ca.crt" --embed-certs=true >/dev/null
-  local embed=()
-  [[ "$*" == *--client-certificate=* ]] && embed=(--embed-certs=true)
-  "${k[@]}" set-credentials user "${embed[@]}" "$@" >/dev/null
-  "${k[@]}" set-context local --cluster=local --user=user >/dev/null
-  "${k[@]}" use-context local >/dev/null
-  chmod 600 "${tmp}"
+  (
+    umask 077
+    cat >"${tmp}" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster:
+    server: ${server}
+    certificate-authority-data: $(base64 -w0 <"${PKI_DIR}/ca.crt")
+users:
+- name: user
+  user:
+${user%$'\n'}
+contexts:
+- name: local
+  context:
+    cluster: local
+    user: user
+current-context: local
+EOF
+  )
   mv -f "${tmp}" "${file}"
 }
