@@ -20,9 +20,11 @@
 #        hack/local-down.sh        (make local-down; --purge also deletes data)
 #        export KUBECONFIG=$PWD/_output/local/kubeconfig
 #
-# Re-running is safe: components that run (by PID file and liveness) are left
-# alone, missing ones are started, manifests are re-applied. mydb-apiserver is
-# rebuilt and, when its binary changed, restarted.
+# Re-running is safe: components that run (by PID file and liveness) with the
+# same command line are left alone, missing ones are started, ones whose
+# flags changed are restarted, manifests are re-applied. mydb-apiserver is
+# rebuilt (a no-op when the code did not change) and restarted when its
+# binary changed. Certificates, etcd data and mydb's token are kept.
 #
 # Ports (all on 127.0.0.1; override through the environment). They are below
 # the Linux ephemeral range (32768+) and away from the usual defaults (2379,
@@ -41,8 +43,9 @@
 #   LOCAL_DIR=dir      state directory (default _output/local)
 #   RESTART_MYDB=1     restart mydb-apiserver even if its binary is unchanged
 #   WAIT_TIMEOUT=120   seconds to wait for each component to become healthy
-#   MYDB_STOP_TIMEOUT=10  seconds a restarted mydb-apiserver gets to exit
-#                         before it is killed
+#   MYDB_STOP_TIMEOUT=10  seconds mydb-apiserver gets to exit when local-up
+#                         restarts it, before it is killed (see
+#                         start_mydb_apiserver for why it can be slow)
 #   MYDB_TOKEN_DURATION=8760h  lifetime of mydb-apiserver's SA token
 set -o errexit -o nounset -o pipefail
 
@@ -362,7 +365,7 @@ start_mydb_apiserver() {
       STOP_TIMEOUT=${MYDB_STOP_TIMEOUT:-10} stop_processes mydb-apiserver
     fi
   fi
-  start_process mydb-apiserver "${MYDB_PORT}" -- "${MYDB_BIN}" \
+  STOP_TIMEOUT=${MYDB_STOP_TIMEOUT:-10} start_process mydb-apiserver "${MYDB_PORT}" -- "${MYDB_BIN}" \
     --etcd-servers="http://127.0.0.1:${MYDB_ETCD_PORT}" \
     --bind-address=127.0.0.1 \
     --secure-port="${MYDB_PORT}" \
@@ -389,6 +392,22 @@ apply_apiservice() {
   sed -e "s|@MYDB_PORT@|${MYDB_PORT}|g" -e "s|@CA_BUNDLE@|${ca_bundle}|g" \
     "${ROOT}/artifacts/local/apiservice.yaml.tmpl" >"${out}"
   kubectl apply -f "${out}" >/dev/null
+}
+
+# wait_apiservice: waits for the aggregator to find mydb-apiserver healthy;
+# on timeout shows why not (the Available condition's message names TLS,
+# discovery or connection errors), besides mydb-apiserver's log.
+wait_apiservice() {
+  local deadline=$((SECONDS + WAIT_TIMEOUT))
+  until kubectl wait --for=condition=Available apiservice/v1.example.com --timeout=5s >/dev/null 2>&1; do
+    running_pid mydb-apiserver >/dev/null ||
+      fail_with_log mydb-apiserver "mydb-apiserver exited while waiting for APIService v1.example.com"
+    if ((SECONDS >= deadline)); then
+      warn "APIService v1.example.com: $(kubectl get apiservice v1.example.com \
+        -o jsonpath='{.status.conditions[?(@.type=="Available")].message}' 2>&1)"
+      fail_with_log mydb-apiserver "timed out after ${WAIT_TIMEOUT}s waiting for APIService v1.example.com to become Available"
+    fi
+  done
 }
 
 write_env_file() {
@@ -449,8 +468,7 @@ main() {
 
   log "registering example.com/v1 with the aggregator (APIService v1.example.com)"
   apply_apiservice
-  wait_until mydb-apiserver "${WAIT_TIMEOUT}" "APIService v1.example.com to become Available" \
-    kubectl wait --for=condition=Available apiservice/v1.example.com --timeout=5s
+  wait_apiservice
   wait_until kwok "${WAIT_TIMEOUT}" "the kwok nodes to become Ready" \
     kubectl wait --for=condition=Ready node -l type=kwok --timeout=5s
   # Namespaces get their default ServiceAccount from the controller manager;
