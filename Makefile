@@ -25,7 +25,7 @@ test: ## Unit and integration tests (integration starts a real etcd).
 .PHONY: e2e
 e2e: ## End-to-end tests through a real kube-apiserver's aggregation layer (starts or reuses make local-up).
 	hack/local-up.sh
-	go test $(GOFLAGS_TEST) -timeout 30m -tags e2e ./test/e2e/...
+	go test $(GOFLAGS_TEST) -v -timeout 30m -tags e2e ./test/e2e/...
 
 .PHONY: bench
 bench: ## Measure on the local control plane (starts or reuses make local-up); BENCH_ARGS="-n 1000" for more.

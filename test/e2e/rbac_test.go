@@ -40,20 +40,23 @@ func TestTenantAccess(t *testing.T) {
 	own, other := newNamespace(t), newNamespace(t)
 	bindEdit(t, own, "alice")
 
-	canI := func(verb, resource, ns string) string {
-		r := kubectl(t, "", "auth", "can-i", verb, resource, "-n", ns, "--as", "alice")
-		return strings.TrimSpace(r.stdout)
+	canI := func(verb, resource, subresource, ns string) string {
+		args := []string{"auth", "can-i", verb, resource, "-n", ns, "--as", "alice"}
+		if subresource != "" {
+			args = append(args, "--subresource", subresource)
+		}
+		return strings.TrimSpace(kubectl(t, "", args...).stdout)
 	}
-	for _, tc := range []struct{ verb, resource, ns, want string }{
-		{"create", "mydatabases.example.com", own, "yes"},
-		{"delete", "mydatabases.example.com", own, "yes"},
-		{"update", "mydatabases.example.com/scale", own, "yes"},
-		{"list", "mydatabases.example.com", other, "no"},
-		{"create", "mydatabases.example.com", other, "no"},
-		{"update", "mydatabases.example.com/status", own, "no"},
+	for _, tc := range []struct{ verb, resource, subresource, ns, want string }{
+		{"create", "mydatabases.example.com", "", own, "yes"},
+		{"delete", "mydatabases.example.com", "", own, "yes"},
+		{"update", "mydatabases.example.com", "scale", own, "yes"},
+		{"list", "mydatabases.example.com", "", other, "no"},
+		{"create", "mydatabases.example.com", "", other, "no"},
+		{"update", "mydatabases.example.com", "status", own, "no"},
 	} {
-		if got := canI(tc.verb, tc.resource, tc.ns); got != tc.want {
-			t.Errorf("can-i %s %s -n %s = %q, want %q", tc.verb, tc.resource, tc.ns, got, tc.want)
+		if got := canI(tc.verb, tc.resource, tc.subresource, tc.ns); got != tc.want {
+			t.Errorf("can-i %s %s (subresource %q) -n %s = %q, want %q", tc.verb, tc.resource, tc.subresource, tc.ns, got, tc.want)
 		}
 	}
 

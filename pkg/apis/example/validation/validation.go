@@ -51,6 +51,7 @@ func ValidateMyDatabaseName(name string, prefix bool) []string {
 // ValidateMyDatabase checks a MyDatabase on create.
 func ValidateMyDatabase(db *example.MyDatabase) field.ErrorList {
 	allErrs := apimachineryvalidation.ValidateObjectMeta(&db.ObjectMeta, true, ValidateMyDatabaseName, field.NewPath("metadata"))
+	allErrs = append(allErrs, validateLabelsSize(db.Labels, field.NewPath("metadata", "labels"))...)
 	allErrs = append(allErrs, validateSpec(&db.Spec, field.NewPath("spec"))...)
 	return allErrs
 }
@@ -58,6 +59,7 @@ func ValidateMyDatabase(db *example.MyDatabase) field.ErrorList {
 // ValidateMyDatabaseUpdate checks an update of a MyDatabase's spec and metadata.
 func ValidateMyDatabaseUpdate(db, old *example.MyDatabase) field.ErrorList {
 	allErrs := apimachineryvalidation.ValidateObjectMetaUpdate(&db.ObjectMeta, &old.ObjectMeta, field.NewPath("metadata"))
+	allErrs = append(allErrs, validateLabelsSize(db.Labels, field.NewPath("metadata", "labels"))...)
 	specPath := field.NewPath("spec")
 	allErrs = append(allErrs, validateSpec(&db.Spec, specPath)...)
 	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(db.Spec.Engine, old.Spec.Engine, specPath.Child("engine"))...)
@@ -121,8 +123,32 @@ func validateSpec(spec *example.MyDatabaseSpec, fldPath *field.Path) field.Error
 	return allErrs
 }
 
+// validateLabelsSize bounds labels like ValidateObjectMeta bounds
+// annotations, so labels alone cannot push an object past etcd's request limit.
+func validateLabelsSize(labels map[string]string, fldPath *field.Path) field.ErrorList {
+	total := 0
+	for k, v := range labels {
+		total += len(k) + len(v)
+	}
+	if total > apimachineryvalidation.TotalAnnotationSizeLimitB {
+		return field.ErrorList{field.TooLong(fldPath, "", apimachineryvalidation.TotalAnnotationSizeLimitB)}
+	}
+	return nil
+}
+
+// maxQuantityExponent bounds the decimal exponent of a quantity before it is
+// compared: comparing "1e16000000" with anything builds a 53-million-bit
+// integer and takes seconds.
+const maxQuantityExponent = 30
+
+func quantityTooLarge(q resource.Quantity) bool {
+	return q.AsDec().Scale() < -maxQuantityExponent
+}
+
 func validateStorageSize(size resource.Quantity, fldPath *field.Path) field.ErrorList {
 	switch {
+	case quantityTooLarge(size):
+		return field.ErrorList{field.Invalid(fldPath, "", "may not be greater than "+MaxStorageSize.String())}
 	case size.IsZero():
 		return field.ErrorList{field.Required(fldPath, "must be a quantity of bytes greater than 0, such as 50Gi")}
 	case size.Sign() < 0:
@@ -145,15 +171,22 @@ func validateResources(r *corev1.ResourceRequirements, fldPath *field.Path) fiel
 				allErrs = append(allErrs, field.NotSupported(p, name, []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage}))
 				continue
 			}
+			if quantityTooLarge(q) {
+				allErrs = append(allErrs, field.Invalid(p, "", fmt.Sprintf("must be less than 1e%d", maxQuantityExponent)))
+				continue
+			}
 			if q.Sign() < 0 {
 				allErrs = append(allErrs, field.Invalid(p, q.String(), "must be greater than or equal to 0"))
 			}
 		}
 	}
-	for name, request := range r.Requests {
-		if limit, ok := r.Limits[name]; ok && request.Cmp(limit) > 0 {
-			allErrs = append(allErrs, field.Invalid(fldPath.Child("requests").Key(string(name)), request.String(),
-				fmt.Sprintf("must be less than or equal to %s limit of %s", name, limit.String())))
+	// Comparing requests with limits needs sane quantities.
+	if len(allErrs) == 0 {
+		for name, request := range r.Requests {
+			if limit, ok := r.Limits[name]; ok && request.Cmp(limit) > 0 {
+				allErrs = append(allErrs, field.Invalid(fldPath.Child("requests").Key(string(name)), request.String(),
+					fmt.Sprintf("must be less than or equal to %s limit of %s", name, limit.String())))
+			}
 		}
 	}
 	if len(r.Claims) > 0 {
@@ -172,7 +205,7 @@ func Warnings(db, old *example.MyDatabase) []string {
 			warnings = append(warnings, "spec.version: "+reason)
 		}
 	}
-	if limit, ok := spec.Resources.Limits[corev1.ResourceMemory]; ok && limit.Cmp(minMemoryLimit) < 0 {
+	if limit, ok := spec.Resources.Limits[corev1.ResourceMemory]; ok && !quantityTooLarge(limit) && limit.Cmp(minMemoryLimit) < 0 {
 		warnings = append(warnings, fmt.Sprintf("spec.resources.limits.memory: %s is below the %s a database engine needs to start", limit.String(), minMemoryLimit.String()))
 	}
 	if spec.DeletionPolicy == example.DeletionPolicyDelete && (old == nil || old.Spec.DeletionPolicy != example.DeletionPolicyDelete) {

@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -120,7 +121,18 @@ func TestValidateMyDatabase(t *testing.T) {
 		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.resources.requests[memory]"}}},
 		{name: "negative cpu limit", db: myDatabase(func(d *example.MyDatabase) {
 			d.Spec.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("-1")
-		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.resources.limits[cpu]"}, {field.ErrorTypeInvalid, "spec.resources.requests[cpu]"}}},
+		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.resources.limits[cpu]"}}},
+		{name: "absurd storage exponent", db: myDatabase(func(d *example.MyDatabase) { d.Spec.StorageSize = resource.MustParse("1e16000000") }),
+			want: []errorSummary{{field.ErrorTypeInvalid, "spec.storageSize"}}},
+		{name: "absurd memory exponent", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Resources.Limits[corev1.ResourceMemory] = resource.MustParse("1e16000000")
+		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.resources.limits[memory]"}}},
+		{name: "labels over 256KiB", db: myDatabase(func(d *example.MyDatabase) {
+			d.Labels = map[string]string{}
+			for i := 0; i < 5000; i++ {
+				d.Labels[fmt.Sprintf("label-%05d", i)] = strings.Repeat("v", 60)
+			}
+		}), want: []errorSummary{{field.ErrorTypeTooLong, "metadata.labels"}}},
 		{name: "gpu request", db: myDatabase(func(d *example.MyDatabase) {
 			d.Spec.Resources.Requests["nvidia.com/gpu"] = resource.MustParse("1")
 		}), want: []errorSummary{{field.ErrorTypeNotSupported, "spec.resources.requests[nvidia.com/gpu]"}}},

@@ -98,7 +98,7 @@ func (r *StatusREST) Get(ctx context.Context, name string, options *metav1.GetOp
 // Update writes the status of a MyDatabase, leaving its spec as stored.
 func (r *StatusREST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, _ bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
 	// Subresources never create: the object must exist.
-	return r.store.Update(ctx, name, objInfo, createValidation, updateValidation, false, options)
+	return r.store.Update(ctx, name, clientUpdate{objInfo}, createValidation, updateValidation, false, options)
 }
 
 // GetResetFields returns the fields /status may not write.
@@ -150,7 +150,7 @@ func (r *ScaleREST) Get(ctx context.Context, name string, options *metav1.GetOpt
 // Update sets spec.replicas from a Scale; the MyDatabase's own validation
 // bounds the value.
 func (r *ScaleREST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, _ bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
-	obj, _, err := r.store.Update(ctx, name, &scaleUpdatedObjectInfo{name: name, reqObjInfo: objInfo},
+	obj, _, err := r.store.Update(ctx, name, clientUpdate{&scaleUpdatedObjectInfo{name: name, reqObjInfo: objInfo}},
 		toScaleCreateValidation(createValidation), toScaleUpdateValidation(updateValidation), false, options)
 	if err != nil {
 		return nil, false, err

@@ -106,16 +106,29 @@ func NewStatusStrategy(s strategy) statusStrategy {
 	return statusStrategy{s}
 }
 
-// GetResetFields tells server-side apply that /status writers do not own spec.
+// GetResetFields tells the field manager that /status writers own neither
+// spec nor the metadata PrepareForUpdate restores.
 func (statusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
 	return map[fieldpath.APIVersion]*fieldpath.Set{
-		"example.com/v1": fieldpath.NewSet(fieldpath.MakePathOrDie("spec")),
+		"example.com/v1": fieldpath.NewSet(
+			fieldpath.MakePathOrDie("spec"),
+			fieldpath.MakePathOrDie("metadata", "labels"),
+			fieldpath.MakePathOrDie("metadata", "annotations"),
+			fieldpath.MakePathOrDie("metadata", "finalizers"),
+			fieldpath.MakePathOrDie("metadata", "ownerReferences"),
+		),
 	}
 }
 
-// PrepareForUpdate keeps the stored spec: /status writes only status.
+// PrepareForUpdate keeps the stored spec and metadata: /status writes only
+// status, so a client allowed nothing but mydatabases/status cannot relabel
+// the object or add finalizers. managedFields stay the new ones, which track
+// the status fields this write changed.
 func (statusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	db, oldDB := obj.(*example.MyDatabase), old.(*example.MyDatabase)
+	managedFields := db.ManagedFields
+	db.ObjectMeta = *oldDB.ObjectMeta.DeepCopy()
+	db.ManagedFields = managedFields
 	db.Spec = oldDB.Spec
 }
 

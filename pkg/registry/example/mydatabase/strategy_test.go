@@ -83,10 +83,15 @@ func TestStatusPrepareForUpdate(t *testing.T) {
 	db := myDatabase(func(d *example.MyDatabase) {
 		d.Spec.Replicas = 7
 		d.Status.ReadyReplicas = 2
+		d.Labels = map[string]string{"via": "status"}
+		d.Finalizers = []string{"example.com/block"}
 	})
 	NewStatusStrategy(newStrategy(t)).PrepareForUpdate(context.Background(), db, old)
 	if diff := cmp.Diff(old.Spec, db.Spec); diff != "" {
 		t.Errorf("spec changed through /status (-old +new):\n%s", diff)
+	}
+	if diff := cmp.Diff(old.ObjectMeta, db.ObjectMeta); diff != "" {
+		t.Errorf("metadata changed through /status (-old +new):\n%s", diff)
 	}
 	if db.Status.ReadyReplicas != 2 {
 		t.Errorf("status.readyReplicas = %d, want 2", db.Status.ReadyReplicas)
@@ -101,8 +106,8 @@ func TestResetFields(t *testing.T) {
 	if got := s.GetResetFields()["example.com/v1"].String(); got != ".status" {
 		t.Errorf("main resource resets %q, want .status", got)
 	}
-	if got := NewStatusStrategy(s).GetResetFields()["example.com/v1"].String(); got != ".spec" {
-		t.Errorf("/status resets %q, want .spec", got)
+	if got := NewStatusStrategy(s).GetResetFields()["example.com/v1"].String(); got != ".spec\n.metadata.annotations\n.metadata.finalizers\n.metadata.labels\n.metadata.ownerReferences" {
+		t.Errorf("/status resets %q, want spec and the metadata it restores", got)
 	}
 }
 
