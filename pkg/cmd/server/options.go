@@ -31,6 +31,9 @@ type Options struct {
 	// RecommendedOptions are the generic API server's options: serving,
 	// delegated authentication and authorization, etcd, audit, admission.
 	RecommendedOptions *genericoptions.RecommendedOptions
+	// ServerRun are the server's limits and timeouts: requests in flight,
+	// request timeout, shutdown delays.
+	ServerRun *genericoptions.ServerRunOptions
 	// ComponentGlobalsRegistry holds the effective version and feature gates.
 	ComponentGlobalsRegistry basecompatibility.ComponentGlobalsRegistry
 	// Controller are the flags of the in-process MyDatabase controller.
@@ -49,6 +52,7 @@ func NewOptions(out, errOut io.Writer) *Options {
 	o := &Options{
 		// The storage codec depends on --storage-media-type, so Complete sets it.
 		RecommendedOptions:       genericoptions.NewRecommendedOptions(etcdPathPrefix, nil),
+		ServerRun:                genericoptions.NewServerRunOptions(),
 		ComponentGlobalsRegistry: compatibility.DefaultComponentGlobalsRegistry,
 		Controller:               NewControllerOptions(),
 		StdOut:                   out,
@@ -62,7 +66,8 @@ func NewOptions(out, errOut io.Writer) *Options {
 func (o *Options) Flags() cliflag.NamedFlagSets {
 	var fss cliflag.NamedFlagSets
 	o.RecommendedOptions.AddFlags(fss.FlagSet("generic"))
-	o.ComponentGlobalsRegistry.AddFlags(fss.FlagSet("version"))
+	// Also adds the version and feature gate flags of ComponentGlobalsRegistry.
+	o.ServerRun.AddUniversalFlags(fss.FlagSet("server"))
 	o.Controller.AddFlags(fss.FlagSet("controller"))
 	fss.FlagSet("generic").StringSliceVar(&o.AlternateDNS, "alternate-dns", o.AlternateDNS,
 		"Extra DNS names of the self-signed serving certificate made when --tls-cert-file is not set.")
@@ -73,6 +78,9 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 // with, in the media type --storage-media-type names. It still reads objects
 // stored in any other media type, so the flag can change on a live etcd.
 func (o *Options) Complete() error {
+	if err := o.ServerRun.Complete(); err != nil {
+		return err
+	}
 	etcd := o.RecommendedOptions.Etcd
 	codec, versioner, err := serverstorage.NewStorageCodec(serverstorage.StorageCodecConfig{
 		StorageMediaType:  etcd.DefaultStorageMediaType,
@@ -92,6 +100,7 @@ func (o *Options) Complete() error {
 func (o *Options) Validate() error {
 	var errs []error
 	errs = append(errs, o.RecommendedOptions.Validate()...)
+	errs = append(errs, o.ServerRun.Validate()...)
 	errs = append(errs, o.ComponentGlobalsRegistry.Validate()...)
 	errs = append(errs, o.Controller.Validate()...)
 	return utilerrors.NewAggregate(errs)
@@ -112,9 +121,9 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	serverConfig.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(generatedopenapi.GetOpenAPIDefinitions, namer)
 	serverConfig.OpenAPIV3Config.Info.Title = "mydb"
 	serverConfig.OpenAPIV3Config.Info.Version = "v1"
-	serverConfig.FeatureGate = o.ComponentGlobalsRegistry.FeatureGateFor(basecompatibility.DefaultKubeComponent)
-	serverConfig.EffectiveVersion = o.ComponentGlobalsRegistry.EffectiveVersionFor(basecompatibility.DefaultKubeComponent)
-
+	if err := o.ServerRun.ApplyTo(&serverConfig.Config); err != nil {
+		return nil, err
+	}
 	if err := o.RecommendedOptions.ApplyTo(serverConfig); err != nil {
 		return nil, err
 	}
