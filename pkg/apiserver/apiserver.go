@@ -5,6 +5,7 @@ package apiserver
 import (
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	mydbcontroller "github.com/mydb-dev/mydb/pkg/controller/mydatabase"
+	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
 	"github.com/mydb-dev/mydb/pkg/registry/example/mydatabase"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -16,6 +17,9 @@ type Config struct {
 	GenericConfig *genericapiserver.RecommendedConfig
 	// Controller configures the in-process MyDatabase controller.
 	Controller ControllerConfig
+	// AdmissionInformers feed admission plugins (quota counts MyDatabases);
+	// the server starts them once it serves.
+	AdmissionInformers mydbinformers.SharedInformerFactory
 }
 
 // Server is mydb's API server.
@@ -24,8 +28,9 @@ type Server struct {
 }
 
 type completedConfig struct {
-	GenericConfig genericapiserver.CompletedConfig
-	Controller    ControllerConfig
+	GenericConfig      genericapiserver.CompletedConfig
+	Controller         ControllerConfig
+	AdmissionInformers mydbinformers.SharedInformerFactory
 }
 
 // CompletedConfig is a Config with every default filled in; only it can
@@ -36,7 +41,11 @@ type CompletedConfig struct {
 
 // Complete fills in the defaults of the configuration.
 func (cfg *Config) Complete() CompletedConfig {
-	return CompletedConfig{&completedConfig{GenericConfig: cfg.GenericConfig.Complete(), Controller: cfg.Controller}}
+	return CompletedConfig{&completedConfig{
+		GenericConfig:      cfg.GenericConfig.Complete(),
+		Controller:         cfg.Controller,
+		AdmissionInformers: cfg.AdmissionInformers,
+	}}
 }
 
 // New builds the server and installs the example.com API group.
@@ -58,6 +67,14 @@ func (c completedConfig) New() (*Server, error) {
 	}
 	if err := genericServer.InstallAPIGroup(&apiGroupInfo); err != nil {
 		return nil, err
+	}
+	if c.AdmissionInformers != nil {
+		if err := genericServer.AddPostStartHook("start-mydb-admission-informers", func(ctx genericapiserver.PostStartHookContext) error {
+			c.AdmissionInformers.Start(ctx.Done())
+			return nil
+		}); err != nil {
+			return nil, err
+		}
 	}
 	if err := c.installController(genericServer); err != nil {
 		return nil, err

@@ -7,17 +7,23 @@ import (
 	"io"
 	"net"
 
+	quotaadmission "github.com/mydb-dev/mydb/pkg/admission/quota"
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/apiserver"
+	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
+	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
 	generatedopenapi "github.com/mydb-dev/mydb/pkg/generated/openapi"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/admission/plugin/resourcequota"
 	"k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
 	"k8s.io/apiserver/pkg/util/compatibility"
+	"k8s.io/client-go/rest"
 	cliflag "k8s.io/component-base/cli/flag"
 	basecompatibility "k8s.io/component-base/compatibility"
 	netutils "k8s.io/utils/net"
@@ -81,6 +87,12 @@ func (o *Options) Complete() error {
 	if err := o.ServerRun.Complete(); err != nil {
 		return err
 	}
+	if admission := o.RecommendedOptions.Admission; admission != nil {
+		// The cluster's ResourceQuotas apply to MyDatabases, after every
+		// other plugin has had its say, as in kube-apiserver.
+		resourcequota.Register(admission.Plugins)
+		admission.RecommendedPluginOrder = append(admission.RecommendedPluginOrder, resourcequota.PluginName)
+	}
 	etcd := o.RecommendedOptions.Etcd
 	codec, versioner, err := serverstorage.NewStorageCodec(serverstorage.StorageCodecConfig{
 		StorageMediaType:  etcd.DefaultStorageMediaType,
@@ -113,6 +125,18 @@ func (o *Options) Config() (*apiserver.Config, error) {
 		return nil, fmt.Errorf("creating self-signed certificates: %w", err)
 	}
 
+	var admissionInformers mydbinformers.SharedInformerFactory
+	o.RecommendedOptions.ExtraAdmissionInitializers = func(c *genericapiserver.RecommendedConfig) ([]admission.PluginInitializer, error) {
+		loopback := rest.CopyConfig(c.LoopbackClientConfig)
+		loopback.ContentType = runtime.ContentTypeProtobuf
+		client, err := clientset.NewForConfig(loopback)
+		if err != nil {
+			return nil, err
+		}
+		admissionInformers = mydbinformers.NewSharedInformerFactory(client, 0)
+		return []admission.PluginInitializer{quotaadmission.NewInitializer(admissionInformers.Example().V1().MyDatabases())}, nil
+	}
+
 	serverConfig := genericapiserver.NewRecommendedConfig(apiserver.Codecs)
 	namer := openapi.NewDefinitionNamer(apiserver.Scheme)
 	serverConfig.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(generatedopenapi.GetOpenAPIDefinitions, namer)
@@ -127,7 +151,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	if err := o.RecommendedOptions.ApplyTo(serverConfig); err != nil {
 		return nil, err
 	}
-	config := &apiserver.Config{GenericConfig: serverConfig}
+	config := &apiserver.Config{GenericConfig: serverConfig, AdmissionInformers: admissionInformers}
 	o.Controller.ApplyTo(&config.Controller, serverConfig.ClientConfig)
 	return config, nil
 }
