@@ -19,6 +19,7 @@ import (
 
 	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -118,6 +119,9 @@ func newNamespace(t *testing.T) string {
 	})
 	return name
 }
+
+// quantity parses a literal quantity.
+func quantity(s string) resource.Quantity { return resource.MustParse(s) }
 
 // eventually polls check until it returns nil or the timeout passes.
 func eventually(t *testing.T, timeout time.Duration, check func() error) {

@@ -81,7 +81,7 @@ func TestLeaderFailover(t *testing.T) {
 		defer wg.Done()
 		for i := 0; i < total; i++ {
 			db := &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("ha-%02d", i)},
-				Spec: examplev1.MyDatabaseSpec{Engine: examplev1.EngineMySQL, StorageSize: resourceMustParse(t, "1Gi")}}
+				Spec: examplev1.MyDatabaseSpec{Engine: examplev1.EngineMySQL, StorageSize: quantity("1Gi")}}
 			if _, err := dbs.Create(ctx, db, metav1.CreateOptions{}); err != nil {
 				createErrs <- err
 			}

@@ -237,7 +237,7 @@ func TestProtobufThroughAggregator(t *testing.T) {
 	dbs := mydbClient(t, cfg).ExampleV1().MyDatabases(ns)
 	created, err := dbs.Create(context.Background(), &examplev1.MyDatabase{
 		ObjectMeta: metav1.ObjectMeta{Name: "proto"},
-		Spec:       examplev1.MyDatabaseSpec{Engine: examplev1.EnginePostgres, StorageSize: resourceMustParse(t, "5Gi")},
+		Spec:       examplev1.MyDatabaseSpec{Engine: examplev1.EnginePostgres, StorageSize: quantity("5Gi")},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

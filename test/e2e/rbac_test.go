@@ -9,18 +9,8 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
-
-func resourceMustParse(t *testing.T, s string) resource.Quantity {
-	t.Helper()
-	q, err := resource.ParseQuantity(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return q
-}
 
 // bindEdit gives user the cluster's standard edit role in namespace ns,
 // which mydb's ClusterRoles aggregate into.
