@@ -156,8 +156,9 @@ func TestRBACMatrix(t *testing.T) {
 			return err
 		}},
 		{"patch scale", func(c examplev1Client, ns, _ string) error {
-			_, err := c.MyDatabases(ns).Patch(ctx, "victim", types.MergePatchType, []byte(`{"spec":{"replicas":1}}`), metav1.PatchOptions{}, "scale")
-			return err
+			// The typed Patch would decode the answer as a MyDatabase; it is a Scale.
+			return c.RESTClient().Patch(types.MergePatchType).Namespace(ns).Resource("mydatabases").Name("victim").
+				SubResource("scale").Body([]byte(`{"spec":{"replicas":1}}`)).Do(ctx).Error()
 		}},
 	}
 	// What the edit role grants in one's own namespace; status is the controller's.
@@ -220,21 +221,25 @@ func TestResourceQuotaCountsMyDatabases(t *testing.T) {
 	if _, err := kube.CoreV1().ResourceQuotas(ns).Create(ctx, quota, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// Admission enforces a quota once the quota controller has computed its status.
-	eventually(t, time.Minute, func() error {
+	// Admission enforces a quota once kube-controller-manager's quota
+	// controller has computed its usage; it counts MyDatabases once its
+	// discovery (resynced every 30s) has found the aggregated API.
+	eventually(t, reconcileTimeout, func() error {
 		q, err := kube.CoreV1().ResourceQuotas(ns).Get(ctx, "mydb", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		if _, ok := q.Status.Hard["count/mydatabases.example.com"]; !ok {
-			return fmt.Errorf("quota status not computed yet")
+		if _, ok := q.Status.Used["count/mydatabases.example.com"]; !ok {
+			return fmt.Errorf("quota usage not computed yet")
 		}
 		return nil
 	})
 	dbs := mydbClient(t, restConfig(t)).ExampleV1().MyDatabases(ns)
-	if _, err := dbs.Create(ctx, newDB("first", examplev1.EngineMySQL, nil), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	// mydb's quota informer sees the computed status shortly after.
+	eventually(t, time.Minute, func() error {
+		_, err := dbs.Create(ctx, newDB("first", examplev1.EngineMySQL, nil), metav1.CreateOptions{})
+		return err
+	})
 	var err error
 	eventually(t, time.Minute, func() error {
 		_, err = dbs.Create(ctx, newDB("second", examplev1.EngineMySQL, nil), metav1.CreateOptions{})
