@@ -22,6 +22,10 @@ test: ## Unit and integration tests (integration starts a real etcd).
 	hack/build-tools.sh etcd
 	go test $(GOFLAGS_TEST) ./pkg/... ./cmd/... ./test/integration/...
 
+.PHONY: fuzz
+fuzz: ## Fuzz decoding, defaulting and validation for FUZZTIME (default 30s) from the committed corpus.
+	go test -run='^$$' -fuzz=FuzzDecodeValidate -fuzztime=$(or $(FUZZTIME),30s) ./pkg/apis/example/install/
+
 .PHONY: e2e
 e2e: ## End-to-end tests through a real kube-apiserver's aggregation layer (starts or reuses make local-up).
 	hack/local-up.sh
@@ -33,7 +37,7 @@ bench: ## Measure on the local control plane (starts or reuses make local-up); B
 	go run ./test/bench -scenario reconcile $(BENCH_ARGS)
 
 .PHONY: ci
-ci: verify test e2e ## Everything CI runs.
+ci: verify test fuzz e2e ## Everything CI runs.
 
 .PHONY: local-up
 local-up: ## Bring up etcd, kube-apiserver, controller-manager, scheduler, kwok and mydb-apiserver on loopback.
