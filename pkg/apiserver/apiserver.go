@@ -7,6 +7,7 @@ import (
 	mydbcontroller "github.com/mydb-dev/mydb/pkg/controller/mydatabase"
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
 	"github.com/mydb-dev/mydb/pkg/registry/example/mydatabase"
+	"github.com/mydb-dev/mydb/pkg/registry/example/mydatabasebackup"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -60,10 +61,17 @@ func (c completedConfig) New() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	backupStorage, err := mydatabasebackup.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter, dbStorage.MyDatabase)
+	if err != nil {
+		return nil, err
+	}
 	apiGroupInfo.VersionedResourcesStorageMap["v1"] = map[string]rest.Storage{
-		"mydatabases":        dbStorage.MyDatabase,
-		"mydatabases/status": dbStorage.Status,
-		"mydatabases/scale":  dbStorage.Scale,
+		"mydatabases":              dbStorage.MyDatabase,
+		"mydatabases/status":       dbStorage.Status,
+		"mydatabases/scale":        dbStorage.Scale,
+		"mydatabases/backup":       backupStorage.Action,
+		"mydatabasebackups":        backupStorage.Backup,
+		"mydatabasebackups/status": backupStorage.Status,
 	}
 	if err := genericServer.InstallAPIGroup(&apiGroupInfo); err != nil {
 		return nil, err

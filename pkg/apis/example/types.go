@@ -73,3 +73,49 @@ type MyDatabaseList struct {
 
 	Items []MyDatabase
 }
+
+// BackupPhase is where a backup is in its life.
+type BackupPhase string
+
+// The phases of a backup.
+const (
+	BackupPhasePending   BackupPhase = "Pending"
+	BackupPhaseRunning   BackupPhase = "Running"
+	BackupPhaseSucceeded BackupPhase = "Succeeded"
+	BackupPhaseFailed    BackupPhase = "Failed"
+)
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// MyDatabaseBackup is one backup of a MyDatabase.
+type MyDatabaseBackup struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+
+	Spec   MyDatabaseBackupSpec
+	Status MyDatabaseBackupStatus
+}
+
+// MyDatabaseBackupSpec is what to back up.
+type MyDatabaseBackupSpec struct {
+	DatabaseName string
+}
+
+// MyDatabaseBackupStatus is how the backup went.
+type MyDatabaseBackupStatus struct {
+	Phase          BackupPhase
+	StartTime      *metav1.Time
+	CompletionTime *metav1.Time
+	Location       string
+	Message        string
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// MyDatabaseBackupList is a list of MyDatabaseBackups.
+type MyDatabaseBackupList struct {
+	metav1.TypeMeta
+	metav1.ListMeta
+
+	Items []MyDatabaseBackup
+}

@@ -34,6 +34,12 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 	// Group=example.com, Version=v1
 	case v1.SchemeGroupVersion.WithKind("MyDatabase"):
 		return &examplev1.MyDatabaseApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("MyDatabaseBackup"):
+		return &examplev1.MyDatabaseBackupApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("MyDatabaseBackupSpec"):
+		return &examplev1.MyDatabaseBackupSpecApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("MyDatabaseBackupStatus"):
+		return &examplev1.MyDatabaseBackupStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("MyDatabaseSpec"):
 		return &examplev1.MyDatabaseSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("MyDatabaseStatus"):

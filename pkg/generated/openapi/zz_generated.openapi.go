@@ -36,6 +36,10 @@ import (
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
 		v1.MyDatabase{}.OpenAPIModelName():                                  schema_pkg_apis_example_v1_MyDatabase(ref),
+		v1.MyDatabaseBackup{}.OpenAPIModelName():                            schema_pkg_apis_example_v1_MyDatabaseBackup(ref),
+		v1.MyDatabaseBackupList{}.OpenAPIModelName():                        schema_pkg_apis_example_v1_MyDatabaseBackupList(ref),
+		v1.MyDatabaseBackupSpec{}.OpenAPIModelName():                        schema_pkg_apis_example_v1_MyDatabaseBackupSpec(ref),
+		v1.MyDatabaseBackupStatus{}.OpenAPIModelName():                      schema_pkg_apis_example_v1_MyDatabaseBackupStatus(ref),
 		v1.MyDatabaseList{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_MyDatabaseList(ref),
 		v1.MyDatabaseSpec{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_MyDatabaseSpec(ref),
 		v1.MyDatabaseStatus{}.OpenAPIModelName():                            schema_pkg_apis_example_v1_MyDatabaseStatus(ref),
@@ -412,6 +416,178 @@ func schema_pkg_apis_example_v1_MyDatabase(ref common.ReferenceCallback) common.
 		},
 		Dependencies: []string{
 			v1.MyDatabaseSpec{}.OpenAPIModelName(), v1.MyDatabaseStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_MyDatabaseBackup(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MyDatabaseBackup is one backup of a MyDatabase: a dump made by the engine's own tool (mysqldump, pg_dump) in a Job, kept on a volume of the database's namespace. Create one with POST .../mydatabases/<name>/backup (which needs only the create verb on mydatabases/backup), or directly.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Standard object metadata.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(metav1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Spec says what to back up. It may not change.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1.MyDatabaseBackupSpec{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Status is how the backup went, written by mydb's controller.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1.MyDatabaseBackupStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"spec"},
+			},
+		},
+		Dependencies: []string{
+			v1.MyDatabaseBackupSpec{}.OpenAPIModelName(), v1.MyDatabaseBackupStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_MyDatabaseBackupList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MyDatabaseBackupList is a list of MyDatabaseBackups.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Standard list metadata.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(metav1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Items are the backups.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1.MyDatabaseBackup{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			v1.MyDatabaseBackup{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_MyDatabaseBackupSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MyDatabaseBackupSpec says what to back up.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"databaseName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "DatabaseName is the MyDatabase, in the backup's namespace, to back up.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"databaseName"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_example_v1_MyDatabaseBackupStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MyDatabaseBackupStatus is how the backup went.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"phase": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Phase is Pending, Running, Succeeded or Failed.\n\nPossible enum values:\n - `\"Failed\"` : the backup failed; status.message says why.\n - `\"Pending\"` : the backup is accepted and waits for its Job.\n - `\"Running\"` : the backup Job runs the engine's dump tool.\n - `\"Succeeded\"` : the dump is stored at status.location.",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Failed", "Pending", "Running", "Succeeded"},
+						},
+					},
+					"startTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StartTime is when the backup Job started.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"completionTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CompletionTime is when the backup succeeded or failed.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"location": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Location is where the dump is, as pvc://<claim>/<file>.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"message": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Message says why a backup failed, or what it waits for.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			metav1.Time{}.OpenAPIModelName()},
 	}
 }
 

@@ -30,6 +30,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(SchemeGroupVersion,
 		&MyDatabase{},
 		&MyDatabaseList{},
+		&MyDatabaseBackup{},
+		&MyDatabaseBackupList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

@@ -146,3 +146,82 @@ type MyDatabaseList struct {
 	// Items are the MyDatabases.
 	Items []MyDatabase `json:"items" protobuf:"bytes,2,rep,name=items"`
 }
+
+// BackupPhase is where a backup is in its life.
+// +enum
+type BackupPhase string
+
+// The phases of a backup.
+const (
+	// BackupPhasePending: the backup is accepted and waits for its Job.
+	BackupPhasePending BackupPhase = "Pending"
+	// BackupPhaseRunning: the backup Job runs the engine's dump tool.
+	BackupPhaseRunning BackupPhase = "Running"
+	// BackupPhaseSucceeded: the dump is stored at status.location.
+	BackupPhaseSucceeded BackupPhase = "Succeeded"
+	// BackupPhaseFailed: the backup failed; status.message says why.
+	BackupPhaseFailed BackupPhase = "Failed"
+)
+
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// MyDatabaseBackup is one backup of a MyDatabase: a dump made by the
+// engine's own tool (mysqldump, pg_dump) in a Job, kept on a volume of the
+// database's namespace. Create one with POST .../mydatabases/<name>/backup
+// (which needs only the create verb on mydatabases/backup), or directly.
+type MyDatabaseBackup struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+
+	// Spec says what to back up. It may not change.
+	Spec MyDatabaseBackupSpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
+
+	// Status is how the backup went, written by mydb's controller.
+	// +optional
+	Status MyDatabaseBackupStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
+}
+
+// MyDatabaseBackupSpec says what to back up.
+type MyDatabaseBackupSpec struct {
+	// DatabaseName is the MyDatabase, in the backup's namespace, to back up.
+	DatabaseName string `json:"databaseName" protobuf:"bytes,1,opt,name=databaseName"`
+}
+
+// MyDatabaseBackupStatus is how the backup went.
+type MyDatabaseBackupStatus struct {
+	// Phase is Pending, Running, Succeeded or Failed.
+	// +optional
+	Phase BackupPhase `json:"phase,omitempty" protobuf:"bytes,1,opt,name=phase,casttype=BackupPhase"`
+
+	// StartTime is when the backup Job started.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty" protobuf:"bytes,2,opt,name=startTime"`
+
+	// CompletionTime is when the backup succeeded or failed.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty" protobuf:"bytes,3,opt,name=completionTime"`
+
+	// Location is where the dump is, as pvc://<claim>/<file>.
+	// +optional
+	Location string `json:"location,omitempty" protobuf:"bytes,4,opt,name=location"`
+
+	// Message says why a backup failed, or what it waits for.
+	// +optional
+	Message string `json:"message,omitempty" protobuf:"bytes,5,opt,name=message"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// MyDatabaseBackupList is a list of MyDatabaseBackups.
+type MyDatabaseBackupList struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard list metadata.
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+
+	// Items are the backups.
+	Items []MyDatabaseBackup `json:"items" protobuf:"bytes,2,rep,name=items"`
+}

@@ -27,6 +27,26 @@ func (in MyDatabase) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MyDatabaseBackup) OpenAPIModelName() string {
+	return "com.example.v1.MyDatabaseBackup"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MyDatabaseBackupList) OpenAPIModelName() string {
+	return "com.example.v1.MyDatabaseBackupList"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MyDatabaseBackupSpec) OpenAPIModelName() string {
+	return "com.example.v1.MyDatabaseBackupSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MyDatabaseBackupStatus) OpenAPIModelName() string {
+	return "com.example.v1.MyDatabaseBackupStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in MyDatabaseList) OpenAPIModelName() string {
 	return "com.example.v1.MyDatabaseList"
 }

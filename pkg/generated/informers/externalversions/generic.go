@@ -55,6 +55,8 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 	// Group=example.com, Version=v1
 	case v1.SchemeGroupVersion.WithResource("mydatabases"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Example().V1().MyDatabases().Informer()}, nil
+	case v1.SchemeGroupVersion.WithResource("mydatabasebackups"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Example().V1().MyDatabaseBackups().Informer()}, nil
 
 	}
 

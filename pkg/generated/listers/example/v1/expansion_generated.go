@@ -25,3 +25,11 @@ type MyDatabaseListerExpansion interface{}
 // MyDatabaseNamespaceListerExpansion allows custom methods to be added to
 // MyDatabaseNamespaceLister.
 type MyDatabaseNamespaceListerExpansion interface{}
+
+// MyDatabaseBackupListerExpansion allows custom methods to be added to
+// MyDatabaseBackupLister.
+type MyDatabaseBackupListerExpansion interface{}
+
+// MyDatabaseBackupNamespaceListerExpansion allows custom methods to be added to
+// MyDatabaseBackupNamespaceLister.
+type MyDatabaseBackupNamespaceListerExpansion interface{}

@@ -26,6 +26,8 @@ import (
 type Interface interface {
 	// MyDatabases returns a MyDatabaseInformer.
 	MyDatabases() TypedMyDatabaseInformer
+	// MyDatabaseBackups returns a MyDatabaseBackupInformer.
+	MyDatabaseBackups() TypedMyDatabaseBackupInformer
 }
 
 type version struct {
@@ -42,4 +44,9 @@ func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakList
 // MyDatabases returns a TypedMyDatabaseInformer.
 func (v *version) MyDatabases() TypedMyDatabaseInformer {
 	return &myDatabaseInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// MyDatabaseBackups returns a TypedMyDatabaseBackupInformer.
+func (v *version) MyDatabaseBackups() TypedMyDatabaseBackupInformer {
+	return &myDatabaseBackupInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }

@@ -32,6 +32,10 @@ func (c *FakeExampleV1) MyDatabases(namespace string) v1.MyDatabaseInterface {
 	return newFakeMyDatabases(c, namespace)
 }
 
+func (c *FakeExampleV1) MyDatabaseBackups(namespace string) v1.MyDatabaseBackupInterface {
+	return newFakeMyDatabaseBackups(c, namespace)
+}
+
 // RESTClient returns a RESTClient that is used to communicate
 // with API server by this client implementation.
 func (c *FakeExampleV1) RESTClient() rest.Interface {

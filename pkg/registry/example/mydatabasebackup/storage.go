@@ -1,0 +1,145 @@
+package mydatabasebackup
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/mydb-dev/mydb/pkg/apis/example"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/registry/generic"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+)
+
+// Storage holds the REST storage of backups, their /status, and the
+// mydatabases/backup action.
+type Storage struct {
+	Backup *REST
+	Status *StatusREST
+	Action *ActionREST
+}
+
+// NewStorage returns the storage of MyDatabaseBackup; databases reads the
+// MyDatabase a /backup action names.
+func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, databases rest.Getter) (Storage, error) {
+	s := NewStrategy(scheme)
+	store := &genericregistry.Store{
+		NewFunc:                   func() runtime.Object { return &example.MyDatabaseBackup{} },
+		NewListFunc:               func() runtime.Object { return &example.MyDatabaseBackupList{} },
+		PredicateFunc:             Match,
+		DefaultQualifiedResource:  example.Resource("mydatabasebackups"),
+		SingularQualifiedResource: example.Resource("mydatabasebackup"),
+
+		CreateStrategy:      s,
+		UpdateStrategy:      s,
+		DeleteStrategy:      s,
+		ResetFieldsStrategy: s,
+
+		TableConvertor: tableConvertor{},
+	}
+	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter, AttrFunc: GetAttrs}); err != nil {
+		return Storage{}, err
+	}
+	statusStore := *store
+	statusStore.UpdateStrategy = statusStrategy{s}
+	statusStore.ResetFieldsStrategy = statusStrategy{s}
+	return Storage{
+		Backup: &REST{store},
+		Status: &StatusREST{store: &statusStore},
+		Action: &ActionREST{databases: databases, backups: store},
+	}, nil
+}
+
+// REST is the storage of mydatabasebackups.
+type REST struct {
+	*genericregistry.Store
+}
+
+var (
+	_ rest.ShortNamesProvider = &REST{}
+	_ rest.CategoriesProvider = &REST{}
+)
+
+// ShortNames lets "kubectl get mdbb" resolve.
+func (*REST) ShortNames() []string { return []string{"mdbb"} }
+
+// Categories puts backups in "kubectl get mydb".
+func (*REST) Categories() []string { return []string{"mydb"} }
+
+// StatusREST is the storage of mydatabasebackups/status.
+type StatusREST struct {
+	store *genericregistry.Store
+}
+
+var _ rest.Patcher = &StatusREST{}
+
+// New returns an empty backup.
+func (r *StatusREST) New() runtime.Object { return &example.MyDatabaseBackup{} }
+
+// Destroy does nothing: the store is shared with REST.
+func (r *StatusREST) Destroy() {}
+
+// Get returns the backup.
+func (r *StatusREST) Get(ctx context.Context, name string, options *metav1.GetOptions) (runtime.Object, error) {
+	return r.store.Get(ctx, name, options)
+}
+
+// Update writes the status of a backup.
+func (r *StatusREST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, _ bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
+	return r.store.Update(ctx, name, objInfo, createValidation, updateValidation, false, options)
+}
+
+// GetResetFields returns the fields /status may not write.
+func (r *StatusREST) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return r.store.GetResetFields()
+}
+
+// ConvertToTable prints the backup like the main resource does.
+func (r *StatusREST) ConvertToTable(ctx context.Context, object runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
+	return r.store.ConvertToTable(ctx, object, tableOptions)
+}
+
+// ActionREST is the storage of mydatabases/backup: a POST there backs the
+// database up, creating a MyDatabaseBackup. RBAC on the create verb of
+// mydatabases/backup is all it takes, and all it grants.
+type ActionREST struct {
+	databases rest.Getter
+	backups   *genericregistry.Store
+}
+
+var _ rest.NamedCreater = &ActionREST{}
+
+// New returns an empty backup: the request body, all of it optional.
+func (r *ActionREST) New() runtime.Object { return &example.MyDatabaseBackup{} }
+
+// Destroy does nothing: the stores belong to their own REST.
+func (r *ActionREST) Destroy() {}
+
+// Create backs up the MyDatabase called name. The body may name the backup
+// (name or generateName) and label it; everything else is the server's.
+func (r *ActionREST) Create(ctx context.Context, name string, obj runtime.Object, createValidation rest.ValidateObjectFunc, options *metav1.CreateOptions) (runtime.Object, error) {
+	backup, ok := obj.(*example.MyDatabaseBackup)
+	if !ok {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("expected a MyDatabaseBackup, got %T", obj))
+	}
+	dbObj, err := r.databases.Get(ctx, name, &metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	db := dbObj.(*example.MyDatabase)
+	if db.DeletionTimestamp != nil {
+		return nil, apierrors.NewConflict(example.Resource("mydatabases"), name, fmt.Errorf("the database is being deleted"))
+	}
+	if backup.Spec.DatabaseName != "" && backup.Spec.DatabaseName != name {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("spec.databaseName %q does not match the database %q in the URL", backup.Spec.DatabaseName, name))
+	}
+	backup.Spec.DatabaseName = name
+	backup.Namespace = db.Namespace
+	if backup.Name == "" && backup.GenerateName == "" {
+		backup.GenerateName = name + "-"
+	}
+	return r.backups.Create(ctx, backup, createValidation, options)
+}
