@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
+	backupcontroller "github.com/mydb-dev/mydb/pkg/controller/backup"
 	mydbcontroller "github.com/mydb-dev/mydb/pkg/controller/mydatabase"
 	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
 	mydbscheme "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/scheme"
@@ -65,6 +67,7 @@ type controllerRunner struct {
 	storageInf informers.SharedInformerFactory
 	mydbInf    mydbinformers.SharedInformerFactory
 	informers  mydbcontroller.Informers
+	backups    backupcontroller.Informers
 	recorder   record.EventRecorder
 	broadcast  record.EventBroadcaster
 }
@@ -104,11 +107,18 @@ func newControllerRunner(config ControllerConfig, loopback *rest.Config) (*contr
 			PodDisruptionBudgets:   kubeInf.Policy().V1().PodDisruptionBudgets(),
 			StorageClasses:         storageInf.Storage().V1().StorageClasses(),
 		},
+		backups: backupcontroller.Informers{
+			Backups:                mydbInf.Example().V1().MyDatabaseBackups(),
+			MyDatabases:            mydbInf.Example().V1().MyDatabases(),
+			Jobs:                   kubeInf.Batch().V1().Jobs(),
+			PersistentVolumeClaims: kubeInf.Core().V1().PersistentVolumeClaims(),
+		},
 		broadcast: broadcast,
 		recorder:  broadcast.NewRecorder(mydbscheme.Scheme, corev1.EventSource{Component: "mydb-controller"}),
 	}
 	// Asking for each informer registers it, so the factories start it.
 	r.informers.HasSynced()
+	r.backups.HasSynced()
 	return r, nil
 }
 
@@ -168,24 +178,41 @@ func (r *controllerRunner) runElected(ctx context.Context) {
 	}
 }
 
-// lead runs one controller term until ctx ends.
+// lead runs one controller term until ctx ends: the MyDatabase and the
+// backup controllers, each with its own workers.
 func (r *controllerRunner) lead(ctx context.Context) {
-	c, err := mydbcontroller.NewController(ctx, r.kubeClient, r.mydbClient, r.informers, r.recorder, clock.RealClock{})
+	logger := klog.FromContext(ctx)
+	dbs, err := mydbcontroller.NewController(ctx, r.kubeClient, r.mydbClient, r.informers, r.recorder, clock.RealClock{})
 	if err != nil {
-		klog.FromContext(ctx).Error(err, "Cannot build the controller")
+		logger.Error(err, "Cannot build the MyDatabase controller")
 		return
 	}
-	defer c.Close()
-	if err := c.Run(ctx, r.config.Workers); err != nil {
-		klog.FromContext(ctx).Error(err, "Controller stopped")
+	defer dbs.Close()
+	backups, err := backupcontroller.NewController(r.kubeClient, r.mydbClient, r.backups, r.recorder, clock.RealClock{})
+	if err != nil {
+		logger.Error(err, "Cannot build the backup controller")
+		return
 	}
+	defer backups.Close()
+
+	var wg sync.WaitGroup
+	for name, run := range map[string]func(context.Context, int) error{"MyDatabase": dbs.Run, "backup": backups.Run} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := run(ctx, r.config.Workers); err != nil {
+				logger.Error(err, "Controller stopped", "controller", name)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // readyzCheck fails until every informer has synced, so a replica takes
 // traffic only once its controller could lead.
 func (r *controllerRunner) readyzCheck() healthz.HealthChecker {
 	return healthz.NamedCheck("mydb-controller-informers-synced", func(*http.Request) error {
-		if !r.informers.HasSynced() {
+		if !r.informers.HasSynced() || !r.backups.HasSynced() {
 			return fmt.Errorf("informers have not synced")
 		}
 		return nil

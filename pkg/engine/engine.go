@@ -43,6 +43,12 @@ type Engine struct {
 	Env func(secretName string) []corev1.EnvVar
 	// ReadinessCommand tells whether the engine accepts connections.
 	ReadinessCommand []string
+	// DumpEnv returns the environment of a backup Job, with credentials
+	// from the Secret named secretName.
+	DumpEnv func(secretName string) []corev1.EnvVar
+	// DumpCommand dumps every database of the server at host into file,
+	// with the engine's own tool.
+	DumpCommand func(host, file string) []string
 }
 
 var engines = map[string]Engine{}

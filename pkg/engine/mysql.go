@@ -26,5 +26,13 @@ func init() {
 			}
 		},
 		ReadinessCommand: []string{"sh", "-c", `mysqladmin ping -h 127.0.0.1 -uroot -p"$MYSQL_ROOT_PASSWORD" --silent`},
+		// MYSQL_PWD keeps the password out of the process list.
+		DumpEnv: func(secret string) []corev1.EnvVar {
+			return []corev1.EnvVar{fromSecret("MYSQL_PWD", secret, SecretKeyRootPassword)}
+		},
+		DumpCommand: func(host, file string) []string {
+			return []string{"mysqldump", "--host=" + host, "--user=root", "--all-databases",
+				"--single-transaction", "--routines", "--events", "--result-file=" + file}
+		},
 	})
 }

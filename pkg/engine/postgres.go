@@ -26,5 +26,14 @@ func init() {
 			}
 		},
 		ReadinessCommand: []string{"sh", "-c", `pg_isready -h 127.0.0.1 -U "$POSTGRES_USER"`},
+		DumpEnv: func(secret string) []corev1.EnvVar {
+			return []corev1.EnvVar{
+				fromSecret("PGUSER", secret, SecretKeyUsername),
+				fromSecret("PGPASSWORD", secret, SecretKeyPassword),
+			}
+		},
+		DumpCommand: func(host, file string) []string {
+			return []string{"pg_dumpall", "--host=" + host, "--clean", "--if-exists", "--file=" + file}
+		},
 	})
 }

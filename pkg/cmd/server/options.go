@@ -140,9 +140,11 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	serverConfig := genericapiserver.NewRecommendedConfig(apiserver.Codecs)
 	namer := openapi.NewDefinitionNamer(apiserver.Scheme)
 	serverConfig.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(generatedopenapi.GetOpenAPIDefinitions, namer)
+	serverConfig.OpenAPIConfig.GetOperationIDAndTags = apiserver.OperationIDs
 	serverConfig.OpenAPIConfig.Info.Title = "mydb"
 	serverConfig.OpenAPIConfig.Info.Version = "v1"
 	serverConfig.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(generatedopenapi.GetOpenAPIDefinitions, namer)
+	serverConfig.OpenAPIV3Config.GetOperationIDAndTags = apiserver.OperationIDs
 	serverConfig.OpenAPIV3Config.Info.Title = "mydb"
 	serverConfig.OpenAPIV3Config.Info.Version = "v1"
 	if err := o.ServerRun.ApplyTo(&serverConfig.Config); err != nil {

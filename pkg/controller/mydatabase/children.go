@@ -35,15 +35,19 @@ const (
 )
 
 // Names of a MyDatabase's children.
-func secretName(db *examplev1.MyDatabase) string          { return db.Name + "-credentials" }
-func headlessServiceName(db *examplev1.MyDatabase) string { return db.Name + "-headless" }
-func clientServiceName(db *examplev1.MyDatabase) string   { return db.Name }
-func statefulSetName(db *examplev1.MyDatabase) string     { return db.Name }
-func pdbName(db *examplev1.MyDatabase) string             { return db.Name }
 
-// selectorLabels select a database's pods; none of them may change over
+// SecretName is the name of a database's credentials Secret.
+func SecretName(db *examplev1.MyDatabase) string          { return db.Name + "-credentials" }
+func headlessServiceName(db *examplev1.MyDatabase) string { return db.Name + "-headless" }
+
+// ClientServiceName is the name of the Service clients connect through.
+func ClientServiceName(db *examplev1.MyDatabase) string { return db.Name }
+func statefulSetName(db *examplev1.MyDatabase) string   { return db.Name }
+func pdbName(db *examplev1.MyDatabase) string           { return db.Name }
+
+// SelectorLabels select a database's pods; none of them may change over
 // the database's life (the engine is immutable).
-func selectorLabels(db *examplev1.MyDatabase) map[string]string {
+func SelectorLabels(db *examplev1.MyDatabase) map[string]string {
 	return map[string]string{
 		LabelName:      string(db.Spec.Engine),
 		LabelInstance:  db.Name,
@@ -52,7 +56,7 @@ func selectorLabels(db *examplev1.MyDatabase) map[string]string {
 }
 
 func childLabels(db *examplev1.MyDatabase) map[string]string {
-	labels := selectorLabels(db)
+	labels := SelectorLabels(db)
 	labels[LabelComponent] = "database"
 	return labels
 }
@@ -85,7 +89,7 @@ func newSecret(db *examplev1.MyDatabase) (*corev1.Secret, error) {
 		return nil, err
 	}
 	return &corev1.Secret{
-		ObjectMeta: childMeta(db, secretName(db)),
+		ObjectMeta: childMeta(db, SecretName(db)),
 		Type:       corev1.SecretTypeOpaque,
 		Immutable:  ptr.To(true),
 		Data: map[string][]byte{
@@ -110,7 +114,7 @@ func newHeadlessService(db *examplev1.MyDatabase, eng engine.Engine) *corev1.Ser
 		ObjectMeta: childMeta(db, headlessServiceName(db)),
 		Spec: corev1.ServiceSpec{
 			ClusterIP: corev1.ClusterIPNone,
-			Selector:  selectorLabels(db),
+			Selector:  SelectorLabels(db),
 			Ports:     servicePorts(eng),
 			// Replicas must find each other before they are ready.
 			PublishNotReadyAddresses: true,
@@ -120,10 +124,10 @@ func newHeadlessService(db *examplev1.MyDatabase, eng engine.Engine) *corev1.Ser
 
 func newClientService(db *examplev1.MyDatabase, eng engine.Engine) *corev1.Service {
 	return &corev1.Service{
-		ObjectMeta: childMeta(db, clientServiceName(db)),
+		ObjectMeta: childMeta(db, ClientServiceName(db)),
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
-			Selector: selectorLabels(db),
+			Selector: SelectorLabels(db),
 			Ports:    servicePorts(eng),
 		},
 	}
@@ -137,7 +141,7 @@ func servicePorts(eng engine.Engine) []corev1.ServicePort {
 
 // endpoint is where clients reach the database.
 func endpoint(db *examplev1.MyDatabase, eng engine.Engine) string {
-	return fmt.Sprintf("%s.%s.svc:%d", clientServiceName(db), db.Namespace, eng.Port)
+	return fmt.Sprintf("%s.%s.svc:%d", ClientServiceName(db), db.Namespace, eng.Port)
 }
 
 func newStatefulSet(db *examplev1.MyDatabase, eng engine.Engine) *appsv1.StatefulSet {
@@ -152,7 +156,7 @@ func newStatefulSet(db *examplev1.MyDatabase, eng engine.Engine) *appsv1.Statefu
 		Spec: appsv1.StatefulSetSpec{
 			Replicas:            ptr.To(desiredReplicas(db)),
 			ServiceName:         headlessServiceName(db),
-			Selector:            &metav1.LabelSelector{MatchLabels: selectorLabels(db)},
+			Selector:            &metav1.LabelSelector{MatchLabels: SelectorLabels(db)},
 			PodManagementPolicy: appsv1.OrderedReadyPodManagement,
 			UpdateStrategy:      appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType},
 			// Each replica owns its claim; spec.deletionPolicy decides whether
@@ -167,7 +171,7 @@ func newStatefulSet(db *examplev1.MyDatabase, eng engine.Engine) *appsv1.Statefu
 				Spec:       podSpec(db, eng),
 			},
 			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
-				ObjectMeta: metav1.ObjectMeta{Name: dataVolume, Labels: selectorLabels(db)},
+				ObjectMeta: metav1.ObjectMeta{Name: dataVolume, Labels: SelectorLabels(db)},
 				Spec: corev1.PersistentVolumeClaimSpec{
 					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 					StorageClassName: db.Spec.StorageClassName,
@@ -190,25 +194,19 @@ func podSpec(db *examplev1.MyDatabase, eng engine.Engine) corev1.PodSpec {
 	}
 	return corev1.PodSpec{
 		AutomountServiceAccountToken: ptr.To(false),
-		SecurityContext: &corev1.PodSecurityContext{
-			RunAsNonRoot:   ptr.To(true),
-			RunAsUser:      ptr.To(eng.UID),
-			RunAsGroup:     ptr.To(eng.UID),
-			FSGroup:        ptr.To(eng.UID),
-			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-		},
+		SecurityContext:              PodSecurityContext(eng),
 		// Spread replicas over nodes, so one node's loss takes one replica.
 		TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
 			MaxSkew:           1,
 			TopologyKey:       corev1.LabelHostname,
 			WhenUnsatisfiable: corev1.ScheduleAnyway,
-			LabelSelector:     &metav1.LabelSelector{MatchLabels: selectorLabels(db)},
+			LabelSelector:     &metav1.LabelSelector{MatchLabels: SelectorLabels(db)},
 		}},
 		Containers: []corev1.Container{{
 			Name:      containerName,
 			Image:     eng.Images[db.Spec.Version],
 			Ports:     []corev1.ContainerPort{{Name: eng.Name, ContainerPort: eng.Port, Protocol: corev1.ProtocolTCP}},
-			Env:       eng.Env(secretName(db)),
+			Env:       eng.Env(SecretName(db)),
 			Resources: *db.Spec.Resources.DeepCopy(),
 			ReadinessProbe: &corev1.Probe{
 				ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: eng.ReadinessCommand}},
@@ -224,12 +222,8 @@ func podSpec(db *examplev1.MyDatabase, eng engine.Engine) corev1.PodSpec {
 				TimeoutSeconds:      5,
 				FailureThreshold:    6,
 			},
-			VolumeMounts: mounts,
-			SecurityContext: &corev1.SecurityContext{
-				AllowPrivilegeEscalation: ptr.To(false),
-				ReadOnlyRootFilesystem:   ptr.To(true),
-				Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-			},
+			VolumeMounts:    mounts,
+			SecurityContext: ContainerSecurityContext(),
 		}},
 		Volumes: volumes,
 	}
@@ -240,7 +234,7 @@ func newPodDisruptionBudget(db *examplev1.MyDatabase) *policyv1.PodDisruptionBud
 		ObjectMeta: childMeta(db, pdbName(db)),
 		Spec: policyv1.PodDisruptionBudgetSpec{
 			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-			Selector:       &metav1.LabelSelector{MatchLabels: selectorLabels(db)},
+			Selector:       &metav1.LabelSelector{MatchLabels: SelectorLabels(db)},
 		},
 	}
 }
@@ -248,4 +242,24 @@ func newPodDisruptionBudget(db *examplev1.MyDatabase) *policyv1.PodDisruptionBud
 // desiredReplicas is spec.replicas, which the API server always defaults.
 func desiredReplicas(db *examplev1.MyDatabase) int32 {
 	return ptr.Deref(db.Spec.Replicas, 1)
+}
+
+// PodSecurityContext runs an engine's pods as its image's user, never root.
+func PodSecurityContext(eng engine.Engine) *corev1.PodSecurityContext {
+	return &corev1.PodSecurityContext{
+		RunAsNonRoot:   ptr.To(true),
+		RunAsUser:      ptr.To(eng.UID),
+		RunAsGroup:     ptr.To(eng.UID),
+		FSGroup:        ptr.To(eng.UID),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+// ContainerSecurityContext is the restricted context of every container mydb runs.
+func ContainerSecurityContext() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
 }

@@ -526,7 +526,7 @@ func TestStorageGrowth(t *testing.T) {
 	claim := func(i int) *corev1.PersistentVolumeClaim {
 		return &corev1.PersistentVolumeClaim{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("data-prod-mysql-%d", i), Namespace: "default",
-				Labels: selectorLabels(myDatabase())},
+				Labels: SelectorLabels(myDatabase())},
 			Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: ptr.To("standard"),
 				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("50Gi")}}},
 		}

@@ -42,7 +42,7 @@ func (c *Controller) updateStatus(ctx context.Context, db *examplev1.MyDatabase,
 func computeStatus(db *examplev1.MyDatabase, eng engine.Engine, sts *appsv1.StatefulSet, f findings, paused bool, now metav1.Time) examplev1.MyDatabaseStatus {
 	status := *db.Status.DeepCopy()
 	status.ObservedGeneration = db.Generation
-	status.Selector = labels.SelectorFromSet(selectorLabels(db)).String()
+	status.Selector = labels.SelectorFromSet(SelectorLabels(db)).String()
 	status.Endpoint = endpoint(db, eng)
 	status.Replicas, status.ReadyReplicas = 0, 0
 	if sts != nil {

@@ -88,7 +88,7 @@ func (c *Controller) owned(db *examplev1.MyDatabase, child metav1.Object, kind s
 // reconcileSecret creates the credentials once; they are never overwritten,
 // so a password never changes under a running database.
 func (c *Controller) reconcileSecret(ctx context.Context, db *examplev1.MyDatabase, f *findings) error {
-	existing, err := c.secretLister.Secrets(db.Namespace).Get(secretName(db))
+	existing, err := c.secretLister.Secrets(db.Namespace).Get(SecretName(db))
 	if err == nil {
 		c.owned(db, existing, "Secret", f)
 		return nil
@@ -231,7 +231,7 @@ func (c *Controller) reconcileVolumes(ctx context.Context, db *examplev1.MyDatab
 	if sts == nil {
 		return nil
 	}
-	claims, err := c.pvcLister.PersistentVolumeClaims(db.Namespace).List(labels.SelectorFromSet(selectorLabels(db)))
+	claims, err := c.pvcLister.PersistentVolumeClaims(db.Namespace).List(labels.SelectorFromSet(SelectorLabels(db)))
 	if err != nil {
 		return err
 	}

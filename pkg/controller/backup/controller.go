@@ -1,0 +1,218 @@
+// Package backup is the controller that runs every MyDatabaseBackup as a Job
+// of the engine's dump tool, writing to a volume of the database's
+// namespace, and reports how it went through the backup's /status.
+package backup
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
+	exampleinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions/example/v1"
+	examplelisters "github.com/mydb-dev/mydb/pkg/generated/listers/example/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	batchinformers "k8s.io/client-go/informers/batch/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	batchlisters "k8s.io/client-go/listers/batch/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+)
+
+// Event reasons.
+const (
+	ReasonJobCreated       = "BackupJobCreated"
+	ReasonVolumeCreated    = "BackupVolumeCreated"
+	ReasonBackupSucceeded  = "BackupSucceeded"
+	ReasonBackupFailed     = "BackupFailed"
+	ReasonResourceConflict = "ErrResourceExists"
+)
+
+// Informers are the shared informers the controller reads from; Jobs and
+// PVCs should be filtered to app.kubernetes.io/managed-by=mydb.
+type Informers struct {
+	Backups                exampleinformers.MyDatabaseBackupInformer
+	MyDatabases            exampleinformers.MyDatabaseInformer
+	Jobs                   batchinformers.JobInformer
+	PersistentVolumeClaims coreinformers.PersistentVolumeClaimInformer
+}
+
+func (i Informers) all() []cache.SharedIndexInformer {
+	return []cache.SharedIndexInformer{i.Backups.Informer(), i.MyDatabases.Informer(), i.Jobs.Informer(), i.PersistentVolumeClaims.Informer()}
+}
+
+// HasSynced tells whether every informer has synced once.
+func (i Informers) HasSynced() bool {
+	for _, inf := range i.all() {
+		if !inf.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// Controller runs backups.
+type Controller struct {
+	// kubeClient writes Jobs and volumes in the main cluster.
+	kubeClient kubernetes.Interface
+	// mydbClient writes backups through mydb's own API.
+	mydbClient clientset.Interface
+
+	backupLister examplelisters.MyDatabaseBackupLister
+	dbLister     examplelisters.MyDatabaseLister
+	jobLister    batchlisters.JobLister
+	pvcLister    corelisters.PersistentVolumeClaimLister
+	informers    Informers
+	handlers     map[cache.SharedIndexInformer]cache.ResourceEventHandlerRegistration
+
+	// queue holds the backups to look at.
+	queue workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	// recorder writes Events to the main cluster.
+	recorder record.EventRecorder
+	// clock stamps the backups' times; tests inject a fake one.
+	clock clock.PassiveClock
+}
+
+// NewController returns a controller reading from informers; it does nothing until Run.
+func NewController(kubeClient kubernetes.Interface, mydbClient clientset.Interface, informers Informers,
+	recorder record.EventRecorder, clk clock.PassiveClock) (*Controller, error) {
+	c := &Controller{
+		kubeClient:   kubeClient,
+		mydbClient:   mydbClient,
+		backupLister: informers.Backups.Lister(),
+		dbLister:     informers.MyDatabases.Lister(),
+		jobLister:    informers.Jobs.Lister(),
+		pvcLister:    informers.PersistentVolumeClaims.Lister(),
+		informers:    informers,
+		handlers:     map[cache.SharedIndexInformer]cache.ResourceEventHandlerRegistration{},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "mydatabasebackup"}),
+		recorder: recorder,
+		clock:    clk,
+	}
+	if err := c.addHandler(informers.Backups.Informer(), cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueue,
+		UpdateFunc: func(_, obj interface{}) { c.enqueue(obj) },
+	}); err != nil {
+		return nil, err
+	}
+	if err := c.addHandler(informers.Jobs.Informer(), cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.handleJob,
+		UpdateFunc: func(_, obj interface{}) { c.handleJob(obj) },
+		DeleteFunc: c.handleJob,
+	}); err != nil {
+		c.Close()
+		return nil, err
+	}
+	// A database whose deletion policy changes changes who owns its backups.
+	if err := c.addHandler(informers.MyDatabases.Informer(), cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, obj interface{}) {
+			if old.(*examplev1.MyDatabase).Spec.DeletionPolicy != obj.(*examplev1.MyDatabase).Spec.DeletionPolicy {
+				c.enqueueBackupsOf(obj.(*examplev1.MyDatabase))
+			}
+		},
+	}); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Controller) addHandler(inf cache.SharedIndexInformer, h cache.ResourceEventHandler) error {
+	reg, err := inf.AddEventHandler(h)
+	if err != nil {
+		return err
+	}
+	c.handlers[inf] = reg
+	return nil
+}
+
+// Close removes the controller's handlers from the shared informers.
+func (c *Controller) Close() {
+	for inf, reg := range c.handlers {
+		_ = inf.RemoveEventHandler(reg)
+	}
+	c.handlers = nil
+}
+
+// Run reconciles backups with workers goroutines until ctx is done.
+func (c *Controller) Run(ctx context.Context, workers int) error {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	defer c.queue.ShutDown()
+	if ok := cache.WaitForCacheSync(ctx.Done(), c.informers.HasSynced); !ok {
+		return fmt.Errorf("failed to wait for caches to sync")
+	}
+	backups, err := c.backupLister.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	for _, b := range backups {
+		c.enqueue(b)
+	}
+	for i := 0; i < workers; i++ {
+		go wait.UntilWithContext(ctx, c.runWorker, time.Second)
+	}
+	<-ctx.Done()
+	return nil
+}
+
+func (c *Controller) runWorker(ctx context.Context) {
+	for c.processNextWorkItem(ctx) {
+	}
+}
+
+func (c *Controller) processNextWorkItem(ctx context.Context) bool {
+	key, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(key)
+	if err := c.sync(ctx, key); err != nil {
+		utilruntime.HandleErrorWithContext(ctx, err, "Error syncing backup; requeuing", "backup", key)
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.queue.Forget(key)
+	return true
+}
+
+func (c *Controller) enqueue(obj interface{}) {
+	if name, err := cache.ObjectToName(obj); err == nil {
+		c.queue.Add(name)
+	}
+}
+
+func (c *Controller) enqueueBackupsOf(db *examplev1.MyDatabase) {
+	backups, err := c.backupLister.MyDatabaseBackups(db.Namespace).List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, b := range backups {
+		if b.Spec.DatabaseName == db.Name {
+			c.enqueue(b)
+		}
+	}
+}
+
+// handleJob enqueues the backup that controls a Job.
+func (c *Controller) handleJob(obj interface{}) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	job, ok := obj.(metav1.Object)
+	if !ok {
+		return
+	}
+	if owner := metav1.GetControllerOf(job); owner != nil && owner.Kind == "MyDatabaseBackup" && owner.APIVersion == examplev1.SchemeGroupVersion.String() {
+		c.queue.Add(cache.ObjectName{Namespace: job.GetNamespace(), Name: owner.Name})
+	}
+}
