@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -77,12 +78,22 @@ func (r result) String() string {
 	return fmt.Sprintf("err=%v\nstdout:\n%s\nstderr:\n%s", r.err, r.stdout, r.stderr)
 }
 
+// kubectlCacheDir is a discovery cache of this run's own, so kubectl never
+// answers from a cache an earlier mydb filled.
+var kubectlCacheDir = sync.OnceValue(func() string {
+	dir, err := os.MkdirTemp("", "mydb-e2e-kubectl-cache")
+	if err != nil {
+		panic(err)
+	}
+	return dir
+})
+
 // kubectl runs kubectl against the local cluster with stdin as its input.
 func kubectl(t *testing.T, stdin string, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, kubectlBin, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	cmd := exec.CommandContext(ctx, kubectlBin, append([]string{"--kubeconfig", kubeconfig, "--cache-dir", kubectlCacheDir()}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
