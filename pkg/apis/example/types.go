@@ -52,6 +52,13 @@ type MyDatabaseSpec struct {
 	StorageClassName *string
 	Resources        corev1.ResourceRequirements
 	DeletionPolicy   DeletionPolicy
+	Backup           *BackupPolicy
+}
+
+// BackupPolicy schedules backups of a MyDatabase.
+type BackupPolicy struct {
+	Schedule  string
+	Retention int32
 }
 
 // MyDatabaseStatus is the observed state of a MyDatabase.

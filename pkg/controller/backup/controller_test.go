@@ -155,7 +155,7 @@ func TestNewBackupStartsAJob(t *testing.T) {
 			created = c.GetObject().(*batchv1.Job)
 		}
 	}
-	if created.Name != "mydb-backup-prod-mysql-x7k2p" || metav1.GetControllerOf(created).UID != "backup-uid" {
+	if created.Name != "backup-prod-mysql-x7k2p" || metav1.GetControllerOf(created).UID != "backup-uid" {
 		t.Errorf("job %s controlled by %v", created.Name, metav1.GetControllerOf(created))
 	}
 	cmd := strings.Join(created.Spec.Template.Spec.Containers[0].Command, " ")
@@ -199,7 +199,7 @@ func TestJobOutcomeBecomesStatus(t *testing.T) {
 			wantPhase: examplev1.BackupPhaseSucceeded},
 		{name: "failed", job: job(batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionTrue,
 			Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit"}),
-			wantPhase: examplev1.BackupPhaseFailed, wantMessage: "Job mydb-backup-prod-mysql-x7k2p failed: BackoffLimitExceeded: Job has reached the specified backoff limit"},
+			wantPhase: examplev1.BackupPhaseFailed, wantMessage: "Job backup-prod-mysql-x7k2p failed: BackoffLimitExceeded: Job has reached the specified backoff limit"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -269,7 +269,7 @@ func TestDeletionPolicyDeleteTiesBackupsToTheDatabase(t *testing.T) {
 }
 
 func TestForeignJobFailsTheBackup(t *testing.T) {
-	foreign := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "mydb-backup-prod-mysql-x7k2p", Namespace: "default"}}
+	foreign := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "backup-prod-mysql-x7k2p", Namespace: "default"}}
 	f, err := sync(t, backup(), myDatabase(), volume(), foreign)
 	if err != nil {
 		t.Fatal(err)

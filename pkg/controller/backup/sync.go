@@ -21,8 +21,8 @@ import (
 const (
 	// backupMountPath is where a backup Job mounts the backups volume.
 	backupMountPath = "/backups"
-	// jobPrefix names a backup's Job: mydb-backup-<backup>.
-	jobPrefix = "mydb-backup-"
+	// jobPrefix names a backup's Job: backup-<backup>.
+	jobPrefix = "backup-"
 	// cacheGrace is how long a backup waits for its database to appear in
 	// the cache before it fails for want of one.
 	cacheGrace = 30 * time.Second

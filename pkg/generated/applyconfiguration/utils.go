@@ -32,6 +32,8 @@ import (
 func ForKind(kind schema.GroupVersionKind) interface{} {
 	switch kind {
 	// Group=example.com, Version=v1
+	case v1.SchemeGroupVersion.WithKind("BackupPolicy"):
+		return &examplev1.BackupPolicyApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("MyDatabase"):
 		return &examplev1.MyDatabaseApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("MyDatabaseBackup"):

@@ -35,6 +35,7 @@ import (
 
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
+		v1.BackupPolicy{}.OpenAPIModelName():                                schema_pkg_apis_example_v1_BackupPolicy(ref),
 		v1.MyDatabase{}.OpenAPIModelName():                                  schema_pkg_apis_example_v1_MyDatabase(ref),
 		v1.MyDatabaseBackup{}.OpenAPIModelName():                            schema_pkg_apis_example_v1_MyDatabaseBackup(ref),
 		v1.MyDatabaseBackupList{}.OpenAPIModelName():                        schema_pkg_apis_example_v1_MyDatabaseBackupList(ref),
@@ -365,6 +366,35 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		runtime.TypeMeta{}.OpenAPIModelName():                               schema_k8sio_apimachinery_pkg_runtime_TypeMeta(ref),
 		runtime.Unknown{}.OpenAPIModelName():                                schema_k8sio_apimachinery_pkg_runtime_Unknown(ref),
 		version.Info{}.OpenAPIModelName():                                   schema_k8sio_apimachinery_pkg_version_Info(ref),
+	}
+}
+
+func schema_pkg_apis_example_v1_BackupPolicy(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "BackupPolicy schedules backups of a MyDatabase.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"schedule": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Schedule is when to take a backup, in cron syntax (\"0 3 * * *\" is every day at 03:00 UTC). When the controller was not running at a scheduled time, it takes one backup for the latest time it missed.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"retention": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Retention is how many scheduled backups to keep, from 1 to 100; older ones are deleted. Backups taken by hand are never deleted. Defaults to 7.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+				},
+				Required: []string{"schedule"},
+			},
+		},
 	}
 }
 
@@ -699,12 +729,18 @@ func schema_pkg_apis_example_v1_MyDatabaseSpec(ref common.ReferenceCallback) com
 							Enum:        []interface{}{"Delete", "Retain"},
 						},
 					},
+					"backup": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Backup schedules backups of the database. No backups are taken on a schedule when it is empty; POST .../backup takes one at any time.",
+							Ref:         ref(v1.BackupPolicy{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"engine", "storageSize"},
 			},
 		},
 		Dependencies: []string{
-			corev1.ResourceRequirements{}.OpenAPIModelName(), resource.Quantity{}.OpenAPIModelName()},
+			v1.BackupPolicy{}.OpenAPIModelName(), corev1.ResourceRequirements{}.OpenAPIModelName(), resource.Quantity{}.OpenAPIModelName()},
 	}
 }
 

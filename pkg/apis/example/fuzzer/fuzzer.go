@@ -23,6 +23,9 @@ var Funcs = func(codecs runtimeserializer.CodecFactory) []interface{} {
 			if s.DeletionPolicy == "" {
 				s.DeletionPolicy = example.DeletionPolicyRetain
 			}
+			if s.Backup != nil && s.Backup.Retention == 0 {
+				s.Backup.Retention = 7
+			}
 			s.Resources.Requests = withComputeResources(s.Resources.Requests, c)
 			s.Resources.Limits = withComputeResources(s.Resources.Limits, c)
 		},

@@ -12,6 +12,9 @@ func addDefaultingFuncs(scheme *runtime.Scheme) error {
 	return RegisterDefaults(scheme)
 }
 
+// DefaultBackupRetention is how many scheduled backups are kept by default.
+const DefaultBackupRetention = 7
+
 // DefaultResources are the compute resources of a database container whose
 // spec names none (the seed's values).
 var DefaultResources = corev1.ResourceRequirements{
@@ -37,6 +40,9 @@ func SetDefaults_MyDatabaseSpec(spec *MyDatabaseSpec) {
 	}
 	if spec.DeletionPolicy == "" {
 		spec.DeletionPolicy = DeletionPolicyRetain
+	}
+	if spec.Backup != nil && spec.Backup.Retention == nil {
+		spec.Backup.Retention = ptr.To[int32](DefaultBackupRetention)
 	}
 	setDefaultResources(&spec.Resources)
 }

@@ -99,6 +99,24 @@ type MyDatabaseSpec struct {
 	// deletes them.
 	// +optional
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty" protobuf:"bytes,7,opt,name=deletionPolicy,casttype=DeletionPolicy"`
+
+	// Backup schedules backups of the database. No backups are taken on a
+	// schedule when it is empty; POST .../backup takes one at any time.
+	// +optional
+	Backup *BackupPolicy `json:"backup,omitempty" protobuf:"bytes,8,opt,name=backup"`
+}
+
+// BackupPolicy schedules backups of a MyDatabase.
+type BackupPolicy struct {
+	// Schedule is when to take a backup, in cron syntax ("0 3 * * *" is every
+	// day at 03:00 UTC). When the controller was not running at a scheduled
+	// time, it takes one backup for the latest time it missed.
+	Schedule string `json:"schedule" protobuf:"bytes,1,opt,name=schedule"`
+
+	// Retention is how many scheduled backups to keep, from 1 to 100; older
+	// ones are deleted. Backups taken by hand are never deleted. Defaults to 7.
+	// +optional
+	Retention *int32 `json:"retention,omitempty" protobuf:"varint,2,opt,name=retention"`
 }
 
 // MyDatabaseStatus is the observed state of a MyDatabase.

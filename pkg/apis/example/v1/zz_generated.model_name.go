@@ -22,6 +22,11 @@ limitations under the License.
 package v1
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in BackupPolicy) OpenAPIModelName() string {
+	return "com.example.v1.BackupPolicy"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in MyDatabase) OpenAPIModelName() string {
 	return "com.example.v1.MyDatabase"
 }

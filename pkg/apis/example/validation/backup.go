@@ -9,9 +9,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// MaxBackupNameLength leaves room for the "mydb-backup-" prefix of the
-// backup's Job within the 63 characters of a label value.
-const MaxBackupNameLength = 51
+// MaxBackupNameLength leaves room for the "backup-" prefix of the backup's
+// Job within the 63 characters of a label value.
+const MaxBackupNameLength = 56
 
 var backupPhases = []string{
 	string(example.BackupPhasePending), string(example.BackupPhaseRunning),

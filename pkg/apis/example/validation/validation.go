@@ -9,6 +9,7 @@ import (
 
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	"github.com/mydb-dev/mydb/pkg/engine"
+	"github.com/robfig/cron/v3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -120,7 +121,35 @@ func validateSpec(spec *example.MyDatabaseSpec, fldPath *field.Path) field.Error
 	if !slices.Contains(supportedDeletionPolicies, string(spec.DeletionPolicy)) {
 		allErrs = append(allErrs, field.NotSupported(fldPath.Child("deletionPolicy"), spec.DeletionPolicy, supportedDeletionPolicies))
 	}
+	if spec.Backup != nil {
+		allErrs = append(allErrs, validateBackupPolicy(spec.Backup, fldPath.Child("backup"))...)
+	}
 	return allErrs
+}
+
+// MaxBackupRetention bounds spec.backup.retention.
+const MaxBackupRetention = 100
+
+func validateBackupPolicy(p *example.BackupPolicy, fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	if p.Schedule == "" {
+		allErrs = append(allErrs, field.Required(fldPath.Child("schedule"), `must be a cron schedule such as "0 3 * * *"`))
+	} else if _, err := ParseSchedule(p.Schedule); err != nil {
+		allErrs = append(allErrs, field.Invalid(fldPath.Child("schedule"), p.Schedule, "must be a cron schedule: "+err.Error()))
+	}
+	if p.Retention < 1 || p.Retention > MaxBackupRetention {
+		allErrs = append(allErrs, field.Invalid(fldPath.Child("retention"), p.Retention, fmt.Sprintf("must be between 1 and %d", MaxBackupRetention)))
+	}
+	return allErrs
+}
+
+// ParseSchedule parses a standard five-field cron schedule, as CronJobs do;
+// time zones are not allowed in it (schedules run in UTC).
+func ParseSchedule(schedule string) (cron.Schedule, error) {
+	if strings.Contains(schedule, "TZ") {
+		return nil, fmt.Errorf("time zones may not be set; schedules run in UTC")
+	}
+	return cron.ParseStandard(schedule)
 }
 
 // validateLabelsSize bounds labels like ValidateObjectMeta bounds

@@ -143,6 +143,20 @@ func TestValidateMyDatabase(t *testing.T) {
 			want: []errorSummary{{field.ErrorTypeNotSupported, "spec.deletionPolicy"}}},
 		{name: "unknown deletion policy", db: myDatabase(func(d *example.MyDatabase) { d.Spec.DeletionPolicy = "Snapshot" }),
 			want: []errorSummary{{field.ErrorTypeNotSupported, "spec.deletionPolicy"}}},
+		{name: "backup schedule", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Backup = &example.BackupPolicy{Schedule: "0 3 * * *", Retention: 7}
+		})},
+		{name: "bad cron", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Backup = &example.BackupPolicy{Schedule: "every night", Retention: 7}
+		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.backup.schedule"}}},
+		{name: "cron with a time zone", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Backup = &example.BackupPolicy{Schedule: "TZ=Asia/Tokyo 0 3 * * *", Retention: 7}
+		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.backup.schedule"}}},
+		{name: "missing schedule", db: myDatabase(func(d *example.MyDatabase) { d.Spec.Backup = &example.BackupPolicy{Retention: 7} }),
+			want: []errorSummary{{field.ErrorTypeRequired, "spec.backup.schedule"}}},
+		{name: "retention out of bounds", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Backup = &example.BackupPolicy{Schedule: "@daily", Retention: 101}
+		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.backup.retention"}}},
 		{name: "every spec field wrong", db: myDatabase(func(d *example.MyDatabase) {
 			d.Spec = example.MyDatabaseSpec{Engine: "db2", Version: "1", Replicas: 100, DeletionPolicy: "x"}
 		}), want: []errorSummary{

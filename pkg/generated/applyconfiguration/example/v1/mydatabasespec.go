@@ -53,6 +53,9 @@ type MyDatabaseSpecApplyConfiguration struct {
 	// MyDatabase is deleted: "Retain" (the default) keeps them, "Delete"
 	// deletes them.
 	DeletionPolicy *examplev1.DeletionPolicy `json:"deletionPolicy,omitempty"`
+	// Backup schedules backups of the database. No backups are taken on a
+	// schedule when it is empty; POST .../backup takes one at any time.
+	Backup *BackupPolicyApplyConfiguration `json:"backup,omitempty"`
 }
 
 // MyDatabaseSpecApplyConfiguration constructs a declarative configuration of the MyDatabaseSpec type for use with
@@ -114,5 +117,13 @@ func (b *MyDatabaseSpecApplyConfiguration) WithResources(value corev1.ResourceRe
 // If called multiple times, the DeletionPolicy field is set to the value of the last call.
 func (b *MyDatabaseSpecApplyConfiguration) WithDeletionPolicy(value examplev1.DeletionPolicy) *MyDatabaseSpecApplyConfiguration {
 	b.DeletionPolicy = &value
+	return b
+}
+
+// WithBackup sets the Backup field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Backup field is set to the value of the last call.
+func (b *MyDatabaseSpecApplyConfiguration) WithBackup(value *BackupPolicyApplyConfiguration) *MyDatabaseSpecApplyConfiguration {
+	b.Backup = value
 	return b
 }
