@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	backupcontroller "github.com/mydb-dev/mydb/pkg/controller/backup"
+	"github.com/mydb-dev/mydb/pkg/controller/backupschedule"
 	mydbcontroller "github.com/mydb-dev/mydb/pkg/controller/mydatabase"
 	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
 	mydbscheme "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/scheme"
@@ -178,8 +179,8 @@ func (r *controllerRunner) runElected(ctx context.Context) {
 	}
 }
 
-// lead runs one controller term until ctx ends: the MyDatabase and the
-// backup controllers, each with its own workers.
+// lead runs one controller term until ctx ends: the MyDatabase, backup and
+// backup schedule controllers, each with its own workers.
 func (r *controllerRunner) lead(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	dbs, err := mydbcontroller.NewController(ctx, r.kubeClient, r.mydbClient, r.informers, r.recorder, clock.RealClock{})
@@ -194,9 +195,17 @@ func (r *controllerRunner) lead(ctx context.Context) {
 		return
 	}
 	defer backups.Close()
+	schedules, err := backupschedule.NewController(r.mydbClient, r.backups.MyDatabases, r.backups.Backups, clock.RealClock{})
+	if err != nil {
+		logger.Error(err, "Cannot build the backup schedule controller")
+		return
+	}
+	defer schedules.Close()
 
 	var wg sync.WaitGroup
-	for name, run := range map[string]func(context.Context, int) error{"MyDatabase": dbs.Run, "backup": backups.Run} {
+	for name, run := range map[string]func(context.Context, int) error{
+		"MyDatabase": dbs.Run, "backup": backups.Run, "backup schedule": schedules.Run,
+	} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

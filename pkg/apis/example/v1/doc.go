@@ -4,7 +4,7 @@
 // +k8s:defaulter-gen=TypeMeta
 // +k8s:protobuf-gen=package
 // +groupName=example.com
-// +k8s:openapi-model-package=com.example.v1
+// +k8s:openapi-model-package=com.github.mydb-dev.mydb.pkg.apis.example.v1
 
 // Package v1 is the v1 version of the example.com API: MyDatabase, a
 // database run by mydb.

@@ -23,45 +23,45 @@ package v1
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in BackupPolicy) OpenAPIModelName() string {
-	return "com.example.v1.BackupPolicy"
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.BackupPolicy"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in MyDatabase) OpenAPIModelName() string {
-	return "com.example.v1.MyDatabase"
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.MyDatabase"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in MyDatabaseBackup) OpenAPIModelName() string {
-	return "com.example.v1.MyDatabaseBackup"
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.MyDatabaseBackup"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in MyDatabaseBackupList) OpenAPIModelName() string {
-	return "com.example.v1.MyDatabaseBackupList"
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.MyDatabaseBackupList"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in MyDatabaseBackupSpec) OpenAPIModelName() string {
-	return "com.example.v1.MyDatabaseBackupSpec"
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.MyDatabaseBackupSpec"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in MyDatabaseBackupStatus) OpenAPIModelName() string {
-	return "com.example.v1.MyDatabaseBackupStatus"
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.MyDatabaseBackupStatus"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in MyDatabaseList) OpenAPIModelName() string {
-	return "com.example.v1.MyDatabaseList"
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.MyDatabaseList"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in MyDatabaseSpec) OpenAPIModelName() string {
-	return "com.example.v1.MyDatabaseSpec"
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.MyDatabaseSpec"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in MyDatabaseStatus) OpenAPIModelName() string {
-	return "com.example.v1.MyDatabaseStatus"
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.MyDatabaseStatus"
 }

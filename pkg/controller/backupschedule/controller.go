@@ -1,0 +1,241 @@
+// Package backupschedule is the controller that takes a MyDatabase's
+// scheduled backups on time (spec.backup.schedule) and deletes the scheduled
+// backups beyond spec.backup.retention.
+package backupschedule
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/apis/example/validation"
+	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
+	exampleinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions/example/v1"
+	examplelisters "github.com/mydb-dev/mydb/pkg/generated/listers/example/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+)
+
+const (
+	// ScheduledForAnnotation holds the time, RFC 3339, a scheduled backup was
+	// due; the newest one tells when the next is due.
+	ScheduledForAnnotation = "mydb.example.com/scheduled-for"
+	// ScheduleLabel marks backups taken on schedule (only those are pruned),
+	// with the database's name as value.
+	ScheduleLabel = "mydb.example.com/schedule"
+)
+
+// Controller takes scheduled backups.
+type Controller struct {
+	// mydbClient creates and deletes backups through mydb's own API.
+	mydbClient   clientset.Interface
+	dbLister     examplelisters.MyDatabaseLister
+	backupLister examplelisters.MyDatabaseBackupLister
+	synced       []cache.InformerSynced
+	handlers     map[cache.SharedIndexInformer]cache.ResourceEventHandlerRegistration
+
+	// queue holds MyDatabases to look at, each re-added for its next due time.
+	queue workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	// clock decides what is due and delays the queue; tests inject a fake one.
+	clock clock.WithTicker
+}
+
+// NewController returns a controller reading from the informers.
+func NewController(mydbClient clientset.Interface, dbs exampleinformers.MyDatabaseInformer, backups exampleinformers.MyDatabaseBackupInformer, clk clock.WithTicker) (*Controller, error) {
+	c := &Controller{
+		mydbClient:   mydbClient,
+		dbLister:     dbs.Lister(),
+		backupLister: backups.Lister(),
+		synced:       []cache.InformerSynced{dbs.Informer().HasSynced, backups.Informer().HasSynced},
+		handlers:     map[cache.SharedIndexInformer]cache.ResourceEventHandlerRegistration{},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "mydatabase-backup-schedule", Clock: clk}),
+		clock: clk,
+	}
+	reg, err := dbs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueue,
+		UpdateFunc: func(_, obj interface{}) { c.enqueue(obj) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.handlers[dbs.Informer()] = reg
+	// A backup that finishes may let an older one be pruned.
+	reg, err = backups.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj interface{}) {
+			b := obj.(*examplev1.MyDatabaseBackup)
+			if db := b.Labels[ScheduleLabel]; db != "" {
+				c.queue.Add(cache.ObjectName{Namespace: b.Namespace, Name: db})
+			}
+		},
+	})
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	c.handlers[backups.Informer()] = reg
+	return c, nil
+}
+
+// Close removes the controller's handlers from the shared informers.
+func (c *Controller) Close() {
+	for inf, reg := range c.handlers {
+		_ = inf.RemoveEventHandler(reg)
+	}
+	c.handlers = nil
+}
+
+// Run takes scheduled backups with workers goroutines until ctx is done.
+func (c *Controller) Run(ctx context.Context, workers int) error {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	defer c.queue.ShutDown()
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return fmt.Errorf("failed to wait for caches to sync")
+	}
+	for i := 0; i < workers; i++ {
+		go wait.UntilWithContext(ctx, c.runWorker, time.Second)
+	}
+	<-ctx.Done()
+	return nil
+}
+
+func (c *Controller) runWorker(ctx context.Context) {
+	for c.processNextWorkItem(ctx) {
+	}
+}
+
+func (c *Controller) processNextWorkItem(ctx context.Context) bool {
+	key, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(key)
+	next, err := c.sync(ctx, key)
+	if err != nil {
+		utilruntime.HandleErrorWithContext(ctx, err, "Error syncing backup schedule; requeuing", "mydatabase", key)
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.queue.Forget(key)
+	if !next.IsZero() {
+		c.queue.AddAfter(key, next.Sub(c.clock.Now()))
+	}
+	return true
+}
+
+func (c *Controller) enqueue(obj interface{}) {
+	if name, err := cache.ObjectToName(obj); err == nil {
+		c.queue.Add(name)
+	}
+}
+
+// sync takes the backup that is due, if one is, prunes scheduled backups
+// beyond retention, and returns when the next backup is due (zero: never).
+// Backups are named after their due time, so taking one twice, by two
+// leaders or after a crash, creates it once.
+func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Time, error) {
+	db, err := c.dbLister.MyDatabases(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) {
+		return time.Time{}, nil
+	}
+	if err != nil || db.DeletionTimestamp != nil || db.Spec.Backup == nil {
+		return time.Time{}, err
+	}
+	schedule, err := validation.ParseSchedule(db.Spec.Backup.Schedule)
+	if err != nil {
+		return time.Time{}, nil // validation refuses such a database
+	}
+	scheduled, err := c.scheduledBackups(db)
+	if err != nil {
+		return time.Time{}, err
+	}
+
+	// The latest due time since the last scheduled backup (or since the
+	// database was created); missed ones before it are skipped.
+	last := db.CreationTimestamp.Time
+	if len(scheduled) > 0 {
+		last = scheduledFor(scheduled[len(scheduled)-1])
+	}
+	now := c.clock.Now()
+	var due time.Time
+	for t := schedule.Next(last); !t.After(now); t = schedule.Next(t) {
+		due = t
+	}
+	if !due.IsZero() {
+		b, err := c.takeBackup(ctx, db, due)
+		if err != nil {
+			return time.Time{}, err
+		}
+		scheduled = append(scheduled, b)
+	}
+	if err := c.prune(ctx, db, scheduled); err != nil {
+		return time.Time{}, err
+	}
+	return schedule.Next(now), nil
+}
+
+// scheduledBackups returns the database's scheduled backups, oldest first.
+func (c *Controller) scheduledBackups(db *examplev1.MyDatabase) ([]*examplev1.MyDatabaseBackup, error) {
+	backups, err := c.backupLister.MyDatabaseBackups(db.Namespace).List(labels.SelectorFromSet(labels.Set{ScheduleLabel: db.Name}))
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(backups, func(i, j int) bool { return scheduledFor(backups[i]).Before(scheduledFor(backups[j])) })
+	return backups, nil
+}
+
+func scheduledFor(b *examplev1.MyDatabaseBackup) time.Time {
+	t, err := time.Parse(time.RFC3339, b.Annotations[ScheduledForAnnotation])
+	if err != nil {
+		return b.CreationTimestamp.Time
+	}
+	return t
+}
+
+func (c *Controller) takeBackup(ctx context.Context, db *examplev1.MyDatabase, due time.Time) (*examplev1.MyDatabaseBackup, error) {
+	b := &examplev1.MyDatabaseBackup{
+		ObjectMeta: metav1.ObjectMeta{
+			// Unique per due time; base 36 keeps it within the name limit.
+			Name:        db.Name + "-" + strconv.FormatInt(due.Unix(), 36),
+			Namespace:   db.Namespace,
+			Labels:      map[string]string{ScheduleLabel: db.Name},
+			Annotations: map[string]string{ScheduledForAnnotation: due.UTC().Format(time.RFC3339)},
+		},
+		Spec: examplev1.MyDatabaseBackupSpec{DatabaseName: db.Name},
+	}
+	created, err := c.mydbClient.ExampleV1().MyDatabaseBackups(db.Namespace).Create(ctx, b, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return b, nil
+	}
+	return created, err
+}
+
+// prune deletes the oldest finished scheduled backups beyond retention;
+// running ones are never cut short, and backups taken by hand never count.
+func (c *Controller) prune(ctx context.Context, db *examplev1.MyDatabase, scheduled []*examplev1.MyDatabaseBackup) error {
+	excess := len(scheduled) - int(ptr.Deref(db.Spec.Backup.Retention, examplev1.DefaultBackupRetention))
+	for i := 0; i < excess; i++ {
+		b := scheduled[i]
+		if b.Status.Phase != examplev1.BackupPhaseSucceeded && b.Status.Phase != examplev1.BackupPhaseFailed {
+			continue
+		}
+		err := c.mydbClient.ExampleV1().MyDatabaseBackups(b.Namespace).Delete(ctx, b.Name, metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{UID: &b.UID},
+		})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}
