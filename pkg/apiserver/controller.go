@@ -107,6 +107,7 @@ func newControllerRunner(config ControllerConfig, loopback *rest.Config) (*contr
 			PersistentVolumeClaims: kubeInf.Core().V1().PersistentVolumeClaims(),
 			PodDisruptionBudgets:   kubeInf.Policy().V1().PodDisruptionBudgets(),
 			StorageClasses:         storageInf.Storage().V1().StorageClasses(),
+			Backups:                mydbInf.Example().V1().MyDatabaseBackups(),
 		},
 		backups: backupcontroller.Informers{
 			Backups:                mydbInf.Example().V1().MyDatabaseBackups(),

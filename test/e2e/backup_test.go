@@ -133,3 +133,45 @@ func TestBackupOnlyRole(t *testing.T) {
 		}
 	}
 }
+
+// TestRestoreFromBackup: a new database names a backup in spec.restoreFrom;
+// it waits for the backup, then its replicas load the dump as they start.
+func TestRestoreFromBackup(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	copyDB := "apiVersion: example.com/v1\nkind: MyDatabase\nmetadata:\n  name: copy\nspec:\n  engine: mysql\n  storageSize: 50Gi\n  restoreFrom:\n    backupName: snapshot\n"
+	// The copy comes first: it waits for a backup that does not exist yet.
+	mustKubectl(t, copyDB, "apply", "-n", ns, "-f", "-")
+	eventually(t, time.Minute, func() error {
+		out := mustKubectl(t, "", "get", "mdb/copy", "-n", ns, "-o", `jsonpath={.status.conditions[?(@.type=="Progressing")].reason}`)
+		if out != "WaitingForRestoreSource" {
+			return fmt.Errorf("Progressing reason %q", out)
+		}
+		return nil
+	})
+	if _, err := kubeClient(t).AppsV1().StatefulSets(ns).Get(ctx, "copy", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the copy started before its dump existed: %v", err)
+	}
+
+	mustKubectl(t, seedExample, "apply", "-n", ns, "-f", "-")
+	if r := backupRaw(t, ns, "prod-mysql", `{"metadata":{"name":"snapshot"}}`); r.err != nil {
+		t.Fatal(r)
+	}
+	mustKubectl(t, "", "wait", "--for=condition=Ready", "mdb/copy", "-n", ns, "--timeout=3m")
+	sts, err := kubeClient(t).AppsV1().StatefulSets(ns).Get(ctx, "copy", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, m := range sts.Spec.Template.Spec.Containers[0].VolumeMounts {
+		if m.MountPath == "/docker-entrypoint-initdb.d/restore.sql" && m.SubPath == "snapshot.sql" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("the copy's pods do not load the dump: %+v", sts.Spec.Template.Spec.Containers[0].VolumeMounts)
+	}
+	if r := kubectl(t, "", "patch", "mdb/copy", "-n", ns, "--type=merge", "-p", `{"spec":{"restoreFrom":{"backupName":"other"}}}`); r.err == nil || !strings.Contains(r.stderr, "spec.restoreFrom") {
+		t.Errorf("restoreFrom changed after create:\n%s", r)
+	}
+}

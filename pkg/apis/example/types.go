@@ -53,6 +53,12 @@ type MyDatabaseSpec struct {
 	Resources        corev1.ResourceRequirements
 	DeletionPolicy   DeletionPolicy
 	Backup           *BackupPolicy
+	RestoreFrom      *RestoreSource
+}
+
+// RestoreSource names the backup a new database starts from.
+type RestoreSource struct {
+	BackupName string
 }
 
 // BackupPolicy schedules backups of a MyDatabase.

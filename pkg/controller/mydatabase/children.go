@@ -144,7 +144,7 @@ func endpoint(db *examplev1.MyDatabase, eng engine.Engine) string {
 	return fmt.Sprintf("%s.%s.svc:%d", ClientServiceName(db), db.Namespace, eng.Port)
 }
 
-func newStatefulSet(db *examplev1.MyDatabase, eng engine.Engine) *appsv1.StatefulSet {
+func newStatefulSet(db *examplev1.MyDatabase, eng engine.Engine, restore *restoreSource) *appsv1.StatefulSet {
 	whenDeleted := appsv1.RetainPersistentVolumeClaimRetentionPolicyType
 	if db.Spec.DeletionPolicy == examplev1.DeletionPolicyDelete {
 		whenDeleted = appsv1.DeletePersistentVolumeClaimRetentionPolicyType
@@ -168,7 +168,7 @@ func newStatefulSet(db *examplev1.MyDatabase, eng engine.Engine) *appsv1.Statefu
 			},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: versionedLabels(db)},
-				Spec:       podSpec(db, eng),
+				Spec:       podSpec(db, eng, restore),
 			},
 			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
 				ObjectMeta: metav1.ObjectMeta{Name: dataVolume, Labels: SelectorLabels(db)},
@@ -184,7 +184,7 @@ func newStatefulSet(db *examplev1.MyDatabase, eng engine.Engine) *appsv1.Statefu
 	}
 }
 
-func podSpec(db *examplev1.MyDatabase, eng engine.Engine) corev1.PodSpec {
+func podSpec(db *examplev1.MyDatabase, eng engine.Engine, restore *restoreSource) corev1.PodSpec {
 	mounts := []corev1.VolumeMount{{Name: dataVolume, MountPath: eng.DataPath}}
 	var volumes []corev1.Volume
 	for i, path := range eng.ScratchPaths {
@@ -192,7 +192,7 @@ func podSpec(db *examplev1.MyDatabase, eng engine.Engine) corev1.PodSpec {
 		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: path})
 		volumes = append(volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	}
-	return corev1.PodSpec{
+	spec := corev1.PodSpec{
 		AutomountServiceAccountToken: ptr.To(false),
 		SecurityContext:              PodSecurityContext(eng),
 		// Spread replicas over nodes, so one node's loss takes one replica.
@@ -227,6 +227,8 @@ func podSpec(db *examplev1.MyDatabase, eng engine.Engine) corev1.PodSpec {
 		}},
 		Volumes: volumes,
 	}
+	withRestore(&spec, restore)
+	return spec
 }
 
 func newPodDisruptionBudget(db *examplev1.MyDatabase) *policyv1.PodDisruptionBudget {

@@ -58,6 +58,8 @@ type Informers struct {
 	PersistentVolumeClaims coreinformers.PersistentVolumeClaimInformer
 	PodDisruptionBudgets   policyinformers.PodDisruptionBudgetInformer
 	StorageClasses         storageinformers.StorageClassInformer
+	// Backups are read for spec.restoreFrom.
+	Backups exampleinformers.MyDatabaseBackupInformer
 }
 
 // children are the informers of the objects a MyDatabase owns.
@@ -69,7 +71,7 @@ func (i Informers) children() []cache.SharedIndexInformer {
 }
 
 func (i Informers) all() []cache.SharedIndexInformer {
-	return append(i.children(), i.MyDatabases.Informer(), i.StorageClasses.Informer())
+	return append(i.children(), i.MyDatabases.Informer(), i.StorageClasses.Informer(), i.Backups.Informer())
 }
 
 // HasSynced tells whether every informer has synced once.
@@ -90,6 +92,7 @@ type Controller struct {
 	mydbClient clientset.Interface
 
 	dbLister     examplelisters.MyDatabaseLister
+	backupLister examplelisters.MyDatabaseBackupLister
 	stsLister    appslisters.StatefulSetLister
 	svcLister    corelisters.ServiceLister
 	secretLister corelisters.SecretLister
@@ -118,6 +121,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, mydbCli
 		kubeClient:   kubeClient,
 		mydbClient:   mydbClient,
 		dbLister:     informers.MyDatabases.Lister(),
+		backupLister: informers.Backups.Lister(),
 		stsLister:    informers.StatefulSets.Lister(),
 		svcLister:    informers.Services.Lister(),
 		secretLister: informers.Secrets.Lister(),
@@ -150,6 +154,13 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, mydbCli
 			c.handleChild(obj)
 		},
 		DeleteFunc: c.handleChild,
+	}
+	if err := c.addHandler(informers.Backups.Informer(), cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.handleBackup,
+		UpdateFunc: func(_, obj interface{}) { c.handleBackup(obj) },
+	}); err != nil {
+		c.Close()
+		return nil, err
 	}
 	for _, inf := range informers.children() {
 		if err := c.addHandler(inf, children); err != nil {

@@ -69,11 +69,20 @@ func newFixture(t *testing.T, dbs []*examplev1.MyDatabase, kubeObjects ...runtim
 // objects, on fake clients that record every request.
 func (f *fixture) newController() *Controller {
 	f.t.Helper()
-	var dbObjects []runtime.Object
+	var dbObjects, kubeObjects []runtime.Object
+	var backups []*examplev1.MyDatabaseBackup
 	for _, db := range f.dbs {
 		dbObjects = append(dbObjects, db)
 	}
-	f.kubeClient = k8sfake.NewClientset(f.kubeObjects...)
+	for _, obj := range f.kubeObjects {
+		if b, ok := obj.(*examplev1.MyDatabaseBackup); ok {
+			backups = append(backups, b)
+			dbObjects = append(dbObjects, b)
+			continue
+		}
+		kubeObjects = append(kubeObjects, obj)
+	}
+	f.kubeClient = k8sfake.NewClientset(kubeObjects...)
 	f.mydbClient = mydbfake.NewClientset(dbObjects...)
 	f.recorder = record.NewFakeRecorder(100)
 
@@ -87,6 +96,7 @@ func (f *fixture) newController() *Controller {
 		PersistentVolumeClaims: kubeInf.Core().V1().PersistentVolumeClaims(),
 		PodDisruptionBudgets:   kubeInf.Policy().V1().PodDisruptionBudgets(),
 		StorageClasses:         kubeInf.Storage().V1().StorageClasses(),
+		Backups:                mydbInf.Example().V1().MyDatabaseBackups(),
 	}
 	c, err := NewController(context.Background(), f.kubeClient, f.mydbClient, informers, f.recorder, clocktesting.NewFakePassiveClock(now))
 	if err != nil {
@@ -95,7 +105,10 @@ func (f *fixture) newController() *Controller {
 	for _, db := range f.dbs {
 		add(f.t, informers.MyDatabases.Informer().GetIndexer(), db)
 	}
-	for _, obj := range f.kubeObjects {
+	for _, b := range backups {
+		add(f.t, informers.Backups.Informer().GetIndexer(), b)
+	}
+	for _, obj := range kubeObjects {
 		switch o := obj.(type) {
 		case *appsv1.StatefulSet:
 			add(f.t, informers.StatefulSets.Informer().GetIndexer(), o)
@@ -586,4 +599,63 @@ func engineOf(t *testing.T, db *examplev1.MyDatabase) engine.Engine {
 		t.Fatalf("no engine %s", db.Spec.Engine)
 	}
 	return eng
+}
+
+func TestRestoreWaitsForItsBackup(t *testing.T) {
+	restoring := myDatabase(func(d *examplev1.MyDatabase) {
+		d.Name = "copy"
+		d.Spec.RestoreFrom = &examplev1.RestoreSource{BackupName: "nightly"}
+	})
+	backup := func(phase examplev1.BackupPhase) *examplev1.MyDatabaseBackup {
+		return &examplev1.MyDatabaseBackup{
+			ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "default"},
+			Spec:       examplev1.MyDatabaseBackupSpec{DatabaseName: "prod-mysql"},
+			Status:     examplev1.MyDatabaseBackupStatus{Phase: phase, Location: "pvc://prod-mysql-backups/nightly.sql"},
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		objects []runtime.Object
+		wantSTS bool
+	}{
+		{name: "no backup yet"},
+		{name: "backup running", objects: []runtime.Object{backup(examplev1.BackupPhaseRunning)}},
+		{name: "backup succeeded", objects: []runtime.Object{backup(examplev1.BackupPhaseSucceeded)}, wantSTS: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, []*examplev1.MyDatabase{restoring}, tc.objects...)
+			if err := f.sync(); err != nil {
+				t.Fatal(err)
+			}
+			var sts *appsv1.StatefulSet
+			for _, a := range f.kubeClient.Actions() {
+				if c, ok := a.(core.CreateAction); ok && a.GetResource().Resource == "statefulsets" {
+					sts = c.GetObject().(*appsv1.StatefulSet)
+				}
+			}
+			status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
+			progressing := meta.FindStatusCondition(status.Conditions, examplev1.ConditionProgressing)
+			if !tc.wantSTS {
+				if sts != nil {
+					t.Fatal("a StatefulSet was created before its dump was ready")
+				}
+				if progressing.Reason != ReasonWaitingForRestore {
+					t.Errorf("Progressing = %+v", progressing)
+				}
+				return
+			}
+			if sts == nil {
+				t.Fatal("no StatefulSet")
+			}
+			var mount *corev1.VolumeMount
+			for i, m := range sts.Spec.Template.Spec.Containers[0].VolumeMounts {
+				if m.Name == restoreVolume {
+					mount = &sts.Spec.Template.Spec.Containers[0].VolumeMounts[i]
+				}
+			}
+			if mount == nil || mount.SubPath != "nightly.sql" || mount.MountPath != restoreMountPath || !mount.ReadOnly {
+				t.Errorf("restore mount %+v", mount)
+			}
+		})
+	}
 }

@@ -24,6 +24,7 @@ const (
 	ReasonChildConflict       = "ChildConflict"
 	ReasonStorageNotExpanding = "StorageExpansionUnsupported"
 	ReasonAsExpected          = "AsExpected"
+	ReasonWaitingForRestore   = "WaitingForRestoreSource"
 )
 
 // updateStatus writes what the reconcile saw through /status, and only when
@@ -68,6 +69,8 @@ func computeStatus(db *examplev1.MyDatabase, eng engine.Engine, sts *appsv1.Stat
 	switch {
 	case paused:
 		set(examplev1.ConditionProgressing, metav1.ConditionFalse, ReasonPaused, "reconciling is paused by the "+PausedAnnotation+" annotation")
+	case f.restoreWait != "" && !ready:
+		set(examplev1.ConditionProgressing, metav1.ConditionTrue, ReasonWaitingForRestore, f.restoreWait)
 	case ready:
 		set(examplev1.ConditionProgressing, metav1.ConditionFalse, ReasonRolloutComplete, "the database runs its spec")
 	default:

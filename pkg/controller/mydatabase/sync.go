@@ -22,6 +22,8 @@ type findings struct {
 	conflicts []string
 	// storageProblems say why volumes cannot grow to spec.storageSize.
 	storageProblems []string
+	// restoreWait says why the database waits for its restore source.
+	restoreWait string
 }
 
 // sync makes the children of one MyDatabase match its spec and reports what
@@ -145,21 +147,30 @@ func (c *Controller) reconcileService(ctx context.Context, db *examplev1.MyDatab
 }
 
 func (c *Controller) reconcileStatefulSet(ctx context.Context, db *examplev1.MyDatabase, eng engine.Engine, f *findings) (*appsv1.StatefulSet, error) {
-	desired := newStatefulSet(db, eng)
-	existing, err := c.stsLister.StatefulSets(db.Namespace).Get(desired.Name)
-	if apierrors.IsNotFound(err) {
+	existing, err := c.stsLister.StatefulSets(db.Namespace).Get(statefulSetName(db))
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	if existing != nil && !c.owned(db, existing, "StatefulSet", f) {
+		return nil, nil
+	}
+	restore, wait, err := c.restoreSourceOf(db, existing)
+	if err != nil {
+		return nil, err
+	}
+	if wait != "" {
+		// Without its dump the database would start empty: it waits.
+		f.restoreWait = wait
+		return existing, nil
+	}
+	desired := newStatefulSet(db, eng, restore)
+	if existing == nil {
 		created, err := c.kubeClient.AppsV1().StatefulSets(db.Namespace).Create(ctx, desired, metav1.CreateOptions{})
 		if err != nil {
 			return nil, err
 		}
 		c.recorder.Eventf(db, corev1.EventTypeNormal, ReasonCreated, "Created StatefulSet %q with %d replicas", desired.Name, desiredReplicas(db))
 		return created, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if !c.owned(db, existing, "StatefulSet", f) {
-		return nil, nil
 	}
 	// The claim templates and selector of a StatefulSet are immutable:
 	// volumes grow through their claims (reconcileVolumes) instead.

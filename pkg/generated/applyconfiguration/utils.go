@@ -46,6 +46,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &examplev1.MyDatabaseSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("MyDatabaseStatus"):
 		return &examplev1.MyDatabaseStatusApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("RestoreSource"):
+		return &examplev1.RestoreSourceApplyConfiguration{}
 
 	}
 	return nil

@@ -44,6 +44,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1.MyDatabaseList{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_MyDatabaseList(ref),
 		v1.MyDatabaseSpec{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_MyDatabaseSpec(ref),
 		v1.MyDatabaseStatus{}.OpenAPIModelName():                            schema_pkg_apis_example_v1_MyDatabaseStatus(ref),
+		v1.RestoreSource{}.OpenAPIModelName():                               schema_pkg_apis_example_v1_RestoreSource(ref),
 		autoscalingv1.ContainerResourceMetricSource{}.OpenAPIModelName():    schema_k8sio_api_autoscaling_v1_ContainerResourceMetricSource(ref),
 		autoscalingv1.ContainerResourceMetricStatus{}.OpenAPIModelName():    schema_k8sio_api_autoscaling_v1_ContainerResourceMetricStatus(ref),
 		autoscalingv1.CrossVersionObjectReference{}.OpenAPIModelName():      schema_k8sio_api_autoscaling_v1_CrossVersionObjectReference(ref),
@@ -735,12 +736,18 @@ func schema_pkg_apis_example_v1_MyDatabaseSpec(ref common.ReferenceCallback) com
 							Ref:         ref(v1.BackupPolicy{}.OpenAPIModelName()),
 						},
 					},
+					"restoreFrom": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RestoreFrom makes a new database start from a backup: its replicas load the dump before they first report ready. It may only be set at create.",
+							Ref:         ref(v1.RestoreSource{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"engine", "storageSize"},
 			},
 		},
 		Dependencies: []string{
-			v1.BackupPolicy{}.OpenAPIModelName(), corev1.ResourceRequirements{}.OpenAPIModelName(), resource.Quantity{}.OpenAPIModelName()},
+			v1.BackupPolicy{}.OpenAPIModelName(), v1.RestoreSource{}.OpenAPIModelName(), corev1.ResourceRequirements{}.OpenAPIModelName(), resource.Quantity{}.OpenAPIModelName()},
 	}
 }
 
@@ -814,6 +821,28 @@ func schema_pkg_apis_example_v1_MyDatabaseStatus(ref common.ReferenceCallback) c
 		},
 		Dependencies: []string{
 			metav1.Condition{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_RestoreSource(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "RestoreSource names the backup a new database starts from.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"backupName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "BackupName is a MyDatabaseBackup in the database's namespace. The database waits for it to succeed before it starts.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"backupName"},
+			},
+		},
 	}
 }
 

@@ -104,6 +104,18 @@ type MyDatabaseSpec struct {
 	// schedule when it is empty; POST .../backup takes one at any time.
 	// +optional
 	Backup *BackupPolicy `json:"backup,omitempty" protobuf:"bytes,8,opt,name=backup"`
+
+	// RestoreFrom makes a new database start from a backup: its replicas load
+	// the dump before they first report ready. It may only be set at create.
+	// +optional
+	RestoreFrom *RestoreSource `json:"restoreFrom,omitempty" protobuf:"bytes,9,opt,name=restoreFrom"`
+}
+
+// RestoreSource names the backup a new database starts from.
+type RestoreSource struct {
+	// BackupName is a MyDatabaseBackup in the database's namespace. The
+	// database waits for it to succeed before it starts.
+	BackupName string `json:"backupName" protobuf:"bytes,1,opt,name=backupName"`
 }
 
 // BackupPolicy schedules backups of a MyDatabase.

@@ -65,3 +65,8 @@ func (in MyDatabaseSpec) OpenAPIModelName() string {
 func (in MyDatabaseStatus) OpenAPIModelName() string {
 	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.MyDatabaseStatus"
 }
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in RestoreSource) OpenAPIModelName() string {
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.RestoreSource"
+}

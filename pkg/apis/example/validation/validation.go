@@ -65,6 +65,7 @@ func ValidateMyDatabaseUpdate(db, old *example.MyDatabase) field.ErrorList {
 	allErrs = append(allErrs, validateSpec(&db.Spec, specPath)...)
 	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(db.Spec.Engine, old.Spec.Engine, specPath.Child("engine"))...)
 	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(db.Spec.StorageClassName, old.Spec.StorageClassName, specPath.Child("storageClassName"))...)
+	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(db.Spec.RestoreFrom, old.Spec.RestoreFrom, specPath.Child("restoreFrom"))...)
 	if db.Spec.StorageSize.Cmp(old.Spec.StorageSize) < 0 {
 		allErrs = append(allErrs, field.Forbidden(specPath.Child("storageSize"),
 			fmt.Sprintf("may not be less than the current size %s: volumes can grow but not shrink", old.Spec.StorageSize.String())))
@@ -123,6 +124,15 @@ func validateSpec(spec *example.MyDatabaseSpec, fldPath *field.Path) field.Error
 	}
 	if spec.Backup != nil {
 		allErrs = append(allErrs, validateBackupPolicy(spec.Backup, fldPath.Child("backup"))...)
+	}
+	if spec.RestoreFrom != nil {
+		p := fldPath.Child("restoreFrom", "backupName")
+		if spec.RestoreFrom.BackupName == "" {
+			allErrs = append(allErrs, field.Required(p, "must name a MyDatabaseBackup in this namespace"))
+		}
+		for _, msg := range ValidateBackupName(spec.RestoreFrom.BackupName, false) {
+			allErrs = append(allErrs, field.Invalid(p, spec.RestoreFrom.BackupName, msg))
+		}
 	}
 	return allErrs
 }

@@ -157,6 +157,12 @@ func TestValidateMyDatabase(t *testing.T) {
 		{name: "retention out of bounds", db: myDatabase(func(d *example.MyDatabase) {
 			d.Spec.Backup = &example.BackupPolicy{Schedule: "@daily", Retention: 101}
 		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.backup.retention"}}},
+		{name: "restore from a backup", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.RestoreFrom = &example.RestoreSource{BackupName: "prod-mysql-x7k2p"}
+		})},
+		{name: "restore from a bad name", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.RestoreFrom = &example.RestoreSource{BackupName: "Bad_Name"}
+		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.restoreFrom.backupName"}}},
 		{name: "every spec field wrong", db: myDatabase(func(d *example.MyDatabase) {
 			d.Spec = example.MyDatabaseSpec{Engine: "db2", Version: "1", Replicas: 100, DeletionPolicy: "x"}
 		}), want: []errorSummary{
@@ -222,6 +228,9 @@ func TestValidateMyDatabaseUpdate(t *testing.T) {
 		{name: "unsupported version on update", old: myDatabase(),
 			db:   myDatabase(func(d *example.MyDatabase) { d.Spec.Version = "9.9" }),
 			want: []errorSummary{{field.ErrorTypeNotSupported, "spec.version"}}},
+		{name: "add a restore source later", old: myDatabase(),
+			db:   myDatabase(func(d *example.MyDatabase) { d.Spec.RestoreFrom = &example.RestoreSource{BackupName: "b"} }),
+			want: []errorSummary{{field.ErrorTypeInvalid, "spec.restoreFrom"}}},
 		{name: "rename", old: myDatabase(),
 			db:   myDatabase(func(d *example.MyDatabase) { d.Name = "other" }),
 			want: []errorSummary{{field.ErrorTypeInvalid, "metadata.name"}}},

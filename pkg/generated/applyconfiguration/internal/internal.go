@@ -136,6 +136,9 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         namedType: io.k8s.api.core.v1.ResourceRequirements
       default: {}
+    - name: restoreFrom
+      type:
+        namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.RestoreSource
     - name: storageClassName
       type:
         scalar: string
@@ -171,6 +174,13 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: selector
       type:
         scalar: string
+- name: com.github.mydb-dev.mydb.pkg.apis.example.v1.RestoreSource
+  map:
+    fields:
+    - name: backupName
+      type:
+        scalar: string
+      default: ""
 - name: io.k8s.api.core.v1.ResourceClaim
   map:
     fields:

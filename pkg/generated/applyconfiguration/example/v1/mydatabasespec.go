@@ -56,6 +56,9 @@ type MyDatabaseSpecApplyConfiguration struct {
 	// Backup schedules backups of the database. No backups are taken on a
 	// schedule when it is empty; POST .../backup takes one at any time.
 	Backup *BackupPolicyApplyConfiguration `json:"backup,omitempty"`
+	// RestoreFrom makes a new database start from a backup: its replicas load
+	// the dump before they first report ready. It may only be set at create.
+	RestoreFrom *RestoreSourceApplyConfiguration `json:"restoreFrom,omitempty"`
 }
 
 // MyDatabaseSpecApplyConfiguration constructs a declarative configuration of the MyDatabaseSpec type for use with
@@ -125,5 +128,13 @@ func (b *MyDatabaseSpecApplyConfiguration) WithDeletionPolicy(value examplev1.De
 // If called multiple times, the Backup field is set to the value of the last call.
 func (b *MyDatabaseSpecApplyConfiguration) WithBackup(value *BackupPolicyApplyConfiguration) *MyDatabaseSpecApplyConfiguration {
 	b.Backup = value
+	return b
+}
+
+// WithRestoreFrom sets the RestoreFrom field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the RestoreFrom field is set to the value of the last call.
+func (b *MyDatabaseSpecApplyConfiguration) WithRestoreFrom(value *RestoreSourceApplyConfiguration) *MyDatabaseSpecApplyConfiguration {
+	b.RestoreFrom = value
 	return b
 }
