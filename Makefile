@@ -10,8 +10,9 @@ TAG      ?= dev
 GOFLAGS_TEST ?= -p 2 -count=1
 
 .PHONY: build
-build: ## Build mydb-apiserver into _output/bin.
+build: ## Build mydb-apiserver and the kubectl-mydb plugin into _output/bin.
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/mydb-apiserver ./cmd/mydb-apiserver
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/kubectl-mydb ./cmd/kubectl-mydb
 
 .PHONY: tools
 tools: ## Build the control-plane binaries (etcd, kube-*, kubectl, kwok) once into _output/bin.
@@ -29,12 +30,14 @@ fuzz: ## Fuzz decoding, defaulting and validation for FUZZTIME (default 30s) fro
 .PHONY: e2e
 e2e: ## End-to-end tests through a real kube-apiserver's aggregation layer (starts or reuses make local-up).
 	hack/local-up.sh
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/kubectl-mydb ./cmd/kubectl-mydb
 	go test $(GOFLAGS_TEST) -v -timeout 30m -tags e2e ./test/e2e/...
 
 .PHONY: bench
 bench: ## Measure on the local control plane (starts or reuses make local-up); BENCH_ARGS="-n 1000" for more.
 	hack/local-up.sh
-	go run ./test/bench -scenario reconcile $(BENCH_ARGS)
+	BENCH_COMMAND="make bench$(if $(BENCH_ARGS), BENCH_ARGS='$(BENCH_ARGS)')" \
+		go run ./test/bench -docs docs/benchmarks.md -chart docs/benchmarks.png $(BENCH_ARGS)
 
 .PHONY: ci
 ci: verify test fuzz e2e ## Everything CI runs.

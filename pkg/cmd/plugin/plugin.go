@@ -1,0 +1,257 @@
+// Package plugin is the kubectl mydb plugin: backups, restores and status
+// of MyDatabases from the command line, with kubectl's own flags.
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+)
+
+// NewCommand returns "kubectl mydb" with its subcommands.
+func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
+	flags := genericclioptions.NewConfigFlags(true)
+	cmd := &cobra.Command{
+		Use:          "kubectl-mydb",
+		Short:        "Back up, restore and inspect MyDatabases",
+		SilenceUsage: true,
+	}
+	flags.AddFlags(cmd.PersistentFlags())
+	o := &options{flags: flags, streams: streams}
+	cmd.AddCommand(o.backupCommand(), o.backupsCommand(), o.restoreCommand(), o.statusCommand())
+	return cmd
+}
+
+type options struct {
+	flags   *genericclioptions.ConfigFlags
+	streams genericiooptions.IOStreams
+}
+
+// client returns a mydb client and the namespace the flags select.
+func (o *options) client() (clientset.Interface, string, error) {
+	cfg, err := o.flags.ToRESTConfig()
+	if err != nil {
+		return nil, "", err
+	}
+	ns, _, err := o.flags.ToRawKubeConfigLoader().Namespace()
+	if err != nil {
+		return nil, "", err
+	}
+	c, err := clientset.NewForConfig(cfg)
+	return c, ns, err
+}
+
+func (o *options) backupCommand() *cobra.Command {
+	var name string
+	var waitFor time.Duration
+	cmd := &cobra.Command{
+		Use:   "backup DATABASE",
+		Short: "Take a backup of a MyDatabase now (POST mydatabases/DATABASE/backup)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ns, err := o.client()
+			if err != nil {
+				return err
+			}
+			req := &examplev1.MyDatabaseBackup{}
+			req.Name = name
+			result := &examplev1.MyDatabaseBackup{}
+			err = c.ExampleV1().RESTClient().Post().Namespace(ns).Resource("mydatabases").Name(args[0]).SubResource("backup").
+				Body(req).Do(cmd.Context()).Into(result)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(o.streams.Out, "mydatabasebackup.example.com/%s created\n", result.Name)
+			if waitFor <= 0 {
+				return nil
+			}
+			return o.waitForBackup(cmd.Context(), c, ns, result.Name, waitFor)
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", "", "name of the backup (default: the database's name and a random suffix)")
+	cmd.Flags().DurationVar(&waitFor, "wait", 0, "wait this long for the backup to finish")
+	return cmd
+}
+
+func (o *options) waitForBackup(ctx context.Context, c clientset.Interface, ns, name string, timeout time.Duration) error {
+	var b *examplev1.MyDatabaseBackup
+	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		var err error
+		b, err = c.ExampleV1().MyDatabaseBackups(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return b.Status.Phase == examplev1.BackupPhaseSucceeded || b.Status.Phase == examplev1.BackupPhaseFailed, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for backup %s: %w", name, err)
+	}
+	if b.Status.Phase == examplev1.BackupPhaseFailed {
+		return fmt.Errorf("backup %s failed: %s", name, b.Status.Message)
+	}
+	fmt.Fprintf(o.streams.Out, "mydatabasebackup.example.com/%s succeeded: %s\n", name, b.Status.Location)
+	return nil
+}
+
+func (o *options) backupsCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "backups DATABASE",
+		Short: "List the backups of a MyDatabase, newest first",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ns, err := o.client()
+			if err != nil {
+				return err
+			}
+			backups, err := listBackups(cmd.Context(), c, ns, args[0])
+			if err != nil {
+				return err
+			}
+			printBackups(o.streams.Out, backups)
+			return nil
+		},
+	}
+}
+
+func listBackups(ctx context.Context, c clientset.Interface, ns, db string) ([]examplev1.MyDatabaseBackup, error) {
+	list, err := c.ExampleV1().MyDatabaseBackups(ns).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector(examplev1.FieldDatabaseName, db).String(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(list.Items, func(i, j int) bool {
+		return list.Items[j].CreationTimestamp.Before(&list.Items[i].CreationTimestamp)
+	})
+	return list.Items, nil
+}
+
+func printBackups(out io.Writer, backups []examplev1.MyDatabaseBackup) {
+	w := tabwriter.NewWriter(out, 0, 4, 3, ' ', 0)
+	fmt.Fprintln(w, "NAME\tSTATUS\tSTARTED\tCOMPLETED\tLOCATION")
+	for _, b := range backups {
+		phase := string(b.Status.Phase)
+		if phase == "" {
+			phase = string(examplev1.BackupPhasePending)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", b.Name, phase, ago(b.Status.StartTime), ago(b.Status.CompletionTime), orNone(b.Status.Location))
+	}
+	w.Flush()
+}
+
+func (o *options) restoreCommand() *cobra.Command {
+	var to string
+	cmd := &cobra.Command{
+		Use:   "restore BACKUP --to NEW-DATABASE",
+		Short: "Create a new MyDatabase that starts from a backup, shaped like the database backed up",
+		Long: "Create a new MyDatabase with spec.restoreFrom set to BACKUP and the engine, version, storage and " +
+			"resources of the backed-up database. The original is never touched.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if to == "" {
+				return fmt.Errorf("--to is required: restores create a new database")
+			}
+			c, ns, err := o.client()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			b, err := c.ExampleV1().MyDatabaseBackups(ns).Get(ctx, args[0], metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			source, err := c.ExampleV1().MyDatabases(ns).Get(ctx, b.Spec.DatabaseName, metav1.GetOptions{})
+			if err != nil {
+				return fmt.Errorf("the backed-up database %q: %w", b.Spec.DatabaseName, err)
+			}
+			spec := *source.Spec.DeepCopy()
+			spec.Backup = nil
+			spec.RestoreFrom = &examplev1.RestoreSource{BackupName: b.Name}
+			db := &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: to}, Spec: spec}
+			if _, err := c.ExampleV1().MyDatabases(ns).Create(ctx, db, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+			fmt.Fprintf(o.streams.Out, "mydatabase.example.com/%s created from backup %s\n", to, b.Name)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&to, "to", "", "name of the new MyDatabase")
+	return cmd
+}
+
+func (o *options) statusCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "status DATABASE",
+		Short: "Show a MyDatabase's state, conditions and latest backups",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ns, err := o.client()
+			if err != nil {
+				return err
+			}
+			db, err := c.ExampleV1().MyDatabases(ns).Get(cmd.Context(), args[0], metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			out := o.streams.Out
+			fmt.Fprintf(out, "Name:       %s/%s\n", db.Namespace, db.Name)
+			fmt.Fprintf(out, "Engine:     %s %s\n", db.Spec.Engine, db.Spec.Version)
+			fmt.Fprintf(out, "Replicas:   %d/%d ready\n", db.Status.ReadyReplicas, ptrValue(db.Spec.Replicas))
+			fmt.Fprintf(out, "Storage:    %s per replica\n", db.Spec.StorageSize.String())
+			fmt.Fprintf(out, "Endpoint:   %s\n", orNone(db.Status.Endpoint))
+			fmt.Fprintf(out, "Generation: %d (observed %d)\n", db.Generation, db.Status.ObservedGeneration)
+			if db.Spec.Backup != nil {
+				fmt.Fprintf(out, "Schedule:   %q, keeping %d\n", db.Spec.Backup.Schedule, ptrValue(db.Spec.Backup.Retention))
+			}
+			fmt.Fprintln(out, "Conditions:")
+			for _, c := range db.Status.Conditions {
+				fmt.Fprintf(out, "  %-12s %-6s %-24s %s\n", c.Type, c.Status, c.Reason, c.Message)
+			}
+			backups, err := listBackups(cmd.Context(), c, ns, db.Name)
+			if err != nil {
+				return err
+			}
+			if len(backups) > 5 {
+				backups = backups[:5]
+			}
+			fmt.Fprintln(out, "Latest backups:")
+			printBackups(out, backups)
+			return nil
+		},
+	}
+}
+
+func ago(t *metav1.Time) string {
+	if t == nil {
+		return "<none>"
+	}
+	return duration.HumanDuration(time.Since(t.Time)) + " ago"
+}
+
+func orNone(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "<none>"
+	}
+	return s
+}
+
+func ptrValue(p *int32) int32 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}

@@ -1,0 +1,61 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// kubectlMydb runs "kubectl mydb ARGS" with the plugin that make e2e builds
+// into _output/bin on PATH, as a user would.
+func kubectlMydb(t *testing.T, args ...string) result {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(repoRoot, "_output", "bin", "kubectl-mydb")); err != nil {
+		t.Fatalf("no plugin binary (make e2e builds it): %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kubectlBin, append([]string{"--kubeconfig", kubeconfig, "mydb"}, args...)...)
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Join(repoRoot, "_output", "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	t.Logf("kubectl mydb %s", strings.Join(args, " "))
+	return result{stdout: stdout.String(), stderr: stderr.String(), err: err}
+}
+
+func TestKubectlPlugin(t *testing.T) {
+	ns := newNamespace(t)
+	mustKubectl(t, seedExample, "apply", "-n", ns, "-f", "-")
+
+	r := kubectlMydb(t, "backup", "prod-mysql", "-n", ns, "--name", "by-plugin", "--wait", "3m")
+	if r.err != nil || !strings.Contains(r.stdout, "mydatabasebackup.example.com/by-plugin succeeded: pvc://prod-mysql-backups/by-plugin.sql") {
+		t.Fatalf("backup:\n%s", r)
+	}
+	r = kubectlMydb(t, "backups", "prod-mysql", "-n", ns)
+	if r.err != nil || !strings.Contains(r.stdout, "by-plugin") || !strings.Contains(r.stdout, "Succeeded") {
+		t.Errorf("backups:\n%s", r)
+	}
+	r = kubectlMydb(t, "restore", "by-plugin", "--to", "copy", "-n", ns)
+	if r.err != nil {
+		t.Fatalf("restore:\n%s", r)
+	}
+	mustKubectl(t, "", "wait", "--for=condition=Ready", "mdb/copy", "-n", ns, "--timeout=3m")
+	if got := mustKubectl(t, "", "get", "mdb/copy", "-n", ns, "-o", "jsonpath={.spec.restoreFrom.backupName} {.spec.replicas} {.spec.storageSize}"); got != "by-plugin 3 50Gi" {
+		t.Errorf("restored database spec %q, want the backed-up database's shape", got)
+	}
+	r = kubectlMydb(t, "status", "prod-mysql", "-n", ns)
+	if r.err != nil || !strings.Contains(r.stdout, "Engine:     mysql 8.4") || !strings.Contains(r.stdout, "by-plugin") {
+		t.Errorf("status:\n%s", r)
+	}
+	if r := kubectlMydb(t, "backup", "missing", "-n", ns); r.err == nil || !strings.Contains(r.stderr, "not found") {
+		t.Errorf("backup of a missing database:\n%s", r)
+	}
+}
