@@ -22,7 +22,9 @@ func kubectlMydb(t *testing.T, args ...string) result {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, kubectlBin, append([]string{"--kubeconfig", kubeconfig, "mydb"}, args...)...)
+	// kubectl takes no flags before a plugin's name; the plugin reads
+	// the same --kubeconfig flag as kubectl.
+	cmd := exec.CommandContext(ctx, kubectlBin, append(append([]string{"mydb"}, args...), "--kubeconfig", kubeconfig)...)
 	cmd.Env = append(os.Environ(), "PATH="+filepath.Join(repoRoot, "_output", "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
