@@ -175,3 +175,41 @@ func TestRestoreFromBackup(t *testing.T) {
 		t.Errorf("restoreFrom changed after create:\n%s", r)
 	}
 }
+
+// TestFinalBackupBeforeDelete: with spec.backup.finalBackup the server holds
+// a deleted database until its final backup succeeded, unless the user
+// skips it explicitly.
+func TestFinalBackupBeforeDelete(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	dbs := mydbClient(t, restConfig(t)).ExampleV1()
+	manifest := func(name string) string {
+		return "apiVersion: example.com/v1\nkind: MyDatabase\nmetadata:\n  name: " + name +
+			"\nspec:\n  engine: postgres\n  storageSize: 5Gi\n  deletionPolicy: Delete\n  backup:\n    finalBackup: true\n"
+	}
+	mustKubectl(t, manifest("keeper"), "apply", "-n", ns, "-f", "-")
+	if got := mustKubectl(t, "", "get", "mdb/keeper", "-n", ns, "-o", "jsonpath={.metadata.finalizers}"); !strings.Contains(got, "example.com/final-backup") {
+		t.Fatalf("finalizers %s", got)
+	}
+	mustKubectl(t, "", "delete", "mdb/keeper", "-n", ns, "--wait=false")
+	eventually(t, reconcileTimeout, func() error {
+		if _, err := dbs.MyDatabases(ns).Get(ctx, "keeper", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("keeper still there: %v", err)
+		}
+		return nil
+	})
+	final, err := dbs.MyDatabaseBackups(ns).Get(ctx, "keeper-final", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("no final backup: %v", err)
+	}
+	if final.Status.Phase != examplev1.BackupPhaseSucceeded || len(final.OwnerReferences) != 0 {
+		t.Errorf("final backup %s, owners %v: want Succeeded and outliving its database", final.Status.Phase, final.OwnerReferences)
+	}
+
+	mustKubectl(t, manifest("skipper"), "apply", "-n", ns, "-f", "-")
+	mustKubectl(t, "", "annotate", "mdb/skipper", "-n", ns, "mydb.example.com/skip-final-backup=true")
+	mustKubectl(t, "", "delete", "mdb/skipper", "-n", ns, "--timeout=2m")
+	if _, err := dbs.MyDatabaseBackups(ns).Get(ctx, "skipper-final", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a final backup was taken although skipped: %v", err)
+	}
+}

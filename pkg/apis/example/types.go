@@ -63,9 +63,18 @@ type RestoreSource struct {
 
 // BackupPolicy schedules backups of a MyDatabase.
 type BackupPolicy struct {
-	Schedule  string
-	Retention int32
+	Schedule    string
+	Retention   int32
+	FinalBackup bool
 }
+
+// FinalBackupFinalizer holds a MyDatabase whose spec.backup.finalBackup is
+// set until its final backup has succeeded.
+const FinalBackupFinalizer = "example.com/final-backup"
+
+// SkipFinalBackupAnnotation, set to "true", lets a database with
+// spec.backup.finalBackup be deleted without its final backup.
+const SkipFinalBackupAnnotation = "mydb.example.com/skip-final-backup"
 
 // MyDatabaseStatus is the observed state of a MyDatabase.
 type MyDatabaseStatus struct {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/controller/backupschedule"
 	"github.com/mydb-dev/mydb/pkg/controller/mydatabase"
 	"github.com/mydb-dev/mydb/pkg/engine"
 	batchv1 "k8s.io/api/batch/v1"
@@ -162,7 +163,8 @@ func (c *Controller) setStatus(ctx context.Context, b *examplev1.MyDatabaseBacku
 // deletionPolicy is Delete, so the garbage collector removes backups with
 // it; with Retain, backups outlive the database.
 func (c *Controller) reconcileOwner(ctx context.Context, b *examplev1.MyDatabaseBackup, db *examplev1.MyDatabase) error {
-	want := db.Spec.DeletionPolicy == examplev1.DeletionPolicyDelete
+	// A final backup exists to outlive its database.
+	want := db.Spec.DeletionPolicy == examplev1.DeletionPolicyDelete && b.Labels[backupschedule.FinalBackupLabel] == ""
 	var refs []metav1.OwnerReference
 	has := false
 	for _, ref := range b.OwnerReferences {

@@ -1,11 +1,13 @@
-// Package backupschedule is the controller that takes a MyDatabase's
-// scheduled backups on time (spec.backup.schedule) and deletes the scheduled
-// backups beyond spec.backup.retention.
+// Package backupschedule is the controller that takes the backups a
+// MyDatabase's policy asks for: on schedule (spec.backup.schedule, pruned
+// beyond spec.backup.retention), and a final one before it is deleted
+// (spec.backup.finalBackup).
 package backupschedule
 
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -33,6 +35,9 @@ const (
 	// ScheduleLabel marks backups taken on schedule (only those are pruned),
 	// with the database's name as value.
 	ScheduleLabel = "mydb.example.com/schedule"
+	// FinalBackupLabel marks a database's final backup, which outlives it
+	// whatever its deletion policy.
+	FinalBackupLabel = "mydb.example.com/final-backup-of"
 )
 
 // Controller takes scheduled backups.
@@ -71,12 +76,15 @@ func NewController(mydbClient clientset.Interface, dbs exampleinformers.MyDataba
 		return nil, err
 	}
 	c.handlers[dbs.Informer()] = reg
-	// A backup that finishes may let an older one be pruned.
+	// A backup that finishes may let an older one be pruned, or a deleting
+	// database go.
 	reg, err = backups.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, obj interface{}) {
 			b := obj.(*examplev1.MyDatabaseBackup)
-			if db := b.Labels[ScheduleLabel]; db != "" {
-				c.queue.Add(cache.ObjectName{Namespace: b.Namespace, Name: db})
+			for _, label := range []string{ScheduleLabel, FinalBackupLabel} {
+				if db := b.Labels[label]; db != "" {
+					c.queue.Add(cache.ObjectName{Namespace: b.Namespace, Name: db})
+				}
 			}
 		},
 	})
@@ -149,8 +157,14 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Time,
 	if apierrors.IsNotFound(err) {
 		return time.Time{}, nil
 	}
-	if err != nil || db.DeletionTimestamp != nil || db.Spec.Backup == nil {
+	if err != nil {
 		return time.Time{}, err
+	}
+	if db.DeletionTimestamp != nil {
+		return time.Time{}, c.finalBackup(ctx, db)
+	}
+	if db.Spec.Backup == nil || db.Spec.Backup.Schedule == "" {
+		return time.Time{}, nil
 	}
 	schedule, err := validation.ParseSchedule(db.Spec.Backup.Schedule)
 	if err != nil {
@@ -238,4 +252,50 @@ func (c *Controller) prune(ctx context.Context, db *examplev1.MyDatabase, schedu
 		}
 	}
 	return nil
+}
+
+// FinalBackupName is the name of a database's final backup.
+func FinalBackupName(db *examplev1.MyDatabase) string { return db.Name + "-final" }
+
+// finalBackup lets a deleting database go once its final backup succeeded,
+// or at once when the user skips it. A failed final backup keeps the
+// database (and its running replicas) until the user decides.
+func (c *Controller) finalBackup(ctx context.Context, db *examplev1.MyDatabase) error {
+	if !slices.Contains(db.Finalizers, examplev1.FinalBackupFinalizer) {
+		return nil
+	}
+	if db.Annotations[examplev1.SkipFinalBackupAnnotation] == "true" {
+		return c.release(ctx, db)
+	}
+	b, err := c.backupLister.MyDatabaseBackups(db.Namespace).Get(FinalBackupName(db))
+	if apierrors.IsNotFound(err) {
+		final := &examplev1.MyDatabaseBackup{
+			ObjectMeta: metav1.ObjectMeta{Name: FinalBackupName(db), Namespace: db.Namespace,
+				Labels: map[string]string{FinalBackupLabel: db.Name}},
+			Spec: examplev1.MyDatabaseBackupSpec{DatabaseName: db.Name},
+		}
+		_, err := c.mydbClient.ExampleV1().MyDatabaseBackups(db.Namespace).Create(ctx, final, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if b.Status.Phase == examplev1.BackupPhaseSucceeded {
+		return c.release(ctx, db)
+	}
+	return nil // the backup's update requeues the database
+}
+
+// release removes the final-backup finalizer.
+func (c *Controller) release(ctx context.Context, db *examplev1.MyDatabase) error {
+	updated := db.DeepCopy()
+	updated.Finalizers = slices.DeleteFunc(updated.Finalizers, func(f string) bool { return f == examplev1.FinalBackupFinalizer })
+	_, err := c.mydbClient.ExampleV1().MyDatabases(db.Namespace).Update(ctx, updated, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
 }

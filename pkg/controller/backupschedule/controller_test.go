@@ -2,6 +2,7 @@ package backupschedule
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -82,12 +83,12 @@ func run(t *testing.T, now time.Time, db *examplev1.MyDatabase, backups ...*exam
 	}
 	var writes []string
 	for _, a := range client.Actions() {
-		switch a := a.(type) {
-		case core.CreateAction:
-			b := a.GetObject().(*examplev1.MyDatabaseBackup)
+		switch a.GetVerb() {
+		case "create":
+			b := a.(core.CreateAction).GetObject().(*examplev1.MyDatabaseBackup)
 			writes = append(writes, "create for "+b.Annotations[ScheduledForAnnotation][11:16])
-		case core.DeleteAction:
-			writes = append(writes, "delete "+a.GetName())
+		case "delete":
+			writes = append(writes, "delete "+a.(core.DeleteAction).GetName())
 		}
 	}
 	return writes, next
@@ -156,5 +157,74 @@ func TestTakingTheSameBackupTwiceIsHarmless(t *testing.T) {
 	list, _ := client.ExampleV1().MyDatabaseBackups("default").List(context.Background(), metav1.ListOptions{})
 	if len(list.Items) != 1 {
 		t.Errorf("%d backups, want 1", len(list.Items))
+	}
+}
+
+func TestFinalBackup(t *testing.T) {
+	deleting := func(annotations map[string]string) *examplev1.MyDatabase {
+		db := database(7)
+		db.Spec.Backup = &examplev1.BackupPolicy{FinalBackup: true, Retention: ptr.To[int32](7)}
+		db.Finalizers = []string{examplev1.FinalBackupFinalizer}
+		db.DeletionTimestamp = &metav1.Time{Time: at("12:00")}
+		db.Annotations = annotations
+		return db
+	}
+	final := func(phase examplev1.BackupPhase) *examplev1.MyDatabaseBackup {
+		return &examplev1.MyDatabaseBackup{
+			ObjectMeta: metav1.ObjectMeta{Name: "prod-mysql-final", Namespace: "default", Labels: map[string]string{FinalBackupLabel: "prod-mysql"}},
+			Spec:       examplev1.MyDatabaseBackupSpec{DatabaseName: "prod-mysql"}, Status: examplev1.MyDatabaseBackupStatus{Phase: phase},
+		}
+	}
+	tests := []struct {
+		name    string
+		db      *examplev1.MyDatabase
+		backups []*examplev1.MyDatabaseBackup
+		want    []string
+	}{
+		{name: "takes the final backup", db: deleting(nil), want: []string{"create prod-mysql-final"}},
+		{name: "waits for it", db: deleting(nil), backups: []*examplev1.MyDatabaseBackup{final(examplev1.BackupPhaseRunning)}},
+		{name: "a failed one holds the database", db: deleting(nil), backups: []*examplev1.MyDatabaseBackup{final(examplev1.BackupPhaseFailed)}},
+		{name: "releases it once it succeeded", db: deleting(nil), backups: []*examplev1.MyDatabaseBackup{final(examplev1.BackupPhaseSucceeded)},
+			want: []string{"update prod-mysql finalizers []"}},
+		{name: "the user skips it", db: deleting(map[string]string{examplev1.SkipFinalBackupAnnotation: "true"}),
+			want: []string{"update prod-mysql finalizers []"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			objects := []runtime.Object{tc.db}
+			for _, b := range tc.backups {
+				objects = append(objects, b)
+			}
+			client := mydbfake.NewClientset(objects...)
+			inf := mydbinformers.NewSharedInformerFactory(client, 0)
+			c, err := NewController(client, inf.Example().V1().MyDatabases(), inf.Example().V1().MyDatabaseBackups(), clocktesting.NewFakeClock(at("12:01")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := inf.Example().V1().MyDatabases().Informer().GetIndexer().Add(tc.db); err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range tc.backups {
+				if err := inf.Example().V1().MyDatabaseBackups().Informer().GetIndexer().Add(b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := c.sync(context.Background(), cache.ObjectName{Namespace: "default", Name: "prod-mysql"}); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, a := range client.Actions() {
+				switch a.GetVerb() {
+				case "create":
+					got = append(got, "create "+a.(core.CreateAction).GetObject().(*examplev1.MyDatabaseBackup).Name)
+				case "update":
+					db := a.(core.UpdateAction).GetObject().(*examplev1.MyDatabase)
+					got = append(got, fmt.Sprintf("update %s finalizers %v", db.Name, db.Finalizers))
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("writes (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

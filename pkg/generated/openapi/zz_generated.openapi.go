@@ -374,26 +374,31 @@ func schema_pkg_apis_example_v1_BackupPolicy(ref common.ReferenceCallback) commo
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
-				Description: "BackupPolicy schedules backups of a MyDatabase.",
+				Description: "BackupPolicy says when a MyDatabase is backed up besides on demand.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
 					"schedule": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Schedule is when to take a backup, in cron syntax (\"0 3 * * *\" is every day at 03:00 UTC). When the controller was not running at a scheduled time, it takes one backup for the latest time it missed.",
-							Default:     "",
+							Description: "Schedule is when to take a backup, in cron syntax (\"0 3 * * *\" is every day at 03:00 UTC); empty takes none on a schedule. When the controller was not running at a scheduled time, it takes one backup for the latest time it missed.",
 							Type:        []string{"string"},
 							Format:      "",
 						},
 					},
 					"retention": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Retention is how many scheduled backups to keep, from 1 to 100; older ones are deleted. Backups taken by hand are never deleted. Defaults to 7.",
+							Description: "Retention is how many scheduled backups to keep, from 1 to 100; older ones are deleted. Other backups are never deleted. Defaults to 7.",
 							Type:        []string{"integer"},
 							Format:      "int32",
 						},
 					},
+					"finalBackup": {
+						SchemaProps: spec.SchemaProps{
+							Description: "FinalBackup, when true, makes deleting the database take a last backup (named <database>-final) first: the server holds the database with the example.com/final-backup finalizer until that backup succeeds. To delete without it, annotate the database mydb.example.com/skip-final-backup=true.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
 				},
-				Required: []string{"schedule"},
 			},
 		},
 	}

@@ -71,6 +71,14 @@ func (m *BackupPolicy) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	i--
+	if m.FinalBackup {
+		dAtA[i] = 1
+	} else {
+		dAtA[i] = 0
+	}
+	i--
+	dAtA[i] = 0x18
 	if m.Retention != nil {
 		i = encodeVarintGenerated(dAtA, i, uint64(*m.Retention))
 		i--
@@ -574,6 +582,7 @@ func (m *BackupPolicy) Size() (n int) {
 	if m.Retention != nil {
 		n += 1 + sovGenerated(uint64(*m.Retention))
 	}
+	n += 2
 	return n
 }
 
@@ -755,6 +764,7 @@ func (this *BackupPolicy) String() string {
 	s := strings.Join([]string{`&BackupPolicy{`,
 		`Schedule:` + fmt.Sprintf("%v", this.Schedule) + `,`,
 		`Retention:` + valueToStringGenerated(this.Retention) + `,`,
+		`FinalBackup:` + fmt.Sprintf("%v", this.FinalBackup) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -976,6 +986,26 @@ func (m *BackupPolicy) Unmarshal(dAtA []byte) error {
 				}
 			}
 			m.Retention = &v
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field FinalBackup", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.FinalBackup = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := skipGenerated(dAtA[iNdEx:])

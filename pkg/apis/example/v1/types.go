@@ -118,18 +118,36 @@ type RestoreSource struct {
 	BackupName string `json:"backupName" protobuf:"bytes,1,opt,name=backupName"`
 }
 
-// BackupPolicy schedules backups of a MyDatabase.
+// BackupPolicy says when a MyDatabase is backed up besides on demand.
 type BackupPolicy struct {
 	// Schedule is when to take a backup, in cron syntax ("0 3 * * *" is every
-	// day at 03:00 UTC). When the controller was not running at a scheduled
-	// time, it takes one backup for the latest time it missed.
-	Schedule string `json:"schedule" protobuf:"bytes,1,opt,name=schedule"`
+	// day at 03:00 UTC); empty takes none on a schedule. When the controller
+	// was not running at a scheduled time, it takes one backup for the
+	// latest time it missed.
+	// +optional
+	Schedule string `json:"schedule,omitempty" protobuf:"bytes,1,opt,name=schedule"`
 
 	// Retention is how many scheduled backups to keep, from 1 to 100; older
-	// ones are deleted. Backups taken by hand are never deleted. Defaults to 7.
+	// ones are deleted. Other backups are never deleted. Defaults to 7.
 	// +optional
 	Retention *int32 `json:"retention,omitempty" protobuf:"varint,2,opt,name=retention"`
+
+	// FinalBackup, when true, makes deleting the database take a last backup
+	// (named <database>-final) first: the server holds the database with the
+	// example.com/final-backup finalizer until that backup succeeds. To
+	// delete without it, annotate the database
+	// mydb.example.com/skip-final-backup=true.
+	// +optional
+	FinalBackup bool `json:"finalBackup,omitempty" protobuf:"varint,3,opt,name=finalBackup"`
 }
+
+// FinalBackupFinalizer holds a MyDatabase whose spec.backup.finalBackup is
+// set until its final backup has succeeded.
+const FinalBackupFinalizer = "example.com/final-backup"
+
+// SkipFinalBackupAnnotation, set to "true", lets a database with
+// spec.backup.finalBackup be deleted without its final backup.
+const SkipFinalBackupAnnotation = "mydb.example.com/skip-final-backup"
 
 // MyDatabaseStatus is the observed state of a MyDatabase.
 type MyDatabaseStatus struct {

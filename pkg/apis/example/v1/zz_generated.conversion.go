@@ -145,6 +145,7 @@ func autoConvert_v1_BackupPolicy_To_example_BackupPolicy(in *BackupPolicy, out *
 	if err := metav1.Convert_Pointer_int32_To_int32(&in.Retention, &out.Retention, s); err != nil {
 		return err
 	}
+	out.FinalBackup = in.FinalBackup
 	return nil
 }
 
@@ -158,6 +159,7 @@ func autoConvert_example_BackupPolicy_To_v1_BackupPolicy(in *example.BackupPolic
 	if err := metav1.Convert_int32_To_Pointer_int32(&in.Retention, &out.Retention, s); err != nil {
 		return err
 	}
+	out.FinalBackup = in.FinalBackup
 	return nil
 }
 

@@ -143,8 +143,9 @@ const MaxBackupRetention = 100
 func validateBackupPolicy(p *example.BackupPolicy, fldPath *field.Path) field.ErrorList {
 	var allErrs field.ErrorList
 	if p.Schedule == "" {
-		allErrs = append(allErrs, field.Required(fldPath.Child("schedule"), `must be a cron schedule such as "0 3 * * *"`))
-	} else if _, err := ParseSchedule(p.Schedule); err != nil {
+		return allErrs // backups on demand and the final one only
+	}
+	if _, err := ParseSchedule(p.Schedule); err != nil {
 		allErrs = append(allErrs, field.Invalid(fldPath.Child("schedule"), p.Schedule, "must be a cron schedule: "+err.Error()))
 	}
 	if p.Retention < 1 || p.Retention > MaxBackupRetention {

@@ -152,8 +152,9 @@ func TestValidateMyDatabase(t *testing.T) {
 		{name: "cron with a time zone", db: myDatabase(func(d *example.MyDatabase) {
 			d.Spec.Backup = &example.BackupPolicy{Schedule: "TZ=Asia/Tokyo 0 3 * * *", Retention: 7}
 		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.backup.schedule"}}},
-		{name: "missing schedule", db: myDatabase(func(d *example.MyDatabase) { d.Spec.Backup = &example.BackupPolicy{Retention: 7} }),
-			want: []errorSummary{{field.ErrorTypeRequired, "spec.backup.schedule"}}},
+		{name: "final backup without a schedule", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Backup = &example.BackupPolicy{Retention: 7, FinalBackup: true}
+		})},
 		{name: "retention out of bounds", db: myDatabase(func(d *example.MyDatabase) {
 			d.Spec.Backup = &example.BackupPolicy{Schedule: "@daily", Retention: 101}
 		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.backup.retention"}}},

@@ -42,13 +42,15 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.mydb-dev.mydb.pkg.apis.example.v1.BackupPolicy
   map:
     fields:
+    - name: finalBackup
+      type:
+        scalar: boolean
     - name: retention
       type:
         scalar: numeric
     - name: schedule
       type:
         scalar: string
-      default: ""
 - name: com.github.mydb-dev.mydb.pkg.apis.example.v1.MyDatabase
   map:
     fields:

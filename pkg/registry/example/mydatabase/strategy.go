@@ -5,6 +5,7 @@ package mydatabase
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	"github.com/mydb-dev/mydb/pkg/apis/example/validation"
@@ -62,6 +63,7 @@ func (strategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
 	db := obj.(*example.MyDatabase)
 	db.Status = example.MyDatabaseStatus{}
 	db.Generation = 1
+	syncFinalBackupFinalizer(db)
 }
 
 // PrepareForUpdate keeps the stored status and bumps the generation when,
@@ -71,6 +73,24 @@ func (strategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	db.Status = oldDB.Status
 	if !apiequality.Semantic.DeepEqual(db.Spec, oldDB.Spec) {
 		db.Generation = oldDB.Generation + 1
+	}
+	// Once deletion began, only the final backup (or a user who removes the
+	// finalizer by hand) lets the database go.
+	if db.DeletionTimestamp == nil {
+		syncFinalBackupFinalizer(db)
+	}
+}
+
+// syncFinalBackupFinalizer holds a database with spec.backup.finalBackup
+// with a finalizer, set by the server so no client can forget it.
+func syncFinalBackupFinalizer(db *example.MyDatabase) {
+	want := db.Spec.Backup != nil && db.Spec.Backup.FinalBackup
+	has := slices.Contains(db.Finalizers, example.FinalBackupFinalizer)
+	switch {
+	case want && !has:
+		db.Finalizers = append(db.Finalizers, example.FinalBackupFinalizer)
+	case !want && has:
+		db.Finalizers = slices.DeleteFunc(slices.Clone(db.Finalizers), func(f string) bool { return f == example.FinalBackupFinalizer })
 	}
 }
 

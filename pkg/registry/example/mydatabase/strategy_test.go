@@ -2,6 +2,7 @@ package mydatabase
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -207,5 +208,29 @@ func TestPhase(t *testing.T) {
 				t.Errorf("Phase = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestFinalBackupFinalizer(t *testing.T) {
+	s := newStrategy(t)
+	withFinal := func(d *example.MyDatabase) { d.Spec.Backup = &example.BackupPolicy{FinalBackup: true, Retention: 7} }
+
+	db := myDatabase(withFinal)
+	s.PrepareForCreate(context.Background(), db)
+	if fmt.Sprint(db.Finalizers) != "[example.com/final-backup]" {
+		t.Errorf("finalizers on create %v", db.Finalizers)
+	}
+
+	off := myDatabase(func(d *example.MyDatabase) { d.Finalizers = []string{"other", example.FinalBackupFinalizer} })
+	s.PrepareForUpdate(context.Background(), off, myDatabase(withFinal))
+	if fmt.Sprint(off.Finalizers) != "[other]" {
+		t.Errorf("turning finalBackup off left finalizers %v", off.Finalizers)
+	}
+
+	now := metav1.Now()
+	removedByHand := myDatabase(withFinal, func(d *example.MyDatabase) { d.DeletionTimestamp = &now })
+	s.PrepareForUpdate(context.Background(), removedByHand, myDatabase(withFinal))
+	if len(removedByHand.Finalizers) != 0 {
+		t.Errorf("the finalizer came back during deletion: %v", removedByHand.Finalizers)
 	}
 }

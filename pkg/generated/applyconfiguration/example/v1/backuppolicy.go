@@ -21,15 +21,22 @@ package v1
 // BackupPolicyApplyConfiguration represents a declarative configuration of the BackupPolicy type for use
 // with apply.
 //
-// BackupPolicy schedules backups of a MyDatabase.
+// BackupPolicy says when a MyDatabase is backed up besides on demand.
 type BackupPolicyApplyConfiguration struct {
 	// Schedule is when to take a backup, in cron syntax ("0 3 * * *" is every
-	// day at 03:00 UTC). When the controller was not running at a scheduled
-	// time, it takes one backup for the latest time it missed.
+	// day at 03:00 UTC); empty takes none on a schedule. When the controller
+	// was not running at a scheduled time, it takes one backup for the
+	// latest time it missed.
 	Schedule *string `json:"schedule,omitempty"`
 	// Retention is how many scheduled backups to keep, from 1 to 100; older
-	// ones are deleted. Backups taken by hand are never deleted. Defaults to 7.
+	// ones are deleted. Other backups are never deleted. Defaults to 7.
 	Retention *int32 `json:"retention,omitempty"`
+	// FinalBackup, when true, makes deleting the database take a last backup
+	// (named <database>-final) first: the server holds the database with the
+	// example.com/final-backup finalizer until that backup succeeds. To
+	// delete without it, annotate the database
+	// mydb.example.com/skip-final-backup=true.
+	FinalBackup *bool `json:"finalBackup,omitempty"`
 }
 
 // BackupPolicyApplyConfiguration constructs a declarative configuration of the BackupPolicy type for use with
@@ -51,5 +58,13 @@ func (b *BackupPolicyApplyConfiguration) WithSchedule(value string) *BackupPolic
 // If called multiple times, the Retention field is set to the value of the last call.
 func (b *BackupPolicyApplyConfiguration) WithRetention(value int32) *BackupPolicyApplyConfiguration {
 	b.Retention = &value
+	return b
+}
+
+// WithFinalBackup sets the FinalBackup field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the FinalBackup field is set to the value of the last call.
+func (b *BackupPolicyApplyConfiguration) WithFinalBackup(value bool) *BackupPolicyApplyConfiguration {
+	b.FinalBackup = &value
 	return b
 }
