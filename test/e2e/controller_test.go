@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 )
 
 // reconcileTimeout bounds how long kube-controller-manager, kwok and mydb
@@ -128,5 +130,41 @@ func TestPostgresChildren(t *testing.T) {
 	}
 	if _, err := kubeClient(t).PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "orders", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("a single replica got a PodDisruptionBudget: %v", err)
+	}
+}
+
+// TestControllerMetrics: leadership, queue depth and reconcile durations are
+// on mydb-apiserver's /metrics, and /readyz includes the informer check.
+func TestControllerMetrics(t *testing.T) {
+	cfg := directConfig(t, localMydbPort(t))
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(path string) string {
+		resp, err := client.Get(cfg.Host + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", path, resp.StatusCode, body)
+		}
+		return string(body)
+	}
+	metrics := get("/metrics")
+	for _, want := range []string{
+		`leader_election_master_status{name="mydb-controller"} 1`,
+		`workqueue_depth{name="mydatabase"}`,
+		`workqueue_depth{name="mydatabasebackup"}`,
+		`mydb_controller_reconcile_duration_seconds_count{result="success"}`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if readyz := get("/readyz?verbose"); !strings.Contains(readyz, "[+]mydb-controller-informers-synced ok") {
+		t.Errorf("/readyz lacks the informer check:\n%s", readyz)
 	}
 }
