@@ -6,16 +6,15 @@ package backup
 import (
 	"context"
 	"fmt"
-	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/controller/runner"
 	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
 	exampleinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions/example/v1"
 	examplelisters "github.com/mydb-dev/mydb/pkg/generated/listers/example/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	batchinformers "k8s.io/client-go/informers/batch/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -71,7 +70,7 @@ type Controller struct {
 	jobLister    batchlisters.JobLister
 	pvcLister    corelisters.PersistentVolumeClaimLister
 	informers    Informers
-	handlers     map[cache.SharedIndexInformer]cache.ResourceEventHandlerRegistration
+	handlers     runner.Handlers
 
 	// queue holds the backups to look at.
 	queue workqueue.TypedRateLimitingInterface[cache.ObjectName]
@@ -92,20 +91,19 @@ func NewController(kubeClient kubernetes.Interface, mydbClient clientset.Interfa
 		jobLister:    informers.Jobs.Lister(),
 		pvcLister:    informers.PersistentVolumeClaims.Lister(),
 		informers:    informers,
-		handlers:     map[cache.SharedIndexInformer]cache.ResourceEventHandlerRegistration{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "mydatabasebackup"}),
 		recorder: recorder,
 		clock:    clk,
 	}
-	if err := c.addHandler(informers.Backups.Informer(), cache.ResourceEventHandlerFuncs{
+	if err := c.handlers.Add(informers.Backups.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueue,
 		UpdateFunc: func(_, obj interface{}) { c.enqueue(obj) },
 	}); err != nil {
 		return nil, err
 	}
-	if err := c.addHandler(informers.Jobs.Informer(), cache.ResourceEventHandlerFuncs{
+	if err := c.handlers.Add(informers.Jobs.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.handleJob,
 		UpdateFunc: func(_, obj interface{}) { c.handleJob(obj) },
 		DeleteFunc: c.handleJob,
@@ -114,7 +112,7 @@ func NewController(kubeClient kubernetes.Interface, mydbClient clientset.Interfa
 		return nil, err
 	}
 	// A database whose deletion policy changes changes who owns its backups.
-	if err := c.addHandler(informers.MyDatabases.Informer(), cache.ResourceEventHandlerFuncs{
+	if err := c.handlers.Add(informers.MyDatabases.Informer(), cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(old, obj interface{}) {
 			if old.(*examplev1.MyDatabase).Spec.DeletionPolicy != obj.(*examplev1.MyDatabase).Spec.DeletionPolicy {
 				c.enqueueBackupsOf(obj.(*examplev1.MyDatabase))
@@ -127,62 +125,26 @@ func NewController(kubeClient kubernetes.Interface, mydbClient clientset.Interfa
 	return c, nil
 }
 
-func (c *Controller) addHandler(inf cache.SharedIndexInformer, h cache.ResourceEventHandler) error {
-	reg, err := inf.AddEventHandler(h)
-	if err != nil {
-		return err
-	}
-	c.handlers[inf] = reg
-	return nil
-}
-
 // Close removes the controller's handlers from the shared informers.
-func (c *Controller) Close() {
-	for inf, reg := range c.handlers {
-		_ = inf.RemoveEventHandler(reg)
-	}
-	c.handlers = nil
-}
+func (c *Controller) Close() { c.handlers.RemoveAll() }
 
 // Run reconciles backups with workers goroutines until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
-	defer c.queue.ShutDown()
 	if ok := cache.WaitForCacheSync(ctx.Done(), c.informers.HasSynced); !ok {
+		c.queue.ShutDown()
 		return fmt.Errorf("failed to wait for caches to sync")
 	}
 	backups, err := c.backupLister.List(labels.Everything())
 	if err != nil {
+		c.queue.ShutDown()
 		return err
 	}
 	for _, b := range backups {
 		c.enqueue(b)
 	}
-	for i := 0; i < workers; i++ {
-		go wait.UntilWithContext(ctx, c.runWorker, time.Second)
-	}
-	<-ctx.Done()
+	runner.RunWorkers(ctx, c.queue, workers, c.sync)
 	return nil
-}
-
-func (c *Controller) runWorker(ctx context.Context) {
-	for c.processNextWorkItem(ctx) {
-	}
-}
-
-func (c *Controller) processNextWorkItem(ctx context.Context) bool {
-	key, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.sync(ctx, key); err != nil {
-		utilruntime.HandleErrorWithContext(ctx, err, "Error syncing backup; requeuing", "backup", key)
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
 }
 
 func (c *Controller) enqueue(obj interface{}) {

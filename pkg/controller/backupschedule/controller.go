@@ -14,6 +14,7 @@ import (
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/apis/example/validation"
+	"github.com/mydb-dev/mydb/pkg/controller/runner"
 	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
 	exampleinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions/example/v1"
 	examplelisters "github.com/mydb-dev/mydb/pkg/generated/listers/example/v1"
@@ -21,7 +22,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -47,7 +47,7 @@ type Controller struct {
 	dbLister     examplelisters.MyDatabaseLister
 	backupLister examplelisters.MyDatabaseBackupLister
 	synced       []cache.InformerSynced
-	handlers     map[cache.SharedIndexInformer]cache.ResourceEventHandlerRegistration
+	handlers     runner.Handlers
 
 	// queue holds MyDatabases to look at, each re-added for its next due time.
 	queue workqueue.TypedRateLimitingInterface[cache.ObjectName]
@@ -62,23 +62,20 @@ func NewController(mydbClient clientset.Interface, dbs exampleinformers.MyDataba
 		dbLister:     dbs.Lister(),
 		backupLister: backups.Lister(),
 		synced:       []cache.InformerSynced{dbs.Informer().HasSynced, backups.Informer().HasSynced},
-		handlers:     map[cache.SharedIndexInformer]cache.ResourceEventHandlerRegistration{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "mydatabase-backup-schedule", Clock: clk}),
 		clock: clk,
 	}
-	reg, err := dbs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if err := c.handlers.Add(dbs.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueue,
 		UpdateFunc: func(_, obj interface{}) { c.enqueue(obj) },
-	})
-	if err != nil {
+	}); err != nil {
 		return nil, err
 	}
-	c.handlers[dbs.Informer()] = reg
 	// A backup that finishes may let an older one be pruned, or a deleting
 	// database go.
-	reg, err = backups.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if err := c.handlers.Add(backups.Informer(), cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, obj interface{}) {
 			b := obj.(*examplev1.MyDatabaseBackup)
 			for _, label := range []string{ScheduleLabel, FinalBackupLabel} {
@@ -87,59 +84,35 @@ func NewController(mydbClient clientset.Interface, dbs exampleinformers.MyDataba
 				}
 			}
 		},
-	})
-	if err != nil {
+	}); err != nil {
 		c.Close()
 		return nil, err
 	}
-	c.handlers[backups.Informer()] = reg
 	return c, nil
 }
 
 // Close removes the controller's handlers from the shared informers.
-func (c *Controller) Close() {
-	for inf, reg := range c.handlers {
-		_ = inf.RemoveEventHandler(reg)
-	}
-	c.handlers = nil
-}
+func (c *Controller) Close() { c.handlers.RemoveAll() }
 
 // Run takes scheduled backups with workers goroutines until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
-	defer c.queue.ShutDown()
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		c.queue.ShutDown()
 		return fmt.Errorf("failed to wait for caches to sync")
 	}
-	for i := 0; i < workers; i++ {
-		go wait.UntilWithContext(ctx, c.runWorker, time.Second)
-	}
-	<-ctx.Done()
+	runner.RunWorkers(ctx, c.queue, workers, c.syncAndSchedule)
 	return nil
 }
 
-func (c *Controller) runWorker(ctx context.Context) {
-	for c.processNextWorkItem(ctx) {
-	}
-}
-
-func (c *Controller) processNextWorkItem(ctx context.Context) bool {
-	key, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.queue.Done(key)
+// syncAndSchedule syncs a database and comes back to it when its next
+// backup is due.
+func (c *Controller) syncAndSchedule(ctx context.Context, key cache.ObjectName) error {
 	next, err := c.sync(ctx, key)
-	if err != nil {
-		utilruntime.HandleErrorWithContext(ctx, err, "Error syncing backup schedule; requeuing", "mydatabase", key)
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	if !next.IsZero() {
+	if err == nil && !next.IsZero() {
 		c.queue.AddAfter(key, next.Sub(c.clock.Now()))
 	}
-	return true
+	return err
 }
 
 func (c *Controller) enqueue(obj interface{}) {

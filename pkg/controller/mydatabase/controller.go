@@ -7,16 +7,15 @@ package mydatabase
 import (
 	"context"
 	"fmt"
-	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/controller/runner"
 	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
 	exampleinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions/example/v1"
 	examplelisters "github.com/mydb-dev/mydb/pkg/generated/listers/example/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	policyinformers "k8s.io/client-go/informers/policy/v1"
@@ -102,7 +101,7 @@ type Controller struct {
 	// informers feed the listers; handlers are this controller's event
 	// handlers on them, removed by Close.
 	informers Informers
-	handlers  map[cache.SharedIndexInformer]cache.ResourceEventHandlerRegistration
+	handlers  runner.Handlers
 
 	// queue holds the MyDatabases to reconcile, rate limited per key so a
 	// failing one backs off without holding up the others.
@@ -129,7 +128,6 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, mydbCli
 		pdbLister:    informers.PodDisruptionBudgets.Lister(),
 		scLister:     informers.StorageClasses.Lister(),
 		informers:    informers,
-		handlers:     map[cache.SharedIndexInformer]cache.ResourceEventHandlerRegistration{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "mydatabase"}),
@@ -138,7 +136,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, mydbCli
 	}
 
 	logger := klog.FromContext(ctx)
-	if err := c.addHandler(informers.MyDatabases.Informer(), cache.ResourceEventHandlerFuncs{
+	if err := c.handlers.Add(informers.MyDatabases.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueue,
 		UpdateFunc: func(_, obj interface{}) { c.enqueue(obj) },
 		DeleteFunc: c.enqueue,
@@ -155,7 +153,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, mydbCli
 		},
 		DeleteFunc: c.handleChild,
 	}
-	if err := c.addHandler(informers.Backups.Informer(), cache.ResourceEventHandlerFuncs{
+	if err := c.handlers.Add(informers.Backups.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.handleBackup,
 		UpdateFunc: func(_, obj interface{}) { c.handleBackup(obj) },
 	}); err != nil {
@@ -163,7 +161,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, mydbCli
 		return nil, err
 	}
 	for _, inf := range informers.children() {
-		if err := c.addHandler(inf, children); err != nil {
+		if err := c.handlers.Add(inf, children); err != nil {
 			c.Close()
 			return nil, err
 		}
@@ -172,76 +170,43 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, mydbCli
 	return c, nil
 }
 
-func (c *Controller) addHandler(inf cache.SharedIndexInformer, h cache.ResourceEventHandler) error {
-	reg, err := inf.AddEventHandler(h)
-	if err != nil {
-		return err
-	}
-	c.handlers[inf] = reg
-	return nil
-}
-
 // Close removes the controller's event handlers from the shared informers,
 // which outlive it (a replica that loses the lease keeps its caches warm).
-func (c *Controller) Close() {
-	for inf, reg := range c.handlers {
-		_ = inf.RemoveEventHandler(reg)
-	}
-	c.handlers = nil
-}
+func (c *Controller) Close() { c.handlers.RemoveAll() }
 
 // Run waits for the informers to sync, then reconciles with workers
 // goroutines until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
-	defer c.queue.ShutDown()
 	logger := klog.FromContext(ctx)
 
 	logger.Info("Waiting for informer caches to sync")
 	if ok := cache.WaitForCacheSync(ctx.Done(), c.informers.HasSynced); !ok {
+		c.queue.ShutDown()
 		return fmt.Errorf("failed to wait for caches to sync")
 	}
 	// Everything the cache holds is due once: a new leader takes over from
 	// wherever the last one stopped.
 	dbs, err := c.dbLister.List(labels.Everything())
 	if err != nil {
+		c.queue.ShutDown()
 		return err
 	}
 	for _, db := range dbs {
 		c.enqueue(db)
 	}
-
 	logger.Info("Starting workers", "count", workers)
-	for i := 0; i < workers; i++ {
-		go wait.UntilWithContext(ctx, c.runWorker, time.Second)
-	}
-	<-ctx.Done()
-	logger.Info("Shutting down workers")
+	runner.RunWorkers(ctx, c.queue, workers, c.timedSync)
+	logger.Info("Workers stopped")
 	return nil
 }
 
-func (c *Controller) runWorker(ctx context.Context) {
-	for c.processNextWorkItem(ctx) {
-	}
-}
-
-func (c *Controller) processNextWorkItem(ctx context.Context) bool {
-	key, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.queue.Done(key)
-
+// timedSync is sync, measured for /metrics.
+func (c *Controller) timedSync(ctx context.Context, key cache.ObjectName) error {
 	start := c.clock.Now()
 	err := c.sync(ctx, key)
 	observeReconcile(c.clock.Since(start), err)
-	if err == nil {
-		c.queue.Forget(key)
-		return true
-	}
-	utilruntime.HandleErrorWithContext(ctx, err, "Error syncing; requeuing for later retry", "objectReference", key)
-	c.queue.AddRateLimited(key)
-	return true
+	return err
 }
 
 func (c *Controller) enqueue(obj interface{}) {

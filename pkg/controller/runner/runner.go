@@ -1,0 +1,71 @@
+// Package runner holds what every mydb controller does the same way: event
+// handlers that leave the shared informers when a leader's term ends, and
+// workers that drain a rate-limited queue.
+package runner
+
+import (
+	"context"
+	"time"
+
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Handlers are event handlers added to shared informers, removed together:
+// the informers outlive a controller (a replica that loses the lease keeps
+// its caches warm), so its handlers must not.
+type Handlers struct {
+	regs map[cache.SharedIndexInformer]cache.ResourceEventHandlerRegistration
+}
+
+// Add adds handler to inf.
+func (h *Handlers) Add(inf cache.SharedIndexInformer, handler cache.ResourceEventHandler) error {
+	reg, err := inf.AddEventHandler(handler)
+	if err != nil {
+		return err
+	}
+	if h.regs == nil {
+		h.regs = map[cache.SharedIndexInformer]cache.ResourceEventHandlerRegistration{}
+	}
+	h.regs[inf] = reg
+	return nil
+}
+
+// RemoveAll removes every handler Add added.
+func (h *Handlers) RemoveAll() {
+	for inf, reg := range h.regs {
+		_ = inf.RemoveEventHandler(reg)
+	}
+	h.regs = nil
+}
+
+// RunWorkers runs workers goroutines that call sync for each key of queue
+// until ctx is done, then shuts the queue down. A key whose sync fails is
+// retried with the queue's backoff; one that succeeds is forgotten.
+func RunWorkers[K comparable](ctx context.Context, queue workqueue.TypedRateLimitingInterface[K], workers int, sync func(context.Context, K) error) {
+	defer queue.ShutDown()
+	for i := 0; i < workers; i++ {
+		go wait.UntilWithContext(ctx, func(ctx context.Context) {
+			for processNext(ctx, queue, sync) {
+			}
+		}, time.Second)
+	}
+	<-ctx.Done()
+}
+
+func processNext[K comparable](ctx context.Context, queue workqueue.TypedRateLimitingInterface[K], sync func(context.Context, K) error) bool {
+	key, shutdown := queue.Get()
+	if shutdown {
+		return false
+	}
+	defer queue.Done(key)
+	if err := sync(ctx, key); err != nil {
+		utilruntime.HandleErrorWithContext(ctx, err, "Error syncing; requeuing for later retry", "key", key)
+		queue.AddRateLimited(key)
+		return true
+	}
+	queue.Forget(key)
+	return true
+}
