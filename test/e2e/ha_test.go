@@ -73,6 +73,13 @@ func TestLeaderFailover(t *testing.T) {
 
 	ns := newNamespace(t)
 	dbs := mydbClient(t, standbyConfig).ExampleV1().MyDatabases(ns)
+	// /readyz does not wait for the client CAs that delegated authentication
+	// reads from kube-system/extension-apiserver-authentication: until they
+	// load, a client certificate counts as anonymous (docs/operations.md).
+	eventually(t, time.Minute, func() error {
+		_, err := dbs.List(context.Background(), metav1.ListOptions{})
+		return err
+	})
 	const total = 30
 	var wg sync.WaitGroup
 	createErrs := make(chan error, total)
