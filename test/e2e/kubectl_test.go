@@ -30,13 +30,22 @@ spec:
 
 func TestAPIResources(t *testing.T) {
 	out := mustKubectl(t, "", "api-resources", "--api-group=example.com", "--no-headers")
-	fields := strings.Fields(out)
-	want := []string{"mydatabases", "mdb", "example.com/v1", "true", "MyDatabase"}
-	if strings.Join(fields, " ") != strings.Join(want, " ") {
-		t.Errorf("api-resources = %q, want %q", fields, want)
+	var rows []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		rows = append(rows, strings.Join(strings.Fields(line), " "))
 	}
-	if out := mustKubectl(t, "", "api-resources", "--categories=mydb", "-o", "name"); strings.TrimSpace(out) != "mydatabases.example.com" {
+	want := []string{
+		"mydatabasebackups mdbb example.com/v1 true MyDatabaseBackup",
+		"mydatabases mdb example.com/v1 true MyDatabase",
+	}
+	if strings.Join(rows, "\n") != strings.Join(want, "\n") {
+		t.Errorf("api-resources = %q, want %q", rows, want)
+	}
+	if out := mustKubectl(t, "", "api-resources", "--categories=mydb", "-o", "name"); strings.Fields(out)[1] != "mydatabases.example.com" {
 		t.Errorf("category mydb = %q", out)
+	}
+	if out := mustKubectl(t, "", "api-resources", "--categories=all", "-o", "name"); !strings.Contains(out, "mydatabases.example.com") {
+		t.Errorf("category all lacks mydatabases: %q", out)
 	}
 }
 
