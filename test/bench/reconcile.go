@@ -3,136 +3,204 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
+	"os"
+	"path/filepath"
+	"regexp"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
-	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 )
 
-// runReconcile creates n MyDatabases from concurrency clients and measures,
-// for each, the time from the create request to the StatefulSet's ADDED
-// event on a watch: the controller's reaction time as a user sees it.
-func runReconcile(ctx context.Context, cfg *rest.Config, n, concurrency int, out io.Writer) error {
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
+// scenarioReconcile measures mydb's controller as a user sees it: the time
+// from a MyDatabase's create request (through the aggregator) to its
+// StatefulSet's ADDED event on a watch. The burst creates -reconcile-n
+// objects from -concurrency clients at once; the paced run creates
+// -reconcile-paced-n at -reconcile-rate per second.
+func (e *env) scenarioReconcile(ctx context.Context) error {
+	type run struct {
+		key  string
+		n    int
+		rate float64
 	}
-	mydb, err := clientset.NewForConfig(cfg)
-	if err != nil {
-		return err
+	runs := []run{{"burst", e.o.reconcileN, 0}}
+	if e.o.reconcilePacedN > 0 && e.o.reconcileRate > 0 {
+		runs = append(runs, run{"paced", e.o.reconcilePacedN, e.o.reconcileRate})
 	}
-	ns := fmt.Sprintf("bench-reconcile-%d", time.Now().Unix())
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		return err
+	for rep := 0; rep < e.o.reconcileReps; rep++ {
+		for _, r := range runs {
+			lats, total, stsRate, err := e.reconcileOnce(ctx, fmt.Sprintf("reconcile-%s-%d", r.key, rep), r.n, r.rate, rep == 0 && r.rate == 0)
+			if err != nil {
+				return fmt.Errorf("reconcile %s: %w", r.key, err)
+			}
+			key := "reconcile/" + r.key
+			e.res.addLatencies(key, lats)
+			e.res.add(key+"/max", ms(lats[len(lats)-1]))
+			e.res.add(key+"/total", ms(total))
+			e.res.add(key+"/sts-rate", stsRate)
+			e.logf("reconcile %s rep %d: %d MyDatabases, create->StatefulSet p50 %s p99 %s, all after %s, StatefulSets at %.1f/s",
+				r.key, rep, r.n, fmtMs(ms(percentile(lats, .5))), fmtMs(ms(percentile(lats, .99))), fmtMs(ms(total)), stsRate)
+			// the children and their pods must be gone before the next run
+			e.deleteNamespaces(ctx, 10*time.Minute)
+		}
 	}
-	defer func() {
-		_ = kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
-	}()
+	return nil
+}
 
-	w, err := kube.AppsV1().StatefulSets(ns).Watch(ctx, metav1.ListOptions{})
+// reconcileOnce creates n MyDatabases (paced at rate per second when rate
+// > 0) and returns, sorted, each one's create -> StatefulSet latency, the
+// time until all StatefulSets existed and the rate at which they appeared.
+func (e *env) reconcileOnce(ctx context.Context, purpose string, n int, rate float64, profile bool) ([]time.Duration, time.Duration, float64, error) {
+	ns, err := e.namespace(ctx, purpose)
 	if err != nil {
-		return err
+		return nil, 0, 0, err
+	}
+	w, err := e.kube.AppsV1().StatefulSets(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, 0, 0, err
 	}
 	defer w.Stop()
 
 	var mu sync.Mutex
 	created := make(map[string]time.Time, n)
 	seen := make(map[string]time.Time, n)
-	names := make(chan string)
+	errs := make(chan error, e.o.concurrency)
+	sem := make(chan struct{}, e.o.concurrency)
+	start := time.Now()
 	go func() {
-		defer close(names)
 		for i := 0; i < n; i++ {
+			if rate > 0 {
+				if d := time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))); d > 0 {
+					time.Sleep(d)
+				}
+			}
 			select {
-			case names <- fmt.Sprintf("db-%05d", i):
+			case sem <- struct{}{}:
 			case <-ctx.Done():
 				return
 			}
-		}
-	}()
-	start := time.Now()
-	errs := make(chan error, concurrency)
-	var wg sync.WaitGroup
-	for c := 0; c < concurrency; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for name := range names {
+			go func(name string) {
+				defer func() { <-sem }()
 				db := &examplev1.MyDatabase{
 					ObjectMeta: metav1.ObjectMeta{Name: name},
 					Spec: examplev1.MyDatabaseSpec{Engine: examplev1.EngineMySQL, Replicas: ptr.To[int32](1),
 						StorageSize: resource.MustParse("1Gi")},
 				}
 				t := time.Now()
-				if _, err := mydb.ExampleV1().MyDatabases(ns).Create(ctx, db, metav1.CreateOptions{}); err != nil {
-					errs <- err
-					return
-				}
 				mu.Lock()
 				created[name] = t
 				mu.Unlock()
-			}
-		}()
+				if _, err := e.aggDB.ExampleV1().MyDatabases(ns).Create(ctx, db, metav1.CreateOptions{}); err != nil {
+					errs <- err
+				}
+			}(fmt.Sprintf("db-%05d", i))
+		}
+	}()
+	if profile {
+		go e.goroutineProfile(ctx, start)
 	}
 
+	var first time.Time
 	for len(seen) < n {
 		select {
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return fmt.Errorf("statefulset watch closed after %d of %d", len(seen), n)
+				return nil, 0, 0, fmt.Errorf("statefulset watch closed after %d of %d", len(seen), n)
 			}
 			if ev.Type != watch.Added {
 				continue
 			}
 			sts := ev.Object.(*appsv1.StatefulSet)
 			if _, dup := seen[sts.Name]; dup {
-				return fmt.Errorf("statefulset %s added twice", sts.Name)
+				return nil, 0, 0, fmt.Errorf("statefulset %s added twice", sts.Name)
 			}
-			seen[sts.Name] = time.Now()
+			now := time.Now()
+			if first.IsZero() {
+				first = now
+			}
+			seen[sts.Name] = now
 		case err := <-errs:
-			return err
+			return nil, 0, 0, err
 		case <-ctx.Done():
-			return fmt.Errorf("%d of %d statefulsets after %s: %w", len(seen), n, time.Since(start), ctx.Err())
+			return nil, 0, 0, fmt.Errorf("%d of %d statefulsets after %s: %w", len(seen), n, time.Since(start), ctx.Err())
 		}
 	}
 	total := time.Since(start)
-	wg.Wait()
 
+	mu.Lock()
+	defer mu.Unlock()
 	latencies := make([]time.Duration, 0, n)
+	var last time.Time
 	for name, t := range seen {
 		latencies = append(latencies, t.Sub(created[name]))
+		if t.After(last) {
+			last = t
+		}
 	}
 	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
-	fmt.Fprintf(out, "| figure | value |\n|---|---|\n")
-	fmt.Fprintf(out, "| MyDatabases | %d (%d clients) |\n", n, concurrency)
-	fmt.Fprintf(out, "| create -> StatefulSet p50 | %s |\n", percentile(latencies, 0.50).Round(time.Millisecond))
-	fmt.Fprintf(out, "| create -> StatefulSet p99 | %s |\n", percentile(latencies, 0.99).Round(time.Millisecond))
-	fmt.Fprintf(out, "| create -> StatefulSet max | %s |\n", latencies[len(latencies)-1].Round(time.Millisecond))
-	fmt.Fprintf(out, "| all %d StatefulSets exist after | %s |\n", n, total.Round(time.Millisecond))
-	return nil
+	stsRate := 0.0
+	if d := last.Sub(first).Seconds(); d > 0 {
+		stsRate = float64(n-1) / d
+	}
+	return latencies, total, stsRate, nil
 }
 
-// percentile returns the p-quantile of sorted durations (nearest rank).
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
+// goroutineProfile takes mydb-apiserver's goroutine profile a few seconds
+// into the burst and counts where the controller's workers wait.
+func (e *env) goroutineProfile(ctx context.Context, start time.Time) {
+	time.Sleep(time.Until(start.Add(4 * time.Second)))
+	raw, err := e.directREST.Get().AbsPath("/debug/pprof/goroutine").Param("debug", "1").DoRaw(ctx)
+	if err != nil {
+		e.logf("goroutine profile: %v", err)
+		return
 	}
-	i := int(float64(len(sorted))*p+0.5) - 1
-	if i < 0 {
-		i = 0
+	if e.o.profileDir != "" && os.MkdirAll(e.o.profileDir, 0o755) == nil {
+		_ = os.WriteFile(filepath.Join(e.o.profileDir, "goroutine-mydb-apiserver-reconcile.txt"), raw, 0o644)
 	}
-	if i >= len(sorted) {
-		i = len(sorted) - 1
+	// debug=1 groups identical stacks: "N @ 0x..." followed by the frames.
+	head := regexp.MustCompile(`^(\d+) @`)
+	var summary []string
+	for _, block := range strings.Split(string(raw), "\n\n") {
+		m := head.FindStringSubmatch(block)
+		if m == nil || !strings.Contains(block, "pkg/controller/mydatabase") {
+			continue
+		}
+		// the innermost frame of our own code and the innermost frame overall
+		var inner, own string
+		for _, line := range strings.Split(block, "\n") {
+			if !strings.HasPrefix(line, "#\t") {
+				continue
+			}
+			f := strings.Fields(line)
+			if len(f) < 3 {
+				continue
+			}
+			if inner == "" {
+				inner = f[2]
+			}
+			if own == "" && strings.Contains(f[2], "mydb-dev/mydb/pkg/controller") {
+				own = f[2]
+			}
+		}
+		via := ""
+		if strings.Contains(block, "flowcontrol") {
+			via = " (client-go rate limiter)"
+		}
+		summary = append(summary, fmt.Sprintf("%s goroutines in %s <- %s%s", m[1], shortFunc(inner), shortFunc(own), via))
 	}
-	return sorted[i]
+	e.res.note("profile/reconcile/goroutines", strings.Join(summary, "\n"))
+}
+
+func shortFunc(f string) string {
+	if i := strings.LastIndex(f, "/"); i >= 0 {
+		return f[i+1:]
+	}
+	return f
 }

@@ -73,13 +73,10 @@ func TestLeaderFailover(t *testing.T) {
 
 	ns := newNamespace(t)
 	dbs := mydbClient(t, standbyConfig).ExampleV1().MyDatabases(ns)
-	// /readyz does not wait for the client CAs that delegated authentication
-	// reads from kube-system/extension-apiserver-authentication: until they
-	// load, a client certificate counts as anonymous (docs/operations.md).
-	eventually(t, time.Minute, func() error {
-		_, err := dbs.List(context.Background(), metav1.ListOptions{})
-		return err
-	})
+	// /readyz waits for the client CAs, so the first request authenticates.
+	if _, err := dbs.List(context.Background(), metav1.ListOptions{}); err != nil {
+		t.Fatalf("the standby is ready but refused the admin: %v", err)
+	}
 	const total = 30
 	var wg sync.WaitGroup
 	createErrs := make(chan error, total)

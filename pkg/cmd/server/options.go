@@ -153,6 +153,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	if err := o.RecommendedOptions.ApplyTo(serverConfig); err != nil {
 		return nil, err
 	}
+	apiserver.AddAuthenticationReadyzCheck(&serverConfig.Config)
 	config := &apiserver.Config{GenericConfig: serverConfig, AdmissionInformers: admissionInformers}
 	o.Controller.ApplyTo(&config.Controller, serverConfig.ClientConfig)
 	return config, nil
