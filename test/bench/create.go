@@ -268,24 +268,32 @@ func (e *env) heapProfile(ctx context.Context, name string) {
 type cpuBucket struct {
 	title string
 	funcs []string
+	// aggregatedOnly: the function also wraps local requests, so it means
+	// something only where kube-apiserver proxies
+	aggregatedOnly bool
 }
 
 var cpuBuckets = []cpuBucket{
-	{"the create (generic registry Store.Create)", []string{"k8s.io/apiserver/pkg/registry/generic/registry.(*Store).Create"}},
-	{"the controller's status write, server side (StatusREST.Update)", []string{"github.com/mydb-dev/mydb/pkg/registry/example/mydatabase.(*StatusREST).Update"}},
-	{"the controller, client side (sync, encode, send)", []string{"github.com/mydb-dev/mydb/pkg/controller/mydatabase.(*Controller).processNextWorkItem"}},
-	{"in-process informers decoding watch events (controller, quota admission)", []string{"k8s.io/client-go/tools/cache.(*Reflector).watch"}},
-	{"the aggregator's proxy to mydb", []string{"k8s.io/kube-aggregator/pkg/apiserver.(*proxyHandler).ServeHTTP"}},
-	{"CRD request decoding and schema coercion", []string{"k8s.io/apiextensions-apiserver/pkg/apiserver.schemaCoercingDecoder.Decode"}},
-	{"managedFields (field manager)", []string{"k8s.io/apimachinery/pkg/util/managedfields/internal.(*FieldManager).UpdateNoErrors"}},
-	{"admission chain", []string{"k8s.io/apiserver/pkg/admission.chainAdmissionHandler.Admit", "k8s.io/apiserver/pkg/admission.chainAdmissionHandler.Validate"}},
-	{"authentication", []string{"k8s.io/apiserver/pkg/authentication/request/union.(*unionAuthRequestHandler).AuthenticateRequest"}},
-	{"authorization", []string{"k8s.io/apiserver/pkg/authorization/union.unionAuthzHandler.Authorize"}},
-	{"etcd watch to watch cache (decode)", []string{"k8s.io/apiserver/pkg/storage/etcd3.(*watchChan).prepareObjs"}},
-	{"watch cache to watchers (dispatch)", []string{"k8s.io/apiserver/pkg/storage/cacher.(*Cacher).dispatchEvents"}},
-	{"TLS reads and writes", []string{"crypto/tls.(*Conn).Read", "crypto/tls.(*Conn).Write"}},
-	{"garbage collection (background mark workers)", []string{"runtime.gcBgMarkWorker"}},
-	{"memory allocation (mallocgc, overlaps the rows above)", []string{"runtime.mallocgc"}},
+	{"handler chains of all requests (authn, authz, priority and fairness, routing)", []string{"k8s.io/apiserver/pkg/endpoints/filters.withAuthentication.func1"}, false},
+	{"registry work of all creates and updates (finishRequest goroutines)", []string{"k8s.io/apiserver/pkg/endpoints/handlers/finisher.finishRequest.func1"}, false},
+	{"the create (generic registry Store.Create)", []string{"k8s.io/apiserver/pkg/registry/generic/registry.(*Store).Create"}, false},
+	{"the controller's status write, server side (StatusREST.Update)", []string{"github.com/mydb-dev/mydb/pkg/registry/example/mydatabase.(*StatusREST).Update"}, false},
+	{"the controller, client side (sync, encode, send)", []string{"github.com/mydb-dev/mydb/pkg/controller/mydatabase.(*Controller).processNextWorkItem"}, false},
+	{"in-process informers decoding watch events (controller, quota admission)", []string{"k8s.io/client-go/tools/cache.(*Reflector).watch"}, false},
+	{"the aggregator's proxy to mydb", []string{"k8s.io/kube-aggregator/pkg/apiserver.(*proxyHandler).ServeHTTP"}, true},
+	{"CRD request decoding and schema coercion", []string{"k8s.io/apiextensions-apiserver/pkg/apiserver.schemaCoercingDecoder.Decode"}, false},
+	{"managedFields (field manager)", []string{"k8s.io/apimachinery/pkg/util/managedfields/internal.(*FieldManager).UpdateNoErrors"}, false},
+	{"admission chain", []string{"k8s.io/apiserver/pkg/admission.chainAdmissionHandler.Admit", "k8s.io/apiserver/pkg/admission.chainAdmissionHandler.Validate"}, false},
+	{"authentication", []string{"k8s.io/apiserver/pkg/authentication/request/union.(*unionAuthRequestHandler).AuthenticateRequest"}, false},
+	{"authorization", []string{"k8s.io/apiserver/pkg/authorization/union.unionAuthzHandler.Authorize"}, false},
+	{"etcd watch to watch cache (decode)", []string{"k8s.io/apiserver/pkg/storage/etcd3.(*watchChan).prepareObjs"}, false},
+	{"watch cache to watchers (dispatch)", []string{"k8s.io/apiserver/pkg/storage/cacher.(*Cacher).dispatchEvents"}, false},
+	{"etcd client (gRPC calls and their writer)", []string{"google.golang.org/grpc.(*ClientConn).Invoke", "google.golang.org/grpc/internal/transport.(*loopyWriter).run"}, false},
+	{"HTTP/2 server (connection loop, frame writes)", []string{"golang.org/x/net/http2.(*serverConn).serve", "golang.org/x/net/http2.(*serverConn).writeFrameAsync"}, false},
+	{"TLS reads and writes", []string{"crypto/tls.(*Conn).Read", "crypto/tls.(*Conn).Write"}, false},
+	{"goroutine stack growth (newstack)", []string{"runtime.newstack"}, false},
+	{"garbage collection (background mark workers)", []string{"runtime.gcBgMarkWorker"}, false},
+	{"memory allocation (mallocgc, overlaps the rows above)", []string{"runtime.mallocgc"}, false},
 }
 
 // profileCum returns a profile's total CPU seconds and each function's

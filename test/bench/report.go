@@ -488,9 +488,13 @@ func (e *env) bucketTable() string {
 	for _, bk := range cpuBuckets {
 		var cells []string
 		any := false
-		for i := range cols {
+		for i, c := range cols {
 			d, ok := got[i]
 			if !ok {
+				continue
+			}
+			if bk.aggregatedOnly && c.tn != tAggregated {
+				cells = append(cells, "-")
 				continue
 			}
 			var v float64
