@@ -203,6 +203,16 @@ func (e *env) installCRD(ctx context.Context) error {
 	})
 }
 
+// deleteCRD removes the CRD again: kubectl resolves a bare "mydatabases"
+// across groups, and e2e tests on the same control plane should see only
+// example.com's.
+func (e *env) deleteCRD(ctx context.Context) {
+	gvr := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	if err := e.dyn.Resource(gvr).Delete(ctx, "mydatabases.crd.example.com", metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		e.logf("deleting the CRD: %v", err)
+	}
+}
+
 // namespace creates a namespace of this run and remembers to delete it.
 func (e *env) namespace(ctx context.Context, purpose string) (string, error) {
 	ns := fmt.Sprintf("bench-%s-%s", purpose, e.runID)

@@ -182,7 +182,10 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	defer e.deleteNamespaces(context.Background(), 5*time.Minute)
+	defer func() {
+		e.deleteNamespaces(context.Background(), 5*time.Minute)
+		e.deleteCRD(context.Background())
+	}()
 	e.started = time.Now()
 	wanted := map[string]bool{}
 	for _, s := range strings.Split(o.scenarios, ",") {
