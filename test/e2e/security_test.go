@@ -30,6 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 )
 
@@ -108,13 +109,16 @@ func TestRBACMatrix(t *testing.T) {
 			return err
 		}},
 		{"update", func(c examplev1Client, ns, user string) error {
-			db, err := admin.MyDatabases(ns).Get(ctx, "victim", metav1.GetOptions{})
-			if err != nil {
+			// The controller writes the victim's status meanwhile: retry conflicts.
+			return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				db, err := admin.MyDatabases(ns).Get(ctx, "victim", metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				db.Labels = map[string]string{"updated-by": user}
+				_, err = c.MyDatabases(ns).Update(ctx, db, metav1.UpdateOptions{})
 				return err
-			}
-			db.Labels = map[string]string{"updated-by": user}
-			_, err = c.MyDatabases(ns).Update(ctx, db, metav1.UpdateOptions{})
-			return err
+			})
 		}},
 		{"patch", func(c examplev1Client, ns, user string) error {
 			_, err := c.MyDatabases(ns).Patch(ctx, "victim", types.MergePatchType, []byte(`{"metadata":{"labels":{"patched-by":"`+user+`"}}}`), metav1.PatchOptions{})
@@ -148,6 +152,10 @@ func TestRBACMatrix(t *testing.T) {
 			_, err := c.MyDatabases(ns).Patch(ctx, "victim", types.MergePatchType, []byte(`{"status":{"endpoint":"x:1"}}`), metav1.PatchOptions{}, "status")
 			return err
 		}},
+		{"create backup", func(c examplev1Client, ns, _ string) error {
+			return c.RESTClient().Post().Namespace(ns).Resource("mydatabases").Name("victim").SubResource("backup").
+				Body([]byte(`{}`)).Do(ctx).Error()
+		}},
 		{"get scale", func(c examplev1Client, ns, _ string) error {
 			_, err := c.MyDatabases(ns).GetScale(ctx, "victim", metav1.GetOptions{})
 			return err
@@ -164,7 +172,8 @@ func TestRBACMatrix(t *testing.T) {
 	}
 	// What the edit role grants in one's own namespace; status is the controller's.
 	allowedOwn := map[string]bool{"get": true, "list": true, "watch": true, "create": true, "update": true, "patch": true,
-		"delete": true, "deletecollection": true, "get status": true, "get scale": true, "update scale": true, "patch scale": true}
+		"delete": true, "deletecollection": true, "get status": true, "get scale": true, "update scale": true, "patch scale": true,
+		"create backup": true}
 	clusterWide := map[string]bool{"list": true, "watch": true}
 
 	var rows []string
