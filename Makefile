@@ -34,7 +34,7 @@ e2e: ## End-to-end tests through a real kube-apiserver's aggregation layer (star
 	go test $(GOFLAGS_TEST) -v -timeout 30m -tags e2e ./test/e2e/...
 
 .PHONY: bench
-bench: ## Measure on the local control plane (starts or reuses make local-up); BENCH_ARGS="-n 1000" for more.
+bench: ## Measure on the local control plane (starts or reuses make local-up); BENCH_ARGS=-large for the issue's sizes.
 	hack/local-up.sh
 	BENCH_COMMAND="make bench$(if $(BENCH_ARGS), BENCH_ARGS='$(BENCH_ARGS)')" \
 		go run ./test/bench -docs docs/benchmarks.md -chart docs/benchmarks.png $(BENCH_ARGS)

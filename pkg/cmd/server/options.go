@@ -133,7 +133,8 @@ func (o *Options) Config() (*apiserver.Config, error) {
 		if err != nil {
 			return nil, err
 		}
-		admissionInformers = mydbinformers.NewSharedInformerFactory(client, 0)
+		// Quota only counts: the cache needs no managedFields.
+		admissionInformers = mydbinformers.NewSharedInformerFactoryWithOptions(client, 0, mydbinformers.WithTransform(apiserver.StripManagedFields))
 		return []admission.PluginInitializer{quotaadmission.NewInitializer(admissionInformers.Example().V1().MyDatabases())}, nil
 	}
 
