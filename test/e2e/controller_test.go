@@ -168,3 +168,64 @@ func TestControllerMetrics(t *testing.T) {
 		t.Errorf("/readyz lacks the informer check:\n%s", readyz)
 	}
 }
+
+// TestDay2Changes: an upgrade rolls the image, storage growth resizes every
+// claim in place, and the pause annotation stops all writes.
+func TestDay2Changes(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	kube := kubeClient(t)
+	db := "apiVersion: example.com/v1\nkind: MyDatabase\nmetadata:\n  name: grower\nspec:\n  engine: mysql\n  version: \"8.0\"\n  replicas: 2\n  storageSize: 1Gi\n"
+	r := kubectl(t, db, "apply", "-n", ns, "-f", "-")
+	if r.err != nil || !strings.Contains(r.stderr, "end of life") {
+		t.Fatalf("apply of a deprecated version should warn:\n%s", r)
+	}
+	mustKubectl(t, "", "wait", "--for=condition=Ready", "mdb/grower", "-n", ns, "--timeout=3m")
+
+	mustKubectl(t, "", "patch", "mdb/grower", "-n", ns, "--type=merge", "-p", `{"spec":{"version":"8.4","storageSize":"2Gi"}}`)
+	eventually(t, reconcileTimeout, func() error {
+		sts, err := kube.AppsV1().StatefulSets(ns).Get(ctx, "grower", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if img := sts.Spec.Template.Spec.Containers[0].Image; !strings.HasPrefix(img, "docker.io/library/mysql:8.4.") {
+			return fmt.Errorf("image %s", img)
+		}
+		for i := 0; i < 2; i++ {
+			pvc, err := kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, fmt.Sprintf("data-grower-%d", i), metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if got := pvc.Spec.Resources.Requests.Storage().String(); got != "2Gi" {
+				return fmt.Errorf("claim %s requests %s", pvc.Name, got)
+			}
+		}
+		return nil
+	})
+	mustKubectl(t, "", "wait", "--for=condition=Ready", "mdb/grower", "-n", ns, "--timeout=3m")
+
+	// Paused: a scale is recorded but not acted on until the pause ends.
+	mustKubectl(t, "", "annotate", "mdb/grower", "-n", ns, "mydb.example.com/paused=true")
+	mustKubectl(t, "", "scale", "mdb/grower", "-n", ns, "--replicas=3")
+	eventually(t, time.Minute, func() error {
+		out := mustKubectl(t, "", "get", "mdb/grower", "-n", ns, "-o", `jsonpath={.status.conditions[?(@.type=="Progressing")].reason}`)
+		if out != "Paused" {
+			return fmt.Errorf("Progressing reason %q", out)
+		}
+		return nil
+	})
+	if sts, err := kube.AppsV1().StatefulSets(ns).Get(ctx, "grower", metav1.GetOptions{}); err != nil || *sts.Spec.Replicas != 2 {
+		t.Errorf("a paused database's StatefulSet changed: %v", err)
+	}
+	mustKubectl(t, "", "annotate", "mdb/grower", "-n", ns, "mydb.example.com/paused-")
+	eventually(t, reconcileTimeout, func() error {
+		sts, err := kube.AppsV1().StatefulSets(ns).Get(ctx, "grower", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if *sts.Spec.Replicas != 3 {
+			return fmt.Errorf("replicas %d after the pause ended", *sts.Spec.Replicas)
+		}
+		return nil
+	})
+}
