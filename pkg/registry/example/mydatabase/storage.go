@@ -5,13 +5,16 @@ import (
 	"fmt"
 
 	"github.com/mydb-dev/mydb/pkg/apis/example"
+	"github.com/mydb-dev/mydb/pkg/registry/common"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -21,7 +24,7 @@ import (
 // Storage holds the REST storage of MyDatabase and of its subresources.
 type Storage struct {
 	MyDatabase *REST
-	Status     *StatusREST
+	Status     *common.StatusREST
 	Scale      *ScaleREST
 }
 
@@ -53,7 +56,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (S
 
 	return Storage{
 		MyDatabase: &REST{store},
-		Status:     &StatusREST{store: &statusStore},
+		Status:     &common.StatusREST{Store: &statusStore},
 		Scale:      &ScaleREST{store: store},
 	}, nil
 }
@@ -74,41 +77,27 @@ func (*REST) ShortNames() []string { return []string{"mdb"} }
 // Categories puts MyDatabases in "kubectl get all" and "kubectl get mydb".
 func (*REST) Categories() []string { return []string{"all", "mydb"} }
 
-// StatusREST is the storage of mydatabases/status.
-type StatusREST struct {
-	store *genericregistry.Store
+// Get refuses a resourceVersion that is not a number.
+func (r *REST) Get(ctx context.Context, name string, options *metav1.GetOptions) (runtime.Object, error) {
+	if err := common.CheckResourceVersion(options.ResourceVersion); err != nil {
+		return nil, err
+	}
+	return r.Store.Get(ctx, name, options)
 }
 
-var (
-	_ rest.Patcher             = &StatusREST{}
-	_ rest.ResetFieldsStrategy = &StatusREST{}
-)
-
-// New returns an empty MyDatabase.
-func (r *StatusREST) New() runtime.Object { return &example.MyDatabase{} }
-
-// Destroy does nothing: the store is shared with REST, which destroys it.
-func (r *StatusREST) Destroy() {}
-
-// Get returns the MyDatabase.
-func (r *StatusREST) Get(ctx context.Context, name string, options *metav1.GetOptions) (runtime.Object, error) {
-	return r.store.Get(ctx, name, options)
+// Watch refuses a resourceVersion that is not a number.
+func (r *REST) Watch(ctx context.Context, options *metainternalversion.ListOptions) (watch.Interface, error) {
+	if options != nil {
+		if err := common.CheckResourceVersion(options.ResourceVersion); err != nil {
+			return nil, err
+		}
+	}
+	return r.Store.Watch(ctx, options)
 }
 
-// Update writes the status of a MyDatabase, leaving its spec as stored.
-func (r *StatusREST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, _ bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
-	// Subresources never create: the object must exist.
-	return r.store.Update(ctx, name, clientUpdate{objInfo}, createValidation, updateValidation, false, options)
-}
-
-// GetResetFields returns the fields /status may not write.
-func (r *StatusREST) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
-	return r.store.GetResetFields()
-}
-
-// ConvertToTable prints the MyDatabase like the main resource does.
-func (r *StatusREST) ConvertToTable(ctx context.Context, object runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
-	return r.store.ConvertToTable(ctx, object, tableOptions)
+// Update reports a request that cannot be applied as a bad request.
+func (r *REST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
+	return r.Store.Update(ctx, name, common.ClientUpdate{UpdatedObjectInfo: objInfo}, createValidation, updateValidation, forceAllowCreate, options)
 }
 
 // ScaleREST is the storage of mydatabases/scale, an autoscaling/v1 Scale
@@ -150,7 +139,7 @@ func (r *ScaleREST) Get(ctx context.Context, name string, options *metav1.GetOpt
 // Update sets spec.replicas from a Scale; the MyDatabase's own validation
 // bounds the value.
 func (r *ScaleREST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, _ bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
-	obj, _, err := r.store.Update(ctx, name, clientUpdate{&scaleUpdatedObjectInfo{name: name, reqObjInfo: objInfo}},
+	obj, _, err := r.store.Update(ctx, name, common.ClientUpdate{UpdatedObjectInfo: &scaleUpdatedObjectInfo{name: name, reqObjInfo: objInfo}},
 		toScaleCreateValidation(createValidation), toScaleUpdateValidation(updateValidation), false, options)
 	if err != nil {
 		return nil, false, err

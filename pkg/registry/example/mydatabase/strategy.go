@@ -9,6 +9,7 @@ import (
 
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	"github.com/mydb-dev/mydb/pkg/apis/example/validation"
+	"github.com/mydb-dev/mydb/pkg/registry/common"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/fields"
@@ -129,15 +130,7 @@ func NewStatusStrategy(s strategy) statusStrategy {
 // GetResetFields tells the field manager that /status writers own neither
 // spec nor the metadata PrepareForUpdate restores.
 func (statusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
-	return map[fieldpath.APIVersion]*fieldpath.Set{
-		"example.com/v1": fieldpath.NewSet(
-			fieldpath.MakePathOrDie("spec"),
-			fieldpath.MakePathOrDie("metadata", "labels"),
-			fieldpath.MakePathOrDie("metadata", "annotations"),
-			fieldpath.MakePathOrDie("metadata", "finalizers"),
-			fieldpath.MakePathOrDie("metadata", "ownerReferences"),
-		),
-	}
+	return common.StatusOnlyResetFields()
 }
 
 // PrepareForUpdate keeps the stored spec and metadata: /status writes only
@@ -146,9 +139,7 @@ func (statusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
 // the status fields this write changed.
 func (statusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	db, oldDB := obj.(*example.MyDatabase), old.(*example.MyDatabase)
-	managedFields := db.ManagedFields
-	db.ObjectMeta = *oldDB.ObjectMeta.DeepCopy()
-	db.ManagedFields = managedFields
+	common.KeepMetadata(&db.ObjectMeta, &oldDB.ObjectMeta)
 	db.Spec = oldDB.Spec
 }
 

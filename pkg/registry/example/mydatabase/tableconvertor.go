@@ -5,21 +5,21 @@ import (
 	"fmt"
 
 	"github.com/mydb-dev/mydb/pkg/apis/example"
+	"github.com/mydb-dev/mydb/pkg/registry/common"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metatable "k8s.io/apimachinery/pkg/api/meta/table"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
 var columns = []metav1.TableColumnDefinition{
-	{Name: "Name", Type: "string", Format: "name", Description: metav1.ObjectMeta{}.SwaggerDoc()["name"]},
+	common.NameColumn,
 	{Name: "Engine", Type: "string", Description: "The database engine."},
 	{Name: "Version", Type: "string", Description: "The engine's release line."},
 	{Name: "Replicas", Type: "integer", Description: "The desired number of replicas."},
 	{Name: "Ready", Type: "string", Description: "Ready replicas out of desired replicas."},
 	{Name: "Storage", Type: "string", Description: "The volume size of each replica."},
 	{Name: "Status", Type: "string", Description: "The state the conditions describe."},
-	{Name: "Age", Type: "date", Description: metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"]},
+	common.AgeColumn,
 	{Name: "Endpoint", Type: "string", Priority: 1, Description: "The host:port clients connect to."},
 	{Name: "Storage Class", Type: "string", Priority: 1, Description: "The StorageClass of the volumes."},
 	{Name: "Deletion Policy", Type: "string", Priority: 1, Description: "What happens to the volumes on delete."},
@@ -29,19 +29,7 @@ var columns = []metav1.TableColumnDefinition{
 type tableConvertor struct{}
 
 func (tableConvertor) ConvertToTable(_ context.Context, obj runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
-	table := &metav1.Table{}
-	if opts, ok := tableOptions.(*metav1.TableOptions); !ok || !opts.NoHeaders {
-		table.ColumnDefinitions = columns
-	}
-	if m, err := meta.ListAccessor(obj); err == nil {
-		table.ResourceVersion = m.GetResourceVersion()
-		table.Continue = m.GetContinue()
-		table.RemainingItemCount = m.GetRemainingItemCount()
-	} else if m, err := meta.CommonAccessor(obj); err == nil {
-		table.ResourceVersion = m.GetResourceVersion()
-	}
-	var err error
-	table.Rows, err = metatable.MetaToTableRow(obj, func(obj runtime.Object, _ metav1.Object, name, age string) ([]interface{}, error) {
+	return common.ConvertToTable(obj, tableOptions, columns, func(obj runtime.Object, age string) ([]interface{}, error) {
 		db, ok := obj.(*example.MyDatabase)
 		if !ok {
 			return nil, fmt.Errorf("expected a MyDatabase, got %T", obj)
@@ -55,7 +43,6 @@ func (tableConvertor) ConvertToTable(_ context.Context, obj runtime.Object, tabl
 			endpoint = "<none>"
 		}
 		return []interface{}{
-			name,
 			string(db.Spec.Engine),
 			db.Spec.Version,
 			int64(db.Spec.Replicas),
@@ -68,7 +55,6 @@ func (tableConvertor) ConvertToTable(_ context.Context, obj runtime.Object, tabl
 			string(db.Spec.DeletionPolicy),
 		}, nil
 	})
-	return table, err
 }
 
 // Phase sums a MyDatabase's conditions up in one word for humans; clients

@@ -5,20 +5,20 @@ import (
 	"fmt"
 
 	"github.com/mydb-dev/mydb/pkg/apis/example"
+	"github.com/mydb-dev/mydb/pkg/registry/common"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
-	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 )
 
 // Storage holds the REST storage of backups, their /status, and the
 // mydatabases/backup action.
 type Storage struct {
 	Backup *REST
-	Status *StatusREST
+	Status *common.StatusREST
 	Action *ActionREST
 }
 
@@ -48,7 +48,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, da
 	statusStore.ResetFieldsStrategy = statusStrategy{s}
 	return Storage{
 		Backup: &REST{store},
-		Status: &StatusREST{store: &statusStore},
+		Status: &common.StatusREST{Store: &statusStore},
 		Action: &ActionREST{databases: databases, backups: store},
 	}, nil
 }
@@ -68,39 +68,6 @@ func (*REST) ShortNames() []string { return []string{"mdbb"} }
 
 // Categories puts backups in "kubectl get mydb".
 func (*REST) Categories() []string { return []string{"mydb"} }
-
-// StatusREST is the storage of mydatabasebackups/status.
-type StatusREST struct {
-	store *genericregistry.Store
-}
-
-var _ rest.Patcher = &StatusREST{}
-
-// New returns an empty backup.
-func (r *StatusREST) New() runtime.Object { return &example.MyDatabaseBackup{} }
-
-// Destroy does nothing: the store is shared with REST.
-func (r *StatusREST) Destroy() {}
-
-// Get returns the backup.
-func (r *StatusREST) Get(ctx context.Context, name string, options *metav1.GetOptions) (runtime.Object, error) {
-	return r.store.Get(ctx, name, options)
-}
-
-// Update writes the status of a backup.
-func (r *StatusREST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, _ bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
-	return r.store.Update(ctx, name, objInfo, createValidation, updateValidation, false, options)
-}
-
-// GetResetFields returns the fields /status may not write.
-func (r *StatusREST) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
-	return r.store.GetResetFields()
-}
-
-// ConvertToTable prints the backup like the main resource does.
-func (r *StatusREST) ConvertToTable(ctx context.Context, object runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
-	return r.store.ConvertToTable(ctx, object, tableOptions)
-}
 
 // ActionREST is the storage of mydatabases/backup: a POST there backs the
 // database up, creating a MyDatabaseBackup. RBAC on the create verb of

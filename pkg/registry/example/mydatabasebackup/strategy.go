@@ -8,6 +8,7 @@ import (
 
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	"github.com/mydb-dev/mydb/pkg/apis/example/validation"
+	"github.com/mydb-dev/mydb/pkg/registry/common"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -83,23 +84,13 @@ type statusStrategy struct {
 
 // GetResetFields tells the field manager /status writers own only status.
 func (statusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
-	return map[fieldpath.APIVersion]*fieldpath.Set{
-		"example.com/v1": fieldpath.NewSet(
-			fieldpath.MakePathOrDie("spec"),
-			fieldpath.MakePathOrDie("metadata", "labels"),
-			fieldpath.MakePathOrDie("metadata", "annotations"),
-			fieldpath.MakePathOrDie("metadata", "finalizers"),
-			fieldpath.MakePathOrDie("metadata", "ownerReferences"),
-		),
-	}
+	return common.StatusOnlyResetFields()
 }
 
 // PrepareForUpdate keeps the stored spec and metadata but managedFields.
 func (statusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	b, oldB := obj.(*example.MyDatabaseBackup), old.(*example.MyDatabaseBackup)
-	managedFields := b.ManagedFields
-	b.ObjectMeta = *oldB.ObjectMeta.DeepCopy()
-	b.ManagedFields = managedFields
+	common.KeepMetadata(&b.ObjectMeta, &oldB.ObjectMeta)
 	b.Spec = oldB.Spec
 }
 
