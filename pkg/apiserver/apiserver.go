@@ -18,9 +18,10 @@ type Config struct {
 	GenericConfig *genericapiserver.RecommendedConfig
 	// Controller configures the in-process MyDatabase controller.
 	Controller ControllerConfig
-	// AdmissionInformers feed admission plugins (quota counts MyDatabases);
-	// the server starts them once it serves.
-	AdmissionInformers mydbinformers.SharedInformerFactory
+	// OwnInformers watch mydb's own API through the loopback client, for the
+	// quota admission plugin and the controller; the server starts them once
+	// it serves.
+	OwnInformers mydbinformers.SharedInformerFactory
 }
 
 // Server is mydb's API server.
@@ -29,9 +30,9 @@ type Server struct {
 }
 
 type completedConfig struct {
-	GenericConfig      genericapiserver.CompletedConfig
-	Controller         ControllerConfig
-	AdmissionInformers mydbinformers.SharedInformerFactory
+	GenericConfig genericapiserver.CompletedConfig
+	Controller    ControllerConfig
+	OwnInformers  mydbinformers.SharedInformerFactory
 }
 
 // CompletedConfig is a Config with every default filled in; only it can
@@ -43,9 +44,9 @@ type CompletedConfig struct {
 // Complete fills in the defaults of the configuration.
 func (cfg *Config) Complete() CompletedConfig {
 	return CompletedConfig{&completedConfig{
-		GenericConfig:      cfg.GenericConfig.Complete(),
-		Controller:         cfg.Controller,
-		AdmissionInformers: cfg.AdmissionInformers,
+		GenericConfig: cfg.GenericConfig.Complete(),
+		Controller:    cfg.Controller,
+		OwnInformers:  cfg.OwnInformers,
 	}}
 }
 
@@ -76,9 +77,9 @@ func (c completedConfig) New() (*Server, error) {
 	if err := genericServer.InstallAPIGroup(&apiGroupInfo); err != nil {
 		return nil, err
 	}
-	if c.AdmissionInformers != nil {
-		if err := genericServer.AddPostStartHook("start-mydb-admission-informers", func(ctx genericapiserver.PostStartHookContext) error {
-			c.AdmissionInformers.Start(ctx.Done())
+	if c.OwnInformers != nil {
+		if err := genericServer.AddPostStartHook("start-mydb-informers", func(ctx genericapiserver.PostStartHookContext) error {
+			c.OwnInformers.Start(ctx.Done())
 			return nil
 		}); err != nil {
 			return nil, err
@@ -93,11 +94,11 @@ func (c completedConfig) New() (*Server, error) {
 // installController starts the MyDatabase controller after the server
 // serves, when it has a main cluster to write children to.
 func (c completedConfig) installController(s *genericapiserver.GenericAPIServer) error {
-	if c.Controller.KubeConfig == nil {
+	if c.Controller.KubeConfig == nil || c.OwnInformers == nil {
 		return nil
 	}
 	mydbcontroller.RegisterMetrics()
-	runner, err := newControllerRunner(c.Controller, c.GenericConfig.LoopbackClientConfig)
+	runner, err := newControllerRunner(c.Controller, c.OwnInformers, c.GenericConfig.LoopbackClientConfig)
 	if err != nil {
 		return err
 	}

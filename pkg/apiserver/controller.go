@@ -75,7 +75,9 @@ type controllerRunner struct {
 	broadcast   record.EventBroadcaster
 }
 
-func newControllerRunner(config ControllerConfig, loopback *rest.Config) (*controllerRunner, error) {
+// newControllerRunner builds the controllers' clients and informers; mydbInf
+// are the informers on mydb's own API the server already runs for admission.
+func newControllerRunner(config ControllerConfig, mydbInf mydbinformers.SharedInformerFactory, loopback *rest.Config) (*controllerRunner, error) {
 	kubeClient, err := kubernetes.NewForConfig(config.KubeConfig)
 	if err != nil {
 		return nil, err
@@ -100,7 +102,6 @@ func newControllerRunner(config ControllerConfig, loopback *rest.Config) (*contr
 		informers.WithTransform(StripManagedFields))
 	// StorageClasses are few and carry no mydb label.
 	storageInf := informers.NewSharedInformerFactoryWithOptions(kubeClient, config.ResyncPeriod, informers.WithTransform(StripManagedFields))
-	mydbInf := mydbinformers.NewSharedInformerFactoryWithOptions(mydbClient, config.ResyncPeriod, mydbinformers.WithTransform(StripManagedFields))
 
 	broadcast := record.NewBroadcaster()
 	r := &controllerRunner{
@@ -136,12 +137,12 @@ func newControllerRunner(config ControllerConfig, loopback *rest.Config) (*contr
 	return r, nil
 }
 
-// start runs the informers, and the controller whenever this replica leads,
+// start runs the informers on the main cluster (the server's post-start hook
+// runs those on mydb's own API), and the controller whenever this replica leads,
 // until ctx is done.
 func (r *controllerRunner) start(ctx context.Context) {
 	r.broadcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: r.eventClient.CoreV1().Events("")})
 	r.kubeInf.Start(ctx.Done())
-	r.mydbInf.Start(ctx.Done())
 	r.storageInf.Start(ctx.Done())
 	go r.runElected(ctx)
 	go func() {

@@ -125,7 +125,9 @@ func (o *Options) Config() (*apiserver.Config, error) {
 		return nil, fmt.Errorf("creating self-signed certificates: %w", err)
 	}
 
-	var admissionInformers mydbinformers.SharedInformerFactory
+	// One set of informers on mydb's own API serves both the quota admission
+	// plugin and the controller.
+	var ownInformers mydbinformers.SharedInformerFactory
 	o.RecommendedOptions.ExtraAdmissionInitializers = func(c *genericapiserver.RecommendedConfig) ([]admission.PluginInitializer, error) {
 		loopback := rest.CopyConfig(c.LoopbackClientConfig)
 		loopback.ContentType = runtime.ContentTypeProtobuf
@@ -133,9 +135,9 @@ func (o *Options) Config() (*apiserver.Config, error) {
 		if err != nil {
 			return nil, err
 		}
-		// Quota only counts: the cache needs no managedFields.
-		admissionInformers = mydbinformers.NewSharedInformerFactoryWithOptions(client, 0, mydbinformers.WithTransform(apiserver.StripManagedFields))
-		return []admission.PluginInitializer{quotaadmission.NewInitializer(admissionInformers.Example().V1().MyDatabases())}, nil
+		ownInformers = mydbinformers.NewSharedInformerFactoryWithOptions(client, o.Controller.ResyncPeriod,
+			mydbinformers.WithTransform(apiserver.StripManagedFields))
+		return []admission.PluginInitializer{quotaadmission.NewInitializer(ownInformers.Example().V1().MyDatabases())}, nil
 	}
 
 	serverConfig := genericapiserver.NewRecommendedConfig(apiserver.Codecs)
@@ -155,7 +157,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 		return nil, err
 	}
 	apiserver.AddAuthenticationReadyzCheck(&serverConfig.Config)
-	config := &apiserver.Config{GenericConfig: serverConfig, AdmissionInformers: admissionInformers}
+	config := &apiserver.Config{GenericConfig: serverConfig, OwnInformers: ownInformers}
 	o.Controller.ApplyTo(&config.Controller, serverConfig.ClientConfig)
 	return config, nil
 }
