@@ -4,7 +4,6 @@
 package engine
 
 import (
-	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -83,7 +82,8 @@ func (e Engine) Versions() []string {
 
 // Supports tells whether version is one of the engine's supported versions.
 func (e Engine) Supports(version string) bool {
-	return slices.Contains(e.Versions(), version)
+	_, ok := e.Images[version]
+	return ok
 }
 
 // fromSecret is an environment variable read from a key of a Secret.
