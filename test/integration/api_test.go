@@ -87,10 +87,19 @@ func (r rawResult) status(t *testing.T) metav1.Status {
 // do sends a request straight over HTTP, so malformed bodies reach the server as they are.
 func do(t *testing.T, method, path, contentType string, body []byte, headers ...string) rawResult {
 	t.Helper()
+	res, _ := request(t, method, path, contentType, body, headers...)
+	return res
+}
+
+// request is do with the answer's headers, and a deadline, so a request the
+// server wrongly took for a watch cannot hang the test.
+func request(t *testing.T, method, path, contentType string, body []byte, headers ...string) (rawResult, http.Header) {
+	t.Helper()
 	client, err := rest.HTTPClientFor(server.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
+	client.Timeout = 30 * time.Second
 	req, err := http.NewRequest(method, server.Config.Host+path, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +120,7 @@ func do(t *testing.T, method, path, contentType string, body []byte, headers ...
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rawResult{code: resp.StatusCode, body: data}
+	return rawResult{code: resp.StatusCode, body: data}, resp.Header
 }
 
 func dbPath(ns, name string, sub ...string) string {

@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -23,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 )
 
@@ -685,7 +683,7 @@ func TestHostileRequests(t *testing.T) {
 				path += "?" + tc.query
 			}
 			start := time.Now()
-			res, _ := doHostile(t, tc.method, path, tc.contentType, body)
+			res, _ := request(t, tc.method, path, tc.contentType, body)
 			took := time.Since(start)
 			if tc.maxDuration > 0 && took > tc.maxDuration {
 				t.Errorf("the answer took %v, want at most %v", took.Round(time.Millisecond), tc.maxDuration)
@@ -782,38 +780,6 @@ func abbrev(b []byte) string {
 	return string(b)
 }
 
-// doHostile is do with a deadline, so a request the server wrongly took
-// for a watch cannot hang the test, and with the answer's headers.
-func doHostile(t *testing.T, method, path, contentType string, body []byte, headers ...string) (rawResult, http.Header) {
-	t.Helper()
-	client, err := rest.HTTPClientFor(server.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client.Timeout = 30 * time.Second
-	req, err := http.NewRequest(method, server.Config.Host+path, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+server.Config.BearerToken)
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rawResult{code: resp.StatusCode, body: data}, resp.Header
-}
-
 // TestHostileWarnings covers requests that are not bad but carry something
 // the server drops or frowns upon: they succeed with a Warning header.
 func TestHostileWarnings(t *testing.T) {
@@ -868,7 +834,7 @@ func TestHostileWarnings(t *testing.T) {
 			if tc.query != "" {
 				path += "?" + tc.query
 			}
-			res, header := doHostile(t, tc.method, path, tc.contentType, tc.body)
+			res, header := request(t, tc.method, path, tc.contentType, tc.body)
 			if res.code != tc.wantCode {
 				t.Fatalf("code = %d, want %d: %s", res.code, tc.wantCode, abbrev(res.body))
 			}
