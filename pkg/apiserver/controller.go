@@ -112,24 +112,10 @@ func newControllerRunner(config ControllerConfig, mydbInf mydbinformers.SharedIn
 		kubeInf:     kubeInf,
 		storageInf:  storageInf,
 		mydbInf:     mydbInf,
-		informers: mydbcontroller.Informers{
-			MyDatabases:            mydbInf.Example().V1().MyDatabases(),
-			StatefulSets:           kubeInf.Apps().V1().StatefulSets(),
-			Services:               kubeInf.Core().V1().Services(),
-			Secrets:                kubeInf.Core().V1().Secrets(),
-			PersistentVolumeClaims: kubeInf.Core().V1().PersistentVolumeClaims(),
-			PodDisruptionBudgets:   kubeInf.Policy().V1().PodDisruptionBudgets(),
-			StorageClasses:         storageInf.Storage().V1().StorageClasses(),
-			Backups:                mydbInf.Example().V1().MyDatabaseBackups(),
-		},
-		backups: backupcontroller.Informers{
-			Backups:                mydbInf.Example().V1().MyDatabaseBackups(),
-			MyDatabases:            mydbInf.Example().V1().MyDatabases(),
-			Jobs:                   kubeInf.Batch().V1().Jobs(),
-			PersistentVolumeClaims: kubeInf.Core().V1().PersistentVolumeClaims(),
-		},
-		broadcast: broadcast,
-		recorder:  broadcast.NewRecorder(mydbscheme.Scheme, corev1.EventSource{Component: "mydb-controller"}),
+		informers:   mydbcontroller.NewInformers(kubeInf, storageInf, mydbInf),
+		backups:     backupcontroller.NewInformers(kubeInf, mydbInf),
+		broadcast:   broadcast,
+		recorder:    broadcast.NewRecorder(mydbscheme.Scheme, corev1.EventSource{Component: "mydb-controller"}),
 	}
 	// Asking for each informer registers it, so the factories start it.
 	r.informers.HasSynced()

@@ -10,11 +10,13 @@ import (
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/controller/runner"
 	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
+	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
 	exampleinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions/example/v1"
 	examplelisters "github.com/mydb-dev/mydb/pkg/generated/listers/example/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/informers"
 	batchinformers "k8s.io/client-go/informers/batch/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -42,6 +44,17 @@ type Informers struct {
 	MyDatabases            exampleinformers.MyDatabaseInformer
 	Jobs                   batchinformers.JobInformer
 	PersistentVolumeClaims coreinformers.PersistentVolumeClaimInformer
+}
+
+// NewInformers takes the controller's informers from factories: kube
+// filtered to mydb's label, own for mydb's API.
+func NewInformers(kube informers.SharedInformerFactory, own mydbinformers.SharedInformerFactory) Informers {
+	return Informers{
+		Backups:                own.Example().V1().MyDatabaseBackups(),
+		MyDatabases:            own.Example().V1().MyDatabases(),
+		Jobs:                   kube.Batch().V1().Jobs(),
+		PersistentVolumeClaims: kube.Core().V1().PersistentVolumeClaims(),
+	}
 }
 
 func (i Informers) all() []cache.SharedIndexInformer {

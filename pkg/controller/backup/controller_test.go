@@ -81,12 +81,7 @@ func sync(t *testing.T, b *examplev1.MyDatabaseBackup, db *examplev1.MyDatabase,
 		recorder: record.NewFakeRecorder(100)}
 	kubeInf := kubeinformers.NewSharedInformerFactory(f.kubeClient, 0)
 	mydbInf := mydbinformers.NewSharedInformerFactory(f.mydbClient, 0)
-	informers := Informers{
-		Backups:                mydbInf.Example().V1().MyDatabaseBackups(),
-		MyDatabases:            mydbInf.Example().V1().MyDatabases(),
-		Jobs:                   kubeInf.Batch().V1().Jobs(),
-		PersistentVolumeClaims: kubeInf.Core().V1().PersistentVolumeClaims(),
-	}
+	informers := NewInformers(kubeInf, mydbInf)
 	c, err := NewController(f.kubeClient, f.mydbClient, informers, f.recorder, clocktesting.NewFakePassiveClock(now))
 	if err != nil {
 		t.Fatal(err)

@@ -11,11 +11,13 @@ import (
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/controller/runner"
 	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
+	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
 	exampleinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions/example/v1"
 	examplelisters "github.com/mydb-dev/mydb/pkg/generated/listers/example/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/informers"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	policyinformers "k8s.io/client-go/informers/policy/v1"
@@ -59,6 +61,22 @@ type Informers struct {
 	StorageClasses         storageinformers.StorageClassInformer
 	// Backups are read for spec.restoreFrom.
 	Backups exampleinformers.MyDatabaseBackupInformer
+}
+
+// NewInformers takes the controller's informers from factories: kube for the
+// children (filtered to mydb's label), storage for StorageClasses, own for
+// mydb's API.
+func NewInformers(kube, storage informers.SharedInformerFactory, own mydbinformers.SharedInformerFactory) Informers {
+	return Informers{
+		MyDatabases:            own.Example().V1().MyDatabases(),
+		StatefulSets:           kube.Apps().V1().StatefulSets(),
+		Services:               kube.Core().V1().Services(),
+		Secrets:                kube.Core().V1().Secrets(),
+		PersistentVolumeClaims: kube.Core().V1().PersistentVolumeClaims(),
+		PodDisruptionBudgets:   kube.Policy().V1().PodDisruptionBudgets(),
+		StorageClasses:         storage.Storage().V1().StorageClasses(),
+		Backups:                own.Example().V1().MyDatabaseBackups(),
+	}
 }
 
 // children are the informers of the objects a MyDatabase owns.

@@ -88,16 +88,7 @@ func (f *fixture) newController() *Controller {
 
 	kubeInf := kubeinformers.NewSharedInformerFactory(f.kubeClient, 0)
 	mydbInf := mydbinformers.NewSharedInformerFactory(f.mydbClient, 0)
-	informers := Informers{
-		MyDatabases:            mydbInf.Example().V1().MyDatabases(),
-		StatefulSets:           kubeInf.Apps().V1().StatefulSets(),
-		Services:               kubeInf.Core().V1().Services(),
-		Secrets:                kubeInf.Core().V1().Secrets(),
-		PersistentVolumeClaims: kubeInf.Core().V1().PersistentVolumeClaims(),
-		PodDisruptionBudgets:   kubeInf.Policy().V1().PodDisruptionBudgets(),
-		StorageClasses:         kubeInf.Storage().V1().StorageClasses(),
-		Backups:                mydbInf.Example().V1().MyDatabaseBackups(),
-	}
+	informers := NewInformers(kubeInf, kubeInf, mydbInf)
 	c, err := NewController(context.Background(), f.kubeClient, f.mydbClient, informers, f.recorder, clocktesting.NewFakePassiveClock(now))
 	if err != nil {
 		f.t.Fatal(err)
