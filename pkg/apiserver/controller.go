@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"github.com/mydb-dev/mydb/pkg/names"
 	"net/http"
 	"os"
 	"sync"
@@ -94,7 +95,7 @@ func newControllerRunner(config ControllerConfig, mydbInf mydbinformers.SharedIn
 	if err != nil {
 		return nil, err
 	}
-	managed := labels.SelectorFromSet(labels.Set{mydbcontroller.LabelManagedBy: mydbcontroller.ManagedBy}).String()
+	managed := labels.SelectorFromSet(labels.Set{names.LabelManagedBy: names.ManagedBy}).String()
 	// The caches never need managedFields: dropping them saves a large share
 	// of the memory they take.
 	kubeInf := informers.NewSharedInformerFactoryWithOptions(kubeClient, config.ResyncPeriod,

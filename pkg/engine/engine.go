@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 )
 
 // Keys of the credentials Secret mydb generates for every database.
@@ -16,6 +17,11 @@ const (
 	SecretKeyRootPassword = "root-password"
 	SecretKeyDatabase     = "database"
 )
+
+// InitDirectory is where both engines' images load *.sql files when they
+// initialize an empty data directory, before the server first accepts
+// connections (and so before a replica is ready).
+const InitDirectory = "/docker-entrypoint-initdb.d"
 
 // Engine describes one database engine.
 type Engine struct {
@@ -91,4 +97,24 @@ func fromSecret(name, secretName, key string) corev1.EnvVar {
 	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{
 		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secretName}, Key: key},
 	}}
+}
+
+// PodSecurityContext runs the engine's pods as its image's user, never root.
+func (e Engine) PodSecurityContext() *corev1.PodSecurityContext {
+	return &corev1.PodSecurityContext{
+		RunAsNonRoot:   ptr.To(true),
+		RunAsUser:      ptr.To(e.UID),
+		RunAsGroup:     ptr.To(e.UID),
+		FSGroup:        ptr.To(e.UID),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+// ContainerSecurityContext is the restricted context of every container mydb runs.
+func ContainerSecurityContext() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
 }

@@ -5,11 +5,11 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"github.com/mydb-dev/mydb/pkg/names"
 	"testing"
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
-	"github.com/mydb-dev/mydb/pkg/controller/backupschedule"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -30,8 +30,8 @@ func TestScheduledBackups(t *testing.T) {
 		due := time.Now().UTC().Truncate(time.Minute).Add(-time.Duration(i) * time.Hour)
 		b := &examplev1.MyDatabaseBackup{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("nightly-old-%d", i),
-				Labels:      map[string]string{backupschedule.ScheduleLabel: "nightly"},
-				Annotations: map[string]string{backupschedule.ScheduledForAnnotation: due.Format(time.RFC3339)}},
+				Labels:      map[string]string{names.ScheduleLabel: "nightly"},
+				Annotations: map[string]string{names.ScheduledForAnnotation: due.Format(time.RFC3339)}},
 			Spec: examplev1.MyDatabaseBackupSpec{DatabaseName: "nightly"},
 		}
 		created, err := admin.MyDatabaseBackups(ns).Create(ctx, b, metav1.CreateOptions{})
@@ -53,22 +53,22 @@ func TestScheduledBackups(t *testing.T) {
 	start := time.Now()
 	mustKubectl(t, "", "patch", "mdb/nightly", "-n", ns, "--type=merge", "-p", `{"spec":{"backup":{"schedule":"* * * * *","retention":2}}}`)
 
-	scheduled := labels.Set{backupschedule.ScheduleLabel: "nightly"}.String()
+	scheduled := labels.Set{names.ScheduleLabel: "nightly"}.String()
 	eventually(t, 3*time.Minute, func() error {
 		list, err := admin.MyDatabaseBackups(ns).List(ctx, metav1.ListOptions{LabelSelector: scheduled})
 		if err != nil {
 			return err
 		}
-		var fresh, names []string
+		var fresh, backups []string
 		for _, b := range list.Items {
-			names = append(names, b.Name)
-			due, _ := time.Parse(time.RFC3339, b.Annotations[backupschedule.ScheduledForAnnotation])
+			backups = append(backups, b.Name)
+			due, _ := time.Parse(time.RFC3339, b.Annotations[names.ScheduledForAnnotation])
 			if due.After(start.Add(-time.Minute)) {
 				fresh = append(fresh, b.Name)
 			}
 		}
 		if len(fresh) == 0 || len(list.Items) > 2 {
-			return fmt.Errorf("scheduled backups %v: want a new one and at most two in all", names)
+			return fmt.Errorf("scheduled backups %v: want a new one and at most two in all", backups)
 		}
 		return nil
 	})

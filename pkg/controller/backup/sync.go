@@ -3,11 +3,10 @@ package backup
 import (
 	"context"
 	"fmt"
+	"github.com/mydb-dev/mydb/pkg/names"
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
-	"github.com/mydb-dev/mydb/pkg/controller/backupschedule"
-	"github.com/mydb-dev/mydb/pkg/controller/mydatabase"
 	"github.com/mydb-dev/mydb/pkg/engine"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -22,25 +21,17 @@ import (
 const (
 	// backupMountPath is where a backup Job mounts the backups volume.
 	backupMountPath = "/backups"
-	// jobPrefix names a backup's Job: backup-<backup>.
-	jobPrefix = "backup-"
 	// cacheGrace is how long a backup waits for its database to appear in
 	// the cache before it fails for want of one.
 	cacheGrace = 30 * time.Second
 )
-
-// VolumeName is the claim holding a database's backups.
-func VolumeName(db *examplev1.MyDatabase) string { return db.Name + "-backups" }
-
-// JobName is the name of a backup's Job.
-func JobName(b *examplev1.MyDatabaseBackup) string { return jobPrefix + b.Name }
 
 // dumpFile is the dump's file name on the backups volume.
 func dumpFile(b *examplev1.MyDatabaseBackup) string { return b.Name + ".sql" }
 
 // Location is where a backup's dump is kept.
 func Location(db *examplev1.MyDatabase, b *examplev1.MyDatabaseBackup) string {
-	return fmt.Sprintf("pvc://%s/%s", VolumeName(db), dumpFile(b))
+	return fmt.Sprintf("pvc://%s/%s", names.BackupVolume(db.Name), dumpFile(b))
 }
 
 // sync moves one backup along: it makes sure its volume and Job exist and
@@ -78,7 +69,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if err := c.ensureVolume(ctx, db); err != nil {
 		return err
 	}
-	job, err := c.jobLister.Jobs(backup.Namespace).Get(JobName(backup))
+	job, err := c.jobLister.Jobs(backup.Namespace).Get(names.BackupJob(backup.Name))
 	if apierrors.IsNotFound(err) {
 		job, err = c.kubeClient.BatchV1().Jobs(backup.Namespace).Create(ctx, newJob(backup, db, eng), metav1.CreateOptions{})
 		if err != nil {
@@ -164,7 +155,7 @@ func (c *Controller) setStatus(ctx context.Context, b *examplev1.MyDatabaseBacku
 // it; with Retain, backups outlive the database.
 func (c *Controller) reconcileOwner(ctx context.Context, b *examplev1.MyDatabaseBackup, db *examplev1.MyDatabase) error {
 	// A final backup exists to outlive its database.
-	want := db.Spec.DeletionPolicy == examplev1.DeletionPolicyDelete && b.Labels[backupschedule.FinalBackupLabel] == ""
+	want := db.Spec.DeletionPolicy == examplev1.DeletionPolicyDelete && b.Labels[names.FinalBackupLabel] == ""
 	var refs []metav1.OwnerReference
 	has := false
 	for _, ref := range b.OwnerReferences {
@@ -196,11 +187,11 @@ func ownerRef(db *examplev1.MyDatabase) metav1.OwnerReference {
 // as one replica's volume. Like the backups, it outlives the database unless
 // its deletionPolicy is Delete.
 func (c *Controller) ensureVolume(ctx context.Context, db *examplev1.MyDatabase) error {
-	if _, err := c.pvcLister.PersistentVolumeClaims(db.Namespace).Get(VolumeName(db)); !apierrors.IsNotFound(err) {
+	if _, err := c.pvcLister.PersistentVolumeClaims(db.Namespace).Get(names.BackupVolume(db.Name)); !apierrors.IsNotFound(err) {
 		return err
 	}
 	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: VolumeName(db), Namespace: db.Namespace, Labels: backupLabels(db)},
+		ObjectMeta: metav1.ObjectMeta{Name: names.BackupVolume(db.Name), Namespace: db.Namespace, Labels: backupLabels(db)},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			StorageClassName: db.Spec.StorageClassName,
@@ -224,18 +215,18 @@ func (c *Controller) ensureVolume(ctx context.Context, db *examplev1.MyDatabase)
 
 func backupLabels(db *examplev1.MyDatabase) map[string]string {
 	return map[string]string{
-		mydatabase.LabelManagedBy: mydatabase.ManagedBy,
-		mydatabase.LabelInstance:  db.Name,
-		mydatabase.LabelComponent: "backup",
+		names.LabelManagedBy: names.ManagedBy,
+		names.LabelInstance:  db.Name,
+		names.LabelComponent: names.ComponentBackup,
 	}
 }
 
 // newJob runs the engine's dump tool against the database's client Service.
 func newJob(b *examplev1.MyDatabaseBackup, db *examplev1.MyDatabase, eng engine.Engine) *batchv1.Job {
-	host := fmt.Sprintf("%s.%s.svc", mydatabase.ClientServiceName(db), db.Namespace)
+	host := fmt.Sprintf("%s.%s.svc", names.ClientService(db.Name), db.Namespace)
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: JobName(b), Namespace: b.Namespace, Labels: backupLabels(db),
+			Name: names.BackupJob(b.Name), Namespace: b.Namespace, Labels: backupLabels(db),
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(b, examplev1.SchemeGroupVersion.WithKind("MyDatabaseBackup"))},
 		},
 		Spec: batchv1.JobSpec{
@@ -246,12 +237,12 @@ func newJob(b *examplev1.MyDatabaseBackup, db *examplev1.MyDatabase, eng engine.
 				Spec: corev1.PodSpec{
 					RestartPolicy:                corev1.RestartPolicyNever,
 					AutomountServiceAccountToken: ptr.To(false),
-					SecurityContext:              mydatabase.PodSecurityContext(eng),
+					SecurityContext:              eng.PodSecurityContext(),
 					Containers: []corev1.Container{{
 						Name:    "dump",
 						Image:   eng.Images[db.Spec.Version],
 						Command: eng.DumpCommand(host, backupMountPath+"/"+dumpFile(b)),
-						Env:     eng.DumpEnv(mydatabase.SecretName(db)),
+						Env:     eng.DumpEnv(names.Secret(db.Name)),
 						Resources: corev1.ResourceRequirements{
 							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
 							Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("512Mi")},
@@ -260,10 +251,10 @@ func newJob(b *examplev1.MyDatabaseBackup, db *examplev1.MyDatabase, eng engine.
 							{Name: "backups", MountPath: backupMountPath},
 							{Name: "tmp", MountPath: "/tmp"},
 						},
-						SecurityContext: mydatabase.ContainerSecurityContext(),
+						SecurityContext: engine.ContainerSecurityContext(),
 					}},
 					Volumes: []corev1.Volume{
-						{Name: "backups", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: VolumeName(db)}}},
+						{Name: "backups", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: names.BackupVolume(db.Name)}}},
 						{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 					},
 				},

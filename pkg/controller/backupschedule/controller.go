@@ -7,6 +7,7 @@ package backupschedule
 import (
 	"context"
 	"fmt"
+	"github.com/mydb-dev/mydb/pkg/names"
 	"slices"
 	"sort"
 	"strconv"
@@ -26,18 +27,6 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
-)
-
-const (
-	// ScheduledForAnnotation holds the time, RFC 3339, a scheduled backup was
-	// due; the newest one tells when the next is due.
-	ScheduledForAnnotation = "mydb.example.com/scheduled-for"
-	// ScheduleLabel marks backups taken on schedule (only those are pruned),
-	// with the database's name as value.
-	ScheduleLabel = "mydb.example.com/schedule"
-	// FinalBackupLabel marks a database's final backup, which outlives it
-	// whatever its deletion policy.
-	FinalBackupLabel = "mydb.example.com/final-backup-of"
 )
 
 // Controller takes scheduled backups.
@@ -78,7 +67,7 @@ func NewController(mydbClient clientset.Interface, dbs exampleinformers.MyDataba
 	if err := c.handlers.Add(backups.Informer(), cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, obj interface{}) {
 			b := obj.(*examplev1.MyDatabaseBackup)
-			for _, label := range []string{ScheduleLabel, FinalBackupLabel} {
+			for _, label := range []string{names.ScheduleLabel, names.FinalBackupLabel} {
 				if db := b.Labels[label]; db != "" {
 					c.queue.Add(cache.ObjectName{Namespace: b.Namespace, Name: db})
 				}
@@ -174,7 +163,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Time,
 
 // scheduledBackups returns the database's scheduled backups, oldest first.
 func (c *Controller) scheduledBackups(db *examplev1.MyDatabase) ([]*examplev1.MyDatabaseBackup, error) {
-	backups, err := c.backupLister.MyDatabaseBackups(db.Namespace).List(labels.SelectorFromSet(labels.Set{ScheduleLabel: db.Name}))
+	backups, err := c.backupLister.MyDatabaseBackups(db.Namespace).List(labels.SelectorFromSet(labels.Set{names.ScheduleLabel: db.Name}))
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +172,7 @@ func (c *Controller) scheduledBackups(db *examplev1.MyDatabase) ([]*examplev1.My
 }
 
 func scheduledFor(b *examplev1.MyDatabaseBackup) time.Time {
-	t, err := time.Parse(time.RFC3339, b.Annotations[ScheduledForAnnotation])
+	t, err := time.Parse(time.RFC3339, b.Annotations[names.ScheduledForAnnotation])
 	if err != nil {
 		return b.CreationTimestamp.Time
 	}
@@ -196,8 +185,8 @@ func (c *Controller) takeBackup(ctx context.Context, db *examplev1.MyDatabase, d
 			// Unique per due time; base 36 keeps it within the name limit.
 			Name:        db.Name + "-" + strconv.FormatInt(due.Unix(), 36),
 			Namespace:   db.Namespace,
-			Labels:      map[string]string{ScheduleLabel: db.Name},
-			Annotations: map[string]string{ScheduledForAnnotation: due.UTC().Format(time.RFC3339)},
+			Labels:      map[string]string{names.ScheduleLabel: db.Name},
+			Annotations: map[string]string{names.ScheduledForAnnotation: due.UTC().Format(time.RFC3339)},
 		},
 		Spec: examplev1.MyDatabaseBackupSpec{DatabaseName: db.Name},
 	}
@@ -227,9 +216,6 @@ func (c *Controller) prune(ctx context.Context, db *examplev1.MyDatabase, schedu
 	return nil
 }
 
-// FinalBackupName is the name of a database's final backup.
-func FinalBackupName(db *examplev1.MyDatabase) string { return db.Name + "-final" }
-
 // finalBackup lets a deleting database go once its final backup succeeded,
 // or at once when the user skips it. A failed final backup keeps the
 // database (and its running replicas) until the user decides.
@@ -240,11 +226,11 @@ func (c *Controller) finalBackup(ctx context.Context, db *examplev1.MyDatabase) 
 	if db.Annotations[examplev1.SkipFinalBackupAnnotation] == "true" {
 		return c.release(ctx, db)
 	}
-	b, err := c.backupLister.MyDatabaseBackups(db.Namespace).Get(FinalBackupName(db))
+	b, err := c.backupLister.MyDatabaseBackups(db.Namespace).Get(names.FinalBackup(db.Name))
 	if apierrors.IsNotFound(err) {
 		final := &examplev1.MyDatabaseBackup{
-			ObjectMeta: metav1.ObjectMeta{Name: FinalBackupName(db), Namespace: db.Namespace,
-				Labels: map[string]string{FinalBackupLabel: db.Name}},
+			ObjectMeta: metav1.ObjectMeta{Name: names.FinalBackup(db.Name), Namespace: db.Namespace,
+				Labels: map[string]string{names.FinalBackupLabel: db.Name}},
 			Spec: examplev1.MyDatabaseBackupSpec{DatabaseName: db.Name},
 		}
 		_, err := c.mydbClient.ExampleV1().MyDatabaseBackups(db.Namespace).Create(ctx, final, metav1.CreateOptions{})

@@ -3,6 +3,7 @@ package backupschedule
 import (
 	"context"
 	"fmt"
+	"github.com/mydb-dev/mydb/pkg/names"
 	"strconv"
 	"testing"
 	"time"
@@ -44,8 +45,8 @@ func scheduled(due time.Time, phase examplev1.BackupPhase) *examplev1.MyDatabase
 	return &examplev1.MyDatabaseBackup{
 		ObjectMeta: metav1.ObjectMeta{Name: "prod-mysql-" + strconv.FormatInt(due.Unix(), 36), Namespace: "default",
 			UID:         types.UID("uid-" + due.Format("1504")),
-			Labels:      map[string]string{ScheduleLabel: "prod-mysql"},
-			Annotations: map[string]string{ScheduledForAnnotation: due.Format(time.RFC3339)}},
+			Labels:      map[string]string{names.ScheduleLabel: "prod-mysql"},
+			Annotations: map[string]string{names.ScheduledForAnnotation: due.Format(time.RFC3339)}},
 		Spec:   examplev1.MyDatabaseBackupSpec{DatabaseName: "prod-mysql"},
 		Status: examplev1.MyDatabaseBackupStatus{Phase: phase},
 	}
@@ -86,7 +87,7 @@ func run(t *testing.T, now time.Time, db *examplev1.MyDatabase, backups ...*exam
 		switch a.GetVerb() {
 		case "create":
 			b := a.(core.CreateAction).GetObject().(*examplev1.MyDatabaseBackup)
-			writes = append(writes, "create for "+b.Annotations[ScheduledForAnnotation][11:16])
+			writes = append(writes, "create for "+b.Annotations[names.ScheduledForAnnotation][11:16])
 		case "delete":
 			writes = append(writes, "delete "+a.(core.DeleteAction).GetName())
 		}
@@ -171,7 +172,7 @@ func TestFinalBackup(t *testing.T) {
 	}
 	final := func(phase examplev1.BackupPhase) *examplev1.MyDatabaseBackup {
 		return &examplev1.MyDatabaseBackup{
-			ObjectMeta: metav1.ObjectMeta{Name: "prod-mysql-final", Namespace: "default", Labels: map[string]string{FinalBackupLabel: "prod-mysql"}},
+			ObjectMeta: metav1.ObjectMeta{Name: "prod-mysql-final", Namespace: "default", Labels: map[string]string{names.FinalBackupLabel: "prod-mysql"}},
 			Spec:       examplev1.MyDatabaseBackupSpec{DatabaseName: "prod-mysql"}, Status: examplev1.MyDatabaseBackupStatus{Phase: phase},
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"github.com/mydb-dev/mydb/pkg/names"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/engine"
@@ -15,49 +16,22 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// Labels every child carries (app.kubernetes.io recommended labels).
-const (
-	LabelName      = "app.kubernetes.io/name"
-	LabelInstance  = "app.kubernetes.io/instance"
-	LabelVersion   = "app.kubernetes.io/version"
-	LabelComponent = "app.kubernetes.io/component"
-	LabelManagedBy = "app.kubernetes.io/managed-by"
-
-	// ManagedBy is the value of LabelManagedBy on every child; the
-	// controller's informers watch only objects that carry it.
-	ManagedBy = "mydb"
-
-	// dataVolume is the name of the volumeClaimTemplate, so replica i's
-	// claim is data-<name>-<i>.
-	dataVolume = "data"
-	// containerName is the database container's name.
-	containerName = "database"
-)
-
-// Names of a MyDatabase's children.
-
-// SecretName is the name of a database's credentials Secret.
-func SecretName(db *examplev1.MyDatabase) string          { return db.Name + "-credentials" }
-func headlessServiceName(db *examplev1.MyDatabase) string { return db.Name + "-headless" }
-
-// ClientServiceName is the name of the Service clients connect through.
-func ClientServiceName(db *examplev1.MyDatabase) string { return db.Name }
-func statefulSetName(db *examplev1.MyDatabase) string   { return db.Name }
-func pdbName(db *examplev1.MyDatabase) string           { return db.Name }
+// containerName is the database container's name.
+const containerName = "database"
 
 // SelectorLabels select a database's pods; none of them may change over
 // the database's life (the engine is immutable).
 func SelectorLabels(db *examplev1.MyDatabase) map[string]string {
 	return map[string]string{
-		LabelName:      string(db.Spec.Engine),
-		LabelInstance:  db.Name,
-		LabelManagedBy: ManagedBy,
+		names.LabelName:      string(db.Spec.Engine),
+		names.LabelInstance:  db.Name,
+		names.LabelManagedBy: names.ManagedBy,
 	}
 }
 
 func childLabels(db *examplev1.MyDatabase) map[string]string {
 	labels := SelectorLabels(db)
-	labels[LabelComponent] = "database"
+	labels[names.LabelComponent] = names.ComponentDatabase
 	return labels
 }
 
@@ -65,7 +39,7 @@ func childLabels(db *examplev1.MyDatabase) map[string]string {
 // and its pods. The other children keep theirs across upgrades.
 func versionedLabels(db *examplev1.MyDatabase) map[string]string {
 	labels := childLabels(db)
-	labels[LabelVersion] = db.Spec.Version
+	labels[names.LabelVersion] = db.Spec.Version
 	return labels
 }
 
@@ -89,7 +63,7 @@ func newSecret(db *examplev1.MyDatabase) (*corev1.Secret, error) {
 		return nil, err
 	}
 	return &corev1.Secret{
-		ObjectMeta: childMeta(db, SecretName(db)),
+		ObjectMeta: childMeta(db, names.Secret(db.Name)),
 		Type:       corev1.SecretTypeOpaque,
 		Immutable:  ptr.To(true),
 		Data: map[string][]byte{
@@ -111,7 +85,7 @@ func randomPassword() ([]byte, error) {
 
 func newHeadlessService(db *examplev1.MyDatabase, eng engine.Engine) *corev1.Service {
 	return &corev1.Service{
-		ObjectMeta: childMeta(db, headlessServiceName(db)),
+		ObjectMeta: childMeta(db, names.HeadlessService(db.Name)),
 		Spec: corev1.ServiceSpec{
 			ClusterIP: corev1.ClusterIPNone,
 			Selector:  SelectorLabels(db),
@@ -124,7 +98,7 @@ func newHeadlessService(db *examplev1.MyDatabase, eng engine.Engine) *corev1.Ser
 
 func newClientService(db *examplev1.MyDatabase, eng engine.Engine) *corev1.Service {
 	return &corev1.Service{
-		ObjectMeta: childMeta(db, ClientServiceName(db)),
+		ObjectMeta: childMeta(db, names.ClientService(db.Name)),
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
 			Selector: SelectorLabels(db),
@@ -141,7 +115,7 @@ func servicePorts(eng engine.Engine) []corev1.ServicePort {
 
 // endpoint is where clients reach the database.
 func endpoint(db *examplev1.MyDatabase, eng engine.Engine) string {
-	return fmt.Sprintf("%s.%s.svc:%d", ClientServiceName(db), db.Namespace, eng.Port)
+	return fmt.Sprintf("%s.%s.svc:%d", names.ClientService(db.Name), db.Namespace, eng.Port)
 }
 
 func newStatefulSet(db *examplev1.MyDatabase, eng engine.Engine, restore *restoreSource) *appsv1.StatefulSet {
@@ -149,13 +123,13 @@ func newStatefulSet(db *examplev1.MyDatabase, eng engine.Engine, restore *restor
 	if db.Spec.DeletionPolicy == examplev1.DeletionPolicyDelete {
 		whenDeleted = appsv1.DeletePersistentVolumeClaimRetentionPolicyType
 	}
-	meta := childMeta(db, statefulSetName(db))
+	meta := childMeta(db, names.StatefulSet(db.Name))
 	meta.Labels = versionedLabels(db)
 	return &appsv1.StatefulSet{
 		ObjectMeta: meta,
 		Spec: appsv1.StatefulSetSpec{
 			Replicas:            ptr.To(desiredReplicas(db)),
-			ServiceName:         headlessServiceName(db),
+			ServiceName:         names.HeadlessService(db.Name),
 			Selector:            &metav1.LabelSelector{MatchLabels: SelectorLabels(db)},
 			PodManagementPolicy: appsv1.OrderedReadyPodManagement,
 			UpdateStrategy:      appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType},
@@ -171,7 +145,7 @@ func newStatefulSet(db *examplev1.MyDatabase, eng engine.Engine, restore *restor
 				Spec:       podSpec(db, eng, restore),
 			},
 			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
-				ObjectMeta: metav1.ObjectMeta{Name: dataVolume, Labels: SelectorLabels(db)},
+				ObjectMeta: metav1.ObjectMeta{Name: names.DataVolume, Labels: SelectorLabels(db)},
 				Spec: corev1.PersistentVolumeClaimSpec{
 					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 					StorageClassName: db.Spec.StorageClassName,
@@ -185,7 +159,7 @@ func newStatefulSet(db *examplev1.MyDatabase, eng engine.Engine, restore *restor
 }
 
 func podSpec(db *examplev1.MyDatabase, eng engine.Engine, restore *restoreSource) corev1.PodSpec {
-	mounts := []corev1.VolumeMount{{Name: dataVolume, MountPath: eng.DataPath}}
+	mounts := []corev1.VolumeMount{{Name: names.DataVolume, MountPath: eng.DataPath}}
 	var volumes []corev1.Volume
 	for i, path := range eng.ScratchPaths {
 		name := fmt.Sprintf("scratch-%d", i)
@@ -194,7 +168,7 @@ func podSpec(db *examplev1.MyDatabase, eng engine.Engine, restore *restoreSource
 	}
 	spec := corev1.PodSpec{
 		AutomountServiceAccountToken: ptr.To(false),
-		SecurityContext:              PodSecurityContext(eng),
+		SecurityContext:              eng.PodSecurityContext(),
 		// Spread replicas over nodes, so one node's loss takes one replica.
 		TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
 			MaxSkew:           1,
@@ -206,7 +180,7 @@ func podSpec(db *examplev1.MyDatabase, eng engine.Engine, restore *restoreSource
 			Name:      containerName,
 			Image:     eng.Images[db.Spec.Version],
 			Ports:     []corev1.ContainerPort{{Name: eng.Name, ContainerPort: eng.Port, Protocol: corev1.ProtocolTCP}},
-			Env:       eng.Env(SecretName(db)),
+			Env:       eng.Env(names.Secret(db.Name)),
 			Resources: *db.Spec.Resources.DeepCopy(),
 			ReadinessProbe: &corev1.Probe{
 				ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: eng.ReadinessCommand}},
@@ -223,7 +197,7 @@ func podSpec(db *examplev1.MyDatabase, eng engine.Engine, restore *restoreSource
 				FailureThreshold:    6,
 			},
 			VolumeMounts:    mounts,
-			SecurityContext: ContainerSecurityContext(),
+			SecurityContext: engine.ContainerSecurityContext(),
 		}},
 		Volumes: volumes,
 	}
@@ -233,7 +207,7 @@ func podSpec(db *examplev1.MyDatabase, eng engine.Engine, restore *restoreSource
 
 func newPodDisruptionBudget(db *examplev1.MyDatabase) *policyv1.PodDisruptionBudget {
 	return &policyv1.PodDisruptionBudget{
-		ObjectMeta: childMeta(db, pdbName(db)),
+		ObjectMeta: childMeta(db, names.PodDisruptionBudget(db.Name)),
 		Spec: policyv1.PodDisruptionBudgetSpec{
 			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
 			Selector:       &metav1.LabelSelector{MatchLabels: SelectorLabels(db)},
@@ -244,24 +218,4 @@ func newPodDisruptionBudget(db *examplev1.MyDatabase) *policyv1.PodDisruptionBud
 // desiredReplicas is spec.replicas, which the API server always defaults.
 func desiredReplicas(db *examplev1.MyDatabase) int32 {
 	return ptr.Deref(db.Spec.Replicas, 1)
-}
-
-// PodSecurityContext runs an engine's pods as its image's user, never root.
-func PodSecurityContext(eng engine.Engine) *corev1.PodSecurityContext {
-	return &corev1.PodSecurityContext{
-		RunAsNonRoot:   ptr.To(true),
-		RunAsUser:      ptr.To(eng.UID),
-		RunAsGroup:     ptr.To(eng.UID),
-		FSGroup:        ptr.To(eng.UID),
-		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-	}
-}
-
-// ContainerSecurityContext is the restricted context of every container mydb runs.
-func ContainerSecurityContext() *corev1.SecurityContext {
-	return &corev1.SecurityContext{
-		AllowPrivilegeEscalation: ptr.To(false),
-		ReadOnlyRootFilesystem:   ptr.To(true),
-		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-	}
 }

@@ -7,6 +7,7 @@ package mydatabase
 import (
 	"context"
 	"fmt"
+	"github.com/mydb-dev/mydb/pkg/names"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/controller/runner"
@@ -43,10 +44,6 @@ const (
 	ReasonResizingVolume       = "ResizingVolume"
 	ReasonExpansionUnsupported = "StorageExpansionUnsupported"
 )
-
-// PausedAnnotation, set to "true" on a MyDatabase, stops the controller from
-// touching its children until it is removed.
-const PausedAnnotation = "mydb.example.com/paused"
 
 // Informers are the shared informers the controller reads from. The ones
 // from the main cluster should be filtered to objects labelled
@@ -251,7 +248,7 @@ func (c *Controller) handleChild(obj interface{}) {
 	owner := metav1.GetControllerOf(child)
 	if owner == nil || owner.Kind != "MyDatabase" || owner.APIVersion != examplev1.SchemeGroupVersion.String() {
 		// A PVC belongs to its StatefulSet: find the database by label.
-		if instance := child.GetLabels()[LabelInstance]; instance != "" {
+		if instance := child.GetLabels()[names.LabelInstance]; instance != "" {
 			c.queue.Add(cache.ObjectName{Namespace: child.GetNamespace(), Name: instance})
 		}
 		return

@@ -3,6 +3,7 @@ package mydatabase
 import (
 	"context"
 	"fmt"
+	"github.com/mydb-dev/mydb/pkg/names"
 	"strings"
 	"testing"
 	"time"
@@ -290,7 +291,7 @@ func TestCreatesChildren(t *testing.T) {
 		if ref == nil || ref.UID != "uid-1" || ref.Kind != "MyDatabase" || !*ref.BlockOwnerDeletion {
 			t.Errorf("%s has controller reference %+v", obj.GetName(), ref)
 		}
-		if obj.GetLabels()[LabelManagedBy] != ManagedBy || obj.GetLabels()[LabelInstance] != "prod-mysql" {
+		if obj.GetLabels()[names.LabelManagedBy] != names.ManagedBy || obj.GetLabels()[names.LabelInstance] != "prod-mysql" {
 			t.Errorf("%s labels %v", obj.GetName(), obj.GetLabels())
 		}
 	}
@@ -374,7 +375,7 @@ func TestVersionChangeRollsTheImage(t *testing.T) {
 	if img := sts.Spec.Template.Spec.Containers[0].Image; img != "docker.io/library/mysql:8.4.6" {
 		t.Errorf("image %s", img)
 	}
-	if v := sts.Spec.Template.Labels[LabelVersion]; v != "8.4" {
+	if v := sts.Spec.Template.Labels[names.LabelVersion]; v != "8.4" {
 		t.Errorf("pod version label %q", v)
 	}
 }
@@ -414,7 +415,7 @@ func TestDriftIsRepaired(t *testing.T) {
 			}},
 		{name: "label removed", want: []string{"update poddisruptionbudgets prod-mysql"},
 			drift: func(objs []runtime.Object) []runtime.Object {
-				delete(findObject[*policyv1.PodDisruptionBudget](objs).Labels, LabelManagedBy)
+				delete(findObject[*policyv1.PodDisruptionBudget](objs).Labels, names.LabelManagedBy)
 				return objs
 			}},
 	}
@@ -571,7 +572,7 @@ func TestStorageGrowth(t *testing.T) {
 }
 
 func TestPausedDatabaseIsNotReconciled(t *testing.T) {
-	db := myDatabase(func(d *examplev1.MyDatabase) { d.Annotations = map[string]string{PausedAnnotation: "true"} })
+	db := myDatabase(func(d *examplev1.MyDatabase) { d.Annotations = map[string]string{names.PausedAnnotation: "true"} })
 	f := newFixture(t, []*examplev1.MyDatabase{db})
 	if err := f.sync(); err != nil {
 		t.Fatal(err)

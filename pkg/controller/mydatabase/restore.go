@@ -5,19 +5,15 @@ import (
 	"strings"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/engine"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-const (
-	// restoreVolume mounts a backup's dump where both engines' images load
-	// *.sql files when they initialize an empty data directory, before the
-	// server first accepts connections (and so before a replica is ready).
-	restoreVolume    = "restore"
-	restoreMountPath = "/docker-entrypoint-initdb.d/restore.sql"
-)
+// restoreVolume mounts a backup's dump into the engine's init directory.
+const restoreVolume = "restore"
 
 // restoreSource is the dump a database starts from: a file on a claim.
 type restoreSource struct {
@@ -76,7 +72,7 @@ func withRestore(spec *corev1.PodSpec, src *restoreSource) {
 		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: src.claim, ReadOnly: true},
 	}})
 	c := &spec.Containers[0]
-	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: restoreVolume, MountPath: restoreMountPath, SubPath: src.file, ReadOnly: true})
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: restoreVolume, MountPath: engine.InitDirectory + "/restore.sql", SubPath: src.file, ReadOnly: true})
 }
 
 // handleBackup enqueues the databases waiting to restore from a backup.

@@ -3,6 +3,7 @@ package mydatabase
 import (
 	"context"
 	"fmt"
+	"github.com/mydb-dev/mydb/pkg/names"
 	"strings"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
@@ -68,7 +69,7 @@ func computeStatus(db *examplev1.MyDatabase, eng engine.Engine, sts *appsv1.Stat
 
 	switch {
 	case paused:
-		set(examplev1.ConditionProgressing, metav1.ConditionFalse, ReasonPaused, "reconciling is paused by the "+PausedAnnotation+" annotation")
+		set(examplev1.ConditionProgressing, metav1.ConditionFalse, ReasonPaused, "reconciling is paused by the "+names.PausedAnnotation+" annotation")
 	case f.restoreWait != "" && !ready:
 		set(examplev1.ConditionProgressing, metav1.ConditionTrue, ReasonWaitingForRestore, f.restoreWait)
 	case ready:

@@ -3,6 +3,7 @@ package mydatabase
 import (
 	"context"
 	"fmt"
+	"github.com/mydb-dev/mydb/pkg/names"
 	"sort"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
@@ -49,7 +50,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		// Validation admits no such object; nothing can be built for it.
 		return nil
 	}
-	if db.Annotations[PausedAnnotation] == "true" {
+	if db.Annotations[names.PausedAnnotation] == "true" {
 		return c.updateStatus(ctx, db, eng, nil, findings{}, true)
 	}
 
@@ -90,7 +91,7 @@ func (c *Controller) owned(db *examplev1.MyDatabase, child metav1.Object, kind s
 // reconcileSecret creates the credentials once; they are never overwritten,
 // so a password never changes under a running database.
 func (c *Controller) reconcileSecret(ctx context.Context, db *examplev1.MyDatabase, f *findings) error {
-	existing, err := c.secretLister.Secrets(db.Namespace).Get(SecretName(db))
+	existing, err := c.secretLister.Secrets(db.Namespace).Get(names.Secret(db.Name))
 	if err == nil {
 		c.owned(db, existing, "Secret", f)
 		return nil
@@ -147,7 +148,7 @@ func (c *Controller) reconcileService(ctx context.Context, db *examplev1.MyDatab
 }
 
 func (c *Controller) reconcileStatefulSet(ctx context.Context, db *examplev1.MyDatabase, eng engine.Engine, f *findings) (*appsv1.StatefulSet, error) {
-	existing, err := c.stsLister.StatefulSets(db.Namespace).Get(statefulSetName(db))
+	existing, err := c.stsLister.StatefulSets(db.Namespace).Get(names.StatefulSet(db.Name))
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, err
 	}

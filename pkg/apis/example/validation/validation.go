@@ -9,6 +9,7 @@ import (
 
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	"github.com/mydb-dev/mydb/pkg/engine"
+	"github.com/mydb-dev/mydb/pkg/names"
 	"github.com/robfig/cron/v3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -45,6 +46,10 @@ func ValidateMyDatabaseName(name string, prefix bool) []string {
 	errs := apimachineryvalidation.NameIsDNS1035Label(name, prefix)
 	if len(name) > MaxNameLength {
 		errs = append(errs, validation.MaxLenError(MaxNameLength))
+	}
+	// A generated name gets a random suffix, so only whole names can collide.
+	if suffix := names.ReservedSuffix(name); suffix != "" && !prefix {
+		errs = append(errs, fmt.Sprintf("may not end in %q: it names a child of the database %q", suffix, strings.TrimSuffix(name, suffix)))
 	}
 	return errs
 }

@@ -1,0 +1,107 @@
+// Package names holds the names, labels and annotations mydb gives the
+// objects it makes, so the controllers, the API server and the kubectl plugin
+// agree on them without importing each other. It imports nothing of mydb's.
+//
+// Every child of a MyDatabase is named after it. Within one kind, a child's
+// name is the database's name followed by a suffix of that kind; no suffix
+// ends another one (see Suffixes), and a database's own name may not end in
+// one, so the children of two databases can never share a name.
+package names
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Labels every child carries (the app.kubernetes.io recommended labels).
+const (
+	LabelName      = "app.kubernetes.io/name"
+	LabelInstance  = "app.kubernetes.io/instance"
+	LabelVersion   = "app.kubernetes.io/version"
+	LabelComponent = "app.kubernetes.io/component"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+
+	// ManagedBy is the value of LabelManagedBy on every child; the
+	// controllers' informers watch only objects that carry it.
+	ManagedBy = "mydb"
+)
+
+// Values of LabelComponent.
+const (
+	ComponentDatabase = "database"
+	ComponentBackup   = "backup"
+)
+
+// Annotations and labels users and the controllers set on mydb's own objects.
+const (
+	// PausedAnnotation, set to "true" on a MyDatabase, stops the controller
+	// from touching its children until it is removed.
+	PausedAnnotation = "mydb.example.com/paused"
+
+	// ScheduleLabel marks a backup the schedule of the named database took.
+	ScheduleLabel = "mydb.example.com/schedule"
+	// ScheduledForAnnotation is the time a scheduled backup was due, in RFC 3339.
+	ScheduledForAnnotation = "mydb.example.com/scheduled-for"
+	// FinalBackupLabel marks the final backup of the named database.
+	FinalBackupLabel = "mydb.example.com/final-backup-of"
+)
+
+// Suffixes of the names of a database's children that share a kind with the
+// children of other databases. A database's own name may not end in one
+// (ReservedSuffix), and none ends another, so <a><s1> == <b><s2> only when
+// a == b and s1 == s2.
+var Suffixes = []string{headlessSuffix}
+
+const (
+	headlessSuffix = "-headless"
+	secretSuffix   = "-credentials"
+	backupsSuffix  = "-backups"
+	finalSuffix    = "-final"
+	dataVolume     = "data"
+	backupJobPre   = "backup-"
+)
+
+// ReservedSuffix returns the suffix of Suffixes that name ends in, or "".
+func ReservedSuffix(name string) string {
+	for _, s := range Suffixes {
+		if strings.HasSuffix(name, s) {
+			return s
+		}
+	}
+	return ""
+}
+
+// Names of a database's children, from the database's name.
+
+// Secret is the database's credentials Secret.
+func Secret(db string) string { return db + secretSuffix }
+
+// HeadlessService gives each pod of the database a DNS name.
+func HeadlessService(db string) string { return db + headlessSuffix }
+
+// ClientService is the Service clients connect through.
+func ClientService(db string) string { return db }
+
+// StatefulSet runs the database's pods.
+func StatefulSet(db string) string { return db }
+
+// PodDisruptionBudget limits voluntary disruptions of the database's pods.
+func PodDisruptionBudget(db string) string { return db }
+
+// DataVolume is the name of the StatefulSet's claim template, so replica i's
+// claim is data-<db>-<i>.
+const DataVolume = dataVolume
+
+// DataClaim is replica ordinal's data claim.
+func DataClaim(db string, ordinal int) string {
+	return fmt.Sprintf("%s-%s-%d", dataVolume, StatefulSet(db), ordinal)
+}
+
+// BackupVolume is the claim that holds the database's dumps.
+func BackupVolume(db string) string { return db + backupsSuffix }
+
+// FinalBackup is the backup taken before the database is deleted.
+func FinalBackup(db string) string { return db + finalSuffix }
+
+// BackupJob is the Job that runs the backup named backup.
+func BackupJob(backup string) string { return backupJobPre + backup }
