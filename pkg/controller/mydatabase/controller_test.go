@@ -645,7 +645,7 @@ func TestRestoreWaitsForItsBackup(t *testing.T) {
 					mount = &sts.Spec.Template.Spec.Containers[0].VolumeMounts[i]
 				}
 			}
-			if mount == nil || mount.SubPath != "nightly.sql" || mount.MountPath != restoreMountPath || !mount.ReadOnly {
+			if mount == nil || mount.SubPath != "nightly.sql" || mount.MountPath != "/docker-entrypoint-initdb.d/restore.sql" || !mount.ReadOnly {
 				t.Errorf("restore mount %+v", mount)
 			}
 		})
