@@ -85,6 +85,7 @@ func randomPassword() ([]byte, error) {
 
 func newHeadlessService(db *examplev1.MyDatabase, eng engine.Engine) *corev1.Service {
 	return &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: childMeta(db, names.HeadlessService(db.Name)),
 		Spec: corev1.ServiceSpec{
 			ClusterIP: corev1.ClusterIPNone,
@@ -98,6 +99,7 @@ func newHeadlessService(db *examplev1.MyDatabase, eng engine.Engine) *corev1.Ser
 
 func newClientService(db *examplev1.MyDatabase, eng engine.Engine) *corev1.Service {
 	return &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: childMeta(db, names.ClientService(db.Name)),
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
@@ -126,6 +128,7 @@ func newStatefulSet(db *examplev1.MyDatabase, eng engine.Engine, restore *restor
 	meta := childMeta(db, names.StatefulSet(db.Name))
 	meta.Labels = versionedLabels(db)
 	return &appsv1.StatefulSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
 		ObjectMeta: meta,
 		Spec: appsv1.StatefulSetSpec{
 			Replicas:            ptr.To(desiredReplicas(db)),
@@ -207,6 +210,7 @@ func podSpec(db *examplev1.MyDatabase, eng engine.Engine, restore *restoreSource
 
 func newPodDisruptionBudget(db *examplev1.MyDatabase) *policyv1.PodDisruptionBudget {
 	return &policyv1.PodDisruptionBudget{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
 		ObjectMeta: childMeta(db, names.PodDisruptionBudget(db.Name)),
 		Spec: policyv1.PodDisruptionBudgetSpec{
 			MaxUnavailable: ptr.To(intstr.FromInt32(1)),

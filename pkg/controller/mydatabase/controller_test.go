@@ -2,8 +2,10 @@ package mydatabase
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
-	"github.com/mydb-dev/mydb/pkg/names"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/engine"
+	"github.com/mydb-dev/mydb/pkg/names"
 	mydbfake "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/fake"
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
 	appsv1 "k8s.io/api/apps/v1"
@@ -23,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	kubeinformers "k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
@@ -101,6 +105,10 @@ func (f *fixture) newController() *Controller {
 		add(f.t, informers.Backups.Informer().GetIndexer(), b)
 	}
 	for _, obj := range kubeObjects {
+		// The informers on children see only objects labelled as mydb's.
+		if _, isClass := obj.(*storagev1.StorageClass); !isClass && obj.(metav1.Object).GetLabels()[names.LabelManagedBy] != names.ManagedBy {
+			continue
+		}
 		switch o := obj.(type) {
 		case *appsv1.StatefulSet:
 			add(f.t, informers.StatefulSets.Informer().GetIndexer(), o)
@@ -146,7 +154,7 @@ func writes(actions []core.Action) []string {
 		if a.GetSubresource() != "" {
 			res += "/" + a.GetSubresource()
 		}
-		name := ""
+		verb, name := a.GetVerb(), ""
 		switch a := a.(type) {
 		case core.CreateAction:
 			name = a.GetObject().(metav1.Object).GetName()
@@ -154,8 +162,13 @@ func writes(actions []core.Action) []string {
 			name = a.GetObject().(metav1.Object).GetName()
 		case core.DeleteAction:
 			name = a.GetName()
+		case core.PatchAction:
+			name = a.GetName()
+			if a.GetPatchType() == types.ApplyPatchType {
+				verb = "apply"
+			}
 		}
-		out = append(out, fmt.Sprintf("%s %s %s", a.GetVerb(), res, name))
+		out = append(out, fmt.Sprintf("%s %s %s", verb, res, name))
 	}
 	return out
 }
@@ -183,6 +196,23 @@ func created[T runtime.Object](t *testing.T, actions []core.Action, resource str
 	return zero
 }
 
+// applied returns what the first server-side apply of resource sent.
+func applied[T runtime.Object](t *testing.T, actions []core.Action, resource string) T {
+	t.Helper()
+	for _, a := range actions {
+		if p, ok := a.(core.PatchAction); ok && a.GetResource().Resource == resource && p.GetPatchType() == types.ApplyPatchType {
+			obj := reflect.New(reflect.TypeFor[T]().Elem()).Interface().(T)
+			if err := json.Unmarshal(p.GetPatch(), obj); err != nil {
+				t.Fatal(err)
+			}
+			return obj
+		}
+	}
+	var zero T
+	t.Fatalf("no %s was applied", resource)
+	return zero
+}
+
 func updated[T runtime.Object](t *testing.T, actions []core.Action, resource, subresource string) T {
 	t.Helper()
 	for _, a := range actions {
@@ -203,11 +233,25 @@ func convergedState(t *testing.T, db *examplev1.MyDatabase) (*examplev1.MyDataba
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
+	// What the fake API server stores after the first pass, as the cache
+	// would hold it.
 	var objects []runtime.Object
 	for _, a := range f.kubeClient.Actions() {
-		if c, ok := a.(core.CreateAction); ok {
-			objects = append(objects, c.GetObject())
+		var gvr schema.GroupVersionResource
+		var name string
+		switch a := a.(type) {
+		case core.CreateAction:
+			gvr, name = a.GetResource(), a.GetObject().(metav1.Object).GetName()
+		case core.PatchAction:
+			gvr, name = a.GetResource(), a.GetName()
+		default:
+			continue
 		}
+		obj, err := f.kubeClient.Tracker().Get(gvr, db.Namespace, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objects = append(objects, obj)
 	}
 	replicas := desiredReplicas(db)
 	for _, obj := range objects {
@@ -245,14 +289,14 @@ func TestCreatesChildren(t *testing.T) {
 	}
 	f.expectWrites([]string{
 		"create secrets prod-mysql-credentials",
-		"create services prod-mysql-headless",
-		"create services prod-mysql",
-		"create statefulsets prod-mysql",
-		"create poddisruptionbudgets prod-mysql",
+		"apply services prod-mysql-headless",
+		"apply services prod-mysql",
+		"apply statefulsets prod-mysql",
+		"apply poddisruptionbudgets prod-mysql",
 	}, []string{"update mydatabases/status prod-mysql"})
 
 	actions := f.kubeClient.Actions()
-	sts := created[*appsv1.StatefulSet](t, actions, "statefulsets")
+	sts := applied[*appsv1.StatefulSet](t, actions, "statefulsets")
 	if *sts.Spec.Replicas != 3 || sts.Spec.ServiceName != "prod-mysql-headless" {
 		t.Errorf("statefulset replicas %d service %q", *sts.Spec.Replicas, sts.Spec.ServiceName)
 	}
@@ -286,7 +330,7 @@ func TestCreatesChildren(t *testing.T) {
 	if len(secret.Data["password"]) < 24 || string(secret.Data["password"]) == string(secret.Data["root-password"]) {
 		t.Errorf("secret passwords are weak or equal")
 	}
-	for _, obj := range []metav1.Object{sts, secret, created[*corev1.Service](t, actions, "services"), created[*policyv1.PodDisruptionBudget](t, actions, "poddisruptionbudgets")} {
+	for _, obj := range []metav1.Object{sts, secret, applied[*corev1.Service](t, actions, "services"), applied[*policyv1.PodDisruptionBudget](t, actions, "poddisruptionbudgets")} {
 		ref := metav1.GetControllerOf(obj)
 		if ref == nil || ref.UID != "uid-1" || ref.Kind != "MyDatabase" || !*ref.BlockOwnerDeletion {
 			t.Errorf("%s has controller reference %+v", obj.GetName(), ref)
@@ -312,12 +356,12 @@ func TestPostgresGetsItsOwnPortAndPath(t *testing.T) {
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
-	sts := created[*appsv1.StatefulSet](t, f.kubeClient.Actions(), "statefulsets")
+	sts := applied[*appsv1.StatefulSet](t, f.kubeClient.Actions(), "statefulsets")
 	c := sts.Spec.Template.Spec.Containers[0]
 	if c.Image != "docker.io/library/postgres:16.10" || c.Ports[0].ContainerPort != 5432 || c.VolumeMounts[0].MountPath != "/var/lib/postgresql/data" {
 		t.Errorf("postgres container: image %s port %d mount %s", c.Image, c.Ports[0].ContainerPort, c.VolumeMounts[0].MountPath)
 	}
-	svc := created[*corev1.Service](t, f.kubeClient.Actions(), "services")
+	svc := applied[*corev1.Service](t, f.kubeClient.Actions(), "services")
 	if svc.Spec.Ports[0].Port != 5432 {
 		t.Errorf("service port %d", svc.Spec.Ports[0].Port)
 	}
@@ -342,8 +386,8 @@ func TestScale(t *testing.T) {
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
-	f.expectWrites([]string{"update statefulsets prod-mysql"}, []string{"update mydatabases/status prod-mysql"})
-	if sts := updated[*appsv1.StatefulSet](t, f.kubeClient.Actions(), "statefulsets", ""); *sts.Spec.Replicas != 5 {
+	f.expectWrites([]string{"apply statefulsets prod-mysql"}, []string{"update mydatabases/status prod-mysql"})
+	if sts := applied[*appsv1.StatefulSet](t, f.kubeClient.Actions(), "statefulsets"); *sts.Spec.Replicas != 5 {
 		t.Errorf("replicas %d, want 5", *sts.Spec.Replicas)
 	}
 	status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
@@ -359,7 +403,7 @@ func TestScaleToOneDeletesTheDisruptionBudget(t *testing.T) {
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
-	f.expectWrites([]string{"update statefulsets prod-mysql", "delete poddisruptionbudgets prod-mysql"},
+	f.expectWrites([]string{"apply statefulsets prod-mysql", "delete poddisruptionbudgets prod-mysql"},
 		[]string{"update mydatabases/status prod-mysql"})
 }
 
@@ -370,8 +414,8 @@ func TestVersionChangeRollsTheImage(t *testing.T) {
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
-	f.expectWrites([]string{"update statefulsets prod-mysql"}, []string{"update mydatabases/status prod-mysql"})
-	sts := updated[*appsv1.StatefulSet](t, f.kubeClient.Actions(), "statefulsets", "")
+	f.expectWrites([]string{"apply statefulsets prod-mysql"}, []string{"update mydatabases/status prod-mysql"})
+	sts := applied[*appsv1.StatefulSet](t, f.kubeClient.Actions(), "statefulsets")
 	if img := sts.Spec.Template.Spec.Containers[0].Image; img != "docker.io/library/mysql:8.4.6" {
 		t.Errorf("image %s", img)
 	}
@@ -386,12 +430,12 @@ func TestDriftIsRepaired(t *testing.T) {
 		drift func([]runtime.Object) []runtime.Object
 		want  []string
 	}{
-		{name: "image edited by hand", want: []string{"update statefulsets prod-mysql"},
+		{name: "image edited by hand", want: []string{"apply statefulsets prod-mysql"},
 			drift: func(objs []runtime.Object) []runtime.Object {
 				findObject[*appsv1.StatefulSet](objs).Spec.Template.Spec.Containers[0].Image = "mysql:latest"
 				return objs
 			}},
-		{name: "service port edited", want: []string{"update services prod-mysql"},
+		{name: "service port edited", want: []string{"apply services prod-mysql"},
 			drift: func(objs []runtime.Object) []runtime.Object {
 				for _, o := range objs {
 					if svc, ok := o.(*corev1.Service); ok && svc.Name == "prod-mysql" {
@@ -400,9 +444,9 @@ func TestDriftIsRepaired(t *testing.T) {
 				}
 				return objs
 			}},
-		{name: "statefulset deleted", want: []string{"create statefulsets prod-mysql"},
+		{name: "statefulset deleted", want: []string{"apply statefulsets prod-mysql"},
 			drift: func(objs []runtime.Object) []runtime.Object { return without[*appsv1.StatefulSet](objs) }},
-		{name: "headless service deleted", want: []string{"create services prod-mysql-headless"},
+		{name: "headless service deleted", want: []string{"apply services prod-mysql-headless"},
 			drift: func(objs []runtime.Object) []runtime.Object {
 				var out []runtime.Object
 				for _, o := range objs {
@@ -413,7 +457,7 @@ func TestDriftIsRepaired(t *testing.T) {
 				}
 				return out
 			}},
-		{name: "label removed", want: []string{"update poddisruptionbudgets prod-mysql"},
+		{name: "label removed", want: []string{"apply poddisruptionbudgets prod-mysql"},
 			drift: func(objs []runtime.Object) []runtime.Object {
 				delete(findObject[*policyv1.PodDisruptionBudget](objs).Labels, names.LabelManagedBy)
 				return objs
@@ -445,29 +489,37 @@ func without[T runtime.Object](objs []runtime.Object) []runtime.Object {
 }
 
 func TestForeignChildIsLeftAlone(t *testing.T) {
-	foreign := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "prod-mysql", Namespace: "default", Labels: map[string]string{"team": "other"}}}
-	f := newFixture(t, []*examplev1.MyDatabase{myDatabase()}, foreign)
-	if err := f.sync(); err != nil {
-		t.Fatal(err)
-	}
-	for _, w := range writes(f.kubeClient.Actions()) {
-		if strings.Contains(w, "statefulsets") {
-			t.Errorf("touched the foreign StatefulSet: %s", w)
-		}
-	}
-	var warnings []string
-	for len(f.recorder.Events) > 0 {
-		if ev := <-f.recorder.Events; strings.HasPrefix(ev, "Warning") {
-			warnings = append(warnings, ev)
-		}
-	}
-	if len(warnings) != 1 || !strings.HasPrefix(warnings[0], "Warning ErrResourceExists") {
-		t.Errorf("warnings %q, want one ErrResourceExists", warnings)
-	}
-	status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
-	c := meta.FindStatusCondition(status.Conditions, examplev1.ConditionDegraded)
-	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonChildConflict || !strings.Contains(c.Message, `StatefulSet "prod-mysql"`) {
-		t.Errorf("Degraded = %+v", c)
+	for name, labels := range map[string]map[string]string{
+		// Not in the controller's cache: found by asking the API server.
+		"unlabelled": {"team": "other"},
+		"labelled as mydb's": {names.LabelManagedBy: names.ManagedBy},
+	} {
+		t.Run(name, func(t *testing.T) {
+			foreign := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "prod-mysql", Namespace: "default", Labels: labels}}
+			f := newFixture(t, []*examplev1.MyDatabase{myDatabase()}, foreign)
+			if err := f.sync(); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range writes(f.kubeClient.Actions()) {
+				if strings.Contains(w, "statefulsets") {
+					t.Errorf("touched the foreign StatefulSet: %s", w)
+				}
+			}
+			var warnings []string
+			for len(f.recorder.Events) > 0 {
+				if ev := <-f.recorder.Events; strings.HasPrefix(ev, "Warning") {
+					warnings = append(warnings, ev)
+				}
+			}
+			if len(warnings) != 1 || !strings.HasPrefix(warnings[0], "Warning ErrResourceExists") {
+				t.Errorf("warnings %q, want one ErrResourceExists", warnings)
+			}
+			status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
+			c := meta.FindStatusCondition(status.Conditions, examplev1.ConditionDegraded)
+			if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonChildConflict || !strings.Contains(c.Message, `StatefulSet "prod-mysql"`) {
+				t.Errorf("Degraded = %+v", c)
+			}
+		})
 	}
 }
 
@@ -492,7 +544,7 @@ func TestDeletionPolicyDeleteRemovesClaimsWithTheStatefulSet(t *testing.T) {
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
-	sts := created[*appsv1.StatefulSet](t, f.kubeClient.Actions(), "statefulsets")
+	sts := applied[*appsv1.StatefulSet](t, f.kubeClient.Actions(), "statefulsets")
 	if got := sts.Spec.PersistentVolumeClaimRetentionPolicy.WhenDeleted; got != appsv1.DeletePersistentVolumeClaimRetentionPolicyType {
 		t.Errorf("WhenDeleted = %s, want Delete", got)
 	}
@@ -548,11 +600,14 @@ func TestStorageGrowth(t *testing.T) {
 			status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
 			degraded := meta.FindStatusCondition(status.Conditions, examplev1.ConditionDegraded)
 			if expandable {
-				if diff := cmp.Diff([]string{"update persistentvolumeclaims data-prod-mysql-0", "update persistentvolumeclaims data-prod-mysql-1"},
+				if diff := cmp.Diff([]string{"apply persistentvolumeclaims data-prod-mysql-0", "apply persistentvolumeclaims data-prod-mysql-1"},
 					writes(f.kubeClient.Actions())); diff != "" {
 					t.Errorf("writes (-want +got):\n%s", diff)
 				}
-				grown := updated[*corev1.PersistentVolumeClaim](t, f.kubeClient.Actions(), "persistentvolumeclaims", "")
+				grown, err := f.kubeClient.CoreV1().PersistentVolumeClaims("default").Get(context.Background(), "data-prod-mysql-1", metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
 				if got := grown.Spec.Resources.Requests[corev1.ResourceStorage]; got.String() != "100Gi" {
 					t.Errorf("claim request %s, want 100Gi", got.String())
 				}
@@ -620,10 +675,8 @@ func TestRestoreWaitsForItsBackup(t *testing.T) {
 				t.Fatal(err)
 			}
 			var sts *appsv1.StatefulSet
-			for _, a := range f.kubeClient.Actions() {
-				if c, ok := a.(core.CreateAction); ok && a.GetResource().Resource == "statefulsets" {
-					sts = c.GetObject().(*appsv1.StatefulSet)
-				}
+			if slices.Contains(writes(f.kubeClient.Actions()), "apply statefulsets "+restoring.Name) {
+				sts = applied[*appsv1.StatefulSet](t, f.kubeClient.Actions(), "statefulsets")
 			}
 			status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
 			progressing := meta.FindStatusCondition(status.Conditions, examplev1.ConditionProgressing)
@@ -649,5 +702,18 @@ func TestRestoreWaitsForItsBackup(t *testing.T) {
 				t.Errorf("restore mount %+v", mount)
 			}
 		})
+	}
+}
+
+func TestForeignSecretIsReportedNotRetried(t *testing.T) {
+	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "prod-mysql-credentials", Namespace: "default"}}
+	f := newFixture(t, []*examplev1.MyDatabase{myDatabase()}, foreign)
+	if err := f.sync(); err != nil {
+		t.Fatalf("a foreign Secret must be reported, not retried: %v", err)
+	}
+	status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
+	c := meta.FindStatusCondition(status.Conditions, examplev1.ConditionDegraded)
+	if c == nil || c.Reason != ReasonChildConflict || !strings.Contains(c.Message, `Secret "prod-mysql-credentials"`) {
+		t.Errorf("Degraded = %+v", c)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
@@ -59,7 +60,8 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		return err
 	}
 	for _, svc := range []*corev1.Service{newHeadlessService(db, eng), newClientService(db, eng)} {
-		if err := c.reconcileService(ctx, db, svc, &f); err != nil {
+		cached, err := c.svcLister.Services(db.Namespace).Get(svc.Name)
+		if _, err := apply(ctx, c, db, svc, cached, err, c.kubeClient.CoreV1().Services(db.Namespace), &f); err != nil {
 			return err
 		}
 	}
@@ -103,10 +105,16 @@ func (c *Controller) reconcileSecret(ctx context.Context, db *examplev1.MyDataba
 	if err != nil {
 		return err
 	}
-	_, err = c.kubeClient.CoreV1().Secrets(db.Namespace).Create(ctx, secret, metav1.CreateOptions{})
+	_, err = c.kubeClient.CoreV1().Secrets(db.Namespace).Create(ctx, secret, metav1.CreateOptions{FieldManager: FieldManager})
 	if apierrors.IsAlreadyExists(err) {
-		// Someone else's Secret the cache has not seen yet: next pass decides.
-		return fmt.Errorf("secret %s/%s appeared while creating it", db.Namespace, secret.Name)
+		// Not in the cache, which holds only Secrets labelled as mydb's:
+		// someone else's, or ours not seen yet.
+		existing, err := c.kubeClient.CoreV1().Secrets(db.Namespace).Get(ctx, secret.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		c.owned(db, existing, "Secret", f)
+		return nil
 	}
 	if err != nil {
 		return err
@@ -115,42 +123,10 @@ func (c *Controller) reconcileSecret(ctx context.Context, db *examplev1.MyDataba
 	return nil
 }
 
-func (c *Controller) reconcileService(ctx context.Context, db *examplev1.MyDatabase, desired *corev1.Service, f *findings) error {
-	existing, err := c.svcLister.Services(db.Namespace).Get(desired.Name)
-	if apierrors.IsNotFound(err) {
-		if _, err := c.kubeClient.CoreV1().Services(db.Namespace).Create(ctx, desired, metav1.CreateOptions{}); err != nil {
-			return err
-		}
-		c.recorder.Eventf(db, corev1.EventTypeNormal, ReasonCreated, "Created Service %q", desired.Name)
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if !c.owned(db, existing, "Service", f) {
-		return nil
-	}
-	same, err := converged(desired.ObjectMeta, desired.Spec, existing.ObjectMeta, existing.Spec)
-	if err != nil || same {
-		return err
-	}
-	updated := existing.DeepCopy()
-	updated.Labels = mergeLabels(updated.Labels, desired.Labels)
-	// ClusterIP and its kin are the cluster's to allocate: keep them.
-	updated.Spec.Selector = desired.Spec.Selector
-	updated.Spec.Ports = desired.Spec.Ports
-	updated.Spec.PublishNotReadyAddresses = desired.Spec.PublishNotReadyAddresses
-	if _, err := c.kubeClient.CoreV1().Services(db.Namespace).Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
-		return err
-	}
-	c.recorder.Eventf(db, corev1.EventTypeNormal, ReasonUpdated, "Updated Service %q", desired.Name)
-	return nil
-}
-
 func (c *Controller) reconcileStatefulSet(ctx context.Context, db *examplev1.MyDatabase, eng engine.Engine, f *findings) (*appsv1.StatefulSet, error) {
-	existing, err := c.stsLister.StatefulSets(db.Namespace).Get(names.StatefulSet(db.Name))
-	if err != nil && !apierrors.IsNotFound(err) {
-		return nil, err
+	existing, cacheErr := c.stsLister.StatefulSets(db.Namespace).Get(names.StatefulSet(db.Name))
+	if cacheErr != nil && !apierrors.IsNotFound(cacheErr) {
+		return nil, cacheErr
 	}
 	if existing != nil && !c.owned(db, existing, "StatefulSet", f) {
 		return nil, nil
@@ -165,31 +141,12 @@ func (c *Controller) reconcileStatefulSet(ctx context.Context, db *examplev1.MyD
 		return existing, nil
 	}
 	desired := newStatefulSet(db, eng, restore)
-	if existing == nil {
-		created, err := c.kubeClient.AppsV1().StatefulSets(db.Namespace).Create(ctx, desired, metav1.CreateOptions{})
-		if err != nil {
-			return nil, err
-		}
-		c.recorder.Eventf(db, corev1.EventTypeNormal, ReasonCreated, "Created StatefulSet %q with %d replicas", desired.Name, desiredReplicas(db))
-		return created, nil
+	if existing != nil {
+		// The claim templates of a StatefulSet are immutable: volumes grow
+		// through their claims (reconcileVolumes) instead.
+		desired.Spec.VolumeClaimTemplates = existing.Spec.VolumeClaimTemplates
 	}
-	// The claim templates and selector of a StatefulSet are immutable:
-	// volumes grow through their claims (reconcileVolumes) instead.
-	desired.Spec.VolumeClaimTemplates = existing.Spec.VolumeClaimTemplates
-	desired.Spec.Selector = existing.Spec.Selector
-	same, err := converged(desired.ObjectMeta, desired.Spec, existing.ObjectMeta, existing.Spec)
-	if err != nil || same {
-		return existing, err
-	}
-	updated := existing.DeepCopy()
-	updated.Labels = mergeLabels(updated.Labels, desired.Labels)
-	updated.Spec = desired.Spec
-	result, err := c.kubeClient.AppsV1().StatefulSets(db.Namespace).Update(ctx, updated, metav1.UpdateOptions{})
-	if err != nil {
-		return nil, err
-	}
-	c.recorder.Eventf(db, corev1.EventTypeNormal, ReasonUpdated, "Updated StatefulSet %q", desired.Name)
-	return result, nil
+	return apply(ctx, c, db, desired, existing, cacheErr, c.kubeClient.AppsV1().StatefulSets(db.Namespace), f)
 }
 
 // reconcilePodDisruptionBudget keeps a budget of one unavailable replica
@@ -201,39 +158,20 @@ func (c *Controller) reconcilePodDisruptionBudget(ctx context.Context, db *examp
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	want := desiredReplicas(db) > 1
-	switch {
-	case existing == nil && !want:
-		return nil
-	case existing == nil:
-		if _, err := c.kubeClient.PolicyV1().PodDisruptionBudgets(db.Namespace).Create(ctx, desired, metav1.CreateOptions{}); err != nil {
-			return err
-		}
-		c.recorder.Eventf(db, corev1.EventTypeNormal, ReasonCreated, "Created PodDisruptionBudget %q", desired.Name)
-		return nil
-	case !c.owned(db, existing, "PodDisruptionBudget", f):
-		return nil
-	case !want:
-		err := c.kubeClient.PolicyV1().PodDisruptionBudgets(db.Namespace).Delete(ctx, existing.Name, metav1.DeleteOptions{
-			Preconditions: &metav1.Preconditions{UID: &existing.UID},
-		})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-		c.recorder.Eventf(db, corev1.EventTypeNormal, ReasonDeleted, "Deleted PodDisruptionBudget %q: one replica needs none", existing.Name)
-		return nil
-	}
-	same, err := converged(desired.ObjectMeta, desired.Spec, existing.ObjectMeta, existing.Spec)
-	if err != nil || same {
+	if desiredReplicas(db) > 1 {
+		_, err := apply(ctx, c, db, desired, existing, err, c.kubeClient.PolicyV1().PodDisruptionBudgets(db.Namespace), f)
 		return err
 	}
-	updated := existing.DeepCopy()
-	updated.Labels = mergeLabels(updated.Labels, desired.Labels)
-	updated.Spec = desired.Spec
-	if _, err := c.kubeClient.PolicyV1().PodDisruptionBudgets(db.Namespace).Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
+	if existing == nil || !c.owned(db, existing, "PodDisruptionBudget", f) {
+		return nil
+	}
+	err = c.kubeClient.PolicyV1().PodDisruptionBudgets(db.Namespace).Delete(ctx, existing.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &existing.UID},
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	c.recorder.Eventf(db, corev1.EventTypeNormal, ReasonUpdated, "Updated PodDisruptionBudget %q", desired.Name)
+	c.recorder.Eventf(db, corev1.EventTypeNormal, ReasonDeleted, "Deleted PodDisruptionBudget %q: one replica needs none", existing.Name)
 	return nil
 }
 
@@ -257,9 +195,11 @@ func (c *Controller) reconcileVolumes(ctx context.Context, db *examplev1.MyDatab
 			f.storageProblems = append(f.storageProblems, problem)
 			continue
 		}
-		updated := claim.DeepCopy()
-		updated.Spec.Resources.Requests[corev1.ResourceStorage] = db.Spec.StorageSize.DeepCopy()
-		if _, err := c.kubeClient.CoreV1().PersistentVolumeClaims(db.Namespace).Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
+		// The claim is the StatefulSet's: mydb owns only its size.
+		grow := corev1ac.PersistentVolumeClaim(claim.Name, claim.Namespace).WithSpec(corev1ac.PersistentVolumeClaimSpec().
+			WithResources(corev1ac.VolumeResourceRequirements().WithRequests(corev1.ResourceList{corev1.ResourceStorage: db.Spec.StorageSize})))
+		if _, err := c.kubeClient.CoreV1().PersistentVolumeClaims(db.Namespace).Apply(ctx, grow,
+			metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
 			return err
 		}
 		c.recorder.Eventf(db, corev1.EventTypeNormal, ReasonResizingVolume, "Resizing PersistentVolumeClaim %q from %s to %s",
@@ -284,25 +224,4 @@ func (c *Controller) expansionProblem(claim *corev1.PersistentVolumeClaim) strin
 		return fmt.Sprintf("StorageClass %q does not allow volume expansion, so PersistentVolumeClaim %q stays at its size", sc.Name, claim.Name)
 	}
 	return ""
-}
-
-// converged tells whether the existing child already has every label and
-// spec field the desired one sets.
-func converged(desiredMeta metav1.ObjectMeta, desiredSpec interface{}, existingMeta metav1.ObjectMeta, existingSpec interface{}) (bool, error) {
-	if !labels.SelectorFromSet(desiredMeta.Labels).Matches(labels.Set(existingMeta.Labels)) {
-		return false, nil
-	}
-	return isSubset(desiredSpec, existingSpec)
-}
-
-// mergeLabels returns have with want's labels set, keeping labels others added.
-func mergeLabels(have, want map[string]string) map[string]string {
-	out := make(map[string]string, len(have)+len(want))
-	for k, v := range have {
-		out[k] = v
-	}
-	for k, v := range want {
-		out[k] = v
-	}
-	return out
 }
