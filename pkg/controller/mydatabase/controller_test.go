@@ -13,9 +13,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/engine"
-	"github.com/mydb-dev/mydb/pkg/names"
 	mydbfake "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/fake"
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
+	"github.com/mydb-dev/mydb/pkg/names"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -491,7 +491,7 @@ func without[T runtime.Object](objs []runtime.Object) []runtime.Object {
 func TestForeignChildIsLeftAlone(t *testing.T) {
 	for name, labels := range map[string]map[string]string{
 		// Not in the controller's cache: found by asking the API server.
-		"unlabelled": {"team": "other"},
+		"unlabelled":         {"team": "other"},
 		"labelled as mydb's": {names.LabelManagedBy: names.ManagedBy},
 	} {
 		t.Run(name, func(t *testing.T) {
