@@ -3,8 +3,10 @@
 package apiserver
 
 import (
+	"fmt"
+
 	"github.com/mydb-dev/mydb/pkg/apis/example"
-	mydbcontroller "github.com/mydb-dev/mydb/pkg/controller/mydatabase"
+	"github.com/mydb-dev/mydb/pkg/controller/manager"
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
 	"github.com/mydb-dev/mydb/pkg/registry/example/mydatabase"
 	"github.com/mydb-dev/mydb/pkg/registry/example/mydatabasebackup"
@@ -16,8 +18,8 @@ import (
 // Config is the configuration of the server.
 type Config struct {
 	GenericConfig *genericapiserver.RecommendedConfig
-	// Controller configures the in-process MyDatabase controller.
-	Controller ControllerConfig
+	// Controllers configures the in-process controllers; nil runs none.
+	Controllers *manager.Config
 	// OwnInformers watch mydb's own API through the loopback client, for the
 	// quota admission plugin and the controller; the server starts them once
 	// it serves.
@@ -31,7 +33,7 @@ type Server struct {
 
 type completedConfig struct {
 	GenericConfig genericapiserver.CompletedConfig
-	Controller    ControllerConfig
+	Controllers   *manager.Config
 	OwnInformers  mydbinformers.SharedInformerFactory
 }
 
@@ -45,7 +47,7 @@ type CompletedConfig struct {
 func (cfg *Config) Complete() CompletedConfig {
 	return CompletedConfig{&completedConfig{
 		GenericConfig: cfg.GenericConfig.Complete(),
-		Controller:    cfg.Controller,
+		Controllers:   cfg.Controllers,
 		OwnInformers:  cfg.OwnInformers,
 	}}
 }
@@ -91,22 +93,23 @@ func (c completedConfig) New() (*Server, error) {
 	return &Server{GenericAPIServer: genericServer}, nil
 }
 
-// installController starts the MyDatabase controller after the server
-// serves, when it has a main cluster to write children to.
+// installController starts the controllers after the server serves.
 func (c completedConfig) installController(s *genericapiserver.GenericAPIServer) error {
-	if c.Controller.KubeConfig == nil || c.OwnInformers == nil {
+	if c.Controllers == nil {
 		return nil
 	}
-	mydbcontroller.RegisterMetrics()
-	runner, err := newControllerRunner(c.Controller, c.OwnInformers, c.GenericConfig.LoopbackClientConfig)
+	if c.OwnInformers == nil {
+		return fmt.Errorf("the controllers need the informers on mydb's own API")
+	}
+	controllers, err := manager.New(*c.Controllers, c.OwnInformers, c.GenericConfig.LoopbackClientConfig)
 	if err != nil {
 		return err
 	}
-	if err := s.AddReadyzChecks(runner.readyzCheck()); err != nil {
+	if err := s.AddReadyzChecks(controllers.ReadyzCheck()); err != nil {
 		return err
 	}
-	return s.AddPostStartHook("start-mydb-controller", func(ctx genericapiserver.PostStartHookContext) error {
-		runner.start(ctx)
+	return s.AddPostStartHook("start-mydb-controllers", func(ctx genericapiserver.PostStartHookContext) error {
+		go controllers.Run(ctx)
 		return nil
 	})
 }

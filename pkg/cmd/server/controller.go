@@ -4,12 +4,18 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mydb-dev/mydb/pkg/apiserver"
+	"github.com/mydb-dev/mydb/pkg/controller/manager"
 	"github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	componentbaseconfig "k8s.io/component-base/config"
+	componentbaseoptions "k8s.io/component-base/config/options"
+	componentbasevalidation "k8s.io/component-base/config/validation"
 )
 
-// ControllerOptions are the flags of the in-process MyDatabase controller.
+// ControllerOptions are the flags of the in-process controllers.
 type ControllerOptions struct {
 	Enabled      bool
 	Workers      int
@@ -17,13 +23,8 @@ type ControllerOptions struct {
 	KubeAPIQPS   float32
 	KubeAPIBurst int
 
-	LeaderElect              bool
-	LeaderElectNamespace     string
-	LeaderElectLeaseName     string
-	LeaderElectIdentity      string
-	LeaderElectLeaseDuration time.Duration
-	LeaderElectRenewDeadline time.Duration
-	LeaderElectRetryPeriod   time.Duration
+	LeaderElection      componentbaseconfig.LeaderElectionConfiguration
+	LeaderElectIdentity string
 }
 
 // NewControllerOptions returns the defaults: on, leader-elected, with the
@@ -32,72 +33,73 @@ type ControllerOptions struct {
 // measured the 50 QPS of before as the bound).
 func NewControllerOptions() *ControllerOptions {
 	return &ControllerOptions{
-		Enabled:                  true,
-		Workers:                  4,
-		ResyncPeriod:             10 * time.Minute,
-		KubeAPIQPS:               200,
-		KubeAPIBurst:             400,
-		LeaderElect:              true,
-		LeaderElectNamespace:     "mydb-system",
-		LeaderElectLeaseName:     "mydb-controller",
-		LeaderElectLeaseDuration: 15 * time.Second,
-		LeaderElectRenewDeadline: 10 * time.Second,
-		LeaderElectRetryPeriod:   2 * time.Second,
+		Enabled:      true,
+		Workers:      4,
+		ResyncPeriod: 10 * time.Minute,
+		KubeAPIQPS:   200,
+		KubeAPIBurst: 400,
+		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
+			LeaderElect:       true,
+			LeaseDuration:     metav1.Duration{Duration: 15 * time.Second},
+			RenewDeadline:     metav1.Duration{Duration: 10 * time.Second},
+			RetryPeriod:       metav1.Duration{Duration: 2 * time.Second},
+			ResourceLock:      resourcelock.LeasesResourceLock,
+			ResourceName:      "mydb-controller",
+			ResourceNamespace: "mydb-system",
+		},
 	}
 }
 
-// AddFlags adds the controller's flags to fs.
+// AddFlags adds the controllers' flags to fs.
 func (o *ControllerOptions) AddFlags(fs *pflag.FlagSet) {
-	fs.BoolVar(&o.Enabled, "controller", o.Enabled, "Run the MyDatabase controller in this server (it needs --kubeconfig or in-cluster credentials).")
-	fs.IntVar(&o.Workers, "controller-workers", o.Workers, "MyDatabases reconciled at once.")
-	fs.DurationVar(&o.ResyncPeriod, "controller-resync-period", o.ResyncPeriod, "How often every MyDatabase is reconciled with no change seen.")
-	fs.Float32Var(&o.KubeAPIQPS, "controller-kube-api-qps", o.KubeAPIQPS, "Queries per second the controller may send to the main cluster.")
-	fs.IntVar(&o.KubeAPIBurst, "controller-kube-api-burst", o.KubeAPIBurst, "Burst of queries the controller may send to the main cluster.")
-	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect one replica to run the controller with a Lease, so the server can run several replicas.")
-	fs.StringVar(&o.LeaderElectNamespace, "leader-elect-namespace", o.LeaderElectNamespace, "Namespace of the leader election Lease.")
-	fs.StringVar(&o.LeaderElectLeaseName, "leader-elect-lease-name", o.LeaderElectLeaseName, "Name of the leader election Lease.")
+	fs.BoolVar(&o.Enabled, "controller", o.Enabled, "Run the controllers in this server (they need --kubeconfig or in-cluster credentials).")
+	fs.IntVar(&o.Workers, "controller-workers", o.Workers, "Objects each controller reconciles at once.")
+	fs.DurationVar(&o.ResyncPeriod, "controller-resync-period", o.ResyncPeriod, "How often every object is reconciled with no change seen.")
+	fs.Float32Var(&o.KubeAPIQPS, "controller-kube-api-qps", o.KubeAPIQPS, "Queries per second the controllers may send to the main cluster.")
+	fs.IntVar(&o.KubeAPIBurst, "controller-kube-api-burst", o.KubeAPIBurst, "Burst of queries the controllers may send to the main cluster.")
+	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, fs)
 	fs.StringVar(&o.LeaderElectIdentity, "leader-elect-identity", o.LeaderElectIdentity, "This replica's name in the Lease; defaults to the hostname and a random suffix.")
-	fs.DurationVar(&o.LeaderElectLeaseDuration, "leader-elect-lease-duration", o.LeaderElectLeaseDuration, "How long a lease holds after its last renewal; the longest failover.")
-	fs.DurationVar(&o.LeaderElectRenewDeadline, "leader-elect-renew-deadline", o.LeaderElectRenewDeadline, "How long the leader keeps trying to renew before it stops leading.")
-	fs.DurationVar(&o.LeaderElectRetryPeriod, "leader-elect-retry-period", o.LeaderElectRetryPeriod, "How often candidates try to take the lease.")
 }
 
-// Validate checks the flags.
-func (o *ControllerOptions) Validate() []error {
+// Validate checks the flags; hasMainCluster tells whether the server has a
+// kubeconfig of the main cluster, which the controllers write to.
+func (o *ControllerOptions) Validate(hasMainCluster bool) []error {
+	if !o.Enabled {
+		return nil
+	}
 	var errs []error
+	if !hasMainCluster {
+		errs = append(errs, fmt.Errorf("--controller needs the main cluster: give --kubeconfig, run in a cluster, or set --controller=false"))
+	}
 	if o.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--controller-workers must be at least 1"))
 	}
 	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst < 1 {
 		errs = append(errs, fmt.Errorf("--controller-kube-api-qps and --controller-kube-api-burst must be positive"))
 	}
-	if o.LeaderElect && !(o.LeaderElectLeaseDuration > o.LeaderElectRenewDeadline && o.LeaderElectRenewDeadline > o.LeaderElectRetryPeriod) {
-		errs = append(errs, fmt.Errorf("leader election timings must satisfy lease duration > renew deadline > retry period"))
+	if o.ResyncPeriod <= 0 {
+		errs = append(errs, fmt.Errorf("--controller-resync-period must be positive"))
+	}
+	for _, err := range componentbasevalidation.ValidateLeaderElectionConfiguration(&o.LeaderElection, field.NewPath("leaderElection")) {
+		errs = append(errs, err)
 	}
 	return errs
 }
 
-// ApplyTo configures the controller to reach the main cluster through
-// kubeConfig; with no main cluster, or --controller=false, it stays off.
-func (o *ControllerOptions) ApplyTo(c *apiserver.ControllerConfig, kubeConfig *rest.Config) {
+// ApplyTo returns the controllers' configuration, reaching the main cluster
+// through kubeConfig; nil when --controller=false.
+func (o *ControllerOptions) ApplyTo(kubeConfig *rest.Config) *manager.Config {
 	if !o.Enabled || kubeConfig == nil {
-		return
+		return nil
 	}
 	cfg := rest.CopyConfig(kubeConfig)
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
 	cfg = rest.AddUserAgent(cfg, "mydb-controller")
-	*c = apiserver.ControllerConfig{
-		KubeConfig:   cfg,
-		Workers:      o.Workers,
-		ResyncPeriod: o.ResyncPeriod,
-		LeaderElection: apiserver.LeaderElectionConfig{
-			Enabled:       o.LeaderElect,
-			Namespace:     o.LeaderElectNamespace,
-			Name:          o.LeaderElectLeaseName,
-			Identity:      o.LeaderElectIdentity,
-			LeaseDuration: o.LeaderElectLeaseDuration,
-			RenewDeadline: o.LeaderElectRenewDeadline,
-			RetryPeriod:   o.LeaderElectRetryPeriod,
-		},
+	return &manager.Config{
+		KubeConfig:     cfg,
+		Workers:        o.Workers,
+		ResyncPeriod:   o.ResyncPeriod,
+		LeaderElection: o.LeaderElection,
+		Identity:       o.LeaderElectIdentity,
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/apiserver"
+	"github.com/mydb-dev/mydb/pkg/controller/manager"
 	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
 	generatedopenapi "github.com/mydb-dev/mydb/pkg/generated/openapi"
@@ -114,7 +115,7 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.RecommendedOptions.Validate()...)
 	errs = append(errs, o.ServerRun.Validate()...)
 	errs = append(errs, o.ComponentGlobalsRegistry.Validate()...)
-	errs = append(errs, o.Controller.Validate()...)
+	errs = append(errs, o.Controller.Validate(o.RecommendedOptions.CoreAPI != nil)...)
 	return utilerrors.NewAggregate(errs)
 }
 
@@ -136,7 +137,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 			return nil, err
 		}
 		ownInformers = mydbinformers.NewSharedInformerFactoryWithOptions(client, o.Controller.ResyncPeriod,
-			mydbinformers.WithTransform(apiserver.StripManagedFields))
+			mydbinformers.WithTransform(manager.StripManagedFields))
 		return []admission.PluginInitializer{quotaadmission.NewInitializer(ownInformers.Example().V1().MyDatabases())}, nil
 	}
 
@@ -158,6 +159,6 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	}
 	apiserver.AddAuthenticationReadyzCheck(&serverConfig.Config)
 	config := &apiserver.Config{GenericConfig: serverConfig, OwnInformers: ownInformers}
-	o.Controller.ApplyTo(&config.Controller, serverConfig.ClientConfig)
+	config.Controllers = o.Controller.ApplyTo(serverConfig.ClientConfig)
 	return config, nil
 }

@@ -57,13 +57,14 @@ func NewInformers(kube informers.SharedInformerFactory, own mydbinformers.Shared
 	}
 }
 
-func (i Informers) all() []cache.SharedIndexInformer {
+// All are every informer the controller reads.
+func (i Informers) All() []cache.SharedIndexInformer {
 	return []cache.SharedIndexInformer{i.Backups.Informer(), i.MyDatabases.Informer(), i.Jobs.Informer(), i.PersistentVolumeClaims.Informer()}
 }
 
 // HasSynced tells whether every informer has synced once.
 func (i Informers) HasSynced() bool {
-	for _, inf := range i.all() {
+	for _, inf := range i.All() {
 		if !inf.HasSynced() {
 			return false
 		}

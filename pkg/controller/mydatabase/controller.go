@@ -84,13 +84,14 @@ func (i Informers) children() []cache.SharedIndexInformer {
 	}
 }
 
-func (i Informers) all() []cache.SharedIndexInformer {
+// All are every informer the controller reads.
+func (i Informers) All() []cache.SharedIndexInformer {
 	return append(i.children(), i.MyDatabases.Informer(), i.StorageClasses.Informer(), i.Backups.Informer())
 }
 
 // HasSynced tells whether every informer has synced once.
 func (i Informers) HasSynced() bool {
-	for _, inf := range i.all() {
+	for _, inf := range i.All() {
 		if !inf.HasSynced() {
 			return false
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/controller/runner"
 	"github.com/mydb-dev/mydb/pkg/engine"
 	mydbfake "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/fake"
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
@@ -563,19 +564,20 @@ func TestStatusConflictIsRetried(t *testing.T) {
 		}
 		return false, nil, nil
 	})
+	// Through the workers' own path: the conflict requeues the key with
+	// backoff, and the retry succeeds and is forgotten.
 	key := cache.ObjectName{Namespace: db.Namespace, Name: db.Name}
-	if err := c.sync(context.Background(), key); !apierrors.IsConflict(err) {
-		t.Fatalf("first sync: %v, want the conflict back so the key is requeued", err)
+	c.queue.Add(key)
+	runner.ProcessNext(context.Background(), c.queue, c.sync)
+	if n := c.queue.NumRequeues(key); n != 1 {
+		t.Fatalf("after the conflict the key was requeued %d times, want 1", n)
 	}
-	c.queue.AddRateLimited(key)
-	if err := c.sync(context.Background(), key); err != nil {
-		t.Fatalf("retry: %v", err)
-	}
+	runner.ProcessNext(context.Background(), c.queue, c.sync)
 	if got := writes(f.mydbClient.Actions()); len(got) != 2 {
 		t.Errorf("status writes %v, want the failed one and the retry", got)
 	}
-	if c.queue.NumRequeues(key) != 1 {
-		t.Errorf("requeues = %d, want 1", c.queue.NumRequeues(key))
+	if n := c.queue.NumRequeues(key); n != 0 {
+		t.Errorf("requeues = %d after the retry succeeded, want 0", n)
 	}
 }
 

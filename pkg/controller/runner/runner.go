@@ -5,6 +5,8 @@ package runner
 
 import (
 	"context"
+	"fmt"
+	"runtime/debug"
 	"time"
 
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -48,24 +50,39 @@ func RunWorkers[K comparable](ctx context.Context, queue workqueue.TypedRateLimi
 	defer queue.ShutDown()
 	for i := 0; i < workers; i++ {
 		go wait.UntilWithContext(ctx, func(ctx context.Context) {
-			for processNext(ctx, queue, sync) {
+			for ProcessNext(ctx, queue, sync) {
 			}
 		}, time.Second)
 	}
 	<-ctx.Done()
 }
 
-func processNext[K comparable](ctx context.Context, queue workqueue.TypedRateLimitingInterface[K], sync func(context.Context, K) error) bool {
+// ProcessNext takes the next key off queue and syncs it: a key whose sync
+// fails (or panics) is retried with the queue's backoff, one that succeeds is
+// forgotten. It returns false once the queue is shut down.
+func ProcessNext[K comparable](ctx context.Context, queue workqueue.TypedRateLimitingInterface[K], sync func(context.Context, K) error) bool {
 	key, shutdown := queue.Get()
 	if shutdown {
 		return false
 	}
 	defer queue.Done(key)
-	if err := sync(ctx, key); err != nil {
+	if err := recovered(ctx, key, sync); err != nil {
 		utilruntime.HandleErrorWithContext(ctx, err, "Error syncing; requeuing for later retry", "key", key)
 		queue.AddRateLimited(key)
 		return true
 	}
 	queue.Forget(key)
 	return true
+}
+
+// recovered is sync(ctx, key), with a panic turned into an error: one bad
+// object backs off like any failing one instead of taking down the server,
+// and then every next leader.
+func recovered[K comparable](ctx context.Context, key K, sync func(context.Context, K) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic while syncing %v: %v\n%s", key, r, debug.Stack())
+		}
+	}()
+	return sync(ctx, key)
 }

@@ -39,6 +39,7 @@ func StartServer(etcdURL, dir string) (*Server, error) {
 	o.RecommendedOptions.Authentication = nil
 	o.RecommendedOptions.Authorization = nil
 	o.RecommendedOptions.CoreAPI = nil
+	o.Controller.Enabled = false
 	o.RecommendedOptions.Admission = nil
 	o.RecommendedOptions.Features.EnablePriorityAndFairness = false
 	if err := o.Complete(); err != nil {

@@ -1,0 +1,72 @@
+package server
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
+)
+
+func TestControllerOptionsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		args           []string
+		hasMainCluster bool
+		want           []string
+	}{
+		{name: "defaults", hasMainCluster: true},
+		{name: "no main cluster", want: []string{"--controller needs the main cluster"}},
+		{name: "off without a main cluster", args: []string{"--controller=false"}},
+		{name: "no workers", args: []string{"--controller-workers=0"}, hasMainCluster: true, want: []string{"--controller-workers must be at least 1"}},
+		{name: "renew deadline beyond the lease", hasMainCluster: true,
+			args: []string{"--leader-elect-lease-duration=5s", "--leader-elect-renew-deadline=10s"},
+			want: []string{"leaderElection.leaseDuration"}},
+		{name: "no lease name", args: []string{"--leader-elect-resource-name="}, hasMainCluster: true,
+			want: []string{"leaderElection.resourceName"}},
+		{name: "no election, no lease needed", args: []string{"--leader-elect=false", "--leader-elect-resource-name="}, hasMainCluster: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewControllerOptions()
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			errs := o.Validate(tc.hasMainCluster)
+			if len(errs) != len(tc.want) {
+				t.Fatalf("Validate() = %v, want %d errors naming %v", errs, len(tc.want), tc.want)
+			}
+			for i, want := range tc.want {
+				if !strings.Contains(errs[i].Error(), want) {
+					t.Errorf("error %d = %q, want it to name %q", i, errs[i], want)
+				}
+			}
+		})
+	}
+}
+
+func TestControllerOptionsApplyTo(t *testing.T) {
+	o := NewControllerOptions()
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse([]string{"--controller-kube-api-qps=77", "--leader-elect-identity=pod-1", "--leader-elect-lease-duration=20s"}); err != nil {
+		t.Fatal(err)
+	}
+	main := &rest.Config{Host: "https://main", QPS: 5}
+	cfg := o.ApplyTo(main)
+	if cfg == nil {
+		t.Fatal("no controller configuration")
+	}
+	if cfg.KubeConfig.QPS != 77 || main.QPS != 5 || !strings.Contains(cfg.KubeConfig.UserAgent, "mydb-controller") {
+		t.Errorf("client config QPS %v (main's %v), user agent %q", cfg.KubeConfig.QPS, main.QPS, cfg.KubeConfig.UserAgent)
+	}
+	if cfg.Identity != "pod-1" || cfg.LeaderElection.LeaseDuration.Duration != 20*time.Second || cfg.LeaderElection.ResourceNamespace != "mydb-system" {
+		t.Errorf("leader election %+v identity %q", cfg.LeaderElection, cfg.Identity)
+	}
+	o.Enabled = false
+	if o.ApplyTo(main) != nil {
+		t.Error("--controller=false still configures the controllers")
+	}
+}

@@ -1,0 +1,322 @@
+// Package manager runs mydb's controllers inside the API server: it builds
+// their clients, informers and event recorder, elects one replica with a
+// Lease, and runs every controller while that replica leads. The informers
+// run on every replica, so a new leader starts from warm caches.
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	backupcontroller "github.com/mydb-dev/mydb/pkg/controller/backup"
+	"github.com/mydb-dev/mydb/pkg/controller/backupschedule"
+	mydbcontroller "github.com/mydb-dev/mydb/pkg/controller/mydatabase"
+	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
+	mydbscheme "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/scheme"
+	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
+	"github.com/mydb-dev/mydb/pkg/names"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/server/healthz"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+	componentbaseconfig "k8s.io/component-base/config"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	// Registers the leader election metrics (leader_election_master_status).
+	_ "k8s.io/component-base/metrics/prometheus/clientgo/leaderelection"
+)
+
+// Config configures the controllers.
+type Config struct {
+	// KubeConfig reaches the main cluster, where the children live.
+	KubeConfig *rest.Config
+	// Workers is the number of objects each controller reconciles at once.
+	Workers int
+	// ResyncPeriod is how often every object is reconciled with no event.
+	ResyncPeriod time.Duration
+	// LeaderElection decides which replica of the server reconciles.
+	LeaderElection componentbaseconfig.LeaderElectionConfiguration
+	// Identity names this replica in the Lease; empty means hostname_uuid.
+	Identity string
+}
+
+// controller is what the manager needs of each controller it runs.
+type controller interface {
+	Run(ctx context.Context, workers int) error
+	Close()
+}
+
+// Manager runs the controllers.
+type Manager struct {
+	config Config
+	// kubeClient is the controllers' client of the main cluster; events
+	// and the Lease have clients of their own, so neither waits in the
+	// workers' rate limiter, nor the workers behind them.
+	kubeClient  kubernetes.Interface
+	eventClient kubernetes.Interface
+	leaseClient kubernetes.Interface
+	mydbClient  clientset.Interface
+
+	kubeInformers    informers.SharedInformerFactory
+	storageInformers informers.SharedInformerFactory
+	databases        mydbcontroller.Informers
+	backups          backupcontroller.Informers
+	// synced are every informer the controllers read.
+	synced []cache.InformerSynced
+
+	broadcaster record.EventBroadcaster
+	recorder    record.EventRecorder
+	// build makes a term's controllers; tests replace it.
+	build func(ctx context.Context) (map[string]controller, error)
+
+	// term is held while a leadership term runs its controllers, so two
+	// terms never overlap in this process.
+	term sync.Mutex
+}
+
+// New builds the controllers' clients and informers. own are the informers
+// on mydb's own API, which the server also reads for admission; loopback
+// reaches mydb's own API.
+func New(config Config, own mydbinformers.SharedInformerFactory, loopback *rest.Config) (*Manager, error) {
+	if config.KubeConfig == nil {
+		return nil, errors.New("the controllers need a kubeconfig of the main cluster")
+	}
+	kubeClient, err := kubernetes.NewForConfig(config.KubeConfig)
+	if err != nil {
+		return nil, err
+	}
+	eventClient, err := kubernetes.NewForConfig(rest.CopyConfig(config.KubeConfig))
+	if err != nil {
+		return nil, err
+	}
+	leaseConfig := rest.CopyConfig(config.KubeConfig)
+	// Renewals are one request per retry period: a small budget of its own
+	// is ample, and a burst of reconciles can never delay one.
+	leaseConfig.RateLimiter, leaseConfig.QPS, leaseConfig.Burst = nil, 5, 10
+	leaseClient, err := kubernetes.NewForConfig(rest.AddUserAgent(leaseConfig, "leader-election"))
+	if err != nil {
+		return nil, err
+	}
+	ownConfig := rest.CopyConfig(loopback)
+	ownConfig.ContentType = runtime.ContentTypeProtobuf
+	mydbClient, err := clientset.NewForConfig(ownConfig)
+	if err != nil {
+		return nil, err
+	}
+
+	managed := labels.SelectorFromSet(labels.Set{names.LabelManagedBy: names.ManagedBy}).String()
+	// The caches never need managedFields: dropping them saves a large share
+	// of the memory they take.
+	kubeInformers := informers.NewSharedInformerFactoryWithOptions(kubeClient, config.ResyncPeriod,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managed }),
+		informers.WithTransform(StripManagedFields))
+	// StorageClasses are few and carry no mydb label.
+	storageInformers := informers.NewSharedInformerFactoryWithOptions(kubeClient, config.ResyncPeriod, informers.WithTransform(StripManagedFields))
+
+	broadcaster := record.NewBroadcaster()
+	m := &Manager{
+		config:           config,
+		kubeClient:       kubeClient,
+		eventClient:      eventClient,
+		leaseClient:      leaseClient,
+		mydbClient:       mydbClient,
+		kubeInformers:    kubeInformers,
+		storageInformers: storageInformers,
+		databases:        mydbcontroller.NewInformers(kubeInformers, storageInformers, own),
+		backups:          backupcontroller.NewInformers(kubeInformers, own),
+		broadcaster:      broadcaster,
+		recorder:         broadcaster.NewRecorder(mydbscheme.Scheme, corev1.EventSource{Component: "mydb-controller"}),
+	}
+	m.build = m.newControllers
+	// Each Informer() call registers the informer with its factory, which
+	// starts every registered one.
+	for _, inf := range append(m.databases.All(), m.backups.All()...) {
+		m.synced = append(m.synced, inf.HasSynced)
+	}
+	mydbcontroller.RegisterMetrics()
+	return m, nil
+}
+
+// Run runs the informers on the main cluster (the server starts those on
+// its own API), and the controllers whenever this replica leads, until ctx
+// is done.
+func (m *Manager) Run(ctx context.Context) {
+	m.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: m.eventClient.CoreV1().Events("")})
+	defer m.broadcaster.Shutdown()
+	m.kubeInformers.Start(ctx.Done())
+	m.storageInformers.Start(ctx.Done())
+	defer m.kubeInformers.Shutdown()
+	defer m.storageInformers.Shutdown()
+
+	if !m.config.LeaderElection.LeaderElect {
+		if err := m.lead(ctx); err != nil {
+			klog.FromContext(ctx).Error(err, "The controllers stopped")
+		}
+		return
+	}
+	m.runElected(ctx)
+}
+
+// runElected stands for election until ctx is done; each won term runs the
+// controllers until the lease is lost or a controller fails.
+func (m *Manager) runElected(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	le := m.config.LeaderElection
+	id := m.config.Identity
+	if id == "" {
+		host, _ := os.Hostname()
+		id = host + "_" + uuid.NewString()
+	}
+	lock, err := resourcelock.New(le.ResourceLock, le.ResourceNamespace, le.ResourceName,
+		m.leaseClient.CoreV1(), m.leaseClient.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: id, EventRecorder: m.recorder})
+	if err != nil {
+		logger.Error(err, "Cannot build the leader election lock; the controllers do not run")
+		return
+	}
+	for ctx.Err() == nil {
+		// The previous term's controllers must have stopped before this
+		// replica may lead again.
+		m.term.Lock()
+		m.term.Unlock()
+
+		termCtx, endTerm := context.WithCancel(ctx)
+		elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock:            lock,
+			Name:            le.ResourceName,
+			LeaseDuration:   le.LeaseDuration.Duration,
+			RenewDeadline:   le.RenewDeadline.Duration,
+			RetryPeriod:     le.RetryPeriod.Duration,
+			ReleaseOnCancel: true,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(leadCtx context.Context) {
+					if err := m.lead(leadCtx); err != nil {
+						logger.Error(err, "A controller failed; giving up the lease", "identity", id)
+						m.recorder.Eventf(&corev1.ObjectReference{Kind: "Lease", Namespace: le.ResourceNamespace, Name: le.ResourceName},
+							corev1.EventTypeWarning, "ControllerFailed", "%s gave up the lease: %v", id, err)
+						endTerm()
+					}
+				},
+				OnStoppedLeading: func() { logger.Info("Not leading; the controllers stop", "identity", id) },
+				OnNewLeader:      func(leader string) { logger.Info("Controller leader", "identity", leader) },
+			},
+		})
+		if err != nil {
+			endTerm()
+			logger.Error(err, "Cannot elect a leader; the controllers do not run")
+			return
+		}
+		elector.Run(termCtx)
+		failed := termCtx.Err() != nil && ctx.Err() == nil
+		endTerm()
+		if failed {
+			// Give another replica the first chance at the lease.
+			select {
+			case <-ctx.Done():
+			case <-time.After(le.LeaseDuration.Duration):
+			}
+		}
+	}
+}
+
+// lead runs one term: the MyDatabase, backup and backup schedule
+// controllers, each with its own workers, until ctx ends or one of them
+// fails, which ends them all and is returned.
+func (m *Manager) lead(ctx context.Context) error {
+	m.term.Lock()
+	defer m.term.Unlock()
+	if ctx.Err() != nil {
+		return nil // the term ended before it began
+	}
+	controllers, err := m.build(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, c := range controllers {
+			c.Close()
+		}
+	}()
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	for name, c := range controllers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.Run(ctx, m.config.Workers); err != nil && ctx.Err() == nil {
+				cancel(fmt.Errorf("the %s controller: %w", name, err))
+			}
+		}()
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+func (m *Manager) newControllers(ctx context.Context) (map[string]controller, error) {
+	controllers := map[string]controller{}
+	closeAll := func() {
+		for _, c := range controllers {
+			c.Close()
+		}
+	}
+	dbs, err := mydbcontroller.NewController(ctx, m.kubeClient, m.mydbClient, m.databases, m.recorder, clock.RealClock{})
+	if err != nil {
+		return nil, fmt.Errorf("building the MyDatabase controller: %w", err)
+	}
+	controllers["MyDatabase"] = dbs
+	backups, err := backupcontroller.NewController(m.kubeClient, m.mydbClient, m.backups, m.recorder, clock.RealClock{})
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("building the backup controller: %w", err)
+	}
+	controllers["backup"] = backups
+	schedules, err := backupschedule.NewController(m.mydbClient, m.backups.MyDatabases, m.backups.Backups, clock.RealClock{})
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("building the backup schedule controller: %w", err)
+	}
+	controllers["backup schedule"] = schedules
+	return controllers, nil
+}
+
+// ReadyzCheck fails until every informer has synced, so a replica takes
+// traffic only once its controllers could lead.
+func (m *Manager) ReadyzCheck() healthz.HealthChecker {
+	return healthz.NamedCheck("mydb-controller-informers-synced", func(*http.Request) error {
+		for _, synced := range m.synced {
+			if !synced() {
+				return errors.New("informers have not synced")
+			}
+		}
+		return nil
+	})
+}
+
+// StripManagedFields drops managedFields from objects entering a cache; an
+// update that omits them keeps the stored ones.
+func StripManagedFields(obj interface{}) (interface{}, error) {
+	if accessor, err := meta.Accessor(obj); err == nil {
+		accessor.SetManagedFields(nil)
+	}
+	return obj, nil
+}
