@@ -5,7 +5,6 @@ package backup
 
 import (
 	"context"
-	"fmt"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/controller/runner"
@@ -15,7 +14,6 @@ import (
 	examplelisters "github.com/mydb-dev/mydb/pkg/generated/listers/example/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/informers"
 	batchinformers "k8s.io/client-go/informers/batch/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
@@ -60,16 +58,6 @@ func NewInformers(kube informers.SharedInformerFactory, own mydbinformers.Shared
 // All are every informer the controller reads.
 func (i Informers) All() []cache.SharedIndexInformer {
 	return []cache.SharedIndexInformer{i.Backups.Informer(), i.MyDatabases.Informer(), i.Jobs.Informer(), i.PersistentVolumeClaims.Informer()}
-}
-
-// HasSynced tells whether every informer has synced once.
-func (i Informers) HasSynced() bool {
-	for _, inf := range i.All() {
-		if !inf.HasSynced() {
-			return false
-		}
-	}
-	return true
 }
 
 // Controller runs backups.
@@ -144,21 +132,10 @@ func (c *Controller) Close() { c.handlers.RemoveAll() }
 
 // Run reconciles backups with workers goroutines until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) error {
-	defer utilruntime.HandleCrashWithContext(ctx)
-	if ok := cache.WaitForCacheSync(ctx.Done(), c.informers.HasSynced); !ok {
-		c.queue.ShutDown()
-		return fmt.Errorf("failed to wait for caches to sync")
-	}
-	backups, err := c.backupLister.List(labels.Everything())
-	if err != nil {
-		c.queue.ShutDown()
-		return err
-	}
-	for _, b := range backups {
-		c.enqueue(b)
-	}
-	runner.RunWorkers(ctx, c.queue, workers, c.sync)
-	return nil
+	return runner.Run(ctx, c.queue, workers, c.sync, func() ([]cache.ObjectName, error) {
+		backups, err := c.backupLister.List(labels.Everything())
+		return runner.Keys(backups), err
+	}, c.informers.All()...)
 }
 
 func (c *Controller) enqueue(obj interface{}) {

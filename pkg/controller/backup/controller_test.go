@@ -8,12 +8,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/controller/internal/fixtures"
 	"github.com/mydb-dev/mydb/pkg/engine"
 	mydbfake "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/fake"
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	kubeinformers "k8s.io/client-go/informers"
@@ -25,30 +25,19 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+var now = fixtures.Now
 
+var writes = fixtures.Writes
+
+// myDatabase is the fixture's database with one replica.
 func myDatabase(mods ...func(*examplev1.MyDatabase)) *examplev1.MyDatabase {
-	db := &examplev1.MyDatabase{
-		ObjectMeta: metav1.ObjectMeta{Name: "prod-mysql", Namespace: "default", UID: "db-uid"},
-		Spec: examplev1.MyDatabaseSpec{Engine: examplev1.EngineMySQL, Version: "8.4", Replicas: ptr.To[int32](1),
-			StorageSize: resource.MustParse("50Gi"), DeletionPolicy: examplev1.DeletionPolicyRetain},
-	}
-	for _, mod := range mods {
-		mod(db)
-	}
-	return db
+	return fixtures.MyDatabase(append([]func(*examplev1.MyDatabase){func(d *examplev1.MyDatabase) { d.Spec.Replicas = ptr.To[int32](1) }}, mods...)...)
 }
 
+// backup is a manual backup of the fixture's database, a minute old.
 func backup(mods ...func(*examplev1.MyDatabaseBackup)) *examplev1.MyDatabaseBackup {
-	b := &examplev1.MyDatabaseBackup{
-		ObjectMeta: metav1.ObjectMeta{Name: "prod-mysql-x7k2p", Namespace: "default", UID: "backup-uid",
-			CreationTimestamp: metav1.NewTime(now.Add(-time.Minute))},
-		Spec: examplev1.MyDatabaseBackupSpec{DatabaseName: "prod-mysql"},
-	}
-	for _, mod := range mods {
-		mod(b)
-	}
-	return b
+	return fixtures.Backup("prod-mysql-x7k2p", append([]func(*examplev1.MyDatabaseBackup){
+		func(b *examplev1.MyDatabaseBackup) { b.CreationTimestamp = metav1.NewTime(now.Add(-time.Minute)) }}, mods...)...)
 }
 
 func job(conditions ...batchv1.JobCondition) *batchv1.Job {
@@ -106,21 +95,6 @@ func sync(t *testing.T, b *examplev1.MyDatabaseBackup, db *examplev1.MyDatabase,
 	return f, c.sync(context.Background(), cache.ObjectName{Namespace: b.Namespace, Name: b.Name})
 }
 
-func writes(actions []core.Action) []string {
-	var out []string
-	for _, a := range actions {
-		if a.GetVerb() == "list" || a.GetVerb() == "watch" || a.GetVerb() == "get" {
-			continue
-		}
-		res := a.GetResource().Resource
-		if a.GetSubresource() != "" {
-			res += "/" + a.GetSubresource()
-		}
-		out = append(out, a.GetVerb()+" "+res)
-	}
-	return out
-}
-
 func writtenStatus(t *testing.T, f *fixture) examplev1.MyDatabaseBackupStatus {
 	t.Helper()
 	for _, a := range f.mydbClient.Actions() {
@@ -141,7 +115,7 @@ func TestNewBackupStartsAJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"create persistentvolumeclaims", "create jobs"}, writes(f.kubeClient.Actions())); diff != "" {
+	if diff := cmp.Diff([]string{"create persistentvolumeclaims prod-mysql-backups", "create jobs backup-prod-mysql-x7k2p"}, writes(f.kubeClient.Actions())); diff != "" {
 		t.Errorf("writes to the cluster (-want +got):\n%s", diff)
 	}
 	var created *batchv1.Job
@@ -150,7 +124,7 @@ func TestNewBackupStartsAJob(t *testing.T) {
 			created = c.GetObject().(*batchv1.Job)
 		}
 	}
-	if created.Name != "backup-prod-mysql-x7k2p" || metav1.GetControllerOf(created).UID != "backup-uid" {
+	if created.Name != "backup-prod-mysql-x7k2p" || metav1.GetControllerOf(created).UID != "uid-prod-mysql-x7k2p" {
 		t.Errorf("job %s controlled by %v", created.Name, metav1.GetControllerOf(created))
 	}
 	cmd := strings.Join(created.Spec.Template.Spec.Containers[0].Command, " ")
@@ -258,7 +232,7 @@ func TestDeletionPolicyDeleteTiesBackupsToTheDatabase(t *testing.T) {
 			owners = u.GetObject().(*examplev1.MyDatabaseBackup).OwnerReferences
 		}
 	}
-	if len(owners) != 1 || owners[0].UID != "db-uid" || owners[0].Controller != nil {
+	if len(owners) != 1 || owners[0].UID != "uid-1" || owners[0].Controller != nil {
 		t.Errorf("owner references %+v, want the database as a non-controlling owner", owners)
 	}
 }

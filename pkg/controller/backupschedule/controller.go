@@ -6,12 +6,12 @@ package backupschedule
 
 import (
 	"context"
-	"fmt"
-	"github.com/mydb-dev/mydb/pkg/names"
 	"slices"
 	"sort"
 	"strconv"
 	"time"
+
+	"github.com/mydb-dev/mydb/pkg/names"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/apis/example/validation"
@@ -22,7 +22,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -35,7 +34,7 @@ type Controller struct {
 	mydbClient   clientset.Interface
 	dbLister     examplelisters.MyDatabaseLister
 	backupLister examplelisters.MyDatabaseBackupLister
-	synced       []cache.InformerSynced
+	informers    []cache.SharedIndexInformer
 	handlers     runner.Handlers
 
 	// queue holds MyDatabases to look at, each re-added for its next due time.
@@ -50,7 +49,7 @@ func NewController(mydbClient clientset.Interface, dbs exampleinformers.MyDataba
 		mydbClient:   mydbClient,
 		dbLister:     dbs.Lister(),
 		backupLister: backups.Lister(),
-		synced:       []cache.InformerSynced{dbs.Informer().HasSynced, backups.Informer().HasSynced},
+		informers:    []cache.SharedIndexInformer{dbs.Informer(), backups.Informer()},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "mydatabase-backup-schedule", Clock: clk}),
@@ -85,13 +84,7 @@ func (c *Controller) Close() { c.handlers.RemoveAll() }
 
 // Run takes scheduled backups with workers goroutines until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) error {
-	defer utilruntime.HandleCrashWithContext(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		c.queue.ShutDown()
-		return fmt.Errorf("failed to wait for caches to sync")
-	}
-	runner.RunWorkers(ctx, c.queue, workers, c.syncAndSchedule)
-	return nil
+	return runner.Run(ctx, c.queue, workers, c.syncAndSchedule, nil, c.informers...)
 }
 
 // syncAndSchedule syncs a database and comes back to it when its next

@@ -6,7 +6,7 @@ package mydatabase
 
 import (
 	"context"
-	"fmt"
+
 	"github.com/mydb-dev/mydb/pkg/names"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
@@ -87,16 +87,6 @@ func (i Informers) children() []cache.SharedIndexInformer {
 // All are every informer the controller reads.
 func (i Informers) All() []cache.SharedIndexInformer {
 	return append(i.children(), i.MyDatabases.Informer(), i.StorageClasses.Informer(), i.Backups.Informer())
-}
-
-// HasSynced tells whether every informer has synced once.
-func (i Informers) HasSynced() bool {
-	for _, inf := range i.All() {
-		if !inf.HasSynced() {
-			return false
-		}
-	}
-	return true
 }
 
 // Controller reconciles MyDatabases.
@@ -193,28 +183,10 @@ func (c *Controller) Close() { c.handlers.RemoveAll() }
 // Run waits for the informers to sync, then reconciles with workers
 // goroutines until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) error {
-	defer utilruntime.HandleCrashWithContext(ctx)
-	logger := klog.FromContext(ctx)
-
-	logger.Info("Waiting for informer caches to sync")
-	if ok := cache.WaitForCacheSync(ctx.Done(), c.informers.HasSynced); !ok {
-		c.queue.ShutDown()
-		return fmt.Errorf("failed to wait for caches to sync")
-	}
-	// Everything the cache holds is due once: a new leader takes over from
-	// wherever the last one stopped.
-	dbs, err := c.dbLister.List(labels.Everything())
-	if err != nil {
-		c.queue.ShutDown()
-		return err
-	}
-	for _, db := range dbs {
-		c.enqueue(db)
-	}
-	logger.Info("Starting workers", "count", workers)
-	runner.RunWorkers(ctx, c.queue, workers, c.timedSync)
-	logger.Info("Workers stopped")
-	return nil
+	return runner.Run(ctx, c.queue, workers, c.timedSync, func() ([]cache.ObjectName, error) {
+		dbs, err := c.dbLister.List(labels.Everything())
+		return runner.Keys(dbs), err
+	}, c.informers.All()...)
 }
 
 // timedSync is sync, measured for /metrics.

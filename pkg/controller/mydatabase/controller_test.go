@@ -8,12 +8,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/controller/internal/fixtures"
 	"github.com/mydb-dev/mydb/pkg/controller/runner"
-	"github.com/mydb-dev/mydb/pkg/engine"
 	mydbfake "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/fake"
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
 	"github.com/mydb-dev/mydb/pkg/names"
@@ -37,25 +36,12 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+// myDatabase is the fixture's database.
+var myDatabase = fixtures.MyDatabase
 
-// myDatabase returns a defaulted MyDatabase as the API server stores it.
-func myDatabase(mods ...func(*examplev1.MyDatabase)) *examplev1.MyDatabase {
-	db := &examplev1.MyDatabase{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "example.com/v1", Kind: "MyDatabase"},
-		ObjectMeta: metav1.ObjectMeta{Name: "prod-mysql", Namespace: "default", UID: "uid-1", Generation: 1, ResourceVersion: "1"},
-		Spec: examplev1.MyDatabaseSpec{
-			Engine: examplev1.EngineMySQL, Version: "8.4", Replicas: ptr.To[int32](3),
-			StorageSize:    resource.MustParse("50Gi"),
-			Resources:      *examplev1.DefaultResources.DeepCopy(),
-			DeletionPolicy: examplev1.DeletionPolicyRetain,
-		},
-	}
-	for _, mod := range mods {
-		mod(db)
-	}
-	return db
-}
+var now = fixtures.Now
+
+var writes = fixtures.Writes
 
 // fixture holds the state a test starts from and the writes it expects.
 type fixture struct {
@@ -142,36 +128,6 @@ func (f *fixture) sync() error {
 	f.t.Helper()
 	c := f.newController()
 	return c.sync(context.Background(), cache.ObjectName{Namespace: f.dbs[0].Namespace, Name: f.dbs[0].Name})
-}
-
-// writes returns the requests that changed something, as "verb resource[/sub] name".
-func writes(actions []core.Action) []string {
-	var out []string
-	for _, a := range actions {
-		if a.GetVerb() == "list" || a.GetVerb() == "watch" || a.GetVerb() == "get" {
-			continue
-		}
-		res := a.GetResource().Resource
-		if a.GetSubresource() != "" {
-			res += "/" + a.GetSubresource()
-		}
-		verb, name := a.GetVerb(), ""
-		switch a := a.(type) {
-		case core.CreateAction:
-			name = a.GetObject().(metav1.Object).GetName()
-		case core.UpdateAction:
-			name = a.GetObject().(metav1.Object).GetName()
-		case core.DeleteAction:
-			name = a.GetName()
-		case core.PatchAction:
-			name = a.GetName()
-			if a.GetPatchType() == types.ApplyPatchType {
-				verb = "apply"
-			}
-		}
-		out = append(out, fmt.Sprintf("%s %s %s", verb, res, name))
-	}
-	return out
 }
 
 func (f *fixture) expectWrites(wantKube, wantMydb []string) {
@@ -262,15 +218,14 @@ func convergedState(t *testing.T, db *examplev1.MyDatabase) (*examplev1.MyDataba
 				UpdatedReplicas: replicas, CurrentRevision: "r1", UpdateRevision: "r1"}
 		}
 	}
+	// The status the controller writes once the StatefulSet is ready.
+	second := newFixture(t, []*examplev1.MyDatabase{db}, objects...)
+	if err := second.sync(); err != nil {
+		t.Fatal(err)
+	}
 	ready := db.DeepCopy()
-	ready.Status = computeStatus(db, engineOf(t, db), readyStatefulSet(db), findings{}, false, metav1.NewTime(now))
+	ready.Status = updated[*examplev1.MyDatabase](t, second.mydbClient.Actions(), "mydatabases", "status").Status
 	return ready, objects
-}
-
-func readyStatefulSet(db *examplev1.MyDatabase) *appsv1.StatefulSet {
-	r := desiredReplicas(db)
-	return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Generation: 1}, Status: appsv1.StatefulSetStatus{
-		ObservedGeneration: 1, Replicas: r, ReadyReplicas: r, UpdatedReplicas: r, CurrentRevision: "r1", UpdateRevision: "r1"}}
 }
 
 func findObject[T runtime.Object](objects []runtime.Object) T {
@@ -639,15 +594,6 @@ func TestPausedDatabaseIsNotReconciled(t *testing.T) {
 	if c := meta.FindStatusCondition(status.Conditions, examplev1.ConditionProgressing); c.Reason != ReasonPaused {
 		t.Errorf("Progressing = %+v", c)
 	}
-}
-
-func engineOf(t *testing.T, db *examplev1.MyDatabase) engine.Engine {
-	t.Helper()
-	eng, ok := engine.Lookup(string(db.Spec.Engine))
-	if !ok {
-		t.Fatalf("no engine %s", db.Spec.Engine)
-	}
-	return eng
 }
 
 func TestRestoreWaitsForItsBackup(t *testing.T) {

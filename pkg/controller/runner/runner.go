@@ -9,10 +9,12 @@ import (
 	"runtime/debug"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
 )
 
 // Handlers are event handlers added to shared informers, removed together:
@@ -41,6 +43,45 @@ func (h *Handlers) RemoveAll() {
 		_ = inf.RemoveEventHandler(reg)
 	}
 	h.regs = nil
+}
+
+// Run waits until every informer has synced, queues every key initial
+// returns (everything the caches hold is due once: a new leader takes over
+// from wherever the last one stopped), then runs workers until ctx is done.
+func Run[K comparable](ctx context.Context, queue workqueue.TypedRateLimitingInterface[K], workers int,
+	sync func(context.Context, K) error, initial func() ([]K, error), informers ...cache.SharedIndexInformer) error {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	logger := klog.FromContext(ctx)
+	synced := make([]cache.InformerSynced, 0, len(informers))
+	for _, inf := range informers {
+		synced = append(synced, inf.HasSynced)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		queue.ShutDown()
+		return fmt.Errorf("failed to wait for caches to sync")
+	}
+	if initial != nil {
+		keys, err := initial()
+		if err != nil {
+			queue.ShutDown()
+			return err
+		}
+		for _, key := range keys {
+			queue.Add(key)
+		}
+	}
+	logger.V(2).Info("Starting workers", "count", workers)
+	RunWorkers(ctx, queue, workers, sync)
+	return nil
+}
+
+// Keys are the names of objs, for Run's initial keys.
+func Keys[T metav1.Object](objs []T) []cache.ObjectName {
+	keys := make([]cache.ObjectName, 0, len(objs))
+	for _, obj := range objs {
+		keys = append(keys, cache.ObjectName{Namespace: obj.GetNamespace(), Name: obj.GetName()})
+	}
+	return keys
 }
 
 // RunWorkers runs workers goroutines that call sync for each key of queue
