@@ -80,20 +80,26 @@ func TestLeaderFailover(t *testing.T) {
 	const total = 30
 	var wg sync.WaitGroup
 	createErrs := make(chan error, total)
+	// Some creates land before the leader dies, the rest during the failover.
+	someCreated := make(chan struct{})
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		pace := time.NewTicker(100 * time.Millisecond)
+		defer pace.Stop()
 		for i := 0; i < total; i++ {
 			db := &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("ha-%02d", i)},
 				Spec: examplev1.MyDatabaseSpec{Engine: examplev1.EngineMySQL, StorageSize: quantity("1Gi")}}
 			if _, err := dbs.Create(ctx, db, metav1.CreateOptions{}); err != nil {
 				createErrs <- err
 			}
-			time.Sleep(100 * time.Millisecond)
+			if i == 9 {
+				close(someCreated)
+			}
+			<-pace.C
 		}
 	}()
-
-	time.Sleep(time.Second) // let some creates land before the leader dies
+	<-someCreated
 	killed := time.Now()
 	if err := syscall.Kill(leaderPID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)

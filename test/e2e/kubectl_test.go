@@ -205,6 +205,9 @@ func TestFieldSelector(t *testing.T) {
 
 func TestWatchWithKubectl(t *testing.T) {
 	ns := newNamespace(t)
+	// kubectl prints what it listed before it watches: once the sentinel is
+	// printed, whatever is created next arrives over the watch.
+	mustKubectl(t, strings.ReplaceAll(seedExample, "prod-mysql", "sentinel"), "apply", "-n", ns, "-f", "-")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, kubectlBin, "--kubeconfig", kubeconfig, "get", "mdb", "-n", ns, "-w", "--no-headers")
@@ -224,18 +227,25 @@ func TestWatchWithKubectl(t *testing.T) {
 		}
 		close(lines)
 	}()
-	// The watch is established once kubectl has listed; give it a moment,
-	// then create, so the event arrives over the watch, not the list.
-	time.Sleep(2 * time.Second)
-	mustKubectl(t, seedExample, "apply", "-n", ns, "-f", "-")
-	select {
-	case line, ok := <-lines:
-		if !ok || !strings.HasPrefix(line, "prod-mysql ") {
-			t.Errorf("watch printed %q", line)
+	next := func(prefix, what string) {
+		t.Helper()
+		for {
+			select {
+			case line, ok := <-lines:
+				if !ok {
+					t.Fatalf("kubectl stopped before printing %s", what)
+				}
+				if strings.HasPrefix(line, prefix) {
+					return
+				}
+			case <-ctx.Done():
+				t.Fatalf("kubectl printed no %s within a minute", what)
+			}
 		}
-	case <-ctx.Done():
-		t.Fatal("no watch event within a minute")
 	}
+	next("sentinel ", "listed sentinel")
+	mustKubectl(t, seedExample, "apply", "-n", ns, "-f", "-")
+	next("prod-mysql ", "watch event for prod-mysql")
 }
 
 func TestProtobufThroughAggregator(t *testing.T) {
