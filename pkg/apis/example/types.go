@@ -12,6 +12,7 @@ type Engine string
 // The engines mydb runs.
 const (
 	EngineMySQL    Engine = "mysql"
+	EngineMariaDB  Engine = "mariadb"
 	EnginePostgres Engine = "postgres"
 )
 
@@ -84,6 +85,26 @@ type MyDatabaseStatus struct {
 	Selector           string
 	Endpoint           string
 	Conditions         []metav1.Condition
+	CurrentPrimary     string
+	Instances          []InstanceStatus
+}
+
+// InstanceRole is what one instance of a database does.
+type InstanceRole string
+
+// The roles of an instance.
+const (
+	InstanceRolePrimary InstanceRole = "Primary"
+	InstanceRoleReplica InstanceRole = "Replica"
+)
+
+// InstanceStatus is one instance of a database as mydb sees it.
+type InstanceStatus struct {
+	Name    string
+	Address string
+	Role    InstanceRole
+	Ready   bool
+	Message string
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -34,6 +34,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 	// Group=example.com, Version=v1
 	case v1.SchemeGroupVersion.WithKind("BackupPolicy"):
 		return &examplev1.BackupPolicyApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("InstanceStatus"):
+		return &examplev1.InstanceStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("MyDatabase"):
 		return &examplev1.MyDatabaseApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("MyDatabaseBackup"):

@@ -36,6 +36,7 @@ import (
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
 		v1.BackupPolicy{}.OpenAPIModelName():                                schema_pkg_apis_example_v1_BackupPolicy(ref),
+		v1.InstanceStatus{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_InstanceStatus(ref),
 		v1.MyDatabase{}.OpenAPIModelName():                                  schema_pkg_apis_example_v1_MyDatabase(ref),
 		v1.MyDatabaseBackup{}.OpenAPIModelName():                            schema_pkg_apis_example_v1_MyDatabaseBackup(ref),
 		v1.MyDatabaseBackupList{}.OpenAPIModelName():                        schema_pkg_apis_example_v1_MyDatabaseBackupList(ref),
@@ -404,6 +405,57 @@ func schema_pkg_apis_example_v1_BackupPolicy(ref common.ReferenceCallback) commo
 	}
 }
 
+func schema_pkg_apis_example_v1_InstanceStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "InstanceStatus is one instance of a database as mydb sees it.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name is the instance's pod.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"address": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Address is where the instance serves: its pod's IP. Replicas reach the primary there.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"role": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Role is Primary or Replica.\n\nPossible enum values:\n - `\"Primary\"` serves writes; the <name>-rw Service routes to it.\n - `\"Replica\"` streams from the primary and serves reads; the <name>-ro Service routes to the ready ones.",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Primary", "Replica"},
+						},
+					},
+					"ready": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Ready tells whether the instance serves its role: a primary accepts writes, a replica streams from the primary within the lag bound.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"message": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Message says what the instance manager reported when it is not ready.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"name"},
+			},
+		},
+	}
+}
+
 func schema_pkg_apis_example_v1_MyDatabase(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -686,11 +738,11 @@ func schema_pkg_apis_example_v1_MyDatabaseSpec(ref common.ReferenceCallback) com
 				Properties: map[string]spec.Schema{
 					"engine": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Engine is the database engine: \"mysql\" or \"postgres\". It may not change after the database is created.\n\nPossible enum values:\n - `\"mysql\"` runs MySQL.\n - `\"postgres\"` runs PostgreSQL.",
+							Description: "Engine is the database engine: \"postgres\", \"mariadb\" or \"mysql\". It may not change after the database is created.\n\nPossible enum values:\n - `\"mariadb\"` runs MariaDB.\n - `\"mysql\"` runs MySQL.\n - `\"postgres\"` runs PostgreSQL.",
 							Default:     "",
 							Type:        []string{"string"},
 							Format:      "",
-							Enum:        []interface{}{"mysql", "postgres"},
+							Enum:        []interface{}{"mariadb", "mysql", "postgres"},
 						},
 					},
 					"version": {
@@ -821,11 +873,39 @@ func schema_pkg_apis_example_v1_MyDatabaseStatus(ref common.ReferenceCallback) c
 							},
 						},
 					},
+					"currentPrimary": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CurrentPrimary is the instance that serves writes: the <name>-rw Service routes to it.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"instances": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"name",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Instances are the database's pods: the role mydb gave each, and what its instance manager last reported.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1.InstanceStatus{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			metav1.Condition{}.OpenAPIModelName()},
+			v1.InstanceStatus{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName()},
 	}
 }
 

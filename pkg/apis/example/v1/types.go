@@ -14,8 +14,23 @@ type Engine string
 const (
 	// EngineMySQL runs MySQL.
 	EngineMySQL Engine = "mysql"
+	// EngineMariaDB runs MariaDB.
+	EngineMariaDB Engine = "mariadb"
 	// EnginePostgres runs PostgreSQL.
 	EnginePostgres Engine = "postgres"
+)
+
+// InstanceRole is what one instance (pod) of a database does.
+// +enum
+type InstanceRole string
+
+// The roles of an instance.
+const (
+	// InstanceRolePrimary serves writes; the <name>-rw Service routes to it.
+	InstanceRolePrimary InstanceRole = "Primary"
+	// InstanceRoleReplica streams from the primary and serves reads; the
+	// <name>-ro Service routes to the ready ones.
+	InstanceRoleReplica InstanceRole = "Replica"
 )
 
 // DeletionPolicy says what happens to a database's volumes when it is deleted.
@@ -39,6 +54,9 @@ const (
 	ConditionProgressing = "Progressing"
 	// ConditionDegraded is True when the database cannot reach its spec.
 	ConditionDegraded = "Degraded"
+	// ConditionReplicating is True when every replica streams from the
+	// current primary within the lag bound.
+	ConditionReplicating = "Replicating"
 )
 
 // +genclient
@@ -64,8 +82,8 @@ type MyDatabase struct {
 
 // MyDatabaseSpec is the desired state of a MyDatabase.
 type MyDatabaseSpec struct {
-	// Engine is the database engine: "mysql" or "postgres". It may not change
-	// after the database is created.
+	// Engine is the database engine: "postgres", "mariadb" or "mysql". It
+	// may not change after the database is created.
 	Engine Engine `json:"engine" protobuf:"bytes,1,opt,name=engine,casttype=Engine"`
 
 	// Version is the engine's release line, such as "8.4" for mysql or "17"
@@ -180,6 +198,42 @@ type MyDatabaseStatus struct {
 	// +patchStrategy=merge
 	// +patchMergeKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type" protobuf:"bytes,6,rep,name=conditions"`
+
+	// CurrentPrimary is the instance that serves writes: the <name>-rw
+	// Service routes to it.
+	// +optional
+	CurrentPrimary string `json:"currentPrimary,omitempty" protobuf:"bytes,7,opt,name=currentPrimary"`
+
+	// Instances are the database's pods: the role mydb gave each, and what
+	// its instance manager last reported.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Instances []InstanceStatus `json:"instances,omitempty" protobuf:"bytes,8,rep,name=instances"`
+}
+
+// InstanceStatus is one instance of a database as mydb sees it.
+type InstanceStatus struct {
+	// Name is the instance's pod.
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
+
+	// Address is where the instance serves: its pod's IP. Replicas reach
+	// the primary there.
+	// +optional
+	Address string `json:"address,omitempty" protobuf:"bytes,2,opt,name=address"`
+
+	// Role is Primary or Replica.
+	// +optional
+	Role InstanceRole `json:"role,omitempty" protobuf:"bytes,3,opt,name=role,casttype=InstanceRole"`
+
+	// Ready tells whether the instance serves its role: a primary accepts
+	// writes, a replica streams from the primary within the lag bound.
+	// +optional
+	Ready bool `json:"ready,omitempty" protobuf:"varint,4,opt,name=ready"`
+
+	// Message says what the instance manager reported when it is not ready.
+	// +optional
+	Message string `json:"message,omitempty" protobuf:"bytes,5,opt,name=message"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -27,6 +27,11 @@ func (in BackupPolicy) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in InstanceStatus) OpenAPIModelName() string {
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.InstanceStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in MyDatabase) OpenAPIModelName() string {
 	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.MyDatabase"
 }

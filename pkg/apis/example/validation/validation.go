@@ -26,6 +26,9 @@ const (
 	MaxNameLength = 45
 	// MaxReplicas bounds spec.replicas.
 	MaxReplicas = 9
+	// maxMessageLength bounds the messages of status.instances, as
+	// metav1.Condition bounds its own.
+	maxMessageLength = 32768
 )
 
 var (
@@ -94,6 +97,56 @@ func ValidateMyDatabaseStatusUpdate(db, old *example.MyDatabase) field.ErrorList
 		allErrs = append(allErrs, field.Invalid(statusPath.Child("readyReplicas"), s.ReadyReplicas, "may not be greater than status.replicas"))
 	}
 	allErrs = append(allErrs, metav1validation.ValidateConditions(s.Conditions, statusPath.Child("conditions"))...)
+	allErrs = append(allErrs, validateInstances(s, statusPath)...)
+	return allErrs
+}
+
+// validateInstances checks the instance list: a bounded list of pods by
+// unique name, with known roles, at most one primary, which must be
+// status.currentPrimary.
+func validateInstances(s example.MyDatabaseStatus, statusPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	instancesPath := statusPath.Child("instances")
+	// Scaling down leaves the removed pods' entries until they are gone.
+	if max := 2 * MaxReplicas; len(s.Instances) > max {
+		return append(allErrs, field.TooMany(instancesPath, len(s.Instances), max))
+	}
+	seen := map[string]bool{}
+	primaries := 0
+	for i, in := range s.Instances {
+		p := instancesPath.Index(i)
+		for _, msg := range validation.IsDNS1123Subdomain(in.Name) {
+			allErrs = append(allErrs, field.Invalid(p.Child("name"), in.Name, msg))
+		}
+		if seen[in.Name] {
+			allErrs = append(allErrs, field.Duplicate(p.Child("name"), in.Name))
+		}
+		seen[in.Name] = true
+		if in.Address != "" {
+			for _, msg := range validation.IsValidIP(p.Child("address"), in.Address) {
+				allErrs = append(allErrs, msg)
+			}
+		}
+		switch in.Role {
+		case "", example.InstanceRoleReplica:
+		case example.InstanceRolePrimary:
+			primaries++
+			if in.Name != s.CurrentPrimary {
+				allErrs = append(allErrs, field.Invalid(p.Child("role"), in.Role, "only status.currentPrimary may be the primary"))
+			}
+		default:
+			allErrs = append(allErrs, field.NotSupported(p.Child("role"), in.Role, []example.InstanceRole{example.InstanceRolePrimary, example.InstanceRoleReplica}))
+		}
+		if len(in.Message) > maxMessageLength {
+			allErrs = append(allErrs, field.TooLong(p.Child("message"), "", maxMessageLength))
+		}
+	}
+	if primaries > 1 {
+		allErrs = append(allErrs, field.Invalid(instancesPath, primaries, "may have at most one primary"))
+	}
+	if s.CurrentPrimary != "" && !seen[s.CurrentPrimary] {
+		allErrs = append(allErrs, field.Invalid(statusPath.Child("currentPrimary"), s.CurrentPrimary, "must be one of status.instances"))
+	}
 	return allErrs
 }
 

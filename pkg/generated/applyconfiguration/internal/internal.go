@@ -51,6 +51,25 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: schedule
       type:
         scalar: string
+- name: com.github.mydb-dev.mydb.pkg.apis.example.v1.InstanceStatus
+  map:
+    fields:
+    - name: address
+      type:
+        scalar: string
+    - name: message
+      type:
+        scalar: string
+    - name: name
+      type:
+        scalar: string
+      default: ""
+    - name: ready
+      type:
+        scalar: boolean
+    - name: role
+      type:
+        scalar: string
 - name: com.github.mydb-dev.mydb.pkg.apis.example.v1.MyDatabase
   map:
     fields:
@@ -161,9 +180,20 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - type
+    - name: currentPrimary
+      type:
+        scalar: string
     - name: endpoint
       type:
         scalar: string
+    - name: instances
+      type:
+        list:
+          elementType:
+            namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.InstanceStatus
+          elementRelationship: associative
+          keys:
+          - name
     - name: observedGeneration
       type:
         scalar: numeric

@@ -29,8 +29,8 @@ import (
 //
 // MyDatabaseSpec is the desired state of a MyDatabase.
 type MyDatabaseSpecApplyConfiguration struct {
-	// Engine is the database engine: "mysql" or "postgres". It may not change
-	// after the database is created.
+	// Engine is the database engine: "postgres", "mariadb" or "mysql". It
+	// may not change after the database is created.
 	Engine *examplev1.Engine `json:"engine,omitempty"`
 	// Version is the engine's release line, such as "8.4" for mysql or "17"
 	// for postgres. mydb pins each release line to one image. Defaults to the

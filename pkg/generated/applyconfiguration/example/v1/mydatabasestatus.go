@@ -41,6 +41,12 @@ type MyDatabaseStatusApplyConfiguration struct {
 	// Conditions are the latest observations of the database's state:
 	// Ready, Progressing and Degraded.
 	Conditions []metav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
+	// CurrentPrimary is the instance that serves writes: the <name>-rw
+	// Service routes to it.
+	CurrentPrimary *string `json:"currentPrimary,omitempty"`
+	// Instances are the database's pods: the role mydb gave each, and what
+	// its instance manager last reported.
+	Instances []InstanceStatusApplyConfiguration `json:"instances,omitempty"`
 }
 
 // MyDatabaseStatusApplyConfiguration constructs a declarative configuration of the MyDatabaseStatus type for use with
@@ -98,6 +104,27 @@ func (b *MyDatabaseStatusApplyConfiguration) WithConditions(values ...*metav1.Co
 			panic("nil value passed to WithConditions")
 		}
 		b.Conditions = append(b.Conditions, *values[i])
+	}
+	return b
+}
+
+// WithCurrentPrimary sets the CurrentPrimary field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the CurrentPrimary field is set to the value of the last call.
+func (b *MyDatabaseStatusApplyConfiguration) WithCurrentPrimary(value string) *MyDatabaseStatusApplyConfiguration {
+	b.CurrentPrimary = &value
+	return b
+}
+
+// WithInstances adds the given value to the Instances field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Instances field.
+func (b *MyDatabaseStatusApplyConfiguration) WithInstances(values ...*InstanceStatusApplyConfiguration) *MyDatabaseStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithInstances")
+		}
+		b.Instances = append(b.Instances, *values[i])
 	}
 	return b
 }
