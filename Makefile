@@ -33,11 +33,20 @@ e2e: ## End-to-end tests through a real kube-apiserver's aggregation layer (star
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/kubectl-mydb ./cmd/kubectl-mydb
 	go test $(GOFLAGS_TEST) -v -timeout 30m -tags e2e ./test/e2e/...
 
+# test/bench is a Go module of its own (test/bench/go.mod), so that gonum/plot
+# stays out of the server's go.mod: it is built there and run from here, where
+# its default paths (_output/local, _output/bench) are.
+BENCH_BIN := $(BIN)/mydb-bench
+
+.PHONY: bench-build
+bench-build: ## Build the benchmark harness (module test/bench) into _output/bin/mydb-bench.
+	cd test/bench && go build -o "$(abspath $(BENCH_BIN))" .
+
 .PHONY: bench
-bench: ## Measure on the local control plane (starts or reuses make local-up); BENCH_ARGS=-large for the issue's sizes.
+bench: bench-build ## Measure on the local control plane (starts or reuses make local-up); BENCH_ARGS=-large for the issue's sizes.
 	hack/local-up.sh
 	BENCH_COMMAND="make bench$(if $(BENCH_ARGS), BENCH_ARGS='$(BENCH_ARGS)')" \
-		go run ./test/bench -docs docs/benchmarks.md -chart docs/benchmarks.png $(BENCH_ARGS)
+		$(BENCH_BIN) -docs docs/benchmarks.md -chart docs/benchmarks.png $(BENCH_ARGS)
 
 .PHONY: ci
 ci: verify test fuzz e2e ## Everything CI runs.
@@ -69,6 +78,7 @@ update-gofmt:
 verify-vet:
 	go vet ./...
 	go vet -tags e2e ./test/e2e/...
+	cd test/bench && go vet ./...
 
 .PHONY: verify-codegen
 verify-codegen:
@@ -83,12 +93,14 @@ verify-deps:
 	go mod tidy -diff
 	cd hack/tools && go mod tidy -diff
 	cd hack/tools/kwok && go mod tidy -diff
+	cd test/bench && go mod tidy -diff
 
 .PHONY: update-deps
 update-deps:
 	go mod tidy
 	cd hack/tools && go mod tidy
 	cd hack/tools/kwok && go mod tidy
+	cd test/bench && go mod tidy
 
 .PHONY: clean
 clean: ## Remove build output (keeps nothing cached).

@@ -53,6 +53,8 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 LOG_PREFIX=local-up
 # shellcheck source=hack/lib/local.sh
 source "${ROOT}/hack/lib/local.sh"
+# shellcheck source=hack/lib/golang.sh
+source "${ROOT}/hack/lib/golang.sh"
 
 ETCD_PORT=${ETCD_PORT:-21379}
 ETCD_PEER_PORT=${ETCD_PEER_PORT:-21380}
@@ -260,7 +262,9 @@ component_healthy() {
 # own stages from artifacts/local/kwok-stages (volume expansion).
 write_kwok_stages() {
   local kwok_dir stage_dir out="${LOCAL_DIR}/kwok/stages.yaml"
-  kwok_dir=$(cd "${ROOT}/hack/tools/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+  # Downloaded first: a kwok binary cached in _output/bin says nothing about
+  # the module cache, where go list -m alone finds no directory.
+  kwok_dir=$(cd "${ROOT}/hack/tools/kwok" && golang::module_dir sigs.k8s.io/kwok)
   stage_dir="${kwok_dir}/kustomize/stage"
   # node/heartbeat-with-lease rather than the deprecated node/heartbeat
   # (pre-v0.3): kwok renews each node's Lease every few seconds, which is

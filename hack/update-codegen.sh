@@ -9,8 +9,13 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 MODULE=github.com/mydb-dev/mydb
 BOILERPLATE="${ROOT}/hack/boilerplate.go.txt"
 cd "${ROOT}"
+# shellcheck source=hack/lib/golang.sh
+source "${ROOT}/hack/lib/golang.sh"
 
-source "$(go list -m -f '{{.Dir}}' k8s.io/code-generator)/kube_codegen.sh"
+# Assignments, not "$(...)" inside another command, so that a failure stops
+# the script (errexit does not see a failed substitution in an argument).
+CODEGEN_DIR=$(golang::module_dir k8s.io/code-generator)
+source "${CODEGEN_DIR}/kube_codegen.sh"
 
 kube::codegen::gen_helpers --boilerplate "${BOILERPLATE}" "${ROOT}/pkg/apis"
 
@@ -18,16 +23,19 @@ kube::codegen::gen_helpers --boilerplate "${BOILERPLATE}" "${ROOT}/pkg/apis"
 # and to the modules whose .proto files ours import.
 gen_protobuf() {
   command -v protoc >/dev/null || { echo "protoc not found: apt-get install protobuf-compiler" >&2; return 1; }
-  local tmp
+  local tmp api_dir apimachinery_dir gogo_dir
+  api_dir=$(golang::module_dir k8s.io/api)
+  apimachinery_dir=$(golang::module_dir k8s.io/apimachinery)
+  gogo_dir=$(golang::module_dir github.com/gogo/protobuf)
   tmp=$(mktemp -d)
   trap 'rm -rf "${tmp}"' RETURN
   mkdir -p "${tmp}/bin" "${tmp}/src/github.com/mydb-dev" "${tmp}/src/k8s.io" "${tmp}/src/github.com/gogo"
   go build -o "${tmp}/bin/" k8s.io/code-generator/cmd/go-to-protobuf \
     k8s.io/code-generator/cmd/go-to-protobuf/protoc-gen-gogo golang.org/x/tools/cmd/goimports
   ln -s "${ROOT}" "${tmp}/src/${MODULE}"
-  ln -s "$(go list -m -f '{{.Dir}}' k8s.io/api)" "${tmp}/src/k8s.io/api"
-  ln -s "$(go list -m -f '{{.Dir}}' k8s.io/apimachinery)" "${tmp}/src/k8s.io/apimachinery"
-  ln -s "$(go mod download -json github.com/gogo/protobuf | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')" "${tmp}/src/github.com/gogo/protobuf"
+  ln -s "${api_dir}" "${tmp}/src/k8s.io/api"
+  ln -s "${apimachinery_dir}" "${tmp}/src/k8s.io/apimachinery"
+  ln -s "${gogo_dir}" "${tmp}/src/github.com/gogo/protobuf"
   (cd "${tmp}/src/${MODULE}" && PATH="${tmp}/bin:${PATH}" GOFLAGS=-mod=mod "${tmp}/bin/go-to-protobuf" \
     --go-header-file "${BOILERPLATE}" \
     --output-dir "${tmp}/src" \

@@ -7,12 +7,18 @@
 // in crd.example.com served by kube-apiserver, and mydb's etcd itself (a
 // create-if-absent transaction, the floor under any API server's write).
 //
-//	go run ./test/bench                           # the small default, a few minutes
-//	go run ./test/bench -large                    # the sizes: 10k objects, 100 watchers, 1000 reconciles
-//	go run ./test/bench -scenarios create,list    # some scenarios only
-//	go run ./test/bench -docs docs/benchmarks.md -chart docs/benchmarks.png
+// It is a Go module of its own (so that gonum/plot, for the chart, is not a
+// dependency of the server), built into _output/bin/mydb-bench by make
+// bench-build and run from the repository's root, where its default paths are:
 //
-// Every scenario works in namespaces of its own and deletes them.
+//	make bench-build
+//	_output/bin/mydb-bench                           # the small default, a few minutes
+//	_output/bin/mydb-bench -large                    # the sizes: 10k objects, 100 watchers, 1000 reconciles
+//	_output/bin/mydb-bench -scenarios create,list    # some scenarios only
+//	_output/bin/mydb-bench -docs docs/benchmarks.md -chart docs/benchmarks.png
+//
+// make bench does the last, after make local-up. Every scenario works in
+// namespaces of its own and deletes them.
 package main
 
 import (
@@ -110,7 +116,7 @@ func main() {
 		}
 		return
 	}
-	o.command = "go run ./test/bench " + strings.Join(os.Args[1:], " ")
+	o.command = "_output/bin/mydb-bench " + strings.Join(os.Args[1:], " ")
 	if c := os.Getenv("BENCH_COMMAND"); c != "" {
 		o.command = c
 	}

@@ -153,8 +153,8 @@ func TestRBACMatrix(t *testing.T) {
 			return err
 		}},
 		{"create backup", func(c examplev1Client, ns, _ string) error {
-			return c.RESTClient().Post().Namespace(ns).Resource("mydatabases").Name("victim").SubResource("backup").
-				Body([]byte(`{}`)).Do(ctx).Error()
+			_, err := c.MyDatabases(ns).Backup(ctx, "victim", &examplev1.MyDatabaseBackup{}, metav1.CreateOptions{})
+			return err
 		}},
 		{"get scale", func(c examplev1Client, ns, _ string) error {
 			_, err := c.MyDatabases(ns).GetScale(ctx, "victim", metav1.GetOptions{})

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -17,77 +18,85 @@ func TestBackupAction(t *testing.T) {
 	if _, err := client.MyDatabases(ns).Create(ctx, newMyDatabase("prod-mysql"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	backup := func(t *testing.T, db, query, body string) (rawResult, examplev1.MyDatabaseBackup) {
-		t.Helper()
-		res := do(t, http.MethodPost, dbPath(ns, db, "backup")+query, "application/json", []byte(body))
-		var b examplev1.MyDatabaseBackup
-		if res.code < 300 {
-			if err := json.Unmarshal(res.body, &b); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return res, b
-	}
+	dbs := client.MyDatabases(ns)
 
+	// A bare {} from curl or kubectl create --raw, without apiVersion or kind.
 	t.Run("empty body creates a named backup", func(t *testing.T) {
-		res, b := backup(t, "prod-mysql", "", `{}`)
+		res := do(t, http.MethodPost, dbPath(ns, "prod-mysql", "backup"), "application/json", []byte(`{}`))
 		if res.code != http.StatusCreated {
 			t.Fatalf("%d %s", res.code, res.body)
+		}
+		var b examplev1.MyDatabaseBackup
+		if err := json.Unmarshal(res.body, &b); err != nil {
+			t.Fatal(err)
 		}
 		if b.Kind != "MyDatabaseBackup" || b.Spec.DatabaseName != "prod-mysql" || len(b.Name) != len("prod-mysql-")+5 || b.Namespace != ns {
 			t.Errorf("backup %+v", b)
 		}
 	})
 	t.Run("name and labels from the body", func(t *testing.T) {
-		res, b := backup(t, "prod-mysql", "", `{"apiVersion":"example.com/v1","kind":"MyDatabaseBackup","metadata":{"name":"before-upgrade","labels":{"why":"upgrade"}}}`)
-		if res.code != http.StatusCreated || b.Name != "before-upgrade" || b.Labels["why"] != "upgrade" {
-			t.Fatalf("%d %s", res.code, res.body)
+		b, err := dbs.Backup(ctx, "prod-mysql", &examplev1.MyDatabaseBackup{
+			ObjectMeta: metav1.ObjectMeta{Name: "before-upgrade", Labels: map[string]string{"why": "upgrade"}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Name != "before-upgrade" || b.Labels["why"] != "upgrade" || b.Spec.DatabaseName != "prod-mysql" {
+			t.Errorf("backup %+v", b)
 		}
 	})
 	t.Run("status in the body is dropped", func(t *testing.T) {
-		res, b := backup(t, "prod-mysql", "", `{"status":{"phase":"Succeeded"}}`)
-		if res.code != http.StatusCreated || b.Status.Phase != "" {
-			t.Fatalf("%d %s", res.code, res.body)
+		b, err := dbs.Backup(ctx, "prod-mysql", &examplev1.MyDatabaseBackup{
+			Status: examplev1.MyDatabaseBackupStatus{Phase: examplev1.BackupPhaseSucceeded},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Status.Phase != "" {
+			t.Errorf("status %+v, want none", b.Status)
 		}
 	})
 	t.Run("dry run stores nothing", func(t *testing.T) {
-		res, _ := backup(t, "prod-mysql", "?dryRun=All", `{"metadata":{"name":"dry"}}`)
-		if res.code != http.StatusCreated {
-			t.Fatalf("%d %s", res.code, res.body)
+		if _, err := dbs.Backup(ctx, "prod-mysql", &examplev1.MyDatabaseBackup{ObjectMeta: metav1.ObjectMeta{Name: "dry"}},
+			metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+			t.Fatal(err)
 		}
 		if _, err := client.MyDatabaseBackups(ns).Get(ctx, "dry", metav1.GetOptions{}); err == nil {
 			t.Error("a dry-run backup was stored")
 		}
 	})
 	t.Run("missing database", func(t *testing.T) {
-		if res, _ := backup(t, "nope", "", `{}`); res.code != http.StatusNotFound {
-			t.Errorf("%d %s, want 404", res.code, res.body)
+		if _, err := dbs.Backup(ctx, "nope", &examplev1.MyDatabaseBackup{}, metav1.CreateOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("%v, want 404", err)
 		}
 	})
 	t.Run("another database in the body", func(t *testing.T) {
-		if res, _ := backup(t, "prod-mysql", "", `{"spec":{"databaseName":"other"}}`); res.code != http.StatusBadRequest {
-			t.Errorf("%d %s, want 400", res.code, res.body)
+		if _, err := dbs.Backup(ctx, "prod-mysql", &examplev1.MyDatabaseBackup{
+			Spec: examplev1.MyDatabaseBackupSpec{DatabaseName: "other"},
+		}, metav1.CreateOptions{}); !apierrors.IsBadRequest(err) {
+			t.Errorf("%v, want 400", err)
 		}
 	})
 	t.Run("invalid name", func(t *testing.T) {
-		res, _ := backup(t, "prod-mysql", "", `{"metadata":{"name":"Not_Valid"}}`)
-		if res.code != http.StatusUnprocessableEntity {
-			t.Errorf("%d %s, want 422", res.code, res.body)
+		if _, err := dbs.Backup(ctx, "prod-mysql", &examplev1.MyDatabaseBackup{
+			ObjectMeta: metav1.ObjectMeta{Name: "Not_Valid"},
+		}, metav1.CreateOptions{}); !apierrors.IsInvalid(err) {
+			t.Errorf("%v, want 422", err)
 		}
 	})
 	t.Run("database being deleted", func(t *testing.T) {
 		held := newMyDatabase("held")
 		held.Finalizers = []string{"example.com/hold"}
-		if _, err := client.MyDatabases(ns).Create(ctx, held, metav1.CreateOptions{}); err != nil {
+		if _, err := dbs.Create(ctx, held, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if err := client.MyDatabases(ns).Delete(ctx, "held", metav1.DeleteOptions{}); err != nil {
+		if err := dbs.Delete(ctx, "held", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if res, _ := backup(t, "held", "", `{}`); res.code != http.StatusConflict {
-			t.Errorf("%d %s, want 409", res.code, res.body)
+		if _, err := dbs.Backup(ctx, "held", &examplev1.MyDatabaseBackup{}, metav1.CreateOptions{}); !apierrors.IsConflict(err) {
+			t.Errorf("%v, want 409", err)
 		}
-		if _, err := client.MyDatabases(ns).Patch(ctx, "held", "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
+		if _, err := dbs.Patch(ctx, "held", "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -67,11 +67,8 @@ func (o *options) backupCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			req := &examplev1.MyDatabaseBackup{}
-			req.Name = name
-			result := &examplev1.MyDatabaseBackup{}
-			err = c.ExampleV1().RESTClient().Post().Namespace(ns).Resource("mydatabases").Name(args[0]).SubResource("backup").
-				Body(req).Do(cmd.Context()).Into(result)
+			req := &examplev1.MyDatabaseBackup{ObjectMeta: metav1.ObjectMeta{Name: name}}
+			result, err := c.ExampleV1().MyDatabases(ns).Backup(cmd.Context(), args[0], req, metav1.CreateOptions{})
 			if err != nil {
 				return err
 			}

@@ -16,7 +16,8 @@ import (
 // fault: a resourceVersion that is not a number, or a patch that cannot be
 // applied (a strategic merge directive it does not know, an applied field
 // the schema lacks). ClientUpdate and CheckResourceVersion answer 400
-// instead, before anything is stored.
+// instead, before anything is stored; REST, StatusREST and mydatabases'
+// ScaleREST use them, so every resource and subresource answers alike.
 
 // ClientUpdate computes the updated object as the request says, and calls
 // any failure to do so, or a resourceVersion that is not a number, a bad

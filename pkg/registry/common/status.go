@@ -30,8 +30,14 @@ func (r *StatusREST) New() runtime.Object { return r.Store.New() }
 // Destroy does nothing: the store is shared with the main resource, which destroys it.
 func (r *StatusREST) Destroy() {}
 
-// Get returns the object.
+// Get returns the object; like REST.Get it refuses a resourceVersion that
+// is not a number.
 func (r *StatusREST) Get(ctx context.Context, name string, options *metav1.GetOptions) (runtime.Object, error) {
+	if options != nil {
+		if err := CheckResourceVersion(options.ResourceVersion); err != nil {
+			return nil, err
+		}
+	}
 	return r.Store.Get(ctx, name, options)
 }
 

@@ -8,13 +8,11 @@ import (
 	"github.com/mydb-dev/mydb/pkg/registry/common"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -23,7 +21,7 @@ import (
 
 // Storage holds the REST storage of MyDatabase and of its subresources.
 type Storage struct {
-	MyDatabase *REST
+	MyDatabase *common.REST
 	Status     *common.StatusREST
 	Scale      *ScaleREST
 }
@@ -55,49 +53,11 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (S
 	statusStore.ResetFieldsStrategy = NewStatusStrategy(s)
 
 	return Storage{
-		MyDatabase: &REST{store},
+		// "kubectl get mdb"; MyDatabases are in "kubectl get all" and "kubectl get mydb".
+		MyDatabase: common.NewREST(store, []string{"mdb"}, []string{"all", "mydb"}),
 		Status:     &common.StatusREST{Store: &statusStore},
 		Scale:      &ScaleREST{store: store},
 	}, nil
-}
-
-// REST is the storage of the mydatabases resource.
-type REST struct {
-	*genericregistry.Store
-}
-
-var (
-	_ rest.ShortNamesProvider = &REST{}
-	_ rest.CategoriesProvider = &REST{}
-)
-
-// ShortNames lets "kubectl get mdb" resolve.
-func (*REST) ShortNames() []string { return []string{"mdb"} }
-
-// Categories puts MyDatabases in "kubectl get all" and "kubectl get mydb".
-func (*REST) Categories() []string { return []string{"all", "mydb"} }
-
-// Get refuses a resourceVersion that is not a number.
-func (r *REST) Get(ctx context.Context, name string, options *metav1.GetOptions) (runtime.Object, error) {
-	if err := common.CheckResourceVersion(options.ResourceVersion); err != nil {
-		return nil, err
-	}
-	return r.Store.Get(ctx, name, options)
-}
-
-// Watch refuses a resourceVersion that is not a number.
-func (r *REST) Watch(ctx context.Context, options *metainternalversion.ListOptions) (watch.Interface, error) {
-	if options != nil {
-		if err := common.CheckResourceVersion(options.ResourceVersion); err != nil {
-			return nil, err
-		}
-	}
-	return r.Store.Watch(ctx, options)
-}
-
-// Update reports a request that cannot be applied as a bad request.
-func (r *REST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
-	return r.Store.Update(ctx, name, common.ClientUpdate{UpdatedObjectInfo: objInfo}, createValidation, updateValidation, forceAllowCreate, options)
 }
 
 // ScaleREST is the storage of mydatabases/scale, an autoscaling/v1 Scale
@@ -127,8 +87,14 @@ func (r *ScaleREST) New() runtime.Object { return &autoscalingv1.Scale{} }
 // Destroy does nothing: the store is shared with REST, which destroys it.
 func (r *ScaleREST) Destroy() {}
 
-// Get returns the Scale of a MyDatabase.
+// Get returns the Scale of a MyDatabase; like common.REST.Get it refuses a
+// resourceVersion that is not a number.
 func (r *ScaleREST) Get(ctx context.Context, name string, options *metav1.GetOptions) (runtime.Object, error) {
+	if options != nil {
+		if err := common.CheckResourceVersion(options.ResourceVersion); err != nil {
+			return nil, err
+		}
+	}
 	obj, err := r.store.Get(ctx, name, options)
 	if err != nil {
 		return nil, err

@@ -17,7 +17,7 @@ import (
 // Storage holds the REST storage of backups, their /status, and the
 // mydatabases/backup action.
 type Storage struct {
-	Backup *REST
+	Backup *common.REST
 	Status *common.StatusREST
 	Action *ActionREST
 }
@@ -47,27 +47,12 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, da
 	statusStore.UpdateStrategy = statusStrategy{s}
 	statusStore.ResetFieldsStrategy = statusStrategy{s}
 	return Storage{
-		Backup: &REST{store},
+		// "kubectl get mdbb"; backups are in "kubectl get mydb".
+		Backup: common.NewREST(store, []string{"mdbb"}, []string{"mydb"}),
 		Status: &common.StatusREST{Store: &statusStore},
 		Action: &ActionREST{databases: databases, backups: store},
 	}, nil
 }
-
-// REST is the storage of mydatabasebackups.
-type REST struct {
-	*genericregistry.Store
-}
-
-var (
-	_ rest.ShortNamesProvider = &REST{}
-	_ rest.CategoriesProvider = &REST{}
-)
-
-// ShortNames lets "kubectl get mdbb" resolve.
-func (*REST) ShortNames() []string { return []string{"mdbb"} }
-
-// Categories puts backups in "kubectl get mydb".
-func (*REST) Categories() []string { return []string{"mydb"} }
 
 // ActionREST is the storage of mydatabases/backup: a POST there backs the
 // database up, creating a MyDatabaseBackup. RBAC on the create verb of

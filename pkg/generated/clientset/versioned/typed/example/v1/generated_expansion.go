@@ -18,6 +18,4 @@ limitations under the License.
 
 package v1
 
-type MyDatabaseExpansion interface{}
-
 type MyDatabaseBackupExpansion interface{}

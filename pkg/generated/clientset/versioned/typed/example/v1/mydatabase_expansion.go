@@ -1,0 +1,41 @@
+package v1
+
+// Written by hand, not generated: client-gen's expansion interface for
+// methods its tags cannot make. A +genclient:method=Backup tag on MyDatabase
+// would do, but applyconfiguration-gen then also writes
+// ExtractMyDatabaseBackup (MyDatabase's fields owned through the backup
+// subresource), which collides with the extract function of the
+// MyDatabaseBackup kind and does not compile.
+
+import (
+	"context"
+
+	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	scheme "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/scheme"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// MyDatabaseExpansion has the MyDatabase methods client-gen does not generate.
+type MyDatabaseExpansion interface {
+	// Backup backs up the MyDatabase called myDatabaseName now: it POSTs
+	// myDatabaseBackup (all of it optional: a name or generateName, labels)
+	// to mydatabases/<name>/backup and returns the MyDatabaseBackup the
+	// server created.
+	Backup(ctx context.Context, myDatabaseName string, myDatabaseBackup *examplev1.MyDatabaseBackup, opts metav1.CreateOptions) (*examplev1.MyDatabaseBackup, error)
+}
+
+// Backup is what client-gen generates for
+// +genclient:method=Backup,verb=create,subresource=backup,input=MyDatabaseBackup,result=MyDatabaseBackup.
+func (c *myDatabases) Backup(ctx context.Context, myDatabaseName string, myDatabaseBackup *examplev1.MyDatabaseBackup, opts metav1.CreateOptions) (result *examplev1.MyDatabaseBackup, err error) {
+	result = &examplev1.MyDatabaseBackup{}
+	err = c.GetClient().Post().
+		Namespace(c.GetNamespace()).
+		Resource("mydatabases").
+		Name(myDatabaseName).
+		SubResource("backup").
+		VersionedParams(&opts, scheme.ParameterCodec).
+		Body(myDatabaseBackup).
+		Do(ctx).
+		Into(result)
+	return
+}
