@@ -64,7 +64,7 @@ func TestBackupThroughTheAggregator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.Status.Location != "pvc://prod-mysql-backups/first.sql" || b.Status.StartTime == nil || b.Status.CompletionTime == nil {
+	if b.Status.Location.URI() != "pvc://prod-mysql-backups/first.sql" || b.Status.StartTime == nil || b.Status.CompletionTime == nil {
 		t.Errorf("status %+v", b.Status)
 	}
 	job, err := kubeClient(t).BatchV1().Jobs(ns).Get(ctx, "backup-first", metav1.GetOptions{})

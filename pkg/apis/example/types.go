@@ -149,8 +149,27 @@ type MyDatabaseBackupStatus struct {
 	Phase          BackupPhase
 	StartTime      *metav1.Time
 	CompletionTime *metav1.Time
-	Location       string
+	Location       *BackupLocation
 	Message        string
+}
+
+// BackupLocation is where a backup's dump is stored.
+type BackupLocation struct {
+	Volume *VolumeLocation
+}
+
+// URI is the location as kubectl shows it: pvc://<claim>/<path>.
+func (l *BackupLocation) URI() string {
+	if l == nil || l.Volume == nil {
+		return ""
+	}
+	return "pvc://" + l.Volume.ClaimName + "/" + l.Volume.Path
+}
+
+// VolumeLocation is a file on a PersistentVolumeClaim.
+type VolumeLocation struct {
+	ClaimName string
+	Path      string
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

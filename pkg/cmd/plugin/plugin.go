@@ -100,7 +100,7 @@ func (o *options) waitForBackup(ctx context.Context, c clientset.Interface, ns, 
 	if b.Status.Phase == examplev1.BackupPhaseFailed {
 		return fmt.Errorf("backup %s failed: %s", name, b.Status.Message)
 	}
-	fmt.Fprintf(o.streams.Out, "mydatabasebackup.example.com/%s succeeded: %s\n", name, b.Status.Location)
+	fmt.Fprintf(o.streams.Out, "mydatabasebackup.example.com/%s succeeded: %s\n", name, b.Status.Location.URI())
 	return nil
 }
 
@@ -145,7 +145,7 @@ func printBackups(out io.Writer, backups []examplev1.MyDatabaseBackup) {
 		if phase == "" {
 			phase = string(examplev1.BackupPhasePending)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", b.Name, phase, ago(b.Status.StartTime), ago(b.Status.CompletionTime), orNone(b.Status.Location))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", b.Name, phase, ago(b.Status.StartTime), ago(b.Status.CompletionTime), orNone(b.Status.Location.URI()))
 	}
 	w.Flush()
 }

@@ -183,7 +183,7 @@ func TestJobOutcomeBecomesStatus(t *testing.T) {
 			if s.Phase != tc.wantPhase || s.Message != tc.wantMessage || s.StartTime == nil {
 				t.Errorf("status %+v, want phase %s message %q", s, tc.wantPhase, tc.wantMessage)
 			}
-			if tc.wantPhase == examplev1.BackupPhaseSucceeded && (s.Location != "pvc://prod-mysql-backups/prod-mysql-x7k2p.sql" || s.CompletionTime == nil) {
+			if tc.wantPhase == examplev1.BackupPhaseSucceeded && (s.Location == nil || s.Location.Volume == nil || *s.Location.Volume != examplev1.VolumeLocation{ClaimName: "prod-mysql-backups", Path: "prod-mysql-x7k2p.sql"} || s.CompletionTime == nil) {
 				t.Errorf("succeeded status %+v", s)
 			}
 		})

@@ -29,9 +29,9 @@ const (
 // dumpFile is the dump's file name on the backups volume.
 func dumpFile(b *examplev1.MyDatabaseBackup) string { return b.Name + ".sql" }
 
-// Location is where a backup's dump is kept.
-func Location(db *examplev1.MyDatabase, b *examplev1.MyDatabaseBackup) string {
-	return fmt.Sprintf("pvc://%s/%s", names.BackupVolume(db.Name), dumpFile(b))
+// location is where a backup's dump is kept.
+func location(db *examplev1.MyDatabase, b *examplev1.MyDatabaseBackup) *examplev1.BackupLocation {
+	return &examplev1.BackupLocation{Volume: &examplev1.VolumeLocation{ClaimName: names.BackupVolume(db.Name), Path: dumpFile(b)}}
 }
 
 // sync moves one backup along: it makes sure its volume and Job exist and
@@ -87,7 +87,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	status := statusFromJob(backup, db, job)
 	switch status.Phase {
 	case examplev1.BackupPhaseSucceeded:
-		c.recorder.Eventf(backup, corev1.EventTypeNormal, ReasonBackupSucceeded, "Backup of %q stored at %s", db.Name, status.Location)
+		c.recorder.Eventf(backup, corev1.EventTypeNormal, ReasonBackupSucceeded, "Backup of %q stored at %s", db.Name, status.Location.URI())
 	case examplev1.BackupPhaseFailed:
 		c.recorder.Eventf(backup, corev1.EventTypeWarning, ReasonBackupFailed, "Backup of %q failed: %s", db.Name, status.Message)
 	}
@@ -124,7 +124,7 @@ func statusFromJob(b *examplev1.MyDatabaseBackup, db *examplev1.MyDatabase, job 
 			if s.CompletionTime == nil {
 				s.CompletionTime = &cond.LastTransitionTime
 			}
-			s.Location = Location(db, b)
+			s.Location = location(db, b)
 			return s
 		case batchv1.JobFailed:
 			s.Phase, s.Message = examplev1.BackupPhaseFailed, fmt.Sprintf("Job %s failed: %s: %s", job.Name, cond.Reason, cond.Message)

@@ -605,7 +605,7 @@ func TestRestoreWaitsForItsBackup(t *testing.T) {
 		return &examplev1.MyDatabaseBackup{
 			ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "default"},
 			Spec:       examplev1.MyDatabaseBackupSpec{DatabaseName: "prod-mysql"},
-			Status:     examplev1.MyDatabaseBackupStatus{Phase: phase, Location: "pvc://prod-mysql-backups/nightly.sql"},
+			Status:     examplev1.MyDatabaseBackupStatus{Phase: phase, Location: &examplev1.BackupLocation{Volume: &examplev1.VolumeLocation{ClaimName: "prod-mysql-backups", Path: "nightly.sql"}}},
 		}
 	}
 	for _, tc := range []struct {

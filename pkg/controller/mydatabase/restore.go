@@ -2,7 +2,6 @@ package mydatabase
 
 import (
 	"fmt"
-	"strings"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/engine"
@@ -49,11 +48,11 @@ func (c *Controller) restoreSourceOf(db *examplev1.MyDatabase, existing *appsv1.
 	if b.Status.Phase != examplev1.BackupPhaseSucceeded {
 		return nil, fmt.Sprintf("waiting for MyDatabaseBackup %q to succeed (it is %s)", name, phaseOf(b)), nil
 	}
-	claim, file, ok := strings.Cut(strings.TrimPrefix(b.Status.Location, "pvc://"), "/")
-	if !ok || !strings.HasPrefix(b.Status.Location, "pvc://") {
-		return nil, fmt.Sprintf("MyDatabaseBackup %q has no location mydb can read: %q", name, b.Status.Location), nil
+	if b.Status.Location == nil || b.Status.Location.Volume == nil {
+		return nil, fmt.Sprintf("MyDatabaseBackup %q has no location mydb can read", name), nil
 	}
-	return &restoreSource{claim: claim, file: file}, "", nil
+	v := b.Status.Location.Volume
+	return &restoreSource{claim: v.ClaimName, file: v.Path}, "", nil
 }
 
 func phaseOf(b *examplev1.MyDatabaseBackup) examplev1.BackupPhase {

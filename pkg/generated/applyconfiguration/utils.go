@@ -32,6 +32,8 @@ import (
 func ForKind(kind schema.GroupVersionKind) interface{} {
 	switch kind {
 	// Group=example.com, Version=v1
+	case v1.SchemeGroupVersion.WithKind("BackupLocation"):
+		return &examplev1.BackupLocationApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("BackupPolicy"):
 		return &examplev1.BackupPolicyApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("InstanceStatus"):
@@ -50,6 +52,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &examplev1.MyDatabaseStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("RestoreSource"):
 		return &examplev1.RestoreSourceApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("VolumeLocation"):
+		return &examplev1.VolumeLocationApplyConfiguration{}
 
 	}
 	return nil

@@ -35,6 +35,7 @@ import (
 
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
+		v1.BackupLocation{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_BackupLocation(ref),
 		v1.BackupPolicy{}.OpenAPIModelName():                                schema_pkg_apis_example_v1_BackupPolicy(ref),
 		v1.InstanceStatus{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_InstanceStatus(ref),
 		v1.MyDatabase{}.OpenAPIModelName():                                  schema_pkg_apis_example_v1_MyDatabase(ref),
@@ -46,6 +47,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1.MyDatabaseSpec{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_MyDatabaseSpec(ref),
 		v1.MyDatabaseStatus{}.OpenAPIModelName():                            schema_pkg_apis_example_v1_MyDatabaseStatus(ref),
 		v1.RestoreSource{}.OpenAPIModelName():                               schema_pkg_apis_example_v1_RestoreSource(ref),
+		v1.VolumeLocation{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_VolumeLocation(ref),
 		autoscalingv1.ContainerResourceMetricSource{}.OpenAPIModelName():    schema_k8sio_api_autoscaling_v1_ContainerResourceMetricSource(ref),
 		autoscalingv1.ContainerResourceMetricStatus{}.OpenAPIModelName():    schema_k8sio_api_autoscaling_v1_ContainerResourceMetricStatus(ref),
 		autoscalingv1.CrossVersionObjectReference{}.OpenAPIModelName():      schema_k8sio_api_autoscaling_v1_CrossVersionObjectReference(ref),
@@ -371,6 +373,27 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 	}
 }
 
+func schema_pkg_apis_example_v1_BackupLocation(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "BackupLocation is where a backup's dump is stored; exactly one field is set.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"volume": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Volume is a file on a PersistentVolumeClaim of the backup's namespace.",
+							Ref:         ref(v1.VolumeLocation{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1.VolumeLocation{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_example_v1_BackupPolicy(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -659,9 +682,8 @@ func schema_pkg_apis_example_v1_MyDatabaseBackupStatus(ref common.ReferenceCallb
 					},
 					"location": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Location is where the dump is, as pvc://<claim>/<file>.",
-							Type:        []string{"string"},
-							Format:      "",
+							Description: "Location is where the dump is, once the backup succeeded. (Protobuf field 4 held an earlier string form and stays unused.)",
+							Ref:         ref(v1.BackupLocation{}.OpenAPIModelName()),
 						},
 					},
 					"message": {
@@ -675,7 +697,7 @@ func schema_pkg_apis_example_v1_MyDatabaseBackupStatus(ref common.ReferenceCallb
 			},
 		},
 		Dependencies: []string{
-			metav1.Time{}.OpenAPIModelName()},
+			v1.BackupLocation{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -926,6 +948,36 @@ func schema_pkg_apis_example_v1_RestoreSource(ref common.ReferenceCallback) comm
 					},
 				},
 				Required: []string{"backupName"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_example_v1_VolumeLocation(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "VolumeLocation is a file on a PersistentVolumeClaim.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"claimName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ClaimName is the PersistentVolumeClaim.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"path": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Path is the file, relative to the root of the claim's volume.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"claimName", "path"},
 			},
 		},
 	}

@@ -310,13 +310,37 @@ type MyDatabaseBackupStatus struct {
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty" protobuf:"bytes,3,opt,name=completionTime"`
 
-	// Location is where the dump is, as pvc://<claim>/<file>.
+	// Location is where the dump is, once the backup succeeded. (Protobuf
+	// field 4 held an earlier string form and stays unused.)
 	// +optional
-	Location string `json:"location,omitempty" protobuf:"bytes,4,opt,name=location"`
+	Location *BackupLocation `json:"location,omitempty" protobuf:"bytes,6,opt,name=location"`
 
 	// Message says why a backup failed, or what it waits for.
 	// +optional
 	Message string `json:"message,omitempty" protobuf:"bytes,5,opt,name=message"`
+}
+
+// BackupLocation is where a backup's dump is stored; exactly one field is set.
+type BackupLocation struct {
+	// Volume is a file on a PersistentVolumeClaim of the backup's namespace.
+	// +optional
+	Volume *VolumeLocation `json:"volume,omitempty" protobuf:"bytes,1,opt,name=volume"`
+}
+
+// URI is the location as kubectl shows it: pvc://<claim>/<path>.
+func (l *BackupLocation) URI() string {
+	if l == nil || l.Volume == nil {
+		return ""
+	}
+	return "pvc://" + l.Volume.ClaimName + "/" + l.Volume.Path
+}
+
+// VolumeLocation is a file on a PersistentVolumeClaim.
+type VolumeLocation struct {
+	// ClaimName is the PersistentVolumeClaim.
+	ClaimName string `json:"claimName" protobuf:"bytes,1,opt,name=claimName"`
+	// Path is the file, relative to the root of the claim's volume.
+	Path string `json:"path" protobuf:"bytes,2,opt,name=path"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -22,6 +22,11 @@ limitations under the License.
 package v1
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in BackupLocation) OpenAPIModelName() string {
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.BackupLocation"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in BackupPolicy) OpenAPIModelName() string {
 	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.BackupPolicy"
 }
@@ -74,4 +79,9 @@ func (in MyDatabaseStatus) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in RestoreSource) OpenAPIModelName() string {
 	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.RestoreSource"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in VolumeLocation) OpenAPIModelName() string {
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.VolumeLocation"
 }

@@ -1,7 +1,9 @@
 package validation
 
 import (
+	"path"
 	"slices"
+	"strings"
 
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -59,8 +61,30 @@ func ValidateMyDatabaseBackupStatusUpdate(b, old *example.MyDatabaseBackup) fiel
 	if s.StartTime != nil && s.CompletionTime != nil && s.CompletionTime.Before(s.StartTime) {
 		allErrs = append(allErrs, field.Invalid(statusPath.Child("completionTime"), s.CompletionTime, "may not be before status.startTime"))
 	}
+	allErrs = append(allErrs, validateLocation(s.Location, statusPath.Child("location"))...)
 	if old.Status.Phase == example.BackupPhaseSucceeded && s.Phase != example.BackupPhaseSucceeded {
 		allErrs = append(allErrs, field.Forbidden(statusPath.Child("phase"), "may not change once the backup succeeded"))
+	}
+	return allErrs
+}
+
+// validateLocation checks that a location names exactly one place, and a
+// volume's file within its volume.
+func validateLocation(l *example.BackupLocation, fldPath *field.Path) field.ErrorList {
+	if l == nil {
+		return nil
+	}
+	if l.Volume == nil {
+		return field.ErrorList{field.Required(fldPath.Child("volume"), "must name where the dump is")}
+	}
+	var allErrs field.ErrorList
+	volPath := fldPath.Child("volume")
+	for _, msg := range validation.IsDNS1123Subdomain(l.Volume.ClaimName) {
+		allErrs = append(allErrs, field.Invalid(volPath.Child("claimName"), l.Volume.ClaimName, msg))
+	}
+	p := l.Volume.Path
+	if p == "" || path.IsAbs(p) || path.Clean(p) != p || p == ".." || strings.HasPrefix(p, "../") {
+		allErrs = append(allErrs, field.Invalid(volPath.Child("path"), p, "must be a clean relative path within the volume"))
 	}
 	return allErrs
 }

@@ -71,6 +71,23 @@ func TestValidateMyDatabaseBackupUpdates(t *testing.T) {
 				b.Status = example.MyDatabaseBackupStatus{Phase: example.BackupPhaseSucceeded, StartTime: &later, CompletionTime: &earlier}
 			}),
 			want: []errorSummary{{field.ErrorTypeInvalid, "status.completionTime"}}},
+		{name: "a volume location", old: myBackup(), validate: ValidateMyDatabaseBackupStatusUpdate,
+			b: myBackup(func(b *example.MyDatabaseBackup) {
+				b.Status.Location = &example.BackupLocation{Volume: &example.VolumeLocation{ClaimName: "db-backups", Path: "nightly/dump.sql"}}
+			})},
+		{name: "a location naming nothing", old: myBackup(), validate: ValidateMyDatabaseBackupStatusUpdate,
+			b:    myBackup(func(b *example.MyDatabaseBackup) { b.Status.Location = &example.BackupLocation{} }),
+			want: []errorSummary{{field.ErrorTypeRequired, "status.location.volume"}}},
+		{name: "a location outside its volume", old: myBackup(), validate: ValidateMyDatabaseBackupStatusUpdate,
+			b: myBackup(func(b *example.MyDatabaseBackup) {
+				b.Status.Location = &example.BackupLocation{Volume: &example.VolumeLocation{ClaimName: "Bad_Claim", Path: "../etc/passwd"}}
+			}),
+			want: []errorSummary{{field.ErrorTypeInvalid, "status.location.volume.claimName"}, {field.ErrorTypeInvalid, "status.location.volume.path"}}},
+		{name: "an absolute location", old: myBackup(), validate: ValidateMyDatabaseBackupStatusUpdate,
+			b: myBackup(func(b *example.MyDatabaseBackup) {
+				b.Status.Location = &example.BackupLocation{Volume: &example.VolumeLocation{ClaimName: "db-backups", Path: "/dump.sql"}}
+			}),
+			want: []errorSummary{{field.ErrorTypeInvalid, "status.location.volume.path"}}},
 		{name: "a success is final",
 			old:      myBackup(func(b *example.MyDatabaseBackup) { b.Status.Phase = example.BackupPhaseSucceeded }),
 			b:        myBackup(func(b *example.MyDatabaseBackup) { b.Status.Phase = example.BackupPhaseFailed }),

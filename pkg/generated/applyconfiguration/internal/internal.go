@@ -39,6 +39,12 @@ func Parser() *typed.Parser {
 var parserOnce sync.Once
 var parser *typed.Parser
 var schemaYAML = typed.YAMLObject(`types:
+- name: com.github.mydb-dev.mydb.pkg.apis.example.v1.BackupLocation
+  map:
+    fields:
+    - name: volume
+      type:
+        namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.VolumeLocation
 - name: com.github.mydb-dev.mydb.pkg.apis.example.v1.BackupPolicy
   map:
     fields:
@@ -127,7 +133,7 @@ var schemaYAML = typed.YAMLObject(`types:
         namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
     - name: location
       type:
-        scalar: string
+        namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.BackupLocation
     - name: message
       type:
         scalar: string
@@ -210,6 +216,17 @@ var schemaYAML = typed.YAMLObject(`types:
   map:
     fields:
     - name: backupName
+      type:
+        scalar: string
+      default: ""
+- name: com.github.mydb-dev.mydb.pkg.apis.example.v1.VolumeLocation
+  map:
+    fields:
+    - name: claimName
+      type:
+        scalar: string
+      default: ""
+    - name: path
       type:
         scalar: string
       default: ""

@@ -37,7 +37,7 @@ func (tableConvertor) ConvertToTable(_ context.Context, obj runtime.Object, tabl
 			phase = string(example.BackupPhasePending)
 		}
 		return []interface{}{b.Spec.DatabaseName, phase, since(b.Status.StartTime), since(b.Status.CompletionTime), age,
-			orNone(b.Status.Location), orNone(b.Status.Message)}, nil
+			orNone(b.Status.Location.URI()), orNone(b.Status.Message)}, nil
 	})
 }
 

@@ -34,8 +34,9 @@ type MyDatabaseBackupStatusApplyConfiguration struct {
 	StartTime *metav1.Time `json:"startTime,omitempty"`
 	// CompletionTime is when the backup succeeded or failed.
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
-	// Location is where the dump is, as pvc://<claim>/<file>.
-	Location *string `json:"location,omitempty"`
+	// Location is where the dump is, once the backup succeeded. (Protobuf
+	// field 4 held an earlier string form and stays unused.)
+	Location *BackupLocationApplyConfiguration `json:"location,omitempty"`
 	// Message says why a backup failed, or what it waits for.
 	Message *string `json:"message,omitempty"`
 }
@@ -73,8 +74,8 @@ func (b *MyDatabaseBackupStatusApplyConfiguration) WithCompletionTime(value meta
 // WithLocation sets the Location field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the Location field is set to the value of the last call.
-func (b *MyDatabaseBackupStatusApplyConfiguration) WithLocation(value string) *MyDatabaseBackupStatusApplyConfiguration {
-	b.Location = &value
+func (b *MyDatabaseBackupStatusApplyConfiguration) WithLocation(value *BackupLocationApplyConfiguration) *MyDatabaseBackupStatusApplyConfiguration {
+	b.Location = value
 	return b
 }
 
