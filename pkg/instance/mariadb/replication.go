@@ -1,0 +1,95 @@
+package mariadb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/mysqlfamily"
+)
+
+// Follow implements instance.Engine: fence writes, and unless the server
+// already replicates from t's primary, point it there with GTID
+// positioning. A fresh clone first takes its GTID position from the backup.
+func (e *Engine) Follow(ctx context.Context, t instance.Topology) error {
+	db, err := e.admin()
+	if err != nil {
+		return err
+	}
+	if err := mysqlfamily.Exec(ctx, db, e.dialect.FenceStatements()...); err != nil {
+		return err
+	}
+	row, err := mysqlfamily.QueryRowMap(ctx, db, e.dialect.ReplicaStatusQuery())
+	if err != nil {
+		return err
+	}
+	rs := e.dialect.ParseReplicaStatus(row)
+	gtidFile := filepath.Join(e.DataDir(), cloneGTIDFile)
+	gtid, err := os.ReadFile(gtidFile)
+	fresh := err == nil
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if !fresh && rs.Host == t.PrimaryHost && rs.Port == t.PrimaryPort && rs.User == instance.ReplicationUser && rs.IORunning != "No" && rs.SQLRunning == "Yes" {
+		return nil
+	}
+	pw, err := e.cfg.Secrets.Get(instance.SecretReplicationPassword)
+	if err != nil {
+		return err
+	}
+	var stmts []string
+	if fresh {
+		stmts = append(stmts, "STOP SLAVE", "RESET SLAVE ALL",
+			"SET GLOBAL gtid_slave_pos = "+mysqlfamily.QuoteString(strings.TrimSpace(string(gtid))))
+	}
+	e.cfg.Log.Info("pointing the replica at the primary", "primary", t.Primary, "host", t.PrimaryHost, "port", t.PrimaryPort, "wasFollowing", rs.Host, "lastError", rs.LastError)
+	stmts = append(stmts, e.dialect.FollowStatements(mysqlfamily.Source{
+		Host: t.PrimaryHost, Port: t.PrimaryPort, User: instance.ReplicationUser, Password: pw,
+	})...)
+	if err := mysqlfamily.Exec(ctx, db, stmts...); err != nil {
+		return err
+	}
+	if fresh {
+		return os.Remove(gtidFile)
+	}
+	return nil
+}
+
+// Promote implements instance.Engine: let the SQL thread apply what the IO
+// thread already received (bounded), then stop replicating and take writes.
+func (e *Engine) Promote(ctx context.Context) error {
+	db, err := e.admin()
+	if err != nil {
+		return err
+	}
+	row, err := mysqlfamily.QueryRowMap(ctx, db, e.dialect.ReplicaStatusQuery())
+	if err != nil {
+		return err
+	}
+	if rs := e.dialect.ParseReplicaStatus(row); rs.Configured {
+		if err := mysqlfamily.Exec(ctx, db, "STOP SLAVE IO_THREAD"); err != nil {
+			return err
+		}
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		err := instance.PollUntil(wctx, 100*time.Millisecond, func() error {
+			row, err := mysqlfamily.QueryRowMap(wctx, db, e.dialect.ReplicaStatusQuery())
+			if err != nil {
+				return err
+			}
+			if rs := e.dialect.ParseReplicaStatus(row); !rs.AppliedAll && rs.SQLRunning == "Yes" {
+				return fmt.Errorf("relay log not applied yet")
+			}
+			return nil
+		})
+		if err != nil {
+			e.cfg.Log.Warn("promoting before the relay log is applied", "err", err)
+		}
+	}
+	return mysqlfamily.Exec(ctx, db, e.dialect.PromoteStatements()...)
+}
