@@ -40,6 +40,9 @@ type Manager struct {
 	log    *slog.Logger
 	http   *http.Client
 
+	// recorded is the state file's content as last written.
+	recorded *stateFile
+
 	mu       sync.Mutex
 	st       managerState
 	stopping bool
@@ -139,7 +142,7 @@ func (m *Manager) Run(ctx context.Context) error {
 			continue
 		}
 		err := m.reconcile(ctx, *want, restartAt)
-		if err != nil && ctx.Err() == nil {
+		if err != nil && ctx.Err() == nil && !errors.Is(err, errBackoff) {
 			m.log.Warn("reconcile", "err", err)
 		}
 		m.update(func(s *managerState) {
@@ -195,7 +198,7 @@ func (m *Manager) reconcilePrimary(ctx context.Context, t Topology, restartAt ti
 	}
 	// Recorded before the first write can happen, so a crash between
 	// promotion and the record cannot hide that this data took writes.
-	if err := writeState(m.opts.DataRoot, stateFile{Role: RolePrimary, Primary: t.Primary}); err != nil {
+	if err := m.recordState(stateFile{Role: RolePrimary, Primary: t.Primary}); err != nil {
 		return err
 	}
 	if err := m.ensureRunning(ctx, restartAt); err != nil {
@@ -215,13 +218,12 @@ func (m *Manager) reconcilePrimary(ctx context.Context, t Topology, restartAt ti
 }
 
 func (m *Manager) reconcileReplica(ctx context.Context, t Topology, restartAt time.Time) error {
-	if m.child() == nil || m.mustReclone(ctx, t) {
+	if m.child() == nil || m.servedAsPrimary() {
 		if reason := m.cloneReason(ctx, t); reason != "" {
 			m.log.Info("cloning from the primary", "primary", t.Primary, "why", reason)
 			m.stopEngine()
-			if err := writeState(m.opts.DataRoot, stateFile{Role: RoleReplica, Primary: t.Primary}); err != nil {
-				return err
-			}
+			// The state file still says primary until the clone replaced
+			// the data: a failed clone must not leave old data looking safe.
 			start := time.Now()
 			if err := m.eng.Clone(ctx, t); err != nil {
 				return fmt.Errorf("clone from %s: %w", t.Primary, err)
@@ -229,7 +231,7 @@ func (m *Manager) reconcileReplica(ctx context.Context, t Topology, restartAt ti
 			m.log.Info("cloned", "primary", t.Primary, "seconds", time.Since(start).Seconds())
 		}
 	}
-	if err := writeState(m.opts.DataRoot, stateFile{Role: RoleReplica, Primary: t.Primary}); err != nil {
+	if err := m.recordState(stateFile{Role: RoleReplica, Primary: t.Primary}); err != nil {
 		return err
 	}
 	if err := m.ensureRunning(ctx, restartAt); err != nil {
@@ -238,13 +240,25 @@ func (m *Manager) reconcileReplica(ctx context.Context, t Topology, restartAt ti
 	return m.eng.Follow(ctx, t)
 }
 
-// mustReclone tells whether the running engine must be stopped for a clone:
-// only when this instance served as primary (its data may hold writes the
-// new primary lacks). Demotion with pg_rewind or GTID reconciliation is a
-// later step; a fresh clone is always safe.
-func (m *Manager) mustReclone(ctx context.Context, t Topology) bool {
+// recordState writes the state file when s differs from what it holds.
+func (m *Manager) recordState(s stateFile) error {
+	if m.recorded != nil && *m.recorded == s {
+		return nil
+	}
+	if err := writeState(m.opts.DataRoot, s); err != nil {
+		return err
+	}
+	m.recorded = &s
+	return nil
+}
+
+// servedAsPrimary tells whether the data served as a primary: told to be a
+// replica, such an instance stops and re-clones, because its data may hold
+// writes the new primary lacks. Demotion with pg_rewind or GTID
+// reconciliation is a later step; a fresh clone is always safe.
+func (m *Manager) servedAsPrimary() bool {
 	s, err := readState(m.opts.DataRoot)
-	return err == nil && s.Role == RolePrimary && t.Primary != m.opts.Name
+	return err == nil && s.Role == RolePrimary
 }
 
 // cloneReason says why the data must be replaced by a clone of t's
@@ -254,8 +268,7 @@ func (m *Manager) cloneReason(ctx context.Context, t Topology) string {
 	if err != nil || !has {
 		return "no data"
 	}
-	s, err := readState(m.opts.DataRoot)
-	if err == nil && s.Role == RolePrimary {
+	if m.servedAsPrimary() {
 		return "it served as primary and may have diverged"
 	}
 	local, err := m.eng.SystemID()
@@ -298,6 +311,10 @@ func (m *Manager) primarySystemID(ctx context.Context, t Topology) (string, erro
 	return s.SystemIdentifier, nil
 }
 
+// errBackoff is the engine waiting out its restart backoff: expected, and
+// shown in the status rather than logged on every tick.
+var errBackoff = errors.New("engine restarts")
+
 // ensureRunning starts the engine unless it runs or its restart backoff
 // has not elapsed, and waits until it accepts the admin connection.
 func (m *Manager) ensureRunning(ctx context.Context, restartAt time.Time) error {
@@ -305,7 +322,7 @@ func (m *Manager) ensureRunning(ctx context.Context, restartAt time.Time) error 
 		return nil
 	}
 	if d := time.Until(restartAt); d > 0 {
-		return fmt.Errorf("engine restarts in %s", d.Round(100*time.Millisecond))
+		return fmt.Errorf("%w in %s", errBackoff, d.Round(100*time.Millisecond))
 	}
 	cmd, err := m.eng.Command()
 	if err != nil {

@@ -35,7 +35,11 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(root)
+	if os.Getenv("MYDB_ENGINES_KEEP") == "" {
+		defer os.RemoveAll(root)
+	} else {
+		defer fmt.Println("kept", root)
+	}
 	if err := os.Chmod(root, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

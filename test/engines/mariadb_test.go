@@ -41,7 +41,7 @@ func TestMariaDB(t *testing.T) {
 				"CREATE USER 'intruder'@'%'":                     1227, // ER_SPECIFIC_ACCESS_DENIED_ERROR
 				"SELECT * FROM mysql.user":                       1142, // ER_TABLEACCESS_DENIED_ERROR
 				"SET GLOBAL max_connections = 500":               1227,
-				"SELECT 1 INTO OUTFILE '/tmp/mydb-intruder.txt'": 1045, // needs FILE
+				"SELECT 1 INTO OUTFILE '/tmp/mydb-intruder.txt'": 1227, // needs FILE
 				"CREATE DATABASE other":                          1044, // ER_DBACCESS_DENIED_ERROR
 				"GRANT ALL ON appdb.* TO 'intruder'@'%'":         1044,
 			} {

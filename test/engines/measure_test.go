@@ -38,7 +38,7 @@ func measureReplication(t *testing.T, primary *sql.DB, replicas []*sql.DB, n int
 					return
 				}
 				var m sql.NullInt64
-				if err := db.QueryRow("SELECT max(id) FROM load").Scan(&m); err != nil {
+				if err := db.QueryRow("SELECT max(id) FROM writes").Scan(&m); err != nil {
 					errs <- err
 					return
 				}
@@ -60,7 +60,7 @@ func measureReplication(t *testing.T, primary *sql.DB, replicas []*sql.DB, n int
 	tick := time.NewTicker(every)
 	for id := 1; id <= n; id++ {
 		<-tick.C
-		if _, err := primary.Exec(fmt.Sprintf("INSERT INTO load VALUES (%d, '%s')", id, time.Now().UTC().Format(time.RFC3339Nano))); err != nil {
+		if _, err := primary.Exec(fmt.Sprintf("INSERT INTO writes VALUES (%d, '%s')", id, time.Now().UTC().Format(time.RFC3339Nano))); err != nil {
 			tick.Stop()
 			close(stop)
 			wg.Wait()

@@ -117,7 +117,7 @@ func testBootstrap(t *testing.T, c *cluster, p *node, fig *figures) {
 
 func testReplicas(t *testing.T, c *cluster, p *node, replicas []*node, fig *figures) {
 	app := p.app()
-	mustExec(t, app, "CREATE TABLE load (id bigint PRIMARY KEY, at varchar(40))")
+	mustExec(t, app, "CREATE TABLE writes (id bigint PRIMARY KEY, at varchar(40))")
 	before, err := p.status()
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +194,7 @@ func waitCaughtUp(t *testing.T, c *cluster, r *node, primary instance.Status) in
 func testCrash(t *testing.T, c *cluster, p *node, replicas []*node, fig *figures) {
 	before := p.waitReady(5*time.Second, instance.RolePrimary)
 	var rows int
-	if err := p.app().QueryRow("SELECT count(*) FROM load").Scan(&rows); err != nil {
+	if err := p.app().QueryRow("SELECT count(*) FROM writes").Scan(&rows); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -214,7 +214,7 @@ func testCrash(t *testing.T, c *cluster, p *node, replicas []*node, fig *figures
 		t.Errorf("engine pid %d -> %d, restarts %d -> %d", before.EnginePID, after.EnginePID, before.Restarts, after.Restarts)
 	}
 	var rowsAfter int
-	if err := p.app().QueryRow("SELECT count(*) FROM load").Scan(&rowsAfter); err != nil || rowsAfter != rows {
+	if err := p.app().QueryRow("SELECT count(*) FROM writes").Scan(&rowsAfter); err != nil || rowsAfter != rows {
 		t.Fatalf("rows after the crash: %d (%v), before: %d", rowsAfter, err, rows)
 	}
 	mustExec(t, p.app(), "INSERT INTO kept VALUES (3, 'after the crash')")

@@ -4,11 +4,19 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io"
+	"log"
 	"os/user"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 )
+
+func init() {
+	// The driver logs a stale pooled connection (a restarted server) on
+	// its own; the error it returns says the same to the caller.
+	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
+}
 
 // OpenAdmin connects over the unix socket as the OS user the manager runs
 // as, which the server authenticates with unix_socket: no password exists
