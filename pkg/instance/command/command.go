@@ -208,4 +208,3 @@ func copySelf(dest string) error {
 	fmt.Println("copied", self, "to", dest)
 	return nil
 }
-
