@@ -109,6 +109,11 @@ func New(ctx context.Context) *cobra.Command {
 }
 
 func run(ctx context.Context, o *Options) error {
+	if os.Geteuid() == 0 {
+		// Both engines refuse root; saying so here beats initdb's message
+		// halfway through a bootstrap.
+		return errors.New("run as the engine's user, not root (the engines refuse to run as root)")
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("instance", o.Name)
 	if err := os.MkdirAll(o.RunDir, 0o700); err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/user"
@@ -20,6 +21,14 @@ const (
 	// status code went out before the first byte of the stream.
 	trailerResult = "X-Mydb-Clone-Result"
 )
+
+// cloneClient has no overall timeout (a large clone takes long) but gives
+// up on a primary that does not start answering.
+var cloneClient = &http.Client{Transport: &http.Transport{
+	Proxy:                 nil,
+	DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+	ResponseHeaderTimeout: time.Minute,
+}}
 
 // ServeClone implements instance.CloneServer on the primary: a physical
 // backup of the running server, streamed as mbstream. The Manager has
@@ -83,7 +92,7 @@ func (e *Engine) Clone(ctx context.Context, t instance.Topology) error {
 		return err
 	}
 	req.SetBasicAuth(instance.ReplicationUser, pw)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := cloneClient.Do(req)
 	if err != nil {
 		return err
 	}

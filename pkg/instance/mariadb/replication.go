@@ -21,7 +21,16 @@ func (e *Engine) Follow(ctx context.Context, t instance.Topology) error {
 	if err != nil {
 		return err
 	}
-	if err := mysqlfamily.Exec(ctx, db, e.dialect.FenceStatements()...); err != nil {
+	var readOnly bool
+	if err := db.QueryRowContext(ctx, "SELECT @@read_only").Scan(&readOnly); err != nil {
+		return err
+	}
+	if !readOnly {
+		if err := mysqlfamily.Exec(ctx, db, e.dialect.FenceStatements()...); err != nil {
+			return err
+		}
+	}
+	if err := e.adoptCloneGTID(ctx); err != nil {
 		return err
 	}
 	row, err := mysqlfamily.QueryRowMap(ctx, db, e.dialect.ReplicaStatusQuery())
@@ -29,35 +38,44 @@ func (e *Engine) Follow(ctx context.Context, t instance.Topology) error {
 		return err
 	}
 	rs := e.dialect.ParseReplicaStatus(row)
-	gtidFile := filepath.Join(e.DataDir(), cloneGTIDFile)
-	gtid, err := os.ReadFile(gtidFile)
-	fresh := err == nil
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	if !fresh && rs.Host == t.PrimaryHost && rs.Port == t.PrimaryPort && rs.User == instance.ReplicationUser && rs.IORunning != "No" && rs.SQLRunning == "Yes" {
+	if rs.Host == t.PrimaryHost && rs.Port == t.PrimaryPort && rs.User == instance.ReplicationUser && rs.IORunning != "No" && rs.SQLRunning == "Yes" {
 		return nil
 	}
 	pw, err := e.cfg.Secrets.Get(instance.SecretReplicationPassword)
 	if err != nil {
 		return err
 	}
-	var stmts []string
-	if fresh {
-		stmts = append(stmts, "STOP SLAVE", "RESET SLAVE ALL",
-			"SET GLOBAL gtid_slave_pos = "+mysqlfamily.QuoteString(strings.TrimSpace(string(gtid))))
-	}
 	e.cfg.Log.Info("pointing the replica at the primary", "primary", t.Primary, "host", t.PrimaryHost, "port", t.PrimaryPort, "wasFollowing", rs.Host, "lastError", rs.LastError)
-	stmts = append(stmts, e.dialect.FollowStatements(mysqlfamily.Source{
+	return mysqlfamily.Exec(ctx, db, e.dialect.FollowStatements(mysqlfamily.Source{
 		Host: t.PrimaryHost, Port: t.PrimaryPort, User: instance.ReplicationUser, Password: pw,
 	})...)
-	if err := mysqlfamily.Exec(ctx, db, stmts...); err != nil {
+}
+
+// adoptCloneGTID sets gtid_slave_pos to a fresh clone's backup position,
+// once: the file goes only after the server persisted the position (in
+// mysql.gtid_slave_pos), and before replication starts, so a crash in
+// between can neither skip the step nor rewind a replica that applied more.
+func (e *Engine) adoptCloneGTID(ctx context.Context) error {
+	path := filepath.Join(e.DataDir(), cloneGTIDFile)
+	gtid, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
 		return err
 	}
-	if fresh {
-		return os.Remove(gtidFile)
+	db, err := e.admin()
+	if err != nil {
+		return err
 	}
-	return nil
+	if err := mysqlfamily.Exec(ctx, db, "STOP SLAVE", "RESET SLAVE ALL",
+		"SET GLOBAL gtid_slave_pos = "+mysqlfamily.QuoteString(strings.TrimSpace(string(gtid)))); err != nil {
+		return err
+	}
+	if err := os.Remove(path); err != nil {
+		return err
+	}
+	return instance.SyncDir(e.DataDir())
 }
 
 // Promote implements instance.Engine: let the SQL thread apply what the IO
