@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -40,6 +41,8 @@ type Manager struct {
 	log    *slog.Logger
 	http   *http.Client
 
+	// reap is set when the manager is PID 1 and must collect orphans.
+	reap bool
 	// recorded is the state file's content as last written.
 	recorded *stateFile
 
@@ -72,6 +75,7 @@ func NewManager(opts Options, eng Engine, source TopologySource) *Manager {
 		log:    opts.Log,
 		http:   &http.Client{Timeout: 3 * time.Second},
 		st:     managerState{role: RoleWaiting},
+		reap:   os.Getpid() == 1,
 	}
 }
 
@@ -137,6 +141,13 @@ func (m *Manager) Run(ctx context.Context) error {
 			continue
 		case <-restart:
 		case <-tick.C:
+			if m.reap {
+				pid := 0
+				if c := m.child(); c != nil {
+					pid = c.pid()
+				}
+				reapOrphans(pid)
+			}
 		}
 		if want == nil {
 			continue

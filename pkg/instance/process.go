@@ -17,6 +17,13 @@ type child struct {
 }
 
 func startChild(cmd *exec.Cmd) (*child, error) {
+	// The engine leads its own process group: a terminal's ^C reaches only
+	// the manager, which stops the engine its own way, and the engine's
+	// orphans are told from the manager's tools by their group (reaper.go).
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
