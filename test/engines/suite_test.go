@@ -44,7 +44,7 @@ func runSuite(t *testing.T, spec engineSpec) {
 		{"replicas clone and stream", func(t *testing.T) { testReplicas(t, c, p, []*node{r1, r2}, fig) }},
 		{"an engine crash is noticed and repaired", func(t *testing.T) { testCrash(t, c, p, []*node{r1, r2}, fig) }},
 		{"promotion re-points the other replica", func(t *testing.T) { testPromotion(t, c, p, r1, r2, fig) }},
-		{"SIGTERM stops every instance cleanly", func(t *testing.T) { testStopAll(t, c, fig) }},
+		{"SIGTERM stops every instance cleanly, the primary under load", func(t *testing.T) { testStopAll(t, c, r1, fig) }},
 		{"no password on a command line or in an environment", func(t *testing.T) { testNoLeaks(t, c) }},
 	}
 	for _, s := range steps {
@@ -267,13 +267,47 @@ func testPromotion(t *testing.T, c *cluster, old, r1, r2 *node, fig *figures) {
 	}
 }
 
-func testStopAll(t *testing.T, c *cluster, fig *figures) {
+// testStopAll stops the primary first, while a client writes to it, then
+// the replicas: every engine must shut down cleanly within the timeout.
+func testStopAll(t *testing.T, c *cluster, primary *node, fig *figures) {
+	app := primary.app()
+	var writes int
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		for id := 1000; ; id++ {
+			if _, err := app.Exec(fmt.Sprintf("INSERT INTO writes VALUES (%d, 'during the stop')", id)); err != nil {
+				return // the server went away: expected
+			}
+			writes++
+		}
+	}()
+	// Let the writer get going before the stop.
+	primary.waitStatus(10*time.Second, "writes under way", func(instance.Status) bool {
+		var n int
+		_ = app.QueryRow("SELECT count(*) FROM writes WHERE id >= 1000").Scan(&n)
+		return n >= 20
+	})
+	order := []*node{primary}
 	for _, n := range c.nodes {
+		if n != primary {
+			order = append(order, n)
+		}
+	}
+	for _, n := range order {
 		logFrom := n.logSize()
 		d, code := n.stop()
-		fig.add("%s: SIGTERM to exit: %.2fs, exit code %d", n.name, d.Seconds(), code)
+		what := "replica"
+		if n == primary {
+			<-writerDone
+			what = fmt.Sprintf("primary under write load, %d writes before it", writes)
+		}
+		fig.add("%s (%s): SIGTERM to exit %.2fs, exit code %d", n.name, what, d.Seconds(), code)
 		if code != 0 {
 			t.Errorf("%s: exit code %d", n.name, code)
+		}
+		if d > 25*time.Second {
+			t.Errorf("%s: stop took %s, beyond the stop timeout", n.name, d)
 		}
 		c.spec.assertCleanStop(t, n, logFrom)
 	}
