@@ -311,8 +311,18 @@ func (n *node) status() (instance.Status, error) {
 	return s, json.NewDecoder(resp.Body).Decode(&s)
 }
 
-func (n *node) get(path string) int {
-	resp, err := httpClient.Get("http://" + n.statusAddr + path)
+func (n *node) get(path string) int { return n.getAs(path, "", "") }
+
+// getAs is the status code of GET path, with basic credentials if user is set.
+func (n *node) getAs(path, user, password string) int {
+	req, err := http.NewRequest(http.MethodGet, "http://"+n.statusAddr+path, nil)
+	if err != nil {
+		return 0
+	}
+	if user != "" || password != "" {
+		req.SetBasicAuth(user, password)
+	}
+	resp, err := httpClient.Do(req)
 	if err != nil {
 		return 0
 	}

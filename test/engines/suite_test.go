@@ -5,6 +5,7 @@ package engines
 import (
 	"database/sql"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -123,6 +124,22 @@ func testReplicas(t *testing.T, c *cluster, p *node, replicas []*node, fig *figu
 		t.Fatal(err)
 	}
 
+	// The clone endpoint (MariaDB's) serves nobody without the replication
+	// user's password; Postgres replicas clone with pg_basebackup instead.
+	want := http.StatusNotFound
+	if c.spec.name == "mariadb" {
+		want = http.StatusUnauthorized
+	}
+	for _, cred := range [][2]string{{"", ""}, {instance.ReplicationUser, "wrong"}, {"app", c.secrets[instance.SecretReplicationPassword]}} {
+		if got := p.getAs("/v1/clone", cred[0], cred[1]); got != want {
+			t.Errorf("GET /v1/clone as %q: %d, want %d", cred[0], got, want)
+		}
+	}
+	// What an interrupted clone left behind is discarded.
+	leftover := filepath.Join(replicas[0].dataRoot, c.spec.dataSubdir+".clone")
+	c.mkdir(leftover, 0o700)
+	c.writeFile(filepath.Join(leftover, "half-copied"), "x", 0o600)
+
 	var wg sync.WaitGroup
 	cloneTimes := make([]time.Duration, len(replicas))
 	for i, r := range replicas {
@@ -153,6 +170,10 @@ func testReplicas(t *testing.T, c *cluster, p *node, replicas []*node, fig *figu
 		if _, err := r.app().Exec("INSERT INTO kept VALUES (2, 'on a replica')"); err == nil {
 			t.Errorf("%s: a replica accepted a write", r.name)
 		}
+	}
+
+	if _, err := os.Stat(leftover); err == nil {
+		t.Errorf("the interrupted clone's leftover %s is still there", leftover)
 	}
 
 	delays := measureReplication(t, app, replicaApps(replicas), 400, 10*time.Millisecond)
