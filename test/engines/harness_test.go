@@ -389,6 +389,20 @@ func (n *node) logSize() int64 {
 	return fi.Size()
 }
 
+// cloneSeconds is what the manager logged as its last clone's duration.
+func (n *node) cloneSeconds() string {
+	lines := strings.Split(n.logSince(0), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], "msg=cloned ") {
+			if _, v, ok := strings.Cut(lines[i], " seconds="); ok {
+				f, _ := strconv.ParseFloat(strings.Fields(v)[0], 64)
+				return fmt.Sprintf("%.2fs", f)
+			}
+		}
+	}
+	return "?"
+}
+
 func (n *node) logSince(off int64) string {
 	b, _ := os.ReadFile(n.logPath)
 	if off > int64(len(b)) {
@@ -401,15 +415,16 @@ func (n *node) logSince(off int64) string {
 // environments) for the cluster's passwords while the test runs, so
 // short-lived tools (initdb, pg_basebackup, mariadb-backup) are seen too.
 type leakWatch struct {
-	mu    sync.Mutex
-	leaks []string
-	seen  map[int]bool // pids of our processes the scan saw
-	quit  chan struct{}
-	done  chan struct{}
+	mu     sync.Mutex
+	leaks  []string
+	seen   map[int]bool // pids of our processes the scan saw
+	leaked map[int]bool
+	quit   chan struct{}
+	done   chan struct{}
 }
 
 func watchLeaks(c *cluster) *leakWatch {
-	w := &leakWatch{seen: map[int]bool{}, quit: make(chan struct{}), done: make(chan struct{})}
+	w := &leakWatch{seen: map[int]bool{}, leaked: map[int]bool{}, quit: make(chan struct{}), done: make(chan struct{})}
 	var secrets []string
 	for _, k := range []string{instance.SecretPassword, instance.SecretSuperuserPassword, instance.SecretReplicationPassword} {
 		secrets = append(secrets, c.secrets[k])
@@ -426,7 +441,10 @@ func watchLeaks(c *cluster) *leakWatch {
 				for _, s := range secrets {
 					if strings.Contains(cmdline, s) || strings.Contains(env, s) {
 						w.mu.Lock()
-						w.leaks = append(w.leaks, fmt.Sprintf("pid %d: %.200s", pid, cmdline))
+						if !w.leaked[pid] {
+							w.leaked[pid] = true
+							w.leaks = append(w.leaks, fmt.Sprintf("pid %d: %.200s", pid, cmdline))
+						}
 						w.mu.Unlock()
 					}
 				}

@@ -160,7 +160,7 @@ func testReplicas(t *testing.T, c *cluster, p *node, replicas []*node, fig *figu
 	wg.Wait()
 	for i, r := range replicas {
 		s := r.waitReady(time.Second, instance.RoleReplica)
-		fig.add("%s: start to streaming replica (clone included): %.2fs", r.name, cloneTimes[i].Seconds())
+		fig.add("%s: clone %s; manager start to streaming replica %.2fs", r.name, r.cloneSeconds(), cloneTimes[i].Seconds())
 		if s.SystemIdentifier != before.SystemIdentifier {
 			t.Errorf("%s: system identifier %s, the primary's is %s", r.name, s.SystemIdentifier, before.SystemIdentifier)
 		}
@@ -278,7 +278,7 @@ func testPromotion(t *testing.T, c *cluster, old, r1, r2 *node, fig *figures) {
 	old.waitStatus(2*time.Minute, "following the new primary", func(s instance.Status) bool {
 		return s.Ready && s.Role == instance.RoleReplica && s.Upstream == fmt.Sprintf("%s:%d", r1.host, r1.port)
 	})
-	fig.add("old primary rejoining as a replica (re-clone): %.2fs", time.Since(start).Seconds())
+	fig.add("old primary rejoining as a replica: re-clone %s, start to streaming %.2fs", old.cloneSeconds(), time.Since(start).Seconds())
 	if !strings.Contains(old.logSince(logFrom), "served as primary") {
 		t.Error("the old primary did not say why it re-cloned")
 	}
