@@ -38,6 +38,9 @@ type engineSpec struct {
 	assertCleanStop func(t *testing.T, in *node, logFrom int64)
 	// assertAppConfined checks the application user is no superuser.
 	assertAppConfined func(t *testing.T, c *cluster, app *sql.DB)
+	// bulkLoad fills table bulk (id, v) with about 60 MB, so the clone
+	// copies more than an empty catalogue.
+	bulkLoad []string
 	// progress turns a position into a number that grows with writes.
 	progress func(p *instance.Position) uint64
 }
@@ -387,6 +390,20 @@ func (n *node) logSize() int64 {
 		return 0
 	}
 	return fi.Size()
+}
+
+// dataBytes is the size of the engine's data directory on disk.
+func (n *node) dataBytes() int64 {
+	var total int64
+	_ = filepath.WalkDir(filepath.Join(n.dataRoot, n.c.spec.dataSubdir), func(_ string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				total += fi.Size()
+			}
+		}
+		return nil
+	})
+	return total
 }
 
 // cloneSeconds is what the manager logged as its last clone's duration.

@@ -85,6 +85,10 @@ func TestMariaDB(t *testing.T) {
 				}
 			}
 		},
+		bulkLoad: []string{
+			"CREATE TABLE bulk (id int PRIMARY KEY, v text)",
+			"INSERT INTO bulk SELECT seq, repeat(md5(seq), 32) FROM seq_1_to_60000",
+		},
 		progress: func(p *instance.Position) uint64 {
 			if p == nil {
 				return 0

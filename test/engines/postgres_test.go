@@ -81,6 +81,10 @@ func TestPostgres(t *testing.T) {
 				t.Errorf("superuser with the app's password: want 28P01, got %v", err)
 			}
 		},
+		bulkLoad: []string{
+			"CREATE TABLE bulk (id int PRIMARY KEY, v text)",
+			"INSERT INTO bulk SELECT g, repeat(md5(g::text), 32) FROM generate_series(1, 60000) g",
+		},
 		progress: func(p *instance.Position) uint64 {
 			if p == nil {
 				return 0

@@ -119,6 +119,11 @@ func testBootstrap(t *testing.T, c *cluster, p *node, fig *figures) {
 func testReplicas(t *testing.T, c *cluster, p *node, replicas []*node, fig *figures) {
 	app := p.app()
 	mustExec(t, app, "CREATE TABLE writes (id bigint PRIMARY KEY, at varchar(40))")
+	for _, stmt := range c.spec.bulkLoad {
+		mustExec(t, app, stmt)
+	}
+	wantBulk := bulkDigest(t, app)
+	fig.add("primary's data directory before the clones: %d MB", p.dataBytes()>>20)
 	before, err := p.status()
 	if err != nil {
 		t.Fatal(err)
@@ -167,6 +172,9 @@ func testReplicas(t *testing.T, c *cluster, p *node, replicas []*node, fig *figu
 		if !s.Streaming || s.Upstream != fmt.Sprintf("%s:%d", p.host, p.port) {
 			t.Errorf("%s: streaming %v from %q", r.name, s.Streaming, s.Upstream)
 		}
+		if got := bulkDigest(t, r.app()); got != wantBulk {
+			t.Errorf("%s: bulk table %s, the primary's %s", r.name, got, wantBulk)
+		}
 		if _, err := r.app().Exec("INSERT INTO kept VALUES (2, 'on a replica')"); err == nil {
 			t.Errorf("%s: a replica accepted a write", r.name)
 		}
@@ -193,6 +201,16 @@ func testReplicas(t *testing.T, c *cluster, p *node, replicas []*node, fig *figu
 			t.Errorf("%s: no lag reported", r.name)
 		}
 	}
+}
+
+// bulkDigest summarises table bulk: rows, sum of ids, total length of v.
+func bulkDigest(t *testing.T, db *sql.DB) string {
+	t.Helper()
+	var n, ids, length int64
+	if err := db.QueryRow("SELECT count(*), sum(id), sum(length(v)) FROM bulk").Scan(&n, &ids, &length); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%d rows, id sum %d, %d bytes", n, ids, length)
 }
 
 func replicaApps(replicas []*node) []*sql.DB {
