@@ -233,6 +233,9 @@ func (n *node) start() {
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Setpgid:    true,
 		Credential: &syscall.Credential{Uid: uint32(n.c.uid), Gid: uint32(n.c.gid)},
+		// Should the test binary die without its cleanups (a -timeout
+		// panic), the managers still stop their engines and exit.
+		Pdeathsig: syscall.SIGTERM,
 	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

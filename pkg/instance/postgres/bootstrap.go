@@ -107,6 +107,9 @@ hot_standby_feedback = on
 max_wal_senders = 10
 max_replication_slots = 10
 wal_keep_size = '128MB'
+# A standby retries a lost primary every second, not every five: after a
+# primary restart replicas stream (and are ready) again sooner.
+wal_retrieve_retry_interval = '1s'
 # A slot of a replica that is gone may not fill the volume.
 max_slot_wal_keep_size = '4GB'
 logging_collector = off
