@@ -2,6 +2,7 @@ package instance
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -44,6 +45,12 @@ type Engine interface {
 	// Close drops the admin connections (the server stopped).
 	Close()
 }
+
+// ErrMustReclone is wrapped by Follow when the replica cannot catch up from
+// its data (the primary no longer has the history it needs, as after a long
+// absence or with a claim kept from an earlier scale-down); the Manager
+// then replaces the data with a fresh clone.
+var ErrMustReclone = errors.New("the replica's data cannot catch up with the primary")
 
 // CloneServer is implemented by engines whose replicas clone through the
 // primary's manager (MariaDB's mariadb-backup stream) rather than with the

@@ -231,15 +231,9 @@ func (m *Manager) reconcilePrimary(ctx context.Context, t Topology, restartAt ti
 func (m *Manager) reconcileReplica(ctx context.Context, t Topology, restartAt time.Time) error {
 	if m.child() == nil || m.servedAsPrimary() {
 		if reason := m.cloneReason(ctx, t); reason != "" {
-			m.log.Info("cloning from the primary", "primary", t.Primary, "why", reason)
-			m.stopEngine()
-			// The state file still says primary until the clone replaced
-			// the data: a failed clone must not leave old data looking safe.
-			start := time.Now()
-			if err := m.eng.Clone(ctx, t); err != nil {
-				return fmt.Errorf("clone from %s: %w", t.Primary, err)
+			if err := m.clone(ctx, t, reason); err != nil {
+				return err
 			}
-			m.log.Info("cloned", "primary", t.Primary, "seconds", time.Since(start).Seconds())
 		}
 	}
 	if err := m.recordState(stateFile{Role: RoleReplica, Primary: t.Primary}); err != nil {
@@ -248,7 +242,25 @@ func (m *Manager) reconcileReplica(ctx context.Context, t Topology, restartAt ti
 	if err := m.ensureRunning(ctx, restartAt); err != nil {
 		return err
 	}
-	return m.eng.Follow(ctx, t)
+	err := m.eng.Follow(ctx, t)
+	if errors.Is(err, ErrMustReclone) {
+		return m.clone(ctx, t, err.Error())
+	}
+	return err
+}
+
+// clone stops the engine and replaces its data with a clone of t's primary.
+// The state file keeps saying primary (if it did) until the clone replaced
+// the data: a failed clone must not leave old data looking safe.
+func (m *Manager) clone(ctx context.Context, t Topology, why string) error {
+	m.log.Info("cloning from the primary", "primary", t.Primary, "why", why)
+	m.stopEngine()
+	start := time.Now()
+	if err := m.eng.Clone(ctx, t); err != nil {
+		return fmt.Errorf("clone from %s: %w", t.Primary, err)
+	}
+	m.log.Info("cloned", "primary", t.Primary, "seconds", time.Since(start).Seconds())
+	return nil
 }
 
 // recordState writes the state file when s differs from what it holds.

@@ -28,6 +28,8 @@ type fakeEngine struct {
 	bootstraps int
 	clones     int
 	promotes   int
+	// lost makes Follow report that the data cannot catch up, once.
+	lost bool
 }
 
 func (f *fakeEngine) locked(fn func()) { f.mu.Lock(); defer f.mu.Unlock(); fn() }
@@ -66,7 +68,13 @@ func (f *fakeEngine) WaitReady(context.Context) error { return nil }
 func (f *fakeEngine) Close()                          {}
 
 func (f *fakeEngine) Follow(_ context.Context, t Topology) error {
-	f.locked(func() { f.upstream = net.JoinHostPort(t.PrimaryHost, fmt.Sprint(t.PrimaryPort)) })
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.lost {
+		f.lost = false
+		return fmt.Errorf("%w: binlog purged", ErrMustReclone)
+	}
+	f.upstream = net.JoinHostPort(t.PrimaryHost, fmt.Sprint(t.PrimaryPort))
 	return nil
 }
 
@@ -262,6 +270,16 @@ func TestManagerKeepsOrReplacesReplicaData(t *testing.T) {
 				t.Errorf("%s: clones %d, bootstraps %d", c.description, eng.clones, eng.bootstraps)
 			}
 		})
+	}
+}
+
+func TestManagerReclonesAReplicaThatCannotCatchUp(t *testing.T) {
+	eng := &fakeEngine{hasData: true, sysID: "sys-db-0", lost: true}
+	h := startManager(t, eng, "db-1")
+	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432}
+	h.wait("a ready replica", func(s Status) bool { return s.Ready && s.Role == RoleReplica })
+	if eng.clones != 1 {
+		t.Errorf("clones %d, want 1", eng.clones)
 	}
 }
 

@@ -41,6 +41,9 @@ type engineSpec struct {
 	// bulkLoad fills table bulk (id, v) with about 60 MB, so the clone
 	// copies more than an empty catalogue.
 	bulkLoad []string
+	// purgeHistory makes the primary drop the history a stopped replica
+	// would need (MariaDB: PURGE BINARY LOGS); nil where not covered.
+	purgeHistory func(t *testing.T, primary *node)
 	// progress turns a position into a number that grows with writes.
 	progress func(p *instance.Position) uint64
 }

@@ -5,6 +5,7 @@ package engines
 import (
 	"database/sql"
 	"errors"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -89,6 +90,40 @@ func TestMariaDB(t *testing.T) {
 			"CREATE TABLE bulk (id int PRIMARY KEY, v text)",
 			"INSERT INTO bulk SELECT seq, repeat(md5(seq), 32) FROM seq_1_to_60000",
 		},
+		purgeHistory: func(t *testing.T, p *node) {
+			t.Helper()
+			// As root over the primary's socket (unix_socket authentication).
+			cfg := mysql.NewConfig()
+			cfg.User, cfg.Net, cfg.Addr = "root", "unix", filepath.Join(p.runDir, "mariadbd.sock")
+			db, err := sql.Open("mysql", cfg.FormatDSN())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if _, err := db.Exec("FLUSH BINARY LOGS"); err != nil {
+				t.Fatal(err)
+			}
+			var file, pos, doDB, ignoreDB sql.NullString
+			if err := db.QueryRow("SHOW MASTER STATUS").Scan(&file, &pos, &doDB, &ignoreDB); err != nil {
+				t.Fatal(err)
+			}
+			// PURGE skips a file a connected replica still reads: retry
+			// until only the new file is left.
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				if _, err := db.Exec("PURGE BINARY LOGS TO '" + file.String + "'"); err != nil {
+					t.Fatal(err)
+				}
+				n := countRows(t, db, "SHOW BINARY LOGS")
+				if n == 1 {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d binary logs left after PURGE", n)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		},
 		progress: func(p *instance.Position) uint64 {
 			if p == nil {
 				return 0
@@ -109,4 +144,18 @@ func TestMariaDB(t *testing.T) {
 func isMyCode(err error, code uint16) bool {
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && me.Number == code
+}
+
+func countRows(t *testing.T, db *sql.DB, query string) int {
+	t.Helper()
+	rows, err := db.Query(query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	return n
 }

@@ -44,6 +44,7 @@ func runSuite(t *testing.T, spec engineSpec) {
 		{"the application user is confined", func(t *testing.T) { spec.assertAppConfined(t, c, p.app()) }},
 		{"replicas clone and stream", func(t *testing.T) { testReplicas(t, c, p, []*node{r1, r2}, fig) }},
 		{"an engine crash is noticed and repaired", func(t *testing.T) { testCrash(t, c, p, []*node{r1, r2}, fig) }},
+		{"a replica whose history the primary purged re-clones", func(t *testing.T) { testPurgedHistory(t, c, p, r2, fig) }},
 		{"promotion re-points the other replica", func(t *testing.T) { testPromotion(t, c, p, r1, r2, fig) }},
 		{"SIGTERM stops every instance cleanly, the primary under load", func(t *testing.T) { testStopAll(t, c, r1, fig) }},
 		{"no password on a command line or in an environment", func(t *testing.T) { testNoLeaks(t, c) }},
@@ -283,6 +284,32 @@ func testCrash(t *testing.T, c *cluster, p *node, replicas []*node, fig *figures
 	}
 	if !rAfter.Streaming || rAfter.LastExit == "" {
 		t.Errorf("%s after its crash: %+v", r.name, rAfter)
+	}
+}
+
+// testPurgedHistory stops a replica, has the primary purge the binary logs
+// it would need, and restarts it: it must notice and re-clone instead of
+// retrying for ever (a claim kept from an earlier scale-down is this case).
+func testPurgedHistory(t *testing.T, c *cluster, p, r *node, fig *figures) {
+	if c.spec.purgeHistory == nil {
+		t.Skip("not covered for " + c.spec.name)
+	}
+	if _, code := r.stop(); code != 0 {
+		t.Fatalf("%s: exit code %d", r.name, code)
+	}
+	for id := 30; id < 40; id++ {
+		mustExec(t, p.app(), fmt.Sprintf("INSERT INTO kept VALUES (%d, 'replica away')", id))
+	}
+	c.spec.purgeHistory(t, p)
+	logFrom := r.logSize()
+	start := time.Now()
+	r.start()
+	// The rows written while it was away can only arrive through a clone.
+	waitRow(t, r, 39, time.Minute)
+	r.waitReady(30*time.Second, instance.RoleReplica)
+	fig.add("replica back after its history was purged: re-clone %s, start to streaming %.2fs", r.cloneSeconds(), time.Since(start).Seconds())
+	if log := r.logSince(logFrom); !strings.Contains(log, "cannot catch up") {
+		t.Error("the replica did not say it re-cloned because it could not catch up")
 	}
 }
 

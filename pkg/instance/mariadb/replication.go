@@ -38,6 +38,9 @@ func (e *Engine) Follow(ctx context.Context, t instance.Topology) error {
 		return err
 	}
 	rs := e.dialect.ParseReplicaStatus(row)
+	if rs.IORunning == "No" && rs.IOErrno == mysqlfamily.ErrSourceCannotServe && rs.Host == t.PrimaryHost && rs.Port == t.PrimaryPort {
+		return fmt.Errorf("%w: %s", instance.ErrMustReclone, rs.LastError)
+	}
 	if rs.Host == t.PrimaryHost && rs.Port == t.PrimaryPort && rs.User == instance.ReplicationUser && rs.IORunning != "No" && rs.SQLRunning == "Yes" {
 		return nil
 	}

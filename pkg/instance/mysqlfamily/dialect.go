@@ -46,9 +46,17 @@ type ReplicaStatus struct {
 	// SecondsBehind is nil while the SQL thread is not running.
 	SecondsBehind *float64
 	LastError     string
+	// IOErrno is the IO thread's last error number (1236: the source
+	// cannot send what the replica asks for).
+	IOErrno int
 	// Caught up: the SQL thread applied everything the IO thread received.
 	AppliedAll bool
 }
+
+// ErrSourceCannotServe is ER_MASTER_FATAL_ERROR_READING_BINLOG as the
+// replica's IO thread reports it: the source purged the binary logs the
+// replica needs, or does not have its GTID position.
+const ErrSourceCannotServe = 1236
 
 // Streaming tells whether both threads run.
 func (s ReplicaStatus) Streaming() bool { return s.IORunning == "Yes" && s.SQLRunning == "Yes" }
@@ -73,6 +81,7 @@ func ParseStatus(row map[string]string, c StatusColumns) ReplicaStatus {
 		AppliedAll: row[c.ReadFile] == row[c.ExecFile] && row[c.ReadPos] == row[c.ExecPos],
 	}
 	s.Port, _ = strconv.Atoi(row[c.Port])
+	s.IOErrno, _ = strconv.Atoi(row["Last_IO_Errno"])
 	if v, err := strconv.ParseFloat(row[c.Behind], 64); err == nil {
 		s.SecondsBehind = &v
 	}
