@@ -23,6 +23,12 @@ test: ## Unit and integration tests (integration starts a real etcd).
 	hack/build-tools.sh etcd
 	go test $(GOFLAGS_TEST) ./pkg/... ./cmd/... ./test/integration/...
 
+.PHONY: test-engines
+test-engines: ## The instance manager against real PostgreSQL and MariaDB (as root; hack/install-deps.sh installs them).
+	hack/install-deps.sh
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/mydb-instance ./cmd/mydb-instance
+	MYDB_INSTANCE_BIN=$(abspath $(BIN)/mydb-instance) go test $(GOFLAGS_TEST) -v -timeout 10m -tags engines ./test/engines/...
+
 .PHONY: fuzz
 fuzz: ## Fuzz decoding, defaulting and validation for FUZZTIME (default 30s) from the committed corpus.
 	go test -run='^$$' -fuzz=FuzzDecodeValidate -fuzztime=$(or $(FUZZTIME),30s) ./pkg/apis/example/install/
@@ -78,6 +84,7 @@ update-gofmt:
 verify-vet:
 	go vet ./...
 	go vet -tags e2e ./test/e2e/...
+	go vet -tags engines ./test/engines/...
 	cd test/bench && go vet ./...
 
 .PHONY: verify-codegen

@@ -1,0 +1,215 @@
+// Package command is the mydb-instance command line: flags (with
+// environment fallbacks for the pod spec), the engine wiring and the copy
+// subcommand the init container runs.
+package command
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/mariadb"
+	"github.com/mydb-dev/mydb/pkg/instance/postgres"
+)
+
+// Options are the command's flags.
+type Options struct {
+	Engine           string
+	Name             string
+	DataRoot         string
+	RunDir           string
+	ListenHost       string
+	Port             int
+	StatusAddress    string
+	SecretsDir       string
+	BinDir           string
+	TopologyFile     string
+	StopTimeout      time.Duration
+	MaxReadyLag      time.Duration
+	MaxReadyLagBytes int64
+	ServerID         uint32
+}
+
+func (o *Options) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Engine, "engine", env("MYDB_ENGINE", ""), "database engine: postgres, mariadb or mysql ($MYDB_ENGINE)")
+	fs.StringVar(&o.Name, "name", env("MYDB_NAME", env("POD_NAME", "")), "instance name, such as db-1 ($MYDB_NAME, $POD_NAME)")
+	fs.StringVar(&o.DataRoot, "data-root", env("MYDB_DATA_ROOT", ""), "the data volume's mount point; the data lives in a subdirectory ($MYDB_DATA_ROOT)")
+	fs.StringVar(&o.RunDir, "run-dir", env("MYDB_RUN_DIR", ""), "directory for sockets and scratch files ($MYDB_RUN_DIR)")
+	fs.StringVar(&o.ListenHost, "listen-host", env("MYDB_LISTEN_HOST", env("POD_IP", "")), "address the engine listens on, the pod IP ($MYDB_LISTEN_HOST, $POD_IP)")
+	fs.IntVar(&o.Port, "port", 0, "engine port (default: the engine's usual port)")
+	fs.StringVar(&o.StatusAddress, "status-address", env("MYDB_STATUS_ADDRESS", ":8000"), "address of the status HTTP server ($MYDB_STATUS_ADDRESS)")
+	fs.StringVar(&o.SecretsDir, "secrets-dir", env("MYDB_SECRETS_DIR", ""), "mounted credentials Secret: username, password, database, superuser-password, replication-password ($MYDB_SECRETS_DIR)")
+	fs.StringVar(&o.BinDir, "bin-dir", env("MYDB_BIN_DIR", ""), "directory of the engine's binaries (default: PATH) ($MYDB_BIN_DIR)")
+	fs.StringVar(&o.TopologyFile, "topology-file", env("MYDB_TOPOLOGY_FILE", ""), "JSON file with the desired topology, re-read when it changes ($MYDB_TOPOLOGY_FILE)")
+	fs.DurationVar(&o.StopTimeout, "stop-timeout", 25*time.Second, "how long a clean engine shutdown may take before it is killed")
+	fs.DurationVar(&o.MaxReadyLag, "max-ready-lag", 10*time.Second, "a replica lagging more is not ready")
+	fs.Int64Var(&o.MaxReadyLagBytes, "max-ready-lag-bytes", 16<<20, "a replica lagging more WAL bytes is not ready (Postgres)")
+	fs.Uint32Var(&o.ServerID, "server-id", 0, "MySQL-family server_id (default: the name's ordinal + 1)")
+}
+
+func env(key, def string) string {
+	if v, ok := os.LookupEnv(key); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+func (o *Options) validate() error {
+	var errs []error
+	for flag, v := range map[string]string{"--engine": o.Engine, "--name": o.Name, "--data-root": o.DataRoot,
+		"--run-dir": o.RunDir, "--listen-host": o.ListenHost, "--secrets-dir": o.SecretsDir, "--topology-file": o.TopologyFile} {
+		if v == "" {
+			errs = append(errs, fmt.Errorf("%s is required", flag))
+		}
+	}
+	if o.StopTimeout <= 0 {
+		errs = append(errs, errors.New("--stop-timeout must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// New is the mydb-instance command; ctx ends on SIGTERM or SIGINT.
+func New(ctx context.Context) *cobra.Command {
+	o := &Options{}
+	cmd := &cobra.Command{
+		Use:           "mydb-instance",
+		Short:         "Runs one database instance: bootstrap or clone, run, follow or lead, report",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.validate(); err != nil {
+				return err
+			}
+			return run(ctx, o)
+		},
+	}
+	o.addFlags(cmd.Flags())
+	cmd.AddCommand(&cobra.Command{
+		Use:   "copy DEST",
+		Short: "Copy this executable to DEST (a directory or a file), for an init container",
+		Args:  cobra.ExactArgs(1),
+		RunE:  func(_ *cobra.Command, args []string) error { return copySelf(args[0]) },
+	})
+	return cmd
+}
+
+func run(ctx context.Context, o *Options) error {
+	if os.Geteuid() == 0 {
+		// Both engines refuse root; saying so here beats initdb's message
+		// halfway through a bootstrap.
+		return errors.New("run as the engine's user, not root (the engines refuse to run as root)")
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("instance", o.Name)
+	if err := os.MkdirAll(o.RunDir, 0o700); err != nil {
+		return err
+	}
+	serverID := o.ServerID
+	if serverID == 0 {
+		serverID = ServerIDFromName(o.Name)
+	}
+	cfg := instance.EngineConfig{
+		Name: o.Name, DataRoot: o.DataRoot, RunDir: o.RunDir, ListenHost: o.ListenHost, Port: o.Port,
+		BinDir: o.BinDir, Secrets: instance.Secrets{Dir: o.SecretsDir}, ServerID: serverID,
+		Stdout: os.Stdout, Stderr: os.Stdout, Log: log.With("engine", o.Engine),
+	}
+	var eng instance.Engine
+	switch o.Engine {
+	case "postgres":
+		if cfg.Port == 0 {
+			cfg.Port = 5432
+		}
+		eng = postgres.New(cfg)
+	case "mariadb":
+		if cfg.Port == 0 {
+			cfg.Port = 3306
+		}
+		eng = mariadb.New(cfg)
+	case "mysql":
+		// pkg/instance/mysql holds the MySQL 8.4 statements; the engine
+		// around them (initialize, CLONE, supervision) is not built yet.
+		return errors.New("--engine mysql is not supported yet: only its replication statements exist (pkg/instance/mysql)")
+	default:
+		return fmt.Errorf("--engine %q: must be postgres, mariadb or mysql", o.Engine)
+	}
+	m := instance.NewManager(instance.Options{
+		Name: o.Name, Engine: o.Engine, DataRoot: o.DataRoot, StatusAddress: o.StatusAddress,
+		StopTimeout: o.StopTimeout, MaxReadyLag: o.MaxReadyLag, MaxReadyLagBytes: o.MaxReadyLagBytes,
+		ReplicationPassword: func() (string, error) { return cfg.Secrets.Get(instance.SecretReplicationPassword) },
+		Log:                 log,
+	}, eng, instance.FileSource{Path: o.TopologyFile, Log: log})
+
+	// SIGHUP is the engines' reload signal: pass it on.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			m.Forward(syscall.SIGHUP)
+		}
+	}()
+	log.Info("starting", "engine", o.Engine, "dataRoot", o.DataRoot, "listen", fmt.Sprintf("%s:%d", o.ListenHost, cfg.Port), "status", o.StatusAddress, "serverID", serverID)
+	return m.Run(ctx)
+}
+
+var ordinal = regexp.MustCompile(`-(\d+)$`)
+
+// ServerIDFromName derives a MySQL-family server_id from a StatefulSet
+// pod name: ordinal + 1 (server_id 0 means "no replication"), unique within
+// the database. Other names hash into the range above any ordinal.
+func ServerIDFromName(name string) uint32 {
+	if m := ordinal.FindStringSubmatch(name); m != nil {
+		if n, err := strconv.ParseUint(m[1], 10, 32); err == nil && n < 1<<31 {
+			return uint32(n) + 1
+		}
+	}
+	return 1<<31 + crc32.ChecksumIEEE([]byte(name))%(1<<31-1)
+}
+
+// copySelf copies the running executable to dest atomically, so a
+// container that starts from dest never runs a partial file.
+func copySelf(dest string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if fi, err := os.Stat(dest); err == nil && fi.IsDir() {
+		dest = filepath.Join(dest, "mydb-instance")
+	}
+	src, err := os.Open(self)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	tmp := dest + ".tmp"
+	dst, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		return err
+	}
+	if err := dst.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, dest); err != nil {
+		return err
+	}
+	fmt.Println("copied", self, "to", dest)
+	return nil
+}

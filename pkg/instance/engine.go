@@ -1,0 +1,102 @@
+package instance
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+)
+
+// Engine is what the Manager needs from a database engine. Every method
+// but Probe is called from the Manager's one loop goroutine; Probe may be
+// called concurrently (HTTP requests).
+type Engine interface {
+	// HasData tells whether the data directory holds a complete data set
+	// (a bootstrap or clone that ran to its end).
+	HasData() (bool, error)
+	// SystemID identifies the data set's lineage without a running server.
+	SystemID() (string, error)
+	// Bootstrap creates a new data set with the application and
+	// replication users, in a scratch directory renamed into place when
+	// complete, so an interrupted bootstrap starts over clean.
+	Bootstrap(ctx context.Context) error
+	// Clone replaces the data with a copy of the primary t names, the same
+	// way: complete or not at all.
+	Clone(ctx context.Context, t Topology) error
+	// Command is the engine's server process for the data as it is (a
+	// replica's data starts as a replica; Promote makes it a primary).
+	Command() (*exec.Cmd, error)
+	// StopSignal asks the server for a fast, clean shutdown.
+	StopSignal() syscall.Signal
+	// WaitReady returns once the started server accepts the manager's
+	// admin connection.
+	WaitReady(ctx context.Context) error
+	// Follow makes the running server a replica of t's primary; it is
+	// called repeatedly and must do nothing when that is already so.
+	Follow(ctx context.Context, t Topology) error
+	// Promote makes the running server a writable primary; idempotent.
+	Promote(ctx context.Context) error
+	// Probe reads the running server's state.
+	Probe(ctx context.Context) (Probe, error)
+	// Close drops the admin connections (the server stopped).
+	Close()
+}
+
+// ErrMustReclone is wrapped by Follow when the replica cannot catch up from
+// its data (the primary no longer has the history it needs, as after a long
+// absence or with a claim kept from an earlier scale-down); the Manager
+// then replaces the data with a fresh clone.
+var ErrMustReclone = errors.New("the replica's data cannot catch up with the primary")
+
+// CloneServer is implemented by engines whose replicas clone through the
+// primary's manager (MariaDB's mariadb-backup stream) rather than with the
+// engine's own protocol (pg_basebackup). The Manager serves it on
+// GET /v1/clone to clients authenticated as the replication user.
+type CloneServer interface {
+	ServeClone(w http.ResponseWriter, r *http.Request)
+}
+
+// EngineConfig is what every engine is built from.
+type EngineConfig struct {
+	// Name is the instance name (db-1).
+	Name string
+	// DataRoot is the volume's mount point; the engine keeps its data in
+	// a subdirectory, so a lost+found at the root does no harm.
+	DataRoot string
+	// RunDir holds sockets, passfiles and scratch files.
+	RunDir     string
+	ListenHost string
+	Port       int
+	// BinDir holds the engine's binaries; empty means PATH.
+	BinDir  string
+	Secrets Secrets
+	// ServerID is the MySQL-family server_id.
+	ServerID uint32
+	// Stdout and Stderr receive the engine's and its tools' output.
+	Stdout, Stderr io.Writer
+	Log            *slog.Logger
+}
+
+// Bin is the path of the engine binary name.
+func (c EngineConfig) Bin(name string) string {
+	if c.BinDir != "" {
+		return filepath.Join(c.BinDir, name)
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	return name
+}
+
+// Tool is a short-lived engine tool with its output going to the engine's
+// streams, so its errors land in the pod's log.
+func (c EngineConfig) Tool(ctx context.Context, name string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, c.Bin(name), args...)
+	cmd.Stdout, cmd.Stderr = c.Stdout, c.Stderr
+	cmd.Env = CleanEnv()
+	return cmd
+}

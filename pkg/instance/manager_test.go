@@ -1,0 +1,320 @@
+package instance
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// fakeEngine is an engine whose server is a shell loop that exits 0 on
+// SIGTERM, so the Manager's supervision runs for real.
+type fakeEngine struct {
+	mu         sync.Mutex
+	hasData    bool
+	sysID      string
+	writable   bool
+	upstream   string
+	bootstraps int
+	clones     int
+	promotes   int
+	// lost makes Follow report that the data cannot catch up, once.
+	lost bool
+}
+
+func (f *fakeEngine) locked(fn func()) { f.mu.Lock(); defer f.mu.Unlock(); fn() }
+
+func (f *fakeEngine) HasData() (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.hasData, nil
+}
+
+func (f *fakeEngine) SystemID() (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.hasData {
+		return "", errors.New("no data")
+	}
+	return f.sysID, nil
+}
+
+func (f *fakeEngine) Bootstrap(context.Context) error {
+	f.locked(func() { f.bootstraps++; f.hasData, f.sysID, f.writable = true, "sys-new", false })
+	return nil
+}
+
+func (f *fakeEngine) Clone(_ context.Context, t Topology) error {
+	f.locked(func() { f.clones++; f.hasData, f.sysID, f.writable, f.upstream = true, "sys-"+t.Primary, false, "" })
+	return nil
+}
+
+func (f *fakeEngine) Command() (*exec.Cmd, error) {
+	return exec.Command("sh", "-c", `trap 'exit 0' TERM; while :; do sleep 0.05; done`), nil
+}
+
+func (f *fakeEngine) StopSignal() syscall.Signal      { return syscall.SIGTERM }
+func (f *fakeEngine) WaitReady(context.Context) error { return nil }
+func (f *fakeEngine) Close()                          {}
+
+func (f *fakeEngine) Follow(_ context.Context, t Topology) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.lost {
+		f.lost = false
+		return fmt.Errorf("%w: binlog purged", ErrMustReclone)
+	}
+	f.upstream = net.JoinHostPort(t.PrimaryHost, fmt.Sprint(t.PrimaryPort))
+	return nil
+}
+
+func (f *fakeEngine) Promote(context.Context) error {
+	f.locked(func() { f.promotes++; f.writable, f.upstream = true, "" })
+	return nil
+}
+
+func (f *fakeEngine) Probe(context.Context) (Probe, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	lag := 0.0
+	return Probe{Writable: f.writable, SystemIdentifier: f.sysID, Streaming: f.upstream != "", Upstream: f.upstream, LagSeconds: &lag}, nil
+}
+
+// ServeClone makes the fake a CloneServer.
+func (f *fakeEngine) ServeClone(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "backup") }
+
+// chanSource is a TopologySource the test feeds.
+type chanSource chan Topology
+
+func (c chanSource) Watch(context.Context) <-chan Topology { return c }
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+type harness struct {
+	t    *testing.T
+	m    *Manager
+	eng  *fakeEngine
+	src  chanSource
+	addr string
+	stop context.CancelFunc
+	done chan struct{} // closed when Run returned
+	err  error         // what Run returned
+}
+
+func startManager(t *testing.T, eng *fakeEngine, name string) *harness {
+	t.Helper()
+	h := &harness{t: t, eng: eng, src: make(chanSource, 1), addr: freeAddr(t), done: make(chan struct{})}
+	h.m = NewManager(Options{
+		Name: name, Engine: "fake", DataRoot: t.TempDir(), StatusAddress: h.addr, StopTimeout: 5 * time.Second,
+		MaxReadyLag: 10 * time.Second, ReplicationPassword: func() (string, error) { return "repl-pw", nil },
+	}, eng, h.src)
+	ctx, cancel := context.WithCancel(context.Background())
+	h.stop = cancel
+	go func() { h.err = h.m.Run(ctx); close(h.done) }()
+	if err := PollUntil(ctx, 10*time.Millisecond, func() error {
+		resp, err := http.Get("http://" + h.addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-h.done:
+		case <-time.After(10 * time.Second):
+			t.Error("the manager did not stop")
+		}
+	})
+	return h
+}
+
+// wait polls the status until cond holds.
+func (h *harness) wait(what string, cond func(Status) bool) Status {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	var s Status
+	for time.Now().Before(deadline) {
+		s = h.m.Status(context.Background())
+		if cond(s) {
+			return s
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	h.t.Fatalf("no %s within 10s: %+v", what, s)
+	return s
+}
+
+func (h *harness) get(path, user, pass string) int {
+	req, _ := http.NewRequest(http.MethodGet, "http://"+h.addr+path, nil)
+	if user != "" {
+		req.SetBasicAuth(user, pass)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func TestManagerPrimaryLifecycle(t *testing.T) {
+	eng := &fakeEngine{}
+	h := startManager(t, eng, "db-0")
+
+	s := h.wait("waiting", func(s Status) bool { return s.Role == RoleWaiting })
+	if s.Ready || s.EngineRunning {
+		t.Fatalf("before a topology: %+v", s)
+	}
+	if h.get("/healthz", "", "") != 200 || h.get("/readyz", "", "") != 503 {
+		t.Error("a waiting manager must be alive and not ready")
+	}
+
+	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432}
+	s = h.wait("a ready primary", func(s Status) bool { return s.Ready && s.Role == RolePrimary })
+	if eng.bootstraps != 1 || eng.promotes != 1 || s.SystemIdentifier != "sys-new" {
+		t.Errorf("bootstraps %d, promotes %d, status %+v", eng.bootstraps, eng.promotes, s)
+	}
+	if h.get("/readyz", "", "") != 200 {
+		t.Error("/readyz of a ready primary")
+	}
+
+	// The clone endpoint admits only the replication user.
+	for _, c := range []struct {
+		user, pass string
+		want       int
+	}{{"", "", 401}, {ReplicationUser, "wrong", 401}, {"app", "repl-pw", 401}, {ReplicationUser, "repl-pw", 200}} {
+		if got := h.get("/v1/clone", c.user, c.pass); got != c.want {
+			t.Errorf("/v1/clone as %q/%q: %d, want %d", c.user, c.pass, got, c.want)
+		}
+	}
+
+	// A crash is noticed, counted and repaired after the backoff.
+	pid := s.EnginePID
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	down := h.wait("the crash noticed", func(s Status) bool { return s.Restarts == 1 })
+	if down.Ready || !strings.Contains(down.LastExit, "killed by signal 9") || down.LastExitTime == nil {
+		t.Errorf("after the crash: %+v", down)
+	}
+	up := h.wait("the engine restarted", func(s Status) bool { return s.Ready && s.EngineRunning && s.EnginePID != pid })
+	if eng.bootstraps != 1 {
+		t.Errorf("bootstrapped %d times", eng.bootstraps)
+	}
+	if up.Restarts != 1 {
+		t.Errorf("restarts %d", up.Restarts)
+	}
+
+	// Told to be a replica, a former primary re-clones rather than follow.
+	h.src <- Topology{Primary: "db-1", PrimaryHost: "127.0.0.2", PrimaryPort: 5432}
+	s = h.wait("a ready replica", func(s Status) bool { return s.Ready && s.Role == RoleReplica })
+	if eng.clones != 1 || s.Upstream != "127.0.0.2:5432" || s.SystemIdentifier != "sys-db-1" {
+		t.Errorf("clones %d, status %+v", eng.clones, s)
+	}
+	if h.get("/v1/clone", ReplicationUser, "repl-pw") != 503 {
+		t.Error("a replica served a clone")
+	}
+
+	h.stop()
+	select {
+	case <-h.done:
+		if h.err != nil {
+			t.Errorf("Run after a clean stop: %v", h.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the manager did not stop")
+	}
+}
+
+func TestManagerKeepsOrReplacesReplicaData(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		primarySys  string
+		wantClones  int
+		description string
+	}{
+		{"same system", "sys-mine", 0, "data of the primary's system is kept"},
+		{"other system", "sys-other", 1, "data of another system is replaced by a clone"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			primary := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				_ = json.NewEncoder(w).Encode(Status{Name: "db-0", Role: RolePrimary, SystemIdentifier: c.primarySys})
+			}))
+			defer primary.Close()
+			eng := &fakeEngine{hasData: true, sysID: "sys-mine"}
+			h := startManager(t, eng, "db-1")
+			h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432, PrimaryStatusURL: primary.URL}
+			h.wait("a ready replica", func(s Status) bool { return s.Ready && s.Role == RoleReplica })
+			if eng.clones != c.wantClones || eng.bootstraps != 0 {
+				t.Errorf("%s: clones %d, bootstraps %d", c.description, eng.clones, eng.bootstraps)
+			}
+		})
+	}
+}
+
+func TestManagerReclonesAReplicaThatCannotCatchUp(t *testing.T) {
+	eng := &fakeEngine{hasData: true, sysID: "sys-db-0", lost: true}
+	h := startManager(t, eng, "db-1")
+	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432}
+	h.wait("a ready replica", func(s Status) bool { return s.Ready && s.Role == RoleReplica })
+	if eng.clones != 1 {
+		t.Errorf("clones %d, want 1", eng.clones)
+	}
+}
+
+func TestReadiness(t *testing.T) {
+	m := &Manager{opts: Options{MaxReadyLag: 10 * time.Second, MaxReadyLagBytes: 1 << 20}}
+	primary := managerState{role: RolePrimary}
+	replica := managerState{role: RoleReplica, topology: Topology{PrimaryHost: "10.0.0.1", PrimaryPort: 5432}}
+	f := func(v float64) *float64 { return &v }
+	i := func(v int64) *int64 { return &v }
+	for _, c := range []struct {
+		name string
+		st   managerState
+		p    Probe
+		want bool
+	}{
+		{"writable primary", primary, Probe{Writable: true}, true},
+		{"primary still read-only", primary, Probe{}, false},
+		{"streaming replica", replica, Probe{Streaming: true, Upstream: "10.0.0.1:5432", LagSeconds: f(0.1), LagBytes: i(100)}, true},
+		{"replica of another primary", replica, Probe{Streaming: true, Upstream: "10.0.0.9:5432"}, false},
+		{"replica not streaming", replica, Probe{Upstream: "10.0.0.1:5432"}, false},
+		{"replica lagging in time", replica, Probe{Streaming: true, Upstream: "10.0.0.1:5432", LagSeconds: f(11)}, false},
+		{"replica lagging in bytes", replica, Probe{Streaming: true, Upstream: "10.0.0.1:5432", LagBytes: i(2 << 20)}, false},
+		{"writable replica", replica, Probe{Writable: true, Streaming: true, Upstream: "10.0.0.1:5432"}, false},
+	} {
+		if got, reason := m.readiness(c.st, c.p); got != c.want {
+			t.Errorf("%s: ready %v (%s), want %v", c.name, got, reason, c.want)
+		}
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second}
+	for n, w := range want {
+		if got := backoff(n + 1); got != w {
+			t.Errorf("backoff(%d) = %s, want %s", n+1, got, w)
+		}
+	}
+}

@@ -1,0 +1,160 @@
+package mariadb
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/mydb-dev/mydb/pkg/instance"
+)
+
+const (
+	headerSystemID = "X-Mydb-System-Identifier"
+	// trailerResult tells the client whether the backup finished: the
+	// status code went out before the first byte of the stream.
+	trailerResult = "X-Mydb-Clone-Result"
+)
+
+// cloneClient has no overall timeout (a large clone takes long) but gives
+// up on a primary that does not start answering.
+var cloneClient = &http.Client{Transport: &http.Transport{
+	Proxy:                 nil,
+	DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+	ResponseHeaderTimeout: time.Minute,
+}}
+
+// ServeClone implements instance.CloneServer on the primary: a physical
+// backup of the running server, streamed as mbstream. The Manager has
+// authenticated the client as the replication user.
+func (e *Engine) ServeClone(w http.ResponseWriter, r *http.Request) {
+	id, err := e.SystemID()
+	if err != nil {
+		http.Error(w, "no system identifier: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	u, err := user.Current()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	scratch, err := os.MkdirTemp(e.cfg.RunDir, "backup-")
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	defer os.RemoveAll(scratch)
+
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set(headerSystemID, id)
+	w.Header().Set("Trailer", trailerResult)
+	w.WriteHeader(http.StatusOK)
+	start := time.Now()
+	// The socket admin user needs no password; stderr is the server log.
+	cmd := e.cfg.Tool(r.Context(), "mariadb-backup", "--no-defaults", "--backup", "--stream=mbstream",
+		"--target-dir="+scratch, "--socket="+e.socket(), "--user="+u.Username, "--parallel=2")
+	cmd.Stdout = w
+	if err := cmd.Run(); err != nil {
+		e.cfg.Log.Error("clone stream failed", "client", r.RemoteAddr, "err", err)
+		w.Header().Set(trailerResult, "failed: "+err.Error())
+		return
+	}
+	e.cfg.Log.Info("clone streamed", "client", r.RemoteAddr, "seconds", time.Since(start).Seconds())
+	w.Header().Set(trailerResult, "ok")
+}
+
+// Clone implements instance.Engine on a replica: the primary's stream
+// unpacked into a scratch directory, prepared, given the primary's system
+// identifier and the backup's GTID position, then renamed into place.
+func (e *Engine) Clone(ctx context.Context, t instance.Topology) error {
+	if t.PrimaryStatusURL == "" {
+		return fmt.Errorf("topology has no primaryStatusURL to clone from")
+	}
+	pw, err := e.cfg.Secrets.Get(instance.SecretReplicationPassword)
+	if err != nil {
+		return err
+	}
+	tmp := e.DataDir() + ".clone"
+	if err := os.RemoveAll(tmp); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(tmp, 0o750); err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(t.PrimaryStatusURL, "/")+"/v1/clone", nil)
+	if err != nil {
+		return err
+	}
+	req.SetBasicAuth(instance.ReplicationUser, pw)
+	resp, err := cloneClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("clone endpoint: %s: %s", resp.Status, strings.TrimSpace(string(msg)))
+	}
+	id := resp.Header.Get(headerSystemID)
+	if id == "" {
+		return fmt.Errorf("clone endpoint sent no system identifier")
+	}
+	x := e.cfg.Tool(ctx, "mbstream", "-x", "-C", tmp)
+	x.Stdin = resp.Body
+	if err := x.Run(); err != nil {
+		return fmt.Errorf("mbstream: %w", err)
+	}
+	// mbstream stops at the stream's end; make sure that was the body's.
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return err
+	}
+	if r := resp.Trailer.Get(trailerResult); r != "ok" {
+		return fmt.Errorf("the primary's backup did not finish: %q", r)
+	}
+	if err := e.cfg.Tool(ctx, "mariadb-backup", "--no-defaults", "--prepare", "--target-dir="+tmp).Run(); err != nil {
+		return fmt.Errorf("mariadb-backup --prepare: %w", err)
+	}
+	gtid, err := backupGTID(tmp)
+	if err != nil {
+		return err
+	}
+	for name, content := range map[string]string{systemIDFile: id, cloneGTIDFile: gtid, completeMarker: time.Now().UTC().Format(time.RFC3339)} {
+		if err := os.WriteFile(filepath.Join(tmp, name), []byte(content+"\n"), 0o600); err != nil {
+			return err
+		}
+	}
+	return instance.ReplaceDir(tmp, e.DataDir())
+}
+
+// backupGTID is the GTID position of the backup, the third field of the
+// binlog info file mariadb-backup writes ("mydb-bin.000003\t385\t0-1-42").
+func backupGTID(dir string) (string, error) {
+	for _, name := range []string{"mariadb_backup_binlog_info", "xtrabackup_binlog_info"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		return parseBinlogInfo(string(b))
+	}
+	return "", fmt.Errorf("the backup has no binlog info file")
+}
+
+func parseBinlogInfo(s string) (string, error) {
+	f := strings.Fields(s)
+	switch len(f) {
+	case 2:
+		return "", nil // no GTID yet: a primary that never wrote
+	case 3:
+		return f[2], nil
+	}
+	return "", fmt.Errorf("binlog info %q: want file, position and GTID", strings.TrimSpace(s))
+}

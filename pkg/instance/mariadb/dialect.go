@@ -1,0 +1,61 @@
+package mariadb
+
+import (
+	"fmt"
+
+	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/mysqlfamily"
+)
+
+// Dialect is MariaDB's SQL (10.11).
+type Dialect struct{}
+
+var _ mysqlfamily.Dialect = Dialect{}
+
+// UserStatements implements mysqlfamily.Dialect. The application user gets
+// every privilege on its database and none global (no SUPER, FILE,
+// PROCESS, GRANT OPTION, READ_ONLY ADMIN); passwords go in as hashes.
+func (Dialect) UserStatements(app mysqlfamily.App, replicationPassword string) []string {
+	appAccount := mysqlfamily.Account(app.User, "%")
+	repl := mysqlfamily.Account(instance.ReplicationUser, "%")
+	return []string{
+		fmt.Sprintf("CREATE DATABASE IF NOT EXISTS %s CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci", mysqlfamily.QuoteIdent(app.Database)),
+		fmt.Sprintf("CREATE USER %s IDENTIFIED BY PASSWORD %s", appAccount, mysqlfamily.QuoteString(mysqlfamily.NativePasswordHash(app.Password))),
+		fmt.Sprintf("GRANT ALL PRIVILEGES ON %s.* TO %s", mysqlfamily.QuoteIdent(app.Database), appAccount),
+		fmt.Sprintf("CREATE USER %s IDENTIFIED BY PASSWORD %s", repl, mysqlfamily.QuoteString(mysqlfamily.NativePasswordHash(replicationPassword))),
+		fmt.Sprintf("GRANT REPLICATION SLAVE ON *.* TO %s", repl),
+	}
+}
+
+// FollowStatements implements mysqlfamily.Dialect; slave_pos makes the
+// replica ask the source for what follows the GTIDs it applied.
+func (Dialect) FollowStatements(src mysqlfamily.Source) []string {
+	return []string{
+		"STOP SLAVE",
+		fmt.Sprintf("CHANGE MASTER TO MASTER_HOST=%s, MASTER_PORT=%d, MASTER_USER=%s, MASTER_PASSWORD=%s, MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1",
+			mysqlfamily.QuoteString(src.Host), src.Port, mysqlfamily.QuoteString(src.User), mysqlfamily.QuoteString(src.Password)),
+		"START SLAVE",
+	}
+}
+
+// FenceStatements implements mysqlfamily.Dialect. read_only stops every
+// client without READ_ONLY ADMIN, which only the socket admin has.
+func (Dialect) FenceStatements() []string { return []string{"SET GLOBAL read_only = ON"} }
+
+// PromoteStatements implements mysqlfamily.Dialect.
+func (Dialect) PromoteStatements() []string {
+	return []string{"STOP SLAVE", "RESET SLAVE ALL", "SET GLOBAL read_only = OFF"}
+}
+
+// ReplicaStatusQuery implements mysqlfamily.Dialect.
+func (Dialect) ReplicaStatusQuery() string { return "SHOW SLAVE STATUS" }
+
+// ParseReplicaStatus implements mysqlfamily.Dialect.
+func (Dialect) ParseReplicaStatus(row map[string]string) mysqlfamily.ReplicaStatus {
+	s := mysqlfamily.ParseStatus(row, mysqlfamily.StatusColumns{
+		IO: "Slave_IO_Running", SQL: "Slave_SQL_Running", Host: "Master_Host", Port: "Master_Port",
+		User: "Master_User", Behind: "Seconds_Behind_Master",
+		ReadFile: "Master_Log_File", ReadPos: "Read_Master_Log_Pos", ExecFile: "Relay_Master_Log_File", ExecPos: "Exec_Master_Log_Pos",
+	})
+	return s
+}

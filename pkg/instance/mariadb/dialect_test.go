@@ -1,0 +1,68 @@
+package mariadb
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/mydb-dev/mydb/pkg/instance/mysqlfamily"
+)
+
+func TestUserStatements(t *testing.T) {
+	got := Dialect{}.UserStatements(mysqlfamily.App{User: "app", Password: "password", Database: "appdb"}, "password")
+	want := []string{
+		"CREATE DATABASE IF NOT EXISTS `appdb` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci",
+		"CREATE USER 'app'@'%' IDENTIFIED BY PASSWORD '*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19'",
+		"GRANT ALL PRIVILEGES ON `appdb`.* TO 'app'@'%'",
+		"CREATE USER 'replicator'@'%' IDENTIFIED BY PASSWORD '*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19'",
+		"GRANT REPLICATION SLAVE ON *.* TO 'replicator'@'%'",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Error(diff)
+	}
+	for _, s := range got {
+		if strings.Contains(s, "'password'") {
+			t.Errorf("a clear password in %q", s)
+		}
+	}
+}
+
+func TestFollowStatements(t *testing.T) {
+	got := Dialect{}.FollowStatements(mysqlfamily.Source{Host: "10.0.0.7", Port: 3306, User: "replicator", Password: "pw"})
+	want := []string{
+		"STOP SLAVE",
+		"CHANGE MASTER TO MASTER_HOST='10.0.0.7', MASTER_PORT=3306, MASTER_USER='replicator', MASTER_PASSWORD='pw', MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1",
+		"START SLAVE",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Error(diff)
+	}
+}
+
+func TestParseBinlogInfo(t *testing.T) {
+	for in, want := range map[string]string{
+		"mydb-bin.000003\t385\t0-1-42\n":     "0-1-42",
+		"mydb-bin.000003\t385\t0-1-42,1-2-7": "0-1-42,1-2-7",
+		"mydb-bin.000001\t4\n":               "",
+	} {
+		got, err := parseBinlogInfo(in)
+		if err != nil || got != want {
+			t.Errorf("parseBinlogInfo(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := parseBinlogInfo("garbage"); err == nil {
+		t.Error("a one-field binlog info parsed")
+	}
+}
+
+func TestParseReplicaStatus(t *testing.T) {
+	s := Dialect{}.ParseReplicaStatus(map[string]string{
+		"Slave_IO_Running": "Connecting", "Slave_SQL_Running": "Yes", "Master_Host": "10.0.0.7", "Master_Port": "3306",
+		"Master_User": "replicator", "Last_IO_Error": "error reconnecting", "Last_IO_Errno": "1236",
+		"Master_Log_File": "mydb-bin.000002", "Read_Master_Log_Pos": "900", "Relay_Master_Log_File": "mydb-bin.000002", "Exec_Master_Log_Pos": "800",
+	})
+	if s.Streaming() || !s.Configured || s.AppliedAll || s.SecondsBehind != nil || s.LastError != "error reconnecting" || s.IOErrno != mysqlfamily.ErrSourceCannotServe {
+		t.Errorf("%+v", s)
+	}
+}

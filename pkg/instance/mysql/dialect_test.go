@@ -1,0 +1,96 @@
+package mysql
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/mysqlfamily"
+)
+
+// The expected statements follow the MySQL 8.4 reference manual's syntax
+// (CHANGE REPLICATION SOURCE TO, START REPLICA, CLONE INSTANCE FROM); they
+// are not run against a server here.
+
+func TestFollowStatements(t *testing.T) {
+	got := Dialect{}.FollowStatements(mysqlfamily.Source{Host: "10.0.0.7", Port: 3306, User: "replicator", Password: `p'w\x`})
+	want := []string{
+		"STOP REPLICA",
+		`CHANGE REPLICATION SOURCE TO SOURCE_HOST = '10.0.0.7', SOURCE_PORT = 3306, SOURCE_USER = 'replicator', SOURCE_PASSWORD = 'p\'w\\x', SOURCE_AUTO_POSITION = 1, SOURCE_CONNECT_RETRY = 1, GET_SOURCE_PUBLIC_KEY = 1`,
+		"START REPLICA",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Error(diff)
+	}
+}
+
+func TestPromoteAndFence(t *testing.T) {
+	if diff := cmp.Diff([]string{"STOP REPLICA", "RESET REPLICA ALL", "SET GLOBAL super_read_only = OFF", "SET GLOBAL read_only = OFF"}, Dialect{}.PromoteStatements()); diff != "" {
+		t.Error(diff)
+	}
+	if diff := cmp.Diff([]string{"SET GLOBAL super_read_only = ON"}, Dialect{}.FenceStatements()); diff != "" {
+		t.Error(diff)
+	}
+	for _, s := range append(Dialect{}.PromoteStatements(), Dialect{}.FollowStatements(mysqlfamily.Source{})...) {
+		for _, old := range []string{"SLAVE", "MASTER"} {
+			if strings.Contains(s, old) {
+				t.Errorf("%q uses the terms 8.4 removed", s)
+			}
+		}
+	}
+}
+
+func TestCloneStatements(t *testing.T) {
+	got := CloneStatements(mysqlfamily.Source{Host: "db-0.db", Port: 3306, User: instance.ReplicationUser, Password: "s3cret"})
+	want := []string{
+		"SET GLOBAL clone_valid_donor_list = 'db-0.db:3306'",
+		"CLONE INSTANCE FROM 'replicator'@'db-0.db':3306 IDENTIFIED BY 's3cret'",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Error(diff)
+	}
+}
+
+func TestUserStatements(t *testing.T) {
+	got := Dialect{}.UserStatements(mysqlfamily.App{User: "app", Password: "pw", Database: "shop`db"}, "rpw")
+	want := []string{
+		"CREATE DATABASE IF NOT EXISTS `shop``db` CHARACTER SET utf8mb4",
+		"CREATE USER 'app'@'%' IDENTIFIED WITH caching_sha2_password BY 'pw'",
+		"GRANT ALL PRIVILEGES ON `shop``db`.* TO 'app'@'%'",
+		"CREATE USER 'replicator'@'%' IDENTIFIED WITH caching_sha2_password BY 'rpw'",
+		"GRANT REPLICATION SLAVE, BACKUP_ADMIN ON *.* TO 'replicator'@'%'",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Error(diff)
+	}
+	for _, s := range got {
+		if strings.Contains(s, "ON *.* TO 'app'") {
+			t.Errorf("the application user gets a global privilege: %s", s)
+		}
+	}
+}
+
+func TestParseReplicaStatus(t *testing.T) {
+	s := Dialect{}.ParseReplicaStatus(map[string]string{
+		"Replica_IO_Running": "Yes", "Replica_SQL_Running": "Yes", "Source_Host": "10.0.0.7", "Source_Port": "3306",
+		"Source_User": "replicator", "Seconds_Behind_Source": "2",
+		"Source_Log_File": "mydb-bin.000002", "Read_Source_Log_Pos": "900", "Relay_Source_Log_File": "mydb-bin.000002", "Exec_Source_Log_Pos": "900",
+	})
+	if !s.Streaming() || s.Host != "10.0.0.7" || s.Port != 3306 || s.SecondsBehind == nil || *s.SecondsBehind != 2 || !s.AppliedAll {
+		t.Errorf("%+v", s)
+	}
+	if s := (Dialect{}).ParseReplicaStatus(nil); s.Configured || s.Streaming() {
+		t.Errorf("no row: %+v", s)
+	}
+}
+
+func TestServerArgs(t *testing.T) {
+	args := strings.Join(ServerArgs(instance.EngineConfig{RunDir: "/run/mydb", ListenHost: "10.0.0.8", Port: 3306, ServerID: 2}, "/data/mysql"), " ")
+	for _, want := range []string{"--no-defaults", "--server-id=2", "--gtid-mode=ON", "--enforce-gtid-consistency=ON", "--super-read-only=ON", "--skip-replica-start", "--plugin-load-add=mysql_clone.so", "--bind-address=10.0.0.8"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("server args lack %s: %s", want, args)
+		}
+	}
+}

@@ -1,0 +1,94 @@
+package mysqlfamily
+
+import (
+	"strconv"
+)
+
+// Source is the primary a replica replicates from.
+type Source struct {
+	Host     string
+	Port     int
+	User     string
+	Password string
+}
+
+// App is the application's user and database.
+type App struct {
+	User, Password, Database string
+}
+
+// Dialect is the SQL that differs between MariaDB and MySQL.
+type Dialect interface {
+	// UserStatements create the application's database and user (owning
+	// that database only) and the replication user.
+	UserStatements(app App, replicationPassword string) []string
+	// FollowStatements point the server at src and start replicating with
+	// GTID auto-positioning.
+	FollowStatements(src Source) []string
+	// FenceStatements make the server refuse writes from clients.
+	FenceStatements() []string
+	// PromoteStatements stop replication, forget the source and take writes.
+	PromoteStatements() []string
+	// ReplicaStatusQuery shows the replication threads' state.
+	ReplicaStatusQuery() string
+	// ParseReplicaStatus reads ReplicaStatusQuery's row.
+	ParseReplicaStatus(row map[string]string) ReplicaStatus
+}
+
+// ReplicaStatus is a replica's replication state.
+type ReplicaStatus struct {
+	Configured bool
+	Host       string
+	Port       int
+	User       string
+	IORunning  string // Yes, No, Connecting
+	SQLRunning string // Yes, No
+	// SecondsBehind is nil while the SQL thread is not running.
+	SecondsBehind *float64
+	LastError     string
+	// IOErrno is the IO thread's last error number (1236: the source
+	// cannot send what the replica asks for).
+	IOErrno int
+	// Caught up: the SQL thread applied everything the IO thread received.
+	AppliedAll bool
+}
+
+// ErrSourceCannotServe is ER_MASTER_FATAL_ERROR_READING_BINLOG as the
+// replica's IO thread reports it: the source purged the binary logs the
+// replica needs, or does not have its GTID position.
+const ErrSourceCannotServe = 1236
+
+// Streaming tells whether both threads run.
+func (s ReplicaStatus) Streaming() bool { return s.IORunning == "Yes" && s.SQLRunning == "Yes" }
+
+// StatusColumns name a dialect's replica status columns.
+type StatusColumns struct {
+	IO, SQL, Host, Port, User, Behind    string
+	ReadFile, ReadPos, ExecFile, ExecPos string
+}
+
+// ParseStatus reads the columns both dialects have under their own names.
+func ParseStatus(row map[string]string, c StatusColumns) ReplicaStatus {
+	if row == nil {
+		return ReplicaStatus{}
+	}
+	s := ReplicaStatus{
+		Configured: row[c.Host] != "",
+		Host:       row[c.Host],
+		User:       row[c.User],
+		IORunning:  row[c.IO],
+		SQLRunning: row[c.SQL],
+		AppliedAll: row[c.ReadFile] == row[c.ExecFile] && row[c.ReadPos] == row[c.ExecPos],
+	}
+	s.Port, _ = strconv.Atoi(row[c.Port])
+	s.IOErrno, _ = strconv.Atoi(row["Last_IO_Errno"])
+	if v, err := strconv.ParseFloat(row[c.Behind], 64); err == nil {
+		s.SecondsBehind = &v
+	}
+	for _, k := range []string{"Last_IO_Error", "Last_SQL_Error"} {
+		if row[k] != "" {
+			s.LastError = row[k]
+		}
+	}
+	return s
+}

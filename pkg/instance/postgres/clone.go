@@ -1,0 +1,80 @@
+package postgres
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/mydb-dev/mydb/pkg/instance"
+)
+
+// Clone implements instance.Engine: pg_basebackup with WAL streamed
+// through this replica's slot into a scratch directory, made a standby of
+// t's primary, then renamed into place.
+func (e *Engine) Clone(ctx context.Context, t instance.Topology) error {
+	if err := e.writePassfile(); err != nil {
+		return err
+	}
+	if err := e.ensureSlot(ctx, t); err != nil {
+		return err
+	}
+	tmp := e.DataDir() + ".clone"
+	if err := os.RemoveAll(tmp); err != nil {
+		return err
+	}
+	err := e.cfg.Tool(ctx, "pg_basebackup", "-D", tmp, "--dbname="+e.conninfo(t),
+		"--wal-method=stream", "--slot="+SlotName(e.cfg.Name), "--checkpoint=fast", "--no-password").Run()
+	if err != nil {
+		return fmt.Errorf("pg_basebackup: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "standby.signal"), nil, 0o600); err != nil {
+		return err
+	}
+	// The primary's own postgresql.auto.conf came along; if it was once a
+	// standby it names its old primary. Start out following t's.
+	if err := e.setAutoConf(tmp, map[string]string{
+		"primary_conninfo":  e.conninfo(t),
+		"primary_slot_name": SlotName(e.cfg.Name),
+	}); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(tmp, completeMarker), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o600); err != nil {
+		return err
+	}
+	if err := instance.ReplaceDir(tmp, e.DataDir()); err != nil {
+		return err
+	}
+	e.forgetSystemID()
+	return nil
+}
+
+// setAutoConf replaces settings in postgresql.auto.conf (the file ALTER
+// SYSTEM writes) of a stopped data directory.
+func (e *Engine) setAutoConf(dataDir string, settings map[string]string) error {
+	path := filepath.Join(dataDir, "postgresql.auto.conf")
+	old, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	var out bytes.Buffer
+	sc := bufio.NewScanner(bytes.NewReader(old))
+	for sc.Scan() {
+		line := sc.Text()
+		name, _, _ := strings.Cut(line, "=")
+		if _, replaced := settings[strings.TrimSpace(name)]; replaced {
+			continue
+		}
+		out.WriteString(line + "\n")
+	}
+	for _, name := range []string{"primary_conninfo", "primary_slot_name"} {
+		if v, ok := settings[name]; ok {
+			fmt.Fprintf(&out, "%s = %s\n", name, quoteLiteral(v))
+		}
+	}
+	return os.WriteFile(path, out.Bytes(), 0o600)
+}

@@ -1,0 +1,150 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/mydb-dev/mydb/pkg/instance"
+)
+
+// SlotName is the physical replication slot of the replica named name on
+// its primary: the primary keeps the WAL that replica still needs.
+func SlotName(name string) string {
+	s := strings.ToLower(name)
+	s = regexp.MustCompile(`[^a-z0-9_]`).ReplaceAllString(s, "_")
+	s = "mydb_" + s
+	if len(s) > 63 {
+		s = s[:63]
+	}
+	return s
+}
+
+// conninfo is the replica's connection to the primary. The password comes
+// from the passfile, so postgresql.auto.conf (and pg_stat_wal_receiver)
+// never hold it.
+func (e *Engine) conninfo(t instance.Topology) string {
+	return fmt.Sprintf("host=%s port=%d user=%s passfile=%s application_name=%s sslmode=prefer connect_timeout=5",
+		conninfoValue(t.PrimaryHost), t.PrimaryPort, instance.ReplicationUser,
+		conninfoValue(e.passfile()), conninfoValue(e.cfg.Name))
+}
+
+// conninfoValue quotes a libpq connection string value when needed.
+func conninfoValue(v string) string {
+	if v != "" && !strings.ContainsAny(v, ` '\`) {
+		return v
+	}
+	r := strings.NewReplacer(`\`, `\\`, `'`, `\'`)
+	return "'" + r.Replace(v) + "'"
+}
+
+// writePassfile writes the replication password where libpq reads it.
+func (e *Engine) writePassfile() error {
+	pw, err := e.cfg.Secrets.Get(instance.SecretReplicationPassword)
+	if err != nil {
+		return err
+	}
+	return instance.WriteFileAtomic(e.passfile(), []byte(passfileLine(instance.ReplicationUser, pw)), 0o600)
+}
+
+// passfileLine is a .pgpass line for user on any host, port and database.
+func passfileLine(user, password string) string {
+	esc := strings.NewReplacer(`\`, `\\`, `:`, `\:`)
+	return fmt.Sprintf("*:*:*:%s:%s\n", esc.Replace(user), esc.Replace(password))
+}
+
+// ensureSlot creates this replica's slot on t's primary over a replication
+// connection (the replication user may; no superuser needed) unless it
+// exists. RESERVE_WAL makes the primary keep WAL from now on, so nothing
+// between the clone's start and streaming is lost.
+func (e *Engine) ensureSlot(ctx context.Context, t instance.Topology) error {
+	cfg, err := pgconn.ParseConfig(e.conninfo(t) + " replication=true")
+	if err != nil {
+		return err
+	}
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("replication connection to %s: %w", t.Primary, err)
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, "CREATE_REPLICATION_SLOT "+SlotName(e.cfg.Name)+" PHYSICAL RESERVE_WAL").ReadAll()
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42710" { // duplicate_object
+		return nil
+	}
+	return err
+}
+
+// Follow implements instance.Engine: when the standby follows another
+// server than t's primary, point it there (ALTER SYSTEM and a reload;
+// Postgres restarts the walreceiver on a primary_conninfo change).
+func (e *Engine) Follow(ctx context.Context, t instance.Topology) error {
+	pool, err := e.adminPool()
+	if err != nil {
+		return err
+	}
+	var inRecovery bool
+	var cur, curSlot string
+	err = pool.QueryRow(ctx, "SELECT pg_is_in_recovery(), current_setting('primary_conninfo'), current_setting('primary_slot_name')").
+		Scan(&inRecovery, &cur, &curSlot)
+	if err != nil {
+		return err
+	}
+	if !inRecovery {
+		return errors.New("the server is a primary; it cannot follow without a new clone")
+	}
+	want, slot := e.conninfo(t), SlotName(e.cfg.Name)
+	if cur == want && curSlot == slot {
+		return nil
+	}
+	e.cfg.Log.Info("pointing the standby at the primary", "primary", t.Primary, "host", t.PrimaryHost, "port", t.PrimaryPort)
+	if err := e.writePassfile(); err != nil {
+		return err
+	}
+	if err := e.ensureSlot(ctx, t); err != nil {
+		return err
+	}
+	for _, s := range []string{
+		"ALTER SYSTEM SET primary_conninfo = " + quoteLiteral(want),
+		"ALTER SYSTEM SET primary_slot_name = " + quoteLiteral(slot),
+		"SELECT pg_reload_conf()",
+	} {
+		if _, err := pool.Exec(ctx, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Promote implements instance.Engine: pg_promote ends recovery on a new
+// timeline, which the other standbys follow (recovery_target_timeline is
+// 'latest').
+func (e *Engine) Promote(ctx context.Context) error {
+	pool, err := e.adminPool()
+	if err != nil {
+		return err
+	}
+	var inRecovery bool
+	if err := pool.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&inRecovery); err != nil {
+		return err
+	}
+	if inRecovery {
+		var ok bool
+		if err := pool.QueryRow(ctx, "SELECT pg_promote(true, 60)").Scan(&ok); err != nil {
+			return err
+		}
+		if !ok {
+			return errors.New("pg_promote did not finish within 60s")
+		}
+	}
+	for _, s := range []string{"ALTER SYSTEM RESET primary_conninfo", "ALTER SYSTEM RESET primary_slot_name", "SELECT pg_reload_conf()"} {
+		if _, err := pool.Exec(ctx, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,62 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"net"
+
+	"github.com/mydb-dev/mydb/pkg/instance"
+)
+
+// Probe implements instance.Engine.
+func (e *Engine) Probe(ctx context.Context) (instance.Probe, error) {
+	var p instance.Probe
+	pool, err := e.adminPool()
+	if err != nil {
+		return p, err
+	}
+	var inRecovery bool
+	if err := pool.QueryRow(ctx, "SELECT pg_is_in_recovery(), system_identifier::text FROM pg_control_system()").
+		Scan(&inRecovery, &p.SystemIdentifier); err != nil {
+		return p, err
+	}
+	p.Writable = !inRecovery
+	if !inRecovery {
+		// The timeline is the first 8 hex digits of the current WAL file's name.
+		err := pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text,
+			('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int`).
+			Scan(&p.Position.LSN, &p.Position.Timeline)
+		return p, err
+	}
+	// On a standby: the replay position, and the walreceiver's view of the
+	// primary (latest_end_lsn is the primary's WAL end as last reported).
+	var (
+		replay, status, host *string
+		port                 *int
+		tli                  uint32
+		lagBytes             *int64
+		lagSeconds           *float64
+	)
+	err = pool.QueryRow(ctx, `
+		SELECT pg_last_wal_replay_lsn()::text,
+		       coalesce(r.received_tli, (SELECT timeline_id FROM pg_control_checkpoint()))::int,
+		       r.status, r.sender_host, r.sender_port,
+		       greatest(pg_wal_lsn_diff(r.latest_end_lsn, pg_last_wal_replay_lsn()), 0)::bigint,
+		       CASE WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0
+		            ELSE extract(epoch FROM now() - pg_last_xact_replay_timestamp()) END::float8
+		FROM (SELECT 1) one LEFT JOIN pg_stat_wal_receiver r ON true`).
+		Scan(&replay, &tli, &status, &host, &port, &lagBytes, &lagSeconds)
+	if err != nil {
+		return p, err
+	}
+	if replay != nil {
+		p.Position.LSN = *replay
+	}
+	p.Position.Timeline = tli
+	p.Streaming = status != nil && *status == "streaming"
+	if host != nil && port != nil {
+		p.Upstream = net.JoinHostPort(*host, fmt.Sprint(*port))
+	}
+	p.LagBytes, p.LagSeconds = lagBytes, lagSeconds
+	return p, nil
+}

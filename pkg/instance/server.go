@@ -1,0 +1,170 @@
+package instance
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+)
+
+// serve starts the HTTP server: /healthz, /readyz, /v1/status, and
+// /v1/clone for engines that clone through the manager.
+func (m *Manager) serve() (*http.Server, error) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		s := m.Status(r.Context())
+		if !s.Ready {
+			http.Error(w, s.Reason, http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(m.Status(r.Context()))
+	})
+	if cs, ok := m.eng.(CloneServer); ok {
+		sem := make(chan struct{}, 1)
+		mux.HandleFunc("GET /v1/clone", m.authenticated(func(w http.ResponseWriter, r *http.Request) {
+			s := m.Status(r.Context())
+			if s.Role != RolePrimary || !s.EngineRunning {
+				http.Error(w, "not a running primary", http.StatusServiceUnavailable)
+				return
+			}
+			// One backup at a time: a second replica waits for its turn.
+			select {
+			case sem <- struct{}{}:
+				defer func() { <-sem }()
+			case <-r.Context().Done():
+				return
+			}
+			m.log.Info("serving a clone", "client", r.RemoteAddr)
+			cs.ServeClone(w, r)
+		}))
+	}
+	ln, err := net.Listen("tcp", m.opts.StatusAddress)
+	if err != nil {
+		return nil, fmt.Errorf("status server: %w", err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.log.Error("status server", "err", err)
+		}
+	}()
+	return srv, nil
+}
+
+// authenticated admits requests with HTTP basic credentials of the
+// replication user; the password is compared in constant time and re-read
+// on every request so a rotated Secret applies at once.
+func (m *Manager) authenticated(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		user, pass, ok := r.BasicAuth()
+		want, err := m.opts.ReplicationPassword()
+		if err != nil {
+			http.Error(w, "no replication password configured", http.StatusServiceUnavailable)
+			return
+		}
+		if !ok || subtle.ConstantTimeCompare([]byte(user), []byte(ReplicationUser)) != 1 ||
+			subtle.ConstantTimeCompare([]byte(pass), []byte(want)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Basic realm="mydb-instance"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		h(w, r)
+	}
+}
+
+// Status is the instance's current status; it probes the engine, so it is
+// as fresh as the request.
+func (m *Manager) Status(ctx context.Context) Status {
+	m.mu.Lock()
+	st, stopping := m.st, m.stopping
+	m.mu.Unlock()
+
+	s := Status{
+		Name:     m.opts.Name,
+		Engine:   m.opts.Engine,
+		Role:     st.role,
+		Primary:  st.topology.Primary,
+		Restarts: st.restarts,
+		LastExit: st.lastExit,
+	}
+	if !st.exitTime.IsZero() {
+		t := st.exitTime.UTC()
+		s.LastExitTime = &t
+	}
+	if id, err := m.eng.SystemID(); err == nil {
+		s.SystemIdentifier = id
+	}
+	if st.child != nil {
+		s.EngineRunning = true
+		s.EnginePID = st.child.pid()
+	}
+	s.Ready, s.Reason = false, ""
+	switch {
+	case stopping:
+		s.Reason = "shutting down"
+		return s
+	case st.role == RoleWaiting:
+		s.Reason = "waiting for a topology"
+		return s
+	case st.child == nil:
+		s.Reason = "engine not running"
+		if st.lastExit != "" {
+			s.Reason += " (last exit: " + st.lastExit + ")"
+		}
+		if st.problem != "" {
+			s.Reason += ": " + st.problem
+		}
+		return s
+	}
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	p, err := m.eng.Probe(pctx)
+	if err != nil {
+		s.Reason = "probe: " + err.Error()
+		return s
+	}
+	if p.SystemIdentifier != "" {
+		s.SystemIdentifier = p.SystemIdentifier
+	}
+	pos := p.Position
+	s.ServerID, s.Position, s.Streaming, s.Upstream = p.ServerID, &pos, p.Streaming, p.Upstream
+	s.LagBytes, s.LagSeconds = p.LagBytes, p.LagSeconds
+	s.Ready, s.Reason = m.readiness(st, p)
+	return s
+}
+
+// readiness is ready only when the role's promise holds: a primary takes
+// writes; a replica streams from the right primary within the lag bounds.
+func (m *Manager) readiness(st managerState, p Probe) (bool, string) {
+	if st.role == RolePrimary {
+		if !p.Writable {
+			return false, "primary not writable yet"
+		}
+		return true, "primary accepting writes"
+	}
+	want := net.JoinHostPort(st.topology.PrimaryHost, fmt.Sprint(st.topology.PrimaryPort))
+	switch {
+	case p.Writable:
+		return false, "replica is writable"
+	case p.Upstream != want:
+		return false, fmt.Sprintf("following %q, not %s", p.Upstream, want)
+	case !p.Streaming:
+		return false, "not streaming from " + want
+	case p.LagBytes != nil && m.opts.MaxReadyLagBytes > 0 && *p.LagBytes > m.opts.MaxReadyLagBytes:
+		return false, fmt.Sprintf("lag %d bytes exceeds %d", *p.LagBytes, m.opts.MaxReadyLagBytes)
+	case p.LagSeconds != nil && m.opts.MaxReadyLag > 0 && *p.LagSeconds > m.opts.MaxReadyLag.Seconds():
+		return false, fmt.Sprintf("lag %.1fs exceeds %s", *p.LagSeconds, m.opts.MaxReadyLag)
+	}
+	return true, "streaming from " + want
+}

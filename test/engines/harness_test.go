@@ -1,0 +1,503 @@
+//go:build engines
+
+package engines
+
+import (
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mydb-dev/mydb/pkg/instance"
+)
+
+// engineSpec is what the shared flow needs to know about an engine.
+type engineSpec struct {
+	name       string
+	osUser     string
+	binDir     string
+	dataSubdir string
+	// ipPrefix gives each instance its own loopback address: 127.0.x.(n+1).
+	ipPrefix string
+	// openApp opens a database/sql pool as user on the instance, over TCP.
+	openApp func(host string, port int, user, password, database string) (*sql.DB, error)
+	// assertCleanStop checks the engine's own record of the last shutdown.
+	assertCleanStop func(t *testing.T, in *node, logFrom int64)
+	// assertAppConfined checks the application user is no superuser.
+	assertAppConfined func(t *testing.T, c *cluster, app *sql.DB)
+	// bulkLoad fills table bulk (id, v) with about 60 MB, so the clone
+	// copies more than an empty catalogue.
+	bulkLoad []string
+	// purgeHistory makes the primary drop the history a stopped replica
+	// would need (MariaDB: PURGE BINARY LOGS); nil where not covered.
+	purgeHistory func(t *testing.T, primary *node)
+	// progress turns a position into a number that grows with writes.
+	progress func(p *instance.Position) uint64
+}
+
+// cluster is one database: instances sharing secrets and a topology file.
+type cluster struct {
+	t        *testing.T
+	spec     engineSpec
+	dir      string
+	secrets  map[string]string
+	topology string
+	nodes    []*node
+	uid, gid int
+	leaks    *leakWatch
+}
+
+// node is one mydb-instance process and its directories.
+type node struct {
+	c          *cluster
+	name       string
+	host       string
+	port       int
+	statusAddr string
+	dataRoot   string
+	runDir     string
+	logPath    string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func randomSecret(prefix string) string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
+func newCluster(t *testing.T, spec engineSpec, n int) *cluster {
+	t.Helper()
+	u, err := user.Lookup(spec.osUser)
+	if err != nil {
+		t.Fatalf("user %s: %v (run hack/install-deps.sh)", spec.osUser, err)
+	}
+	c := &cluster{t: t, spec: spec, dir: filepath.Join(root, spec.name)}
+	c.uid, _ = strconv.Atoi(u.Uid)
+	c.gid, _ = strconv.Atoi(u.Gid)
+	c.secrets = map[string]string{
+		instance.SecretUsername:            "app",
+		instance.SecretDatabase:            "appdb",
+		instance.SecretPassword:            randomSecret("app-pw-"),
+		instance.SecretSuperuserPassword:   randomSecret("super-pw-"),
+		instance.SecretReplicationPassword: randomSecret("repl-pw-"),
+	}
+	c.mkdir(c.dir, 0o755)
+	secretsDir := filepath.Join(c.dir, "secrets")
+	c.mkdir(secretsDir, 0o700)
+	for k, v := range c.secrets {
+		// A trailing newline, as `kubectl create secret --from-file` of an
+		// edited file would have: the manager must not take it as part of
+		// the password.
+		c.writeFile(filepath.Join(secretsDir, k), v+"\n", 0o600)
+	}
+	c.topology = filepath.Join(c.dir, "topology.json")
+	for i := range n {
+		name := fmt.Sprintf("db-%d", i)
+		host := fmt.Sprintf("%s%d", spec.ipPrefix, i+1)
+		nd := &node{
+			c: c, name: name, host: host, port: freePort(t, host),
+			statusAddr: net.JoinHostPort(host, strconv.Itoa(freePort(t, host))),
+			dataRoot:   filepath.Join(c.dir, name, "data"),
+			runDir:     filepath.Join(c.dir, name, "run"),
+			logPath:    filepath.Join(c.dir, name+".log"),
+		}
+		c.mkdir(filepath.Join(c.dir, name), 0o755)
+		c.mkdir(nd.dataRoot, 0o700)
+		c.mkdir(nd.runDir, 0o700)
+		c.nodes = append(c.nodes, nd)
+	}
+	c.leaks = watchLeaks(c)
+	t.Cleanup(c.cleanup)
+	return c
+}
+
+func (c *cluster) mkdir(dir string, mode os.FileMode) {
+	c.t.Helper()
+	if err := os.MkdirAll(dir, mode); err != nil {
+		c.t.Fatal(err)
+	}
+	if err := os.Chown(dir, c.uid, c.gid); err != nil {
+		c.t.Fatal(err)
+	}
+	if err := os.Chmod(dir, mode); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *cluster) writeFile(path, content string, mode os.FileMode) {
+	c.t.Helper()
+	if err := os.WriteFile(path, []byte(content), mode); err != nil {
+		c.t.Fatal(err)
+	}
+	if err := os.Chown(path, c.uid, c.gid); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// freePort is a port the kernel just had free on host; ephemeral ports lie
+// above the control plane's 21000-21500.
+func freePort(t *testing.T, host string) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// setPrimary writes the topology file naming p, atomically.
+func (c *cluster) setPrimary(p *node) {
+	c.t.Helper()
+	b, _ := json.Marshal(instance.Topology{
+		Primary: p.name, PrimaryHost: p.host, PrimaryPort: p.port, PrimaryStatusURL: "http://" + p.statusAddr,
+	})
+	tmp := c.topology + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, c.topology); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// cleanup stops every node (killing what does not stop), then anything
+// else left under the cluster's directory; on failure it shows the logs.
+func (c *cluster) cleanup() {
+	for _, n := range c.nodes {
+		if n.running() {
+			n.signal(syscall.SIGTERM)
+			select {
+			case <-n.doneChan():
+			case <-time.After(30 * time.Second):
+				n.killGroup()
+			}
+		}
+	}
+	killUnder(c.dir)
+	c.leaks.stop()
+	if c.t.Failed() {
+		for _, n := range c.nodes {
+			b, _ := os.ReadFile(n.logPath)
+			lines := strings.Split(string(b), "\n")
+			if len(lines) > 80 {
+				lines = lines[len(lines)-80:]
+			}
+			c.t.Logf("=== last lines of %s ===\n%s", n.logPath, strings.Join(lines, "\n"))
+		}
+	}
+}
+
+// start runs mydb-instance for n as the engine's user. The suite sets the
+// credentials itself instead of going through runuser, whose su-style
+// session handling turns a SIGTERM into a SIGKILL of the child after 2s.
+func (n *node) start() {
+	t := n.c.t
+	t.Helper()
+	logf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary,
+		"--engine", n.c.spec.name,
+		"--name", n.name,
+		"--data-root", n.dataRoot,
+		"--run-dir", n.runDir,
+		"--listen-host", n.host,
+		"--port", strconv.Itoa(n.port),
+		"--status-address", n.statusAddr,
+		"--secrets-dir", filepath.Join(n.c.dir, "secrets"),
+		"--topology-file", n.c.topology,
+		"--stop-timeout", "25s",
+	)
+	if n.c.spec.binDir != "" {
+		cmd.Args = append(cmd.Args, "--bin-dir", n.c.spec.binDir)
+	}
+	cmd.Dir = n.runDir
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + n.runDir, "LANG=C.UTF-8"}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Setpgid:    true,
+		Credential: &syscall.Credential{Uid: uint32(n.c.uid), Gid: uint32(n.c.gid)},
+		// Should the test binary die without its cleanups (a -timeout
+		// panic), the managers still stop their engines and exit.
+		Pdeathsig: syscall.SIGTERM,
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(done)
+	}()
+	n.mu.Lock()
+	n.cmd, n.done = cmd, done
+	n.mu.Unlock()
+}
+
+func (n *node) doneChan() chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.done
+}
+
+func (n *node) running() bool {
+	d := n.doneChan()
+	if d == nil {
+		return false
+	}
+	select {
+	case <-d:
+		return false
+	default:
+		return true
+	}
+}
+
+func (n *node) signal(sig syscall.Signal) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd != nil {
+		_ = n.cmd.Process.Signal(sig)
+	}
+}
+
+func (n *node) killGroup() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd != nil {
+		_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL)
+	}
+}
+
+// stop sends SIGTERM to the manager and returns how long it took to exit
+// and its exit code.
+func (n *node) stop() (time.Duration, int) {
+	t := n.c.t
+	t.Helper()
+	start := time.Now()
+	n.signal(syscall.SIGTERM)
+	select {
+	case <-n.doneChan():
+	case <-time.After(40 * time.Second):
+		n.killGroup()
+		t.Fatalf("%s: the manager did not exit within 40s of SIGTERM", n.name)
+	}
+	return time.Since(start), n.cmd.ProcessState.ExitCode()
+}
+
+var httpClient = &http.Client{Timeout: 3 * time.Second}
+
+func (n *node) status() (instance.Status, error) {
+	var s instance.Status
+	resp, err := httpClient.Get("http://" + n.statusAddr + "/v1/status")
+	if err != nil {
+		return s, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return s, fmt.Errorf("/v1/status: %s", resp.Status)
+	}
+	return s, json.NewDecoder(resp.Body).Decode(&s)
+}
+
+func (n *node) get(path string) int { return n.getAs(path, "", "") }
+
+// getAs is the status code of GET path, with basic credentials if user is set.
+func (n *node) getAs(path, user, password string) int {
+	req, err := http.NewRequest(http.MethodGet, "http://"+n.statusAddr+path, nil)
+	if err != nil {
+		return 0
+	}
+	if user != "" || password != "" {
+		req.SetBasicAuth(user, password)
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// waitStatus polls the status until cond holds, failing after timeout with
+// the last status seen.
+func (n *node) waitStatus(timeout time.Duration, what string, cond func(instance.Status) bool) instance.Status {
+	t := n.c.t
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last instance.Status
+	var lastErr error
+	for time.Now().Before(deadline) {
+		if !n.running() {
+			t.Fatalf("%s: the manager exited (code %d) while waiting for %s", n.name, n.cmd.ProcessState.ExitCode(), what)
+		}
+		s, err := n.status()
+		if err == nil && cond(s) {
+			return s
+		}
+		last, lastErr = s, err
+		time.Sleep(25 * time.Millisecond)
+	}
+	b, _ := json.Marshal(last)
+	t.Fatalf("%s: no %s within %s; last status %s (err %v)", n.name, what, timeout, b, lastErr)
+	return last
+}
+
+func (n *node) waitReady(timeout time.Duration, role instance.Role) instance.Status {
+	n.c.t.Helper()
+	s := n.waitStatus(timeout, "ready "+string(role), func(s instance.Status) bool { return s.Ready && s.Role == role })
+	if code := n.get("/readyz"); code != http.StatusOK {
+		n.c.t.Fatalf("%s: /v1/status says ready but /readyz answers %d", n.name, code)
+	}
+	return s
+}
+
+// app opens the application user's pool on n.
+func (n *node) app() *sql.DB {
+	n.c.t.Helper()
+	return n.openAs(n.c.secrets[instance.SecretUsername], n.c.secrets[instance.SecretPassword])
+}
+
+func (n *node) openAs(user, password string) *sql.DB {
+	t := n.c.t
+	t.Helper()
+	db, err := n.c.spec.openApp(n.host, n.port, user, password, n.c.secrets[instance.SecretDatabase])
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(2)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func (n *node) logSize() int64 {
+	fi, err := os.Stat(n.logPath)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// dataBytes is the size of the engine's data directory on disk.
+func (n *node) dataBytes() int64 {
+	var total int64
+	_ = filepath.WalkDir(filepath.Join(n.dataRoot, n.c.spec.dataSubdir), func(_ string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				total += fi.Size()
+			}
+		}
+		return nil
+	})
+	return total
+}
+
+// cloneSeconds is what the manager logged as its last clone's duration.
+func (n *node) cloneSeconds() string {
+	lines := strings.Split(n.logSince(0), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], "msg=cloned ") {
+			if _, v, ok := strings.Cut(lines[i], " seconds="); ok {
+				f, _ := strconv.ParseFloat(strings.Fields(v)[0], 64)
+				return fmt.Sprintf("%.2fs", f)
+			}
+		}
+	}
+	return "?"
+}
+
+func (n *node) logSince(off int64) string {
+	b, _ := os.ReadFile(n.logPath)
+	if off > int64(len(b)) {
+		return ""
+	}
+	return string(b[off:])
+}
+
+// leakWatch scans every process's command line (and our processes'
+// environments) for the cluster's passwords while the test runs, so
+// short-lived tools (initdb, pg_basebackup, mariadb-backup) are seen too.
+type leakWatch struct {
+	mu     sync.Mutex
+	leaks  []string
+	seen   map[int]bool // pids of our processes the scan saw
+	leaked map[int]bool
+	quit   chan struct{}
+	done   chan struct{}
+}
+
+func watchLeaks(c *cluster) *leakWatch {
+	w := &leakWatch{seen: map[int]bool{}, leaked: map[int]bool{}, quit: make(chan struct{}), done: make(chan struct{})}
+	var secrets []string
+	for _, k := range []string{instance.SecretPassword, instance.SecretSuperuserPassword, instance.SecretReplicationPassword} {
+		secrets = append(secrets, c.secrets[k])
+	}
+	go func() {
+		defer close(w.done)
+		for {
+			for pid, cmdline := range processes() {
+				ours := strings.Contains(cmdline, c.dir)
+				env := ""
+				if ours {
+					env = environ(pid)
+				}
+				for _, s := range secrets {
+					if strings.Contains(cmdline, s) || strings.Contains(env, s) {
+						w.mu.Lock()
+						if !w.leaked[pid] {
+							w.leaked[pid] = true
+							w.leaks = append(w.leaks, fmt.Sprintf("pid %d: %.200s", pid, cmdline))
+						}
+						w.mu.Unlock()
+					}
+				}
+				if ours {
+					w.mu.Lock()
+					w.seen[pid] = true
+					w.mu.Unlock()
+				}
+			}
+			select {
+			case <-w.quit:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	return w
+}
+
+func (w *leakWatch) stop() {
+	select {
+	case <-w.quit:
+	default:
+		close(w.quit)
+	}
+	<-w.done
+}
+
+func (w *leakWatch) report() (leaks []string, seen int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.leaks...), len(w.seen)
+}

@@ -1,0 +1,161 @@
+//go:build engines
+
+package engines
+
+import (
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/mydb-dev/mydb/pkg/instance"
+)
+
+func TestMariaDB(t *testing.T) {
+	runSuite(t, engineSpec{
+		name:       "mariadb",
+		osUser:     "mysql",
+		dataSubdir: "mariadb",
+		ipPrefix:   "127.0.32.",
+		openApp: func(host string, port int, user, password, database string) (*sql.DB, error) {
+			c := mysql.NewConfig()
+			c.User, c.Passwd, c.DBName = user, password, database
+			c.Net, c.Addr = "tcp", host+":"+strconv.Itoa(port)
+			c.Timeout = 5 * time.Second
+			return sql.Open("mysql", c.FormatDSN())
+		},
+		assertCleanStop: func(t *testing.T, n *node, logFrom int64) {
+			t.Helper()
+			if log := n.logSince(logFrom); !strings.Contains(log, "mariadbd: Shutdown complete") {
+				t.Errorf("%s: no \"Shutdown complete\" in the log of the stop", n.name)
+			}
+		},
+		assertAppConfined: func(t *testing.T, c *cluster, app *sql.DB) {
+			mustExec(t, app, "CREATE TABLE app_owned (id int PRIMARY KEY)")
+			mustExec(t, app, "INSERT INTO app_owned VALUES (1)")
+			for stmt, code := range map[string]uint16{
+				"CREATE USER 'intruder'@'%'":                     1227, // ER_SPECIFIC_ACCESS_DENIED_ERROR
+				"SELECT * FROM mysql.user":                       1142, // ER_TABLEACCESS_DENIED_ERROR
+				"SET GLOBAL max_connections = 500":               1227,
+				"SELECT 1 INTO OUTFILE '/tmp/mydb-intruder.txt'": 1227, // needs FILE
+				"CREATE DATABASE other":                          1044, // ER_DBACCESS_DENIED_ERROR
+				"GRANT ALL ON appdb.* TO 'intruder'@'%'":         1044,
+			} {
+				if _, err := app.Exec(stmt); !isMyCode(err, code) {
+					t.Errorf("as the application user, %q: want error %d, got %v", stmt, code, err)
+				}
+			}
+			// Without FILE, LOAD_FILE returns NULL instead of the file.
+			var content sql.NullString
+			if err := app.QueryRow("SELECT LOAD_FILE('/etc/passwd')").Scan(&content); err != nil || content.Valid {
+				t.Errorf("LOAD_FILE as the application user: %v, read %v", err, content.Valid)
+			}
+			var grants []string
+			rows, err := app.Query("SHOW GRANTS")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rows.Next() {
+				var g string
+				_ = rows.Scan(&g)
+				grants = append(grants, g)
+			}
+			rows.Close()
+			// Global privileges (SUPER, FILE, PROCESS, ...) would be grants
+			// ON *.*: only USAGE (the right to log in) may be there.
+			for _, g := range grants {
+				if (strings.Contains(g, " ON *.* ") && !strings.HasPrefix(g, "GRANT USAGE ON *.*")) || strings.Contains(g, "GRANT OPTION") {
+					t.Errorf("application user grant beyond its database: %s", g)
+				}
+			}
+			if len(grants) != 2 {
+				t.Errorf("application user grants: want USAGE and its database's, got %q", grants)
+			}
+			p := c.nodes[0]
+			if err := p.openAs("app", "wrong-password").Ping(); !isMyCode(err, 1045) {
+				t.Errorf("wrong password: want 1045, got %v", err)
+			}
+			for _, admin := range []string{"root", "mysql"} {
+				if err := p.openAs(admin, c.secrets[instance.SecretSuperuserPassword]).Ping(); err == nil {
+					t.Errorf("%s logged in over the network", admin)
+				}
+			}
+		},
+		bulkLoad: []string{
+			"CREATE TABLE bulk (id int PRIMARY KEY, v text)",
+			"INSERT INTO bulk SELECT seq, repeat(md5(seq), 32) FROM seq_1_to_60000",
+		},
+		purgeHistory: func(t *testing.T, p *node) {
+			t.Helper()
+			// As root over the primary's socket (unix_socket authentication).
+			cfg := mysql.NewConfig()
+			cfg.User, cfg.Net, cfg.Addr = "root", "unix", filepath.Join(p.runDir, "mariadbd.sock")
+			db, err := sql.Open("mysql", cfg.FormatDSN())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if _, err := db.Exec("FLUSH BINARY LOGS"); err != nil {
+				t.Fatal(err)
+			}
+			var file, pos, doDB, ignoreDB sql.NullString
+			if err := db.QueryRow("SHOW MASTER STATUS").Scan(&file, &pos, &doDB, &ignoreDB); err != nil {
+				t.Fatal(err)
+			}
+			// PURGE skips a file a connected replica still reads: retry
+			// until only the new file is left.
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				if _, err := db.Exec("PURGE BINARY LOGS TO '" + file.String + "'"); err != nil {
+					t.Fatal(err)
+				}
+				n := countRows(t, db, "SHOW BINARY LOGS")
+				if n == 1 {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d binary logs left after PURGE", n)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		},
+		progress: func(p *instance.Position) uint64 {
+			if p == nil {
+				return 0
+			}
+			// Sum of the sequence numbers over domains: "0-1-42,1-3-7".
+			var sum uint64
+			for _, g := range strings.Split(p.GTID, ",") {
+				if f := strings.Split(strings.TrimSpace(g), "-"); len(f) == 3 {
+					n, _ := strconv.ParseUint(f[2], 10, 64)
+					sum += n
+				}
+			}
+			return sum
+		},
+	})
+}
+
+func isMyCode(err error, code uint16) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == code
+}
+
+func countRows(t *testing.T, db *sql.DB, query string) int {
+	t.Helper()
+	rows, err := db.Query(query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	return n
+}

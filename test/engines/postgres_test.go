@@ -1,0 +1,115 @@
+//go:build engines
+
+package engines
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/mydb-dev/mydb/pkg/instance"
+)
+
+const pgBin = "/usr/lib/postgresql/15/bin"
+
+func TestPostgres(t *testing.T) {
+	runSuite(t, engineSpec{
+		name:       "postgres",
+		osUser:     "postgres",
+		binDir:     pgBin,
+		dataSubdir: "pgdata",
+		ipPrefix:   "127.0.31.",
+		openApp: func(host string, port int, user, password, database string) (*sql.DB, error) {
+			return sql.Open("pgx", fmt.Sprintf("host=%s port=%d user=%s password=%s dbname=%s sslmode=disable connect_timeout=5",
+				host, port, user, password, database))
+		},
+		assertCleanStop: func(t *testing.T, n *node, _ int64) {
+			t.Helper()
+			out, err := exec.Command(filepath.Join(pgBin, "pg_controldata"), "-D", filepath.Join(n.dataRoot, "pgdata")).Output()
+			if err != nil {
+				t.Fatalf("pg_controldata: %v", err)
+			}
+			// "shut down" on a primary, "shut down in recovery" on a
+			// standby: either way the next start needs no crash recovery.
+			if !strings.Contains(string(out), "Database cluster state:               shut down") {
+				t.Errorf("%s: pg_controldata after SIGTERM:\n%s", n.name, grepLine(string(out), "cluster state"))
+			}
+		},
+		assertAppConfined: func(t *testing.T, c *cluster, app *sql.DB) {
+			mustExec(t, app, "CREATE TABLE app_owned (id int PRIMARY KEY)")
+			mustExec(t, app, "INSERT INTO app_owned VALUES (1)")
+			for _, stmt := range []string{
+				"CREATE ROLE intruder",
+				"SELECT rolpassword FROM pg_authid",
+				"COPY (SELECT 1) TO PROGRAM 'true'",
+				"ALTER SYSTEM SET work_mem = '64MB'",
+				"CREATE DATABASE other",
+				"SELECT pg_read_file('postgresql.conf')",
+			} {
+				if _, err := app.Exec(stmt); !isPgCode(err, "42501") {
+					t.Errorf("as the application user, %q: want permission denied (42501), got %v", stmt, err)
+				}
+			}
+			var super, createRole, repl bool
+			if err := app.QueryRow("SELECT rolsuper, rolcreaterole, rolreplication FROM pg_roles WHERE rolname = current_user").Scan(&super, &createRole, &repl); err != nil {
+				t.Fatal(err)
+			}
+			if super || createRole || repl {
+				t.Errorf("application role: superuser %v, createrole %v, replication %v", super, createRole, repl)
+			}
+			p := c.nodes[0]
+			if err := p.openAs("app", "wrong-password").Ping(); !isPgCode(err, "28P01") {
+				t.Errorf("wrong password: want 28P01, got %v", err)
+			}
+			if err := p.openAs(instance.ReplicationUser, c.secrets[instance.SecretReplicationPassword]).Ping(); err == nil {
+				t.Error("the replication user logged into the application database")
+			}
+			// The superuser's password from the Secret works over the network
+			// (and only it).
+			if err := p.openAs("postgres", c.secrets[instance.SecretSuperuserPassword]).Ping(); err != nil {
+				t.Errorf("superuser with its password: %v", err)
+			}
+			if err := p.openAs("postgres", c.secrets[instance.SecretPassword]).Ping(); !isPgCode(err, "28P01") {
+				t.Errorf("superuser with the app's password: want 28P01, got %v", err)
+			}
+		},
+		bulkLoad: []string{
+			"CREATE TABLE bulk (id int PRIMARY KEY, v text)",
+			"INSERT INTO bulk SELECT g, repeat(md5(g::text), 32) FROM generate_series(1, 60000) g",
+		},
+		progress: func(p *instance.Position) uint64 {
+			if p == nil {
+				return 0
+			}
+			hi, lo, ok := strings.Cut(p.LSN, "/")
+			if !ok {
+				return 0
+			}
+			h, _ := strconv.ParseUint(hi, 16, 32)
+			l, _ := strconv.ParseUint(lo, 16, 32)
+			return h<<32 | l
+		},
+	})
+}
+
+func isPgCode(err error, code string) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == code
+}
+
+func grepLine(s, sub string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			return l
+		}
+	}
+	return "(no line with " + sub + ")"
+}
