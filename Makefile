@@ -10,8 +10,9 @@ TAG      ?= dev
 GOFLAGS_TEST ?= -p 2 -count=1
 
 .PHONY: build
-build: ## Build mydb-apiserver and the kubectl-mydb plugin into _output/bin.
+build: ## Build mydb-apiserver, mydb-instance and the kubectl-mydb plugin into _output/bin.
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/mydb-apiserver ./cmd/mydb-apiserver
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/mydb-instance ./cmd/mydb-instance
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/kubectl-mydb ./cmd/kubectl-mydb
 
 .PHONY: tools

@@ -10,12 +10,38 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// Keys of the credentials Secret mydb generates for every database.
+// Keys of the credentials Secret mydb generates for every database; each
+// becomes a file of the same name in SecretsDir.
 const (
-	SecretKeyUsername     = "username"
-	SecretKeyPassword     = "password"
-	SecretKeyRootPassword = "root-password"
-	SecretKeyDatabase     = "database"
+	// SecretKeyUsername and SecretKeyPassword are the application's user,
+	// which owns SecretKeyDatabase and is not a superuser.
+	SecretKeyUsername = "username"
+	SecretKeyPassword = "password"
+	SecretKeyDatabase = "database"
+	// SecretKeySuperuserPassword is the engine's administrator's (postgres,
+	// root) password, for the tools that need one.
+	SecretKeySuperuserPassword = "superuser-password"
+	// SecretKeyReplicationPassword is the replication user's, with which
+	// replicas clone and follow the primary.
+	SecretKeyReplicationPassword = "replication-password"
+)
+
+// Where the instance manager lives and works in every database pod.
+const (
+	// InstanceDirectory is the emptyDir an init container copies
+	// mydb-instance into; the database container runs it from there.
+	InstanceDirectory = "/mydb"
+	// InstanceManager is mydb-instance's path in the database container.
+	InstanceManager = InstanceDirectory + "/mydb-instance"
+	// SecretsDir is where the credentials Secret is mounted, one file a key.
+	SecretsDir = "/etc/mydb/secrets"
+	// RunDir holds the engine's sockets and the manager's scratch files.
+	RunDir = "/run/mydb"
+	// StatusPort serves the instance manager's /healthz, /readyz and
+	// /v1/status.
+	StatusPort = 8000
+	// StatusPortName names StatusPort in pod specs.
+	StatusPortName = "status"
 )
 
 // InitDirectory is where both engines' images load *.sql files when they
@@ -36,18 +62,12 @@ type Engine struct {
 	Deprecated map[string]string
 	// Port is the port clients connect to.
 	Port int32
-	// DataPath is where the engine keeps its data; the PVC is mounted there.
+	// DataPath is where the data volume is mounted; the instance manager
+	// keeps the engine's files one directory below it, so a lost+found at
+	// the volume's root is harmless.
 	DataPath string
-	// ScratchPaths are the writable directories besides DataPath (sockets,
-	// temporary files); they get emptyDirs so the root filesystem stays read-only.
-	ScratchPaths []string
 	// UID is the user the engine's image runs as.
 	UID int64
-	// Env returns the container's environment, reading credentials from the
-	// Secret named secretName.
-	Env func(secretName string) []corev1.EnvVar
-	// ReadinessCommand tells whether the engine accepts connections.
-	ReadinessCommand []string
 	// DumpEnv returns the environment of a backup Job, with credentials
 	// from the Secret named secretName.
 	DumpEnv func(secretName string) []corev1.EnvVar

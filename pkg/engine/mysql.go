@@ -13,22 +13,12 @@ func init() {
 		Deprecated: map[string]string{
 			"8.0": "mysql 8.0 reached its end of life in April 2026; move to 8.4",
 		},
-		Port:         3306,
-		DataPath:     "/var/lib/mysql",
-		ScratchPaths: []string{"/var/run/mysqld", "/tmp"},
-		UID:          999,
-		Env: func(secret string) []corev1.EnvVar {
-			return []corev1.EnvVar{
-				fromSecret("MYSQL_ROOT_PASSWORD", secret, SecretKeyRootPassword),
-				fromSecret("MYSQL_USER", secret, SecretKeyUsername),
-				fromSecret("MYSQL_PASSWORD", secret, SecretKeyPassword),
-				fromSecret("MYSQL_DATABASE", secret, SecretKeyDatabase),
-			}
-		},
-		ReadinessCommand: []string{"sh", "-c", `mysqladmin ping -h 127.0.0.1 -uroot -p"$MYSQL_ROOT_PASSWORD" --silent`},
+		Port:     3306,
+		DataPath: "/var/lib/mysql",
+		UID:      999,
 		// MYSQL_PWD keeps the password out of the process list.
 		DumpEnv: func(secret string) []corev1.EnvVar {
-			return []corev1.EnvVar{fromSecret("MYSQL_PWD", secret, SecretKeyRootPassword)}
+			return []corev1.EnvVar{fromSecret("MYSQL_PWD", secret, SecretKeySuperuserPassword)}
 		},
 		DumpCommand: func(host, file string) []string {
 			return []string{"mysqldump", "--host=" + host, "--user=root", "--all-databases",

@@ -26,6 +26,16 @@ const (
 	ManagedBy = "mydb"
 )
 
+// LabelRole is on every pod of a database: the controller sets it to the
+// role it gave the instance, and the Services select by it.
+const LabelRole = "mydb.example.com/role"
+
+// Values of LabelRole.
+const (
+	RolePrimary = "primary"
+	RoleReplica = "replica"
+)
+
 // Values of LabelComponent.
 const (
 	ComponentDatabase = "database"
@@ -50,15 +60,19 @@ const (
 // children of other databases. A database's own name may not end in one
 // (ReservedSuffix), and none ends another, so <a><s1> == <b><s2> only when
 // a == b and s1 == s2.
-var Suffixes = []string{headlessSuffix}
+var Suffixes = []string{headlessSuffix, readWriteSuffix, readOnlySuffix, anyInstanceSuffix}
 
 const (
-	headlessSuffix = "-headless"
-	secretSuffix   = "-credentials"
-	backupsSuffix  = "-backups"
-	finalSuffix    = "-final"
-	dataVolume     = "data"
-	backupJobPre   = "backup-"
+	headlessSuffix    = "-headless"
+	readWriteSuffix   = "-rw"
+	readOnlySuffix    = "-ro"
+	anyInstanceSuffix = "-r"
+	instanceSuffix    = "-instance"
+	secretSuffix      = "-credentials"
+	backupsSuffix     = "-backups"
+	finalSuffix       = "-final"
+	dataVolume        = "data"
+	backupJobPre      = "backup-"
 )
 
 // ReservedSuffix returns the suffix of Suffixes that name ends in, or "".
@@ -79,8 +93,22 @@ func Secret(db string) string { return db + secretSuffix }
 // HeadlessService gives each pod of the database a DNS name.
 func HeadlessService(db string) string { return db + headlessSuffix }
 
-// ClientService is the Service clients connect through.
+// ClientService routes to the primary, like ReadWriteService: it is the
+// name status.endpoint has always given clients.
 func ClientService(db string) string { return db }
+
+// ReadWriteService routes to the primary.
+func ReadWriteService(db string) string { return db + readWriteSuffix }
+
+// ReadOnlyService routes to the ready replicas.
+func ReadOnlyService(db string) string { return db + readOnlySuffix }
+
+// AnyInstanceService routes to every ready instance, primary or replica.
+func AnyInstanceService(db string) string { return db + anyInstanceSuffix }
+
+// InstanceIdentity names the ServiceAccount the database's instance managers
+// run as, and the Role and RoleBinding that let them read their database.
+func InstanceIdentity(db string) string { return db + instanceSuffix }
 
 // StatefulSet runs the database's pods.
 func StatefulSet(db string) string { return db }

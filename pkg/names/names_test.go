@@ -9,7 +9,7 @@ import (
 // fragments chosen to provoke collisions, keeps the valid ones, and checks
 // that no two databases' children of one kind share a name.
 func TestChildNamesNeverCollide(t *testing.T) {
-	fragments := []string{"x", "y", "-", "headless", "credentials", "backups", "final", "data", "0", "1", "-1"}
+	fragments := []string{"x", "y", "-", "headless", "credentials", "backups", "final", "data", "0", "1", "-1", "r", "w", "o", "instance"}
 	dnsLabel := regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
 	var dbs []string
 	var build func(prefix string, depth int)
@@ -31,10 +31,13 @@ func TestChildNamesNeverCollide(t *testing.T) {
 
 	// Children that share a namespace and a kind, by kind.
 	kinds := map[string]func(db string) []string{
-		"Service":             func(db string) []string { return []string{ClientService(db), HeadlessService(db)} },
-		"Secret":              func(db string) []string { return []string{Secret(db)} },
-		"StatefulSet":         func(db string) []string { return []string{StatefulSet(db)} },
-		"PodDisruptionBudget": func(db string) []string { return []string{PodDisruptionBudget(db)} },
+		"Service": func(db string) []string {
+			return []string{ClientService(db), HeadlessService(db), ReadWriteService(db), ReadOnlyService(db), AnyInstanceService(db)}
+		},
+		"ServiceAccount, Role, RoleBinding": func(db string) []string { return []string{InstanceIdentity(db)} },
+		"Secret":                            func(db string) []string { return []string{Secret(db)} },
+		"StatefulSet":                       func(db string) []string { return []string{StatefulSet(db)} },
+		"PodDisruptionBudget":               func(db string) []string { return []string{PodDisruptionBudget(db)} },
 		"PersistentVolumeClaim": func(db string) []string {
 			return []string{BackupVolume(db), DataClaim(db, 0), DataClaim(db, 1), DataClaim(db, 10)}
 		},
@@ -58,6 +61,10 @@ func TestReservedSuffix(t *testing.T) {
 		"prod":            "",
 		"prod-headless":   "-headless",
 		"prod-headless-1": "",
+		"prod-rw":         "-rw",
+		"prod-ro":         "-ro",
+		"prod-r":          "-r",
+		"prod-rx":         "",
 		"headless":        "",
 	} {
 		if got := ReservedSuffix(name); got != want {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/mydb-dev/mydb/pkg/controller/manager"
+	mydbcontroller "github.com/mydb-dev/mydb/pkg/controller/mydatabase"
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -25,6 +26,9 @@ type ControllerOptions struct {
 
 	LeaderElection      componentbaseconfig.LeaderElectionConfiguration
 	LeaderElectIdentity string
+
+	InstanceImage        string
+	InstancePollInterval time.Duration
 }
 
 // NewControllerOptions returns the defaults: on, leader-elected, with the
@@ -38,6 +42,9 @@ func NewControllerOptions() *ControllerOptions {
 		ResyncPeriod: 10 * time.Minute,
 		KubeAPIQPS:   200,
 		KubeAPIBurst: 400,
+		// The image this server runs from ships mydb-instance too.
+		InstanceImage:        "mydb-apiserver:dev",
+		InstancePollInterval: 10 * time.Second,
 		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
 			LeaderElect:       true,
 			LeaseDuration:     metav1.Duration{Duration: 15 * time.Second},
@@ -57,6 +64,8 @@ func (o *ControllerOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ResyncPeriod, "controller-resync-period", o.ResyncPeriod, "How often every object is reconciled with no change seen.")
 	fs.Float32Var(&o.KubeAPIQPS, "controller-kube-api-qps", o.KubeAPIQPS, "Queries per second the controllers may send to the main cluster.")
 	fs.IntVar(&o.KubeAPIBurst, "controller-kube-api-burst", o.KubeAPIBurst, "Burst of queries the controllers may send to the main cluster.")
+	fs.StringVar(&o.InstanceImage, "instance-image", o.InstanceImage, "Image that ships mydb-instance; an init container copies it into every database pod.")
+	fs.DurationVar(&o.InstancePollInterval, "instance-poll-interval", o.InstancePollInterval, "How often the controller reads every instance manager's status.")
 	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, fs)
 	fs.StringVar(&o.LeaderElectIdentity, "leader-elect-identity", o.LeaderElectIdentity, "This replica's name in the Lease; defaults to the hostname and a random suffix.")
 }
@@ -80,6 +89,12 @@ func (o *ControllerOptions) Validate(hasMainCluster bool) []error {
 	if o.ResyncPeriod <= 0 {
 		errs = append(errs, fmt.Errorf("--controller-resync-period must be positive"))
 	}
+	if o.InstanceImage == "" {
+		errs = append(errs, fmt.Errorf("--instance-image may not be empty"))
+	}
+	if o.InstancePollInterval < time.Second {
+		errs = append(errs, fmt.Errorf("--instance-poll-interval must be at least 1s"))
+	}
 	for _, err := range componentbasevalidation.ValidateLeaderElectionConfiguration(&o.LeaderElection, field.NewPath("leaderElection")) {
 		errs = append(errs, err)
 	}
@@ -101,5 +116,6 @@ func (o *ControllerOptions) ApplyTo(kubeConfig *rest.Config) *manager.Config {
 		ResyncPeriod:   o.ResyncPeriod,
 		LeaderElection: o.LeaderElection,
 		Identity:       o.LeaderElectIdentity,
+		Databases:      mydbcontroller.Config{InstanceImage: o.InstanceImage, PollInterval: o.InstancePollInterval},
 	}
 }

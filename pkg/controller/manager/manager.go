@@ -54,6 +54,8 @@ type Config struct {
 	LeaderElection componentbaseconfig.LeaderElectionConfiguration
 	// Identity names this replica in the Lease; empty means hostname_uuid.
 	Identity string
+	// Databases configures the MyDatabase controller.
+	Databases mydbcontroller.Config
 }
 
 // controller is what the manager needs of each controller it runs.
@@ -279,7 +281,7 @@ func (m *Manager) newControllers(ctx context.Context) (map[string]controller, er
 			c.Close()
 		}
 	}
-	dbs, err := mydbcontroller.NewController(ctx, m.kubeClient, m.mydbClient, m.databases, m.recorder, clock.RealClock{})
+	dbs, err := mydbcontroller.NewController(ctx, m.kubeClient, m.mydbClient, m.databases, m.recorder, clock.RealClock{}, m.config.Databases)
 	if err != nil {
 		return nil, fmt.Errorf("building the MyDatabase controller: %w", err)
 	}

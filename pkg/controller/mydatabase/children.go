@@ -11,6 +11,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -54,24 +56,22 @@ func childMeta(db *examplev1.MyDatabase, name string) metav1.ObjectMeta {
 
 // newSecret returns the credentials Secret with fresh random passwords.
 func newSecret(db *examplev1.MyDatabase) (*corev1.Secret, error) {
-	password, err := randomPassword()
-	if err != nil {
-		return nil, err
+	data := map[string][]byte{
+		engine.SecretKeyUsername: []byte("app"),
+		engine.SecretKeyDatabase: []byte("app"),
 	}
-	rootPassword, err := randomPassword()
-	if err != nil {
-		return nil, err
+	for _, key := range []string{engine.SecretKeyPassword, engine.SecretKeySuperuserPassword, engine.SecretKeyReplicationPassword} {
+		password, err := randomPassword()
+		if err != nil {
+			return nil, err
+		}
+		data[key] = password
 	}
 	return &corev1.Secret{
 		ObjectMeta: childMeta(db, names.Secret(db.Name)),
 		Type:       corev1.SecretTypeOpaque,
 		Immutable:  ptr.To(true),
-		Data: map[string][]byte{
-			engine.SecretKeyUsername:     []byte("app"),
-			engine.SecretKeyPassword:     password,
-			engine.SecretKeyRootPassword: rootPassword,
-			engine.SecretKeyDatabase:     []byte("app"),
-		},
+		Data:       data,
 	}, nil
 }
 
@@ -83,29 +83,36 @@ func randomPassword() ([]byte, error) {
 	return []byte(base64.RawURLEncoding.EncodeToString(buf)), nil
 }
 
-func newHeadlessService(db *examplev1.MyDatabase, eng engine.Engine) *corev1.Service {
-	return &corev1.Service{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: childMeta(db, names.HeadlessService(db.Name)),
-		Spec: corev1.ServiceSpec{
-			ClusterIP: corev1.ClusterIPNone,
-			Selector:  SelectorLabels(db),
-			Ports:     servicePorts(eng),
-			// Replicas must find each other before they are ready.
-			PublishNotReadyAddresses: true,
-		},
+// newServices returns the database's Services: the headless one gives
+// every pod a DNS name; the others route by the role label the controller
+// puts on the pods. <name> is the same as <name>-rw: it is the endpoint
+// clients have always been given.
+func newServices(db *examplev1.MyDatabase, eng engine.Engine) []*corev1.Service {
+	service := func(name string, role string, headless bool) *corev1.Service {
+		selector := SelectorLabels(db)
+		if role != "" {
+			selector[names.LabelRole] = role
+		}
+		svc := &corev1.Service{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+			ObjectMeta: childMeta(db, name),
+			Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Selector: selector, Ports: servicePorts(eng)},
+		}
+		if headless {
+			svc.Spec.ClusterIP = corev1.ClusterIPNone
+			// Replicas must reach the primary before they are ready.
+			svc.Spec.PublishNotReadyAddresses = true
+			svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: engine.StatusPortName,
+				Port: engine.StatusPort, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromString(engine.StatusPortName)})
+		}
+		return svc
 	}
-}
-
-func newClientService(db *examplev1.MyDatabase, eng engine.Engine) *corev1.Service {
-	return &corev1.Service{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: childMeta(db, names.ClientService(db.Name)),
-		Spec: corev1.ServiceSpec{
-			Type:     corev1.ServiceTypeClusterIP,
-			Selector: SelectorLabels(db),
-			Ports:    servicePorts(eng),
-		},
+	return []*corev1.Service{
+		service(names.HeadlessService(db.Name), "", true),
+		service(names.ClientService(db.Name), names.RolePrimary, false),
+		service(names.ReadWriteService(db.Name), names.RolePrimary, false),
+		service(names.ReadOnlyService(db.Name), names.RoleReplica, false),
+		service(names.AnyInstanceService(db.Name), "", false),
 	}
 }
 
@@ -120,7 +127,7 @@ func endpoint(db *examplev1.MyDatabase, eng engine.Engine) string {
 	return fmt.Sprintf("%s.%s.svc:%d", names.ClientService(db.Name), db.Namespace, eng.Port)
 }
 
-func newStatefulSet(db *examplev1.MyDatabase, eng engine.Engine, restore *restoreSource) *appsv1.StatefulSet {
+func newStatefulSet(db *examplev1.MyDatabase, eng engine.Engine, instanceImage string, restore *restoreSource) *appsv1.StatefulSet {
 	whenDeleted := appsv1.RetainPersistentVolumeClaimRetentionPolicyType
 	if db.Spec.DeletionPolicy == examplev1.DeletionPolicyDelete {
 		whenDeleted = appsv1.DeletePersistentVolumeClaimRetentionPolicyType
@@ -131,10 +138,12 @@ func newStatefulSet(db *examplev1.MyDatabase, eng engine.Engine, restore *restor
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
 		ObjectMeta: meta,
 		Spec: appsv1.StatefulSetSpec{
-			Replicas:            ptr.To(desiredReplicas(db)),
-			ServiceName:         names.HeadlessService(db.Name),
-			Selector:            &metav1.LabelSelector{MatchLabels: SelectorLabels(db)},
-			PodManagementPolicy: appsv1.OrderedReadyPodManagement,
+			Replicas:    ptr.To(desiredReplicas(db)),
+			ServiceName: names.HeadlessService(db.Name),
+			Selector:    &metav1.LabelSelector{MatchLabels: SelectorLabels(db)},
+			// Replicas wait for the primary themselves, and a primary that
+			// fails must not hold back the others' pods.
+			PodManagementPolicy: appsv1.ParallelPodManagement,
 			UpdateStrategy:      appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType},
 			// Each replica owns its claim; spec.deletionPolicy decides whether
 			// the claims outlive the database. Scaling down keeps them, so
@@ -145,7 +154,7 @@ func newStatefulSet(db *examplev1.MyDatabase, eng engine.Engine, restore *restor
 			},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: versionedLabels(db)},
-				Spec:       podSpec(db, eng, restore),
+				Spec:       podSpec(db, eng, instanceImage, restore),
 			},
 			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
 				ObjectMeta: metav1.ObjectMeta{Name: names.DataVolume, Labels: SelectorLabels(db)},
@@ -161,17 +170,34 @@ func newStatefulSet(db *examplev1.MyDatabase, eng engine.Engine, restore *restor
 	}
 }
 
-func podSpec(db *examplev1.MyDatabase, eng engine.Engine, restore *restoreSource) corev1.PodSpec {
-	mounts := []corev1.VolumeMount{{Name: names.DataVolume, MountPath: eng.DataPath}}
-	var volumes []corev1.Volume
-	for i, path := range eng.ScratchPaths {
-		name := fmt.Sprintf("scratch-%d", i)
-		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: path})
-		volumes = append(volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+// Volumes of a database pod besides its data claim.
+const (
+	instanceVolume = "instance-manager"
+	secretsVolume  = "credentials"
+	runVolume      = "run"
+	tmpVolume      = "tmp"
+)
+
+// podSpec runs the engine's official image with mydb-instance as its
+// entrypoint: an init container copies the manager out of mydb's image into
+// an emptyDir, and the manager bootstraps or clones, runs and follows the
+// engine, taking its role from the database's status.
+func podSpec(db *examplev1.MyDatabase, eng engine.Engine, instanceImage string, restore *restoreSource) corev1.PodSpec {
+	emptyDir := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+	statusProbe := func(path string) corev1.ProbeHandler {
+		return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString(engine.StatusPortName)}}
+	}
+	fieldEnv := func(name, path string) corev1.EnvVar {
+		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
 	}
 	spec := corev1.PodSpec{
-		AutomountServiceAccountToken: ptr.To(false),
+		// The manager reads its MyDatabase with this identity, nothing else.
+		ServiceAccountName:           names.InstanceIdentity(db.Name),
+		AutomountServiceAccountToken: ptr.To(true),
 		SecurityContext:              eng.PodSecurityContext(),
+		// Longer than the manager's own stop timeout, so a clean shutdown
+		// is never cut short.
+		TerminationGracePeriodSeconds: ptr.To[int64](30),
 		// Spread replicas over nodes, so one node's loss takes one replica.
 		TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
 			MaxSkew:           1,
@@ -179,30 +205,63 @@ func podSpec(db *examplev1.MyDatabase, eng engine.Engine, restore *restoreSource
 			WhenUnsatisfiable: corev1.ScheduleAnyway,
 			LabelSelector:     &metav1.LabelSelector{MatchLabels: SelectorLabels(db)},
 		}},
+		InitContainers: []corev1.Container{{
+			Name:            "copy-instance-manager",
+			Image:           instanceImage,
+			Command:         []string{"/mydb-instance", "copy", engine.InstanceDirectory},
+			VolumeMounts:    []corev1.VolumeMount{{Name: instanceVolume, MountPath: engine.InstanceDirectory}},
+			SecurityContext: engine.ContainerSecurityContext(),
+			Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+				Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+			},
+		}},
 		Containers: []corev1.Container{{
-			Name:      containerName,
-			Image:     eng.Images[db.Spec.Version],
-			Ports:     []corev1.ContainerPort{{Name: eng.Name, ContainerPort: eng.Port, Protocol: corev1.ProtocolTCP}},
-			Env:       eng.Env(names.Secret(db.Name)),
+			Name:    containerName,
+			Image:   eng.Images[db.Spec.Version],
+			Command: []string{engine.InstanceManager},
+			Args: []string{
+				"--engine=" + eng.Name,
+				"--database=" + db.Name,
+				fmt.Sprintf("--port=%d", eng.Port),
+				"--data-root=" + eng.DataPath,
+				"--run-dir=" + engine.RunDir,
+				"--secrets-dir=" + engine.SecretsDir,
+				fmt.Sprintf("--status-address=:%d", engine.StatusPort),
+			},
+			Env: []corev1.EnvVar{
+				fieldEnv("POD_NAME", "metadata.name"),
+				fieldEnv("POD_NAMESPACE", "metadata.namespace"),
+				fieldEnv("POD_IP", "status.podIP"),
+			},
+			Ports: []corev1.ContainerPort{
+				{Name: eng.Name, ContainerPort: eng.Port, Protocol: corev1.ProtocolTCP},
+				{Name: engine.StatusPortName, ContainerPort: engine.StatusPort, Protocol: corev1.ProtocolTCP},
+			},
 			Resources: *db.Spec.Resources.DeepCopy(),
-			ReadinessProbe: &corev1.Probe{
-				ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: eng.ReadinessCommand}},
-				PeriodSeconds:    10,
-				TimeoutSeconds:   5,
-				FailureThreshold: 3,
+			// Ready means the instance serves its role: a primary accepts
+			// writes, a replica streams within the lag bound.
+			ReadinessProbe: &corev1.Probe{ProbeHandler: statusProbe("/readyz"), PeriodSeconds: 5, TimeoutSeconds: 3, FailureThreshold: 2},
+			// The manager answers /healthz while it supervises the engine,
+			// through crash recovery and clones alike.
+			LivenessProbe: &corev1.Probe{ProbeHandler: statusProbe("/healthz"), PeriodSeconds: 10, TimeoutSeconds: 5, FailureThreshold: 6},
+			VolumeMounts: []corev1.VolumeMount{
+				{Name: names.DataVolume, MountPath: eng.DataPath},
+				{Name: instanceVolume, MountPath: engine.InstanceDirectory, ReadOnly: true},
+				{Name: secretsVolume, MountPath: engine.SecretsDir, ReadOnly: true},
+				{Name: runVolume, MountPath: engine.RunDir},
+				{Name: tmpVolume, MountPath: "/tmp"},
 			},
-			LivenessProbe: &corev1.Probe{
-				ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString(eng.Name)}},
-				// Recovery after a crash can take minutes; do not kill it meanwhile.
-				InitialDelaySeconds: 30,
-				PeriodSeconds:       10,
-				TimeoutSeconds:      5,
-				FailureThreshold:    6,
-			},
-			VolumeMounts:    mounts,
 			SecurityContext: engine.ContainerSecurityContext(),
 		}},
-		Volumes: volumes,
+		Volumes: []corev1.Volume{
+			{Name: instanceVolume, VolumeSource: emptyDir},
+			// Readable by the engine's group only (fsGroup).
+			{Name: secretsVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+				SecretName: names.Secret(db.Name), DefaultMode: ptr.To[int32](0o440)}}},
+			{Name: runVolume, VolumeSource: emptyDir},
+			{Name: tmpVolume, VolumeSource: emptyDir},
+		},
 	}
 	withRestore(&spec, restore)
 	return spec
@@ -222,4 +281,35 @@ func newPodDisruptionBudget(db *examplev1.MyDatabase) *policyv1.PodDisruptionBud
 // desiredReplicas is spec.replicas, which the API server always defaults.
 func desiredReplicas(db *examplev1.MyDatabase) int32 {
 	return ptr.Deref(db.Spec.Replicas, 1)
+}
+
+// newInstanceIdentity returns the ServiceAccount the database's instance
+// managers run as, and a Role and RoleBinding that let it read this one
+// MyDatabase, where the controller writes each instance's role: the
+// managers need nothing else of the cluster.
+func newInstanceIdentity(db *examplev1.MyDatabase) (*corev1.ServiceAccount, *rbacv1.Role, *rbacv1.RoleBinding) {
+	name := names.InstanceIdentity(db.Name)
+	sa := &corev1.ServiceAccount{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+		ObjectMeta: childMeta(db, name),
+		// Only the database's pods mount its token.
+		AutomountServiceAccountToken: ptr.To(false),
+	}
+	role := &rbacv1.Role{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
+		ObjectMeta: childMeta(db, name),
+		Rules: []rbacv1.PolicyRule{{
+			APIGroups:     []string{examplev1.GroupName},
+			Resources:     []string{"mydatabases"},
+			ResourceNames: []string{db.Name},
+			Verbs:         []string{"get", "list", "watch"},
+		}},
+	}
+	binding := &rbacv1.RoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
+		ObjectMeta: childMeta(db, name),
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: db.Namespace}},
+	}
+	return sa, role, binding
 }

@@ -6,6 +6,9 @@ package mydatabase
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"time"
 
 	"github.com/mydb-dev/mydb/pkg/names"
 
@@ -22,11 +25,13 @@ import (
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	policyinformers "k8s.io/client-go/informers/policy/v1"
+	rbacinformers "k8s.io/client-go/informers/rbac/v1"
 	storageinformers "k8s.io/client-go/informers/storage/v1"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
+	rbaclisters "k8s.io/client-go/listers/rbac/v1"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -55,7 +60,12 @@ type Informers struct {
 	Secrets                coreinformers.SecretInformer
 	PersistentVolumeClaims coreinformers.PersistentVolumeClaimInformer
 	PodDisruptionBudgets   policyinformers.PodDisruptionBudgetInformer
-	StorageClasses         storageinformers.StorageClassInformer
+	ServiceAccounts        coreinformers.ServiceAccountInformer
+	Roles                  rbacinformers.RoleInformer
+	RoleBindings           rbacinformers.RoleBindingInformer
+	// Pods are read for their addresses, and labelled with their roles.
+	Pods           coreinformers.PodInformer
+	StorageClasses storageinformers.StorageClassInformer
 	// Backups are read for spec.restoreFrom.
 	Backups exampleinformers.MyDatabaseBackupInformer
 }
@@ -71,6 +81,10 @@ func NewInformers(kube, storage informers.SharedInformerFactory, own mydbinforme
 		Secrets:                kube.Core().V1().Secrets(),
 		PersistentVolumeClaims: kube.Core().V1().PersistentVolumeClaims(),
 		PodDisruptionBudgets:   kube.Policy().V1().PodDisruptionBudgets(),
+		ServiceAccounts:        kube.Core().V1().ServiceAccounts(),
+		Roles:                  kube.Rbac().V1().Roles(),
+		RoleBindings:           kube.Rbac().V1().RoleBindings(),
+		Pods:                   kube.Core().V1().Pods(),
 		StorageClasses:         storage.Storage().V1().StorageClasses(),
 		Backups:                own.Example().V1().MyDatabaseBackups(),
 	}
@@ -81,12 +95,24 @@ func (i Informers) children() []cache.SharedIndexInformer {
 	return []cache.SharedIndexInformer{
 		i.StatefulSets.Informer(), i.Services.Informer(), i.Secrets.Informer(),
 		i.PersistentVolumeClaims.Informer(), i.PodDisruptionBudgets.Informer(),
+		i.ServiceAccounts.Informer(), i.Roles.Informer(), i.RoleBindings.Informer(), i.Pods.Informer(),
 	}
 }
 
 // All are every informer the controller reads.
 func (i Informers) All() []cache.SharedIndexInformer {
 	return append(i.children(), i.MyDatabases.Informer(), i.StorageClasses.Informer(), i.Backups.Informer())
+}
+
+// Config are the controller's settings.
+type Config struct {
+	// InstanceImage ships mydb-instance, which an init container copies
+	// into every database pod.
+	InstanceImage string
+	// PollInterval is how often every instance manager is read.
+	PollInterval time.Duration
+	// Instances reads the instance managers; tests replace it.
+	Instances InstanceClient
 }
 
 // Controller reconciles MyDatabases.
@@ -103,6 +129,10 @@ type Controller struct {
 	secretLister corelisters.SecretLister
 	pvcLister    corelisters.PersistentVolumeClaimLister
 	pdbLister    policylisters.PodDisruptionBudgetLister
+	saLister     corelisters.ServiceAccountLister
+	roleLister   rbaclisters.RoleLister
+	bindLister   rbaclisters.RoleBindingLister
+	podLister    corelisters.PodLister
 	scLister     storagelisters.StorageClassLister
 	// informers feed the listers; handlers are this controller's event
 	// handlers on them, removed by Close.
@@ -116,12 +146,22 @@ type Controller struct {
 	recorder record.EventRecorder
 	// clock stamps conditions; tests inject a fake one.
 	clock clock.PassiveClock
+	// config holds the settings; instances reads the instance managers.
+	config    Config
+	instances InstanceClient
 }
 
 // NewController returns a controller reading from informers; it does nothing
 // until Run.
 func NewController(ctx context.Context, kubeClient kubernetes.Interface, mydbClient clientset.Interface,
-	informers Informers, recorder record.EventRecorder, clk clock.PassiveClock) (*Controller, error) {
+	informers Informers, recorder record.EventRecorder, clk clock.PassiveClock, config Config) (*Controller, error) {
+	if config.InstanceImage == "" || config.PollInterval <= 0 {
+		return nil, fmt.Errorf("the MyDatabase controller needs an instance image and a poll interval")
+	}
+	instances := config.Instances
+	if instances == nil {
+		instances = HTTPInstances{Client: &http.Client{Timeout: statusTimeout}}
+	}
 	c := &Controller{
 		kubeClient:   kubeClient,
 		mydbClient:   mydbClient,
@@ -132,13 +172,19 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, mydbCli
 		secretLister: informers.Secrets.Lister(),
 		pvcLister:    informers.PersistentVolumeClaims.Lister(),
 		pdbLister:    informers.PodDisruptionBudgets.Lister(),
+		saLister:     informers.ServiceAccounts.Lister(),
+		roleLister:   informers.Roles.Lister(),
+		bindLister:   informers.RoleBindings.Lister(),
+		podLister:    informers.Pods.Lister(),
 		scLister:     informers.StorageClasses.Lister(),
 		informers:    informers,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "mydatabase"}),
-		recorder: recorder,
-		clock:    clk,
+		recorder:  recorder,
+		clock:     clk,
+		config:    config,
+		instances: instances,
 	}
 
 	logger := klog.FromContext(ctx)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
@@ -15,10 +16,12 @@ import (
 	"github.com/mydb-dev/mydb/pkg/controller/runner"
 	mydbfake "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/fake"
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
+	"github.com/mydb-dev/mydb/pkg/instance"
 	"github.com/mydb-dev/mydb/pkg/names"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -51,10 +54,46 @@ type fixture struct {
 	recorder    *record.FakeRecorder
 	dbs         []*examplev1.MyDatabase
 	kubeObjects []runtime.Object
+	// instances answer for the instance managers, by pod IP; the others
+	// do not answer.
+	instances fakeInstances
 }
 
 func newFixture(t *testing.T, dbs []*examplev1.MyDatabase, kubeObjects ...runtime.Object) *fixture {
-	return &fixture{t: t, dbs: dbs, kubeObjects: kubeObjects}
+	return &fixture{t: t, dbs: dbs, kubeObjects: kubeObjects, instances: fakeInstances{}}
+}
+
+// fakeInstances are instance managers' answers by address.
+type fakeInstances map[string]instance.Status
+
+func (f fakeInstances) Status(_ context.Context, address string) (*instance.Status, error) {
+	s, ok := f[address]
+	if !ok {
+		return nil, fmt.Errorf("dial tcp %s:8000: connection refused", address)
+	}
+	return &s, nil
+}
+
+// pod is replica ordinal of db as the StatefulSet controller and kubelet
+// leave it, with the role label and an address.
+func pod(db *examplev1.MyDatabase, ordinal int, role string) *corev1.Pod {
+	labels := SelectorLabels(db)
+	if role != "" {
+		labels[names.LabelRole] = role
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", db.Name, ordinal), Namespace: db.Namespace, Labels: labels},
+		Status:     corev1.PodStatus{PodIP: fmt.Sprintf("10.244.0.%d", 10+ordinal)},
+	}
+}
+
+// serving is what a ready instance manager of pod reports.
+func serving(p *corev1.Pod, primary string) instance.Status {
+	role := instance.RoleReplica
+	if p.Name == primary {
+		role = instance.RolePrimary
+	}
+	return instance.Status{Name: p.Name, Role: role, Primary: primary, Ready: true}
 }
 
 // newController builds a controller whose caches hold exactly the fixture's
@@ -81,7 +120,8 @@ func (f *fixture) newController() *Controller {
 	kubeInf := kubeinformers.NewSharedInformerFactory(f.kubeClient, 0)
 	mydbInf := mydbinformers.NewSharedInformerFactory(f.mydbClient, 0)
 	informers := NewInformers(kubeInf, kubeInf, mydbInf)
-	c, err := NewController(context.Background(), f.kubeClient, f.mydbClient, informers, f.recorder, clocktesting.NewFakePassiveClock(now))
+	c, err := NewController(context.Background(), f.kubeClient, f.mydbClient, informers, f.recorder, clocktesting.NewFakePassiveClock(now),
+		Config{InstanceImage: "mydb:test", PollInterval: 10 * time.Second, Instances: f.instances})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -109,6 +149,14 @@ func (f *fixture) newController() *Controller {
 			add(f.t, informers.PodDisruptionBudgets.Informer().GetIndexer(), o)
 		case *storagev1.StorageClass:
 			add(f.t, informers.StorageClasses.Informer().GetIndexer(), o)
+		case *corev1.Pod:
+			add(f.t, informers.Pods.Informer().GetIndexer(), o)
+		case *corev1.ServiceAccount:
+			add(f.t, informers.ServiceAccounts.Informer().GetIndexer(), o)
+		case *rbacv1.Role:
+			add(f.t, informers.Roles.Informer().GetIndexer(), o)
+		case *rbacv1.RoleBinding:
+			add(f.t, informers.RoleBindings.Informer().GetIndexer(), o)
 		default:
 			f.t.Fatalf("fixture cannot cache %T", obj)
 		}
@@ -184,7 +232,7 @@ func updated[T runtime.Object](t *testing.T, actions []core.Action, resource, su
 
 // convergedState returns the children and status a converged, ready database
 // has, as the API server and the StatefulSet controller leave them.
-func convergedState(t *testing.T, db *examplev1.MyDatabase) (*examplev1.MyDatabase, []runtime.Object) {
+func convergedState(t *testing.T, db *examplev1.MyDatabase) (*examplev1.MyDatabase, []runtime.Object, fakeInstances) {
 	t.Helper()
 	f := newFixture(t, []*examplev1.MyDatabase{db})
 	if err := f.sync(); err != nil {
@@ -218,14 +266,25 @@ func convergedState(t *testing.T, db *examplev1.MyDatabase) (*examplev1.MyDataba
 				UpdatedReplicas: replicas, CurrentRevision: "r1", UpdateRevision: "r1"}
 		}
 	}
-	// The status the controller writes once the StatefulSet is ready.
+	// The StatefulSet's pods, each instance manager serving its role.
 	second := newFixture(t, []*examplev1.MyDatabase{db}, objects...)
+	for i := 0; i < int(replicas); i++ {
+		role := names.RoleReplica
+		if i == 0 {
+			role = names.RolePrimary
+		}
+		p := pod(db, i, role)
+		objects = append(objects, p)
+		second.kubeObjects = append(second.kubeObjects, p)
+		second.instances[p.Status.PodIP] = serving(p, db.Name+"-0")
+	}
+	// The status the controller writes once the StatefulSet is ready.
 	if err := second.sync(); err != nil {
 		t.Fatal(err)
 	}
 	ready := db.DeepCopy()
 	ready.Status = updated[*examplev1.MyDatabase](t, second.mydbClient.Actions(), "mydatabases", "status").Status
-	return ready, objects
+	return ready, objects, second.instances
 }
 
 func findObject[T runtime.Object](objects []runtime.Object) T {
@@ -245,8 +304,14 @@ func TestCreatesChildren(t *testing.T) {
 	}
 	f.expectWrites([]string{
 		"create secrets prod-mysql-credentials",
+		"apply serviceaccounts prod-mysql-instance",
+		"apply roles prod-mysql-instance",
+		"apply rolebindings prod-mysql-instance",
 		"apply services prod-mysql-headless",
 		"apply services prod-mysql",
+		"apply services prod-mysql-rw",
+		"apply services prod-mysql-ro",
+		"apply services prod-mysql-r",
 		"apply statefulsets prod-mysql",
 		"apply poddisruptionbudgets prod-mysql",
 	}, []string{"update mydatabases/status prod-mysql"})
@@ -256,8 +321,18 @@ func TestCreatesChildren(t *testing.T) {
 	if *sts.Spec.Replicas != 3 || sts.Spec.ServiceName != "prod-mysql-headless" {
 		t.Errorf("statefulset replicas %d service %q", *sts.Spec.Replicas, sts.Spec.ServiceName)
 	}
-	if n := len(sts.Spec.VolumeClaimTemplates); n != 1 || len(sts.Spec.Template.Spec.Volumes) != 2 {
-		t.Errorf("want one claim template per replica and only scratch volumes in the pod, got %d templates, volumes %v", n, sts.Spec.Template.Spec.Volumes)
+	if n := len(sts.Spec.VolumeClaimTemplates); n != 1 || len(sts.Spec.Template.Spec.Volumes) != 4 {
+		t.Errorf("want one claim template per replica and in the pod only the manager's, the credentials' and scratch volumes, got %d templates, volumes %v",
+			n, sts.Spec.Template.Spec.Volumes)
+	}
+	podSpec := sts.Spec.Template.Spec
+	if podSpec.ServiceAccountName != "prod-mysql-instance" || len(podSpec.InitContainers) != 1 ||
+		podSpec.InitContainers[0].Image != "mydb:test" || !slices.Equal(podSpec.InitContainers[0].Command, []string{"/mydb-instance", "copy", "/mydb"}) {
+		t.Errorf("pod service account %q, init containers %+v: want the instance manager copied from mydb's image", podSpec.ServiceAccountName, podSpec.InitContainers)
+	}
+	if c := podSpec.Containers[0]; !slices.Equal(c.Command, []string{"/mydb/mydb-instance"}) || !slices.Contains(c.Args, "--engine=mysql") ||
+		!slices.Contains(c.Args, "--database=prod-mysql") || c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+		t.Errorf("database container command %v args %v readiness %+v: want the instance manager, reporting readiness over HTTP", c.Command, c.Args, c.ReadinessProbe)
 	}
 	claim := sts.Spec.VolumeClaimTemplates[0]
 	if got := claim.Spec.Resources.Requests[corev1.ResourceStorage]; got.String() != "50Gi" {
@@ -277,13 +352,15 @@ func TestCreatesChildren(t *testing.T) {
 		t.Errorf("retention policy %+v, want Retain on delete", p)
 	}
 	for _, env := range container.Env {
-		if env.Value != "" && env.ValueFrom == nil && strings.Contains(strings.ToLower(env.Name), "password") {
-			t.Errorf("password %s is in the pod spec instead of the Secret", env.Name)
+		if env.ValueFrom == nil || env.ValueFrom.FieldRef == nil {
+			t.Errorf("environment variable %s: want only the pod's own name, namespace and IP; credentials come as files", env.Name)
 		}
 	}
 
 	secret := created[*corev1.Secret](t, actions, "secrets")
-	if len(secret.Data["password"]) < 24 || string(secret.Data["password"]) == string(secret.Data["root-password"]) {
+	if len(secret.Data["password"]) < 24 || len(secret.Data["superuser-password"]) < 24 || len(secret.Data["replication-password"]) < 24 ||
+		string(secret.Data["password"]) == string(secret.Data["superuser-password"]) ||
+		string(secret.Data["replication-password"]) == string(secret.Data["superuser-password"]) {
 		t.Errorf("secret passwords are weak or equal")
 	}
 	for _, obj := range []metav1.Object{sts, secret, applied[*corev1.Service](t, actions, "services"), applied[*policyv1.PodDisruptionBudget](t, actions, "poddisruptionbudgets")} {
@@ -324,8 +401,9 @@ func TestPostgresGetsItsOwnPortAndPath(t *testing.T) {
 }
 
 func TestConvergedDatabaseCostsNoWrites(t *testing.T) {
-	db, children := convergedState(t, myDatabase())
+	db, children, instances := convergedState(t, myDatabase())
 	f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
+	f.instances = instances
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -336,9 +414,10 @@ func TestConvergedDatabaseCostsNoWrites(t *testing.T) {
 }
 
 func TestScale(t *testing.T) {
-	db, children := convergedState(t, myDatabase())
+	db, children, instances := convergedState(t, myDatabase())
 	db.Spec.Replicas, db.Generation = ptr.To[int32](5), 2
 	f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
+	f.instances = instances
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -353,9 +432,10 @@ func TestScale(t *testing.T) {
 }
 
 func TestScaleToOneDeletesTheDisruptionBudget(t *testing.T) {
-	db, children := convergedState(t, myDatabase())
+	db, children, instances := convergedState(t, myDatabase())
 	db.Spec.Replicas, db.Generation = ptr.To[int32](1), 2
 	f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
+	f.instances = instances
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -364,9 +444,10 @@ func TestScaleToOneDeletesTheDisruptionBudget(t *testing.T) {
 }
 
 func TestVersionChangeRollsTheImage(t *testing.T) {
-	db, children := convergedState(t, myDatabase(func(d *examplev1.MyDatabase) { d.Spec.Version = "8.0" }))
+	db, children, instances := convergedState(t, myDatabase(func(d *examplev1.MyDatabase) { d.Spec.Version = "8.0" }))
 	db.Spec.Version, db.Generation = "8.4", 2
 	f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
+	f.instances = instances
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -421,8 +502,9 @@ func TestDriftIsRepaired(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			db, children := convergedState(t, myDatabase())
+			db, children, instances := convergedState(t, myDatabase())
 			f := newFixture(t, []*examplev1.MyDatabase{db}, tc.drift(children)...)
+			f.instances = instances
 			if err := f.sync(); err != nil {
 				t.Fatal(err)
 			}
@@ -484,8 +566,9 @@ func TestDeletedDatabaseCostsNoWrites(t *testing.T) {
 	deleting := myDatabase(func(d *examplev1.MyDatabase) { d.DeletionTimestamp = &metav1.Time{Time: now} })
 	for name, dbs := range map[string][]*examplev1.MyDatabase{"not found": nil, "being deleted": {deleting}} {
 		t.Run(name, func(t *testing.T) {
-			_, children := convergedState(t, gone)
+			_, children, instances := convergedState(t, gone)
 			f := newFixture(t, dbs, children...)
+			f.instances = instances
 			c := f.newController()
 			if err := c.sync(context.Background(), cache.ObjectName{Namespace: "default", Name: "prod-mysql"}); err != nil {
 				t.Fatal(err)
@@ -507,9 +590,10 @@ func TestDeletionPolicyDeleteRemovesClaimsWithTheStatefulSet(t *testing.T) {
 }
 
 func TestStatusConflictIsRetried(t *testing.T) {
-	db, children := convergedState(t, myDatabase())
+	db, children, instances := convergedState(t, myDatabase())
 	db.Status = examplev1.MyDatabaseStatus{}
 	f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
+	f.instances = instances
 	c := f.newController()
 	conflicts := 1
 	f.mydbClient.PrependReactor("update", "mydatabases", func(a core.Action) (bool, runtime.Object, error) {
@@ -547,10 +631,11 @@ func TestStorageGrowth(t *testing.T) {
 	}
 	for _, expandable := range []bool{true, false} {
 		t.Run(fmt.Sprintf("expandable=%v", expandable), func(t *testing.T) {
-			db, children := convergedState(t, myDatabase())
+			db, children, instances := convergedState(t, myDatabase())
 			db.Spec.StorageSize, db.Generation = resource.MustParse("100Gi"), 2
 			sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "standard"}, AllowVolumeExpansion: ptr.To(expandable)}
 			f := newFixture(t, []*examplev1.MyDatabase{db}, append(children, sc, claim(0), claim(1))...)
+			f.instances = instances
 			if err := f.sync(); err != nil {
 				t.Fatal(err)
 			}
@@ -663,5 +748,91 @@ func TestForeignSecretIsReportedNotRetried(t *testing.T) {
 	c := meta.FindStatusCondition(status.Conditions, examplev1.ConditionDegraded)
 	if c == nil || c.Reason != ReasonChildConflict || !strings.Contains(c.Message, `Secret "prod-mysql-credentials"`) {
 		t.Errorf("Degraded = %+v", c)
+	}
+}
+
+func TestRolesFollowTheCurrentPrimary(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		currentPrimary string
+		wantPrimary    string
+	}{
+		{name: "a new database's primary is its first pod", wantPrimary: "prod-mysql-0"},
+		{name: "the current primary keeps its role", currentPrimary: "prod-mysql-1", wantPrimary: "prod-mysql-1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db, children, _ := convergedState(t, myDatabase())
+			db.Status.CurrentPrimary = tc.currentPrimary
+			// Pods as the StatefulSet controller makes them: no role yet.
+			children = without[*corev1.Pod](children)
+			var pods []runtime.Object
+			for i := 0; i < 3; i++ {
+				pods = append(pods, pod(db, i, ""))
+			}
+			f := newFixture(t, []*examplev1.MyDatabase{db}, append(children, pods...)...)
+			if err := f.sync(); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 3; i++ {
+				name := fmt.Sprintf("prod-mysql-%d", i)
+				got, err := f.kubeClient.CoreV1().Pods("default").Get(context.Background(), name, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := names.RoleReplica
+				if name == tc.wantPrimary {
+					want = names.RolePrimary
+				}
+				if got.Labels[names.LabelRole] != want || got.Labels[names.LabelInstance] != "prod-mysql" {
+					t.Errorf("pod %s labels %v, want role %s and its other labels kept", name, got.Labels, want)
+				}
+			}
+			status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
+			if status.CurrentPrimary != tc.wantPrimary {
+				t.Errorf("status.currentPrimary = %q, want %q", status.CurrentPrimary, tc.wantPrimary)
+			}
+		})
+	}
+}
+
+func TestInstanceStatusReportsWhatTheManagersSay(t *testing.T) {
+	db, children, instances := convergedState(t, myDatabase())
+	// Replica 2's manager is down; replica 1 still follows an old primary.
+	delete(instances, "10.244.0.12")
+	stale := instances["10.244.0.11"]
+	stale.Primary = "prod-mysql-7"
+	instances["10.244.0.11"] = stale
+	f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
+	f.instances = instances
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
+	want := []examplev1.InstanceStatus{
+		{Name: "prod-mysql-0", Address: "10.244.0.10", Role: examplev1.InstanceRolePrimary, Ready: true},
+		{Name: "prod-mysql-1", Address: "10.244.0.11", Role: examplev1.InstanceRoleReplica,
+			Message: `the instance still follows "prod-mysql-7" as its primary`},
+		{Name: "prod-mysql-2", Address: "10.244.0.12", Role: examplev1.InstanceRoleReplica,
+			Message: "the instance manager did not answer: dial tcp 10.244.0.12:8000: connection refused"},
+	}
+	if diff := cmp.Diff(want, status.Instances); diff != "" {
+		t.Errorf("status.instances (-want +got):\n%s", diff)
+	}
+	c := meta.FindStatusCondition(status.Conditions, examplev1.ConditionReplicating)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != ReasonReplicasBehind ||
+		!strings.Contains(c.Message, "prod-mysql-1: ") || !strings.Contains(c.Message, "prod-mysql-2: ") {
+		t.Errorf("Replicating = %+v, want False naming both replicas", c)
+	}
+	if c := meta.FindStatusCondition(db.Status.Conditions, examplev1.ConditionReplicating); c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonReplicasStreaming {
+		t.Errorf("the converged database: Replicating = %+v, want True", c)
+	}
+}
+
+func TestOrdinal(t *testing.T) {
+	db := myDatabase()
+	for pod, want := range map[string]int{"prod-mysql-0": 0, "prod-mysql-12": 12, "prod-mysql-x": -1, "prod-mysql-01": -1, "other-0": -1, "prod-mysql--1": -1} {
+		if got := ordinal(db, pod); got != want {
+			t.Errorf("ordinal(%q) = %d, want %d", pod, got, want)
+		}
 	}
 }

@@ -26,6 +26,10 @@ const (
 	ReasonStorageNotExpanding = "StorageExpansionUnsupported"
 	ReasonAsExpected          = "AsExpected"
 	ReasonWaitingForRestore   = "WaitingForRestoreSource"
+	ReasonReplicasStreaming   = "ReplicasStreaming"
+	ReasonNoReplicas          = "NoReplicas"
+	ReasonReplicasBehind      = "ReplicasNotStreaming"
+	ReasonNoInstances         = "NoInstances"
 )
 
 // updateStatus writes what the reconcile saw through /status, and only when
@@ -50,6 +54,10 @@ func computeStatus(db *examplev1.MyDatabase, eng engine.Engine, sts *appsv1.Stat
 	if sts != nil {
 		status.Replicas = sts.Status.Replicas
 		status.ReadyReplicas = min(sts.Status.ReadyReplicas, sts.Status.Replicas)
+	}
+
+	if !paused {
+		status.CurrentPrimary, status.Instances = f.primary, f.instances
 	}
 
 	want := desiredReplicas(db)
@@ -78,6 +86,11 @@ func computeStatus(db *examplev1.MyDatabase, eng engine.Engine, sts *appsv1.Stat
 		set(examplev1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut, fmt.Sprintf("rolling out generation %d", db.Generation))
 	}
 
+	if !paused {
+		typ, reason, message := replication(status.Instances)
+		set(examplev1.ConditionReplicating, typ, reason, message)
+	}
+
 	switch {
 	case len(f.conflicts) > 0:
 		set(examplev1.ConditionDegraded, metav1.ConditionTrue, ReasonChildConflict, strings.Join(f.conflicts, "; "))
@@ -96,4 +109,29 @@ func rolledOut(sts *appsv1.StatefulSet, want int32) bool {
 	return s.ObservedGeneration >= sts.Generation &&
 		s.Replicas == want && s.UpdatedReplicas == want &&
 		(s.UpdateRevision == "" || s.CurrentRevision == s.UpdateRevision)
+}
+
+// replication says whether every replica streams from the primary, from
+// what the instance managers reported.
+func replication(instances []examplev1.InstanceStatus) (metav1.ConditionStatus, string, string) {
+	if len(instances) == 0 {
+		return metav1.ConditionUnknown, ReasonNoInstances, "no instance has reported yet"
+	}
+	var replicas, behind []string
+	for _, in := range instances {
+		if in.Role != examplev1.InstanceRoleReplica {
+			continue
+		}
+		replicas = append(replicas, in.Name)
+		if !in.Ready {
+			behind = append(behind, fmt.Sprintf("%s: %s", in.Name, in.Message))
+		}
+	}
+	switch {
+	case len(replicas) == 0:
+		return metav1.ConditionTrue, ReasonNoReplicas, "the database has no replicas"
+	case len(behind) > 0:
+		return metav1.ConditionFalse, ReasonReplicasBehind, strings.Join(behind, "; ")
+	}
+	return metav1.ConditionTrue, ReasonReplicasStreaming, fmt.Sprintf("%d replicas stream from the primary", len(replicas))
 }

@@ -26,6 +26,10 @@ type findings struct {
 	storageProblems []string
 	// restoreWait says why the database waits for its restore source.
 	restoreWait string
+	// primary is the instance chosen to serve writes, and instances what
+	// each instance manager reported.
+	primary   string
+	instances []examplev1.InstanceStatus
 }
 
 // sync makes the children of one MyDatabase match its spec and reports what
@@ -59,7 +63,10 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if err := c.reconcileSecret(ctx, db, &f); err != nil {
 		return err
 	}
-	for _, svc := range []*corev1.Service{newHeadlessService(db, eng), newClientService(db, eng)} {
+	if err := c.reconcileInstanceIdentity(ctx, db, &f); err != nil {
+		return err
+	}
+	for _, svc := range newServices(db, eng) {
 		cached, err := c.svcLister.Services(db.Namespace).Get(svc.Name)
 		if _, err := apply(ctx, c, db, svc, cached, err, c.kubeClient.CoreV1().Services(db.Namespace), &f); err != nil {
 			return err
@@ -75,6 +82,11 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if err := c.reconcileVolumes(ctx, db, sts, &f); err != nil {
 		return err
 	}
+	if err := c.reconcileInstances(ctx, db, &f); err != nil {
+		return err
+	}
+	// The instance managers report nothing by themselves: read them again.
+	c.queue.AddAfter(key, c.config.PollInterval)
 	return c.updateStatus(ctx, db, eng, sts, f, false)
 }
 
@@ -140,13 +152,32 @@ func (c *Controller) reconcileStatefulSet(ctx context.Context, db *examplev1.MyD
 		f.restoreWait = wait
 		return existing, nil
 	}
-	desired := newStatefulSet(db, eng, restore)
+	desired := newStatefulSet(db, eng, c.config.InstanceImage, restore)
 	if existing != nil {
 		// The claim templates of a StatefulSet are immutable: volumes grow
-		// through their claims (reconcileVolumes) instead.
+		// through their claims (reconcileVolumes) instead. The pod
+		// management policy is immutable too.
 		desired.Spec.VolumeClaimTemplates = existing.Spec.VolumeClaimTemplates
+		desired.Spec.PodManagementPolicy = existing.Spec.PodManagementPolicy
 	}
 	return apply(ctx, c, db, desired, existing, cacheErr, c.kubeClient.AppsV1().StatefulSets(db.Namespace), f)
+}
+
+// reconcileInstanceIdentity makes the ServiceAccount the instance managers
+// run as, and lets it read its database.
+func (c *Controller) reconcileInstanceIdentity(ctx context.Context, db *examplev1.MyDatabase, f *findings) error {
+	sa, role, binding := newInstanceIdentity(db)
+	cachedSA, err := c.saLister.ServiceAccounts(db.Namespace).Get(sa.Name)
+	if _, err := apply(ctx, c, db, sa, cachedSA, err, c.kubeClient.CoreV1().ServiceAccounts(db.Namespace), f); err != nil {
+		return err
+	}
+	cachedRole, err := c.roleLister.Roles(db.Namespace).Get(role.Name)
+	if _, err := apply(ctx, c, db, role, cachedRole, err, c.kubeClient.RbacV1().Roles(db.Namespace), f); err != nil {
+		return err
+	}
+	cachedBinding, err := c.bindLister.RoleBindings(db.Namespace).Get(binding.Name)
+	_, err = apply(ctx, c, db, binding, cachedBinding, err, c.kubeClient.RbacV1().RoleBindings(db.Namespace), f)
+	return err
 }
 
 // reconcilePodDisruptionBudget keeps a budget of one unavailable replica

@@ -1,0 +1,163 @@
+package mydatabase
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/engine"
+	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/names"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+)
+
+// InstanceClient reads an instance manager's status.
+type InstanceClient interface {
+	// Status is GET /v1/status of the manager serving at address.
+	Status(ctx context.Context, address string) (*instance.Status, error)
+}
+
+// HTTPInstances reads the managers' status over HTTP at their pods' IPs, as
+// the kubelet's probes do.
+type HTTPInstances struct {
+	Client *http.Client
+}
+
+// Status implements InstanceClient.
+func (h HTTPInstances) Status(ctx context.Context, address string) (*instance.Status, error) {
+	url := "http://" + net.JoinHostPort(address, strconv.Itoa(engine.StatusPort)) + "/v1/status"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := h.Client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /v1/status answered %s", resp.Status)
+	}
+	var s instance.Status
+	if err := json.NewDecoder(http.MaxBytesReader(nil, resp.Body, 1<<20)).Decode(&s); err != nil {
+		return nil, fmt.Errorf("reading /v1/status: %w", err)
+	}
+	return &s, nil
+}
+
+// statusTimeout bounds one poll of an instance manager.
+const statusTimeout = 2 * time.Second
+
+// reconcileInstances decides which instance is the primary, labels every pod
+// with its role so the Services route to it, and reads each instance
+// manager's status into findings.
+func (c *Controller) reconcileInstances(ctx context.Context, db *examplev1.MyDatabase, f *findings) error {
+	pods, err := c.podLister.Pods(db.Namespace).List(labels.SelectorFromSet(SelectorLabels(db)))
+	if err != nil {
+		return err
+	}
+	pods = slices.DeleteFunc(pods, func(p *corev1.Pod) bool { return ordinal(db, p.Name) < 0 })
+	slices.SortFunc(pods, func(a, b *corev1.Pod) int { return ordinal(db, a.Name) - ordinal(db, b.Name) })
+	f.primary = choosePrimary(db, pods)
+	if f.primary == "" {
+		return nil
+	}
+	for _, pod := range pods {
+		role := names.RoleReplica
+		if pod.Name == f.primary {
+			role = names.RolePrimary
+		}
+		if pod.Labels[names.LabelRole] == role {
+			continue
+		}
+		// The pod is the StatefulSet's: mydb owns only this label.
+		label := corev1ac.Pod(pod.Name, pod.Namespace).WithLabels(map[string]string{names.LabelRole: role})
+		if _, err := c.kubeClient.CoreV1().Pods(pod.Namespace).Apply(ctx, label, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
+			return err
+		}
+	}
+	f.instances = c.pollInstances(ctx, pods, f.primary)
+	return nil
+}
+
+// choosePrimary keeps the current primary; a new database's primary is its
+// first pod. (Moving the role is switchover's and failover's to do.)
+func choosePrimary(db *examplev1.MyDatabase, pods []*corev1.Pod) string {
+	if db.Status.CurrentPrimary != "" {
+		return db.Status.CurrentPrimary
+	}
+	if len(pods) == 0 {
+		return ""
+	}
+	return pods[0].Name
+}
+
+// pollInstances reads every instance manager at once, each within
+// statusTimeout, and reports the instances in pod order.
+func (c *Controller) pollInstances(ctx context.Context, pods []*corev1.Pod, primary string) []examplev1.InstanceStatus {
+	out := make([]examplev1.InstanceStatus, len(pods))
+	var wg sync.WaitGroup
+	for i, pod := range pods {
+		role := examplev1.InstanceRoleReplica
+		if pod.Name == primary {
+			role = examplev1.InstanceRolePrimary
+		}
+		out[i] = examplev1.InstanceStatus{Name: pod.Name, Address: pod.Status.PodIP, Role: role}
+		if pod.Status.PodIP == "" {
+			out[i].Message = "the pod has no IP yet"
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(ctx, statusTimeout)
+			defer cancel()
+			s, err := c.instances.Status(ctx, pod.Status.PodIP)
+			out[i].Ready, out[i].Message = instanceReadiness(s, err, role, primary)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// instanceReadiness tells whether an instance serves the role mydb gave it,
+// and why not.
+func instanceReadiness(s *instance.Status, err error, role examplev1.InstanceRole, primary string) (bool, string) {
+	switch {
+	case err != nil:
+		return false, "the instance manager did not answer: " + err.Error()
+	case s.Primary != primary:
+		return false, fmt.Sprintf("the instance still follows %q as its primary", s.Primary)
+	case role == examplev1.InstanceRolePrimary && s.Role != instance.RolePrimary,
+		role == examplev1.InstanceRoleReplica && s.Role != instance.RoleReplica:
+		return false, fmt.Sprintf("the instance acts as %s", s.Role)
+	case !s.Ready:
+		return false, s.Reason
+	}
+	return true, ""
+}
+
+// ordinal is the StatefulSet ordinal of a pod of db, or -1 for a pod that
+// is not one of its replicas.
+func ordinal(db *examplev1.MyDatabase, pod string) int {
+	suffix, ok := strings.CutPrefix(pod, names.StatefulSet(db.Name)+"-")
+	if !ok {
+		return -1
+	}
+	n, err := strconv.Atoi(suffix)
+	if err != nil || n < 0 || strconv.Itoa(n) != suffix {
+		return -1
+	}
+	return n
+}
