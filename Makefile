@@ -56,7 +56,7 @@ bench: bench-build ## Measure on the local control plane (starts or reuses make 
 		$(BENCH_BIN) -docs docs/benchmarks.md -chart docs/benchmarks.png $(BENCH_ARGS)
 
 .PHONY: ci
-ci: verify test fuzz e2e ## Everything CI runs.
+ci: verify test test-engines fuzz e2e ## Everything CI runs.
 
 .PHONY: local-up
 local-up: ## Bring up etcd, kube-apiserver, controller-manager, scheduler, kwok and mydb-apiserver on loopback.

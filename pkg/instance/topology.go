@@ -79,7 +79,7 @@ func (f FileSource) Watch(ctx context.Context) <-chan Topology {
 				}
 				if err == nil {
 					last = data
-					sendLatest(ch, t)
+					SendLatest(ch, t)
 				}
 			}
 			if err != nil && err.Error() != lastErr && !os.IsNotExist(err) {
@@ -99,9 +99,9 @@ func (f FileSource) Watch(ctx context.Context) <-chan Topology {
 	return ch
 }
 
-// sendLatest replaces whatever value ch holds with t (ch has capacity 1 and
+// SendLatest replaces whatever value ch holds with t (ch has capacity 1 and
 // one sender), so a reader always gets the newest topology.
-func sendLatest(ch chan Topology, t Topology) {
+func SendLatest(ch chan Topology, t Topology) {
 	select {
 	case <-ch:
 	default:

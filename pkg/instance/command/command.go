@@ -10,6 +10,7 @@ import (
 	"hash/crc32"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -20,8 +21,12 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
+	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
 	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/kube"
 	"github.com/mydb-dev/mydb/pkg/instance/mariadb"
 	"github.com/mydb-dev/mydb/pkg/instance/postgres"
 )
@@ -38,6 +43,9 @@ type Options struct {
 	SecretsDir       string
 	BinDir           string
 	TopologyFile     string
+	Database         string
+	Namespace        string
+	Kubeconfig       string
 	StopTimeout      time.Duration
 	MaxReadyLag      time.Duration
 	MaxReadyLagBytes int64
@@ -55,6 +63,9 @@ func (o *Options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.SecretsDir, "secrets-dir", env("MYDB_SECRETS_DIR", ""), "mounted credentials Secret: username, password, database, superuser-password, replication-password ($MYDB_SECRETS_DIR)")
 	fs.StringVar(&o.BinDir, "bin-dir", env("MYDB_BIN_DIR", ""), "directory of the engine's binaries (default: PATH) ($MYDB_BIN_DIR)")
 	fs.StringVar(&o.TopologyFile, "topology-file", env("MYDB_TOPOLOGY_FILE", ""), "JSON file with the desired topology, re-read when it changes ($MYDB_TOPOLOGY_FILE)")
+	fs.StringVar(&o.Database, "database", env("MYDB_DATABASE", ""), "the MyDatabase this instance belongs to: its status names the primary ($MYDB_DATABASE)")
+	fs.StringVar(&o.Namespace, "namespace", env("MYDB_NAMESPACE", env("POD_NAMESPACE", "")), "the MyDatabase's namespace ($MYDB_NAMESPACE, $POD_NAMESPACE)")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", env("KUBECONFIG", ""), "kubeconfig to read the MyDatabase with (default: the pod's service account)")
 	fs.DurationVar(&o.StopTimeout, "stop-timeout", 25*time.Second, "how long a clean engine shutdown may take before it is killed")
 	fs.DurationVar(&o.MaxReadyLag, "max-ready-lag", 10*time.Second, "a replica lagging more is not ready")
 	fs.Int64Var(&o.MaxReadyLagBytes, "max-ready-lag-bytes", 16<<20, "a replica lagging more WAL bytes is not ready (Postgres)")
@@ -71,10 +82,18 @@ func env(key, def string) string {
 func (o *Options) validate() error {
 	var errs []error
 	for flag, v := range map[string]string{"--engine": o.Engine, "--name": o.Name, "--data-root": o.DataRoot,
-		"--run-dir": o.RunDir, "--listen-host": o.ListenHost, "--secrets-dir": o.SecretsDir, "--topology-file": o.TopologyFile} {
+		"--run-dir": o.RunDir, "--listen-host": o.ListenHost, "--secrets-dir": o.SecretsDir} {
 		if v == "" {
 			errs = append(errs, fmt.Errorf("%s is required", flag))
 		}
+	}
+	switch {
+	case o.TopologyFile != "" && o.Database != "":
+		errs = append(errs, errors.New("--topology-file and --database are exclusive: the topology comes from one"))
+	case o.TopologyFile == "" && o.Database == "":
+		errs = append(errs, errors.New("--database (with --namespace) or --topology-file is required"))
+	case o.Database != "" && o.Namespace == "":
+		errs = append(errs, errors.New("--namespace is required with --database"))
 	}
 	if o.StopTimeout <= 0 {
 		errs = append(errs, errors.New("--stop-timeout must be positive"))
@@ -146,12 +165,16 @@ func run(ctx context.Context, o *Options) error {
 	default:
 		return fmt.Errorf("--engine %q: must be postgres, mariadb or mysql", o.Engine)
 	}
+	topology, err := o.topologySource(cfg.Port, log)
+	if err != nil {
+		return err
+	}
 	m := instance.NewManager(instance.Options{
 		Name: o.Name, Engine: o.Engine, DataRoot: o.DataRoot, StatusAddress: o.StatusAddress,
 		StopTimeout: o.StopTimeout, MaxReadyLag: o.MaxReadyLag, MaxReadyLagBytes: o.MaxReadyLagBytes,
 		ReplicationPassword: func() (string, error) { return cfg.Secrets.Get(instance.SecretReplicationPassword) },
 		Log:                 log,
-	}, eng, instance.FileSource{Path: o.TopologyFile, Log: log})
+	}, eng, topology)
 
 	// SIGHUP is the engines' reload signal: pass it on.
 	hup := make(chan os.Signal, 1)
@@ -164,6 +187,33 @@ func run(ctx context.Context, o *Options) error {
 	}()
 	log.Info("starting", "engine", o.Engine, "dataRoot", o.DataRoot, "listen", fmt.Sprintf("%s:%d", o.ListenHost, cfg.Port), "status", o.StatusAddress, "serverID", serverID)
 	return m.Run(ctx)
+}
+
+// topologySource is the topology file, or else the MyDatabase's status.
+func (o *Options) topologySource(port int, log *slog.Logger) (instance.TopologySource, error) {
+	if o.TopologyFile != "" {
+		return instance.FileSource{Path: o.TopologyFile, Log: log}, nil
+	}
+	_, statusPort, err := net.SplitHostPort(o.StatusAddress)
+	if err != nil {
+		return nil, fmt.Errorf("--status-address: %w", err)
+	}
+	sp, err := strconv.Atoi(statusPort)
+	if err != nil {
+		return nil, fmt.Errorf("--status-address: %w", err)
+	}
+	config, err := rest.InClusterConfig()
+	if o.Kubeconfig != "" {
+		config, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reaching the cluster to read MyDatabase %s/%s: %w", o.Namespace, o.Database, err)
+	}
+	client, err := clientset.NewForConfig(rest.AddUserAgent(config, "mydb-instance"))
+	if err != nil {
+		return nil, err
+	}
+	return kube.Source{Client: client, Namespace: o.Namespace, Database: o.Database, Port: port, StatusPort: sp, Log: log}, nil
 }
 
 var ordinal = regexp.MustCompile(`-(\d+)$`)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -23,6 +24,29 @@ func TestValidate(t *testing.T) {
 	o := &Options{StopTimeout: 1}
 	if err := o.validate(); err == nil {
 		t.Fatal("empty options validated")
+	}
+	base := func(mod func(*Options)) *Options {
+		o := &Options{Engine: "postgres", Name: "db-0", DataRoot: "/d", RunDir: "/r", ListenHost: "127.0.0.1", SecretsDir: "/s", StopTimeout: 1}
+		mod(o)
+		return o
+	}
+	for name, tc := range map[string]struct {
+		mod  func(*Options)
+		want string
+	}{
+		"a topology file":              {mod: func(o *Options) { o.TopologyFile = "/t.json" }},
+		"a database":                   {mod: func(o *Options) { o.Database, o.Namespace = "db", "team-a" }},
+		"no topology at all":           {mod: func(*Options) {}, want: "--database (with --namespace) or --topology-file is required"},
+		"both":                         {mod: func(o *Options) { o.TopologyFile, o.Database, o.Namespace = "/t.json", "db", "team-a" }, want: "exclusive"},
+		"a database without namespace": {mod: func(o *Options) { o.Database = "db" }, want: "--namespace is required"},
+	} {
+		err := base(tc.mod).validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want an error saying %q", name, err, tc.want)
+		}
 	}
 }
 

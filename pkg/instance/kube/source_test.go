@@ -1,0 +1,73 @@
+package kube
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	mydbfake "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/fake"
+	"github.com/mydb-dev/mydb/pkg/instance"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func database(primary string, instances ...examplev1.InstanceStatus) *examplev1.MyDatabase {
+	return &examplev1.MyDatabase{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "team-a"},
+		Status:     examplev1.MyDatabaseStatus{CurrentPrimary: primary, Instances: instances},
+	}
+}
+
+func TestTopologyOf(t *testing.T) {
+	withAddress := database("db-1",
+		examplev1.InstanceStatus{Name: "db-0", Address: "10.0.0.4", Role: examplev1.InstanceRoleReplica},
+		examplev1.InstanceStatus{Name: "db-1", Address: "10.0.0.5", Role: examplev1.InstanceRolePrimary})
+	got, ok := TopologyOf(withAddress, 5432, 8000)
+	want := instance.Topology{Primary: "db-1", PrimaryHost: "10.0.0.5", PrimaryPort: 5432, PrimaryStatusURL: "http://10.0.0.5:8000"}
+	if !ok || got != want {
+		t.Errorf("TopologyOf = %+v, %v; want %+v", got, ok, want)
+	}
+	for name, db := range map[string]*examplev1.MyDatabase{
+		"no primary yet":          database("", examplev1.InstanceStatus{Name: "db-0", Address: "10.0.0.4"}),
+		"the primary has no IP":   database("db-0", examplev1.InstanceStatus{Name: "db-0"}),
+		"the primary is unlisted": database("db-2", examplev1.InstanceStatus{Name: "db-0", Address: "10.0.0.4"}),
+	} {
+		if got, ok := TopologyOf(db, 5432, 8000); ok {
+			t.Errorf("%s: topology %+v, want none", name, got)
+		}
+	}
+}
+
+// TestWatchFollowsTheStatus: the source sends the topology once the
+// controller names a primary with an address, and again when it moves.
+func TestWatchFollowsTheStatus(t *testing.T) {
+	client := mydbfake.NewClientset(database(""))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ch := Source{Client: client, Namespace: "team-a", Database: "db", Port: 3306, StatusPort: 8000, Log: slog.Default()}.Watch(ctx)
+	update := func(db *examplev1.MyDatabase) {
+		t.Helper()
+		if _, err := client.ExampleV1().MyDatabases("team-a").UpdateStatus(ctx, db, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next := func() instance.Topology {
+		t.Helper()
+		select {
+		case got := <-ch:
+			return got
+		case <-ctx.Done():
+			t.Fatal("no topology arrived")
+			return instance.Topology{}
+		}
+	}
+	update(database("db-0", examplev1.InstanceStatus{Name: "db-0", Address: "10.0.0.4"}))
+	if got := next(); got.Primary != "db-0" || got.PrimaryHost != "10.0.0.4" || got.PrimaryPort != 3306 {
+		t.Errorf("first topology %+v", got)
+	}
+	update(database("db-1", examplev1.InstanceStatus{Name: "db-0", Address: "10.0.0.4"}, examplev1.InstanceStatus{Name: "db-1", Address: "10.0.0.5"}))
+	if got := next(); got.Primary != "db-1" || got.PrimaryStatusURL != "http://10.0.0.5:8000" {
+		t.Errorf("after the primary moved: %+v", got)
+	}
+}
