@@ -73,7 +73,10 @@ MYDB_TOKEN_DURATION=${MYDB_TOKEN_DURATION:-8760h}
 # overlap.
 SERVICE_CIDR=10.96.0.0/16
 KUBERNETES_SERVICE_IP=10.96.0.1
-POD_CIDR=10.244.0.0/16
+# Pod IPs are on loopback: the controller reads every instance manager at
+# its pod's IP, and the e2e suite's real instance managers serve there (each
+# pod its own 127.1.x.y). Nothing may ever be sent to a non-local address.
+POD_CIDR=127.1.0.0/16
 SA_ISSUER=https://kubernetes.default.svc.cluster.local
 
 KUBE_APISERVER_URL="https://127.0.0.1:${KUBE_APISERVER_PORT}"
@@ -377,7 +380,8 @@ start_mydb_apiserver() {
     --tls-private-key-file="${PKI_DIR}/mydb-apiserver.key" \
     --kubeconfig="${MYDB_KUBECONFIG}" \
     --authentication-kubeconfig="${MYDB_KUBECONFIG}" \
-    --authorization-kubeconfig="${MYDB_KUBECONFIG}"
+    --authorization-kubeconfig="${MYDB_KUBECONFIG}" \
+    --instance-poll-interval=2s
   if ((STARTED)); then
     echo "${sum}" >"${sum_file}"
   fi

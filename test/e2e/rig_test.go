@@ -1,0 +1,286 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+)
+
+// rigEngine is how the rig runs one engine from Debian's packages.
+type rigEngine struct {
+	name, osUser, binDir string
+	port                 int
+}
+
+var (
+	rigPostgres = rigEngine{name: "postgres", osUser: "postgres", binDir: "/usr/lib/postgresql/15/bin", port: 5432}
+	rigMariaDB  = rigEngine{name: "mariadb", osUser: "mysql", port: 3306}
+)
+
+// rig plays the kubelet for the pods of one MyDatabase: kwok keeps the Pod
+// objects (and gives each a loopback IP); for every pod the rig runs a real
+// mydb-instance process serving on that IP, as the engine's user, with the
+// pod's data claim as a directory of its own. Like a pod, the process reads
+// its topology from the MyDatabase with a token of the database's instance
+// ServiceAccount, through kube-apiserver's aggregation layer, and mydb's
+// controller reads it at podIP:8000: one code path, here and in a cluster.
+type rig struct {
+	t        *testing.T
+	kube     kubernetes.Interface
+	ns, db   string
+	engine   rigEngine
+	dir      string
+	uid, gid int
+
+	mu    sync.Mutex
+	procs map[string]*rigProcess // by pod name
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+type rigProcess struct {
+	ip   string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// startRig runs the instances of database db in ns until the test ends.
+// The database must exist: its Secret and ServiceAccount come from mydb.
+func startRig(t *testing.T, ns, db string, engine rigEngine) *rig {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("the rig runs the engines as their own users and must run as root (as CI does)")
+	}
+	u, err := user.Lookup(engine.osUser)
+	if err != nil {
+		t.Fatalf("user %s: %v (hack/install-deps.sh installs the engines)", engine.osUser, err)
+	}
+	r := &rig{t: t, kube: kubeClient(t), ns: ns, db: db, engine: engine,
+		procs: map[string]*rigProcess{}, stop: make(chan struct{}), done: make(chan struct{})}
+	r.uid, _ = strconv.Atoi(u.Uid)
+	r.gid, _ = strconv.Atoi(u.Gid)
+	r.dir, err = os.MkdirTemp("", "mydb-rig-"+db+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.chown(r.dir, 0o755)
+	r.writeSecrets()
+	r.writeKubeconfig()
+	go r.loop()
+	t.Cleanup(r.shutdown)
+	return r
+}
+
+func (r *rig) chown(path string, mode os.FileMode) {
+	r.t.Helper()
+	if err := os.Chmod(path, mode); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := os.Chown(path, r.uid, r.gid); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// writeSecrets projects the database's credentials Secret into files, as
+// the kubelet does for the pod's secret volume.
+func (r *rig) writeSecrets() {
+	var secret *corev1.Secret
+	eventually(r.t, time.Minute, func() (err error) {
+		secret, err = r.kube.CoreV1().Secrets(r.ns).Get(context.Background(), r.db+"-credentials", metav1.GetOptions{})
+		return err
+	})
+	dir := filepath.Join(r.dir, "secrets")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		r.t.Fatal(err)
+	}
+	r.chown(dir, 0o700)
+	for k, v := range secret.Data {
+		path := filepath.Join(dir, k)
+		if err := os.WriteFile(path, v, 0o400); err != nil {
+			r.t.Fatal(err)
+		}
+		r.chown(path, 0o400)
+	}
+}
+
+// writeKubeconfig gives the instances a token of the database's instance
+// ServiceAccount, as the pod's projected token.
+func (r *rig) writeKubeconfig() {
+	var token *authenticationv1.TokenRequest
+	eventually(r.t, time.Minute, func() (err error) {
+		token, err = r.kube.CoreV1().ServiceAccounts(r.ns).CreateToken(context.Background(), r.db+"-instance",
+			&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+		return err
+	})
+	cfg := restConfig(r.t)
+	ca := filepath.Join(r.dir, "ca.crt")
+	data := cfg.CAData
+	if len(data) == 0 {
+		var err error
+		if data, err = os.ReadFile(cfg.CAFile); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(ca, data, 0o644); err != nil {
+		r.t.Fatal(err)
+	}
+	kubeconfig := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: local, cluster: {server: %q, certificate-authority: %q}}]
+users: [{name: instance, user: {token: %q}}]
+contexts: [{name: instance, context: {cluster: local, user: instance}}]
+current-context: instance
+`, cfg.Host, ca, token.Status.Token)
+	path := filepath.Join(r.dir, "kubeconfig")
+	if err := os.WriteFile(path, []byte(kubeconfig), 0o400); err != nil {
+		r.t.Fatal(err)
+	}
+	r.chown(path, 0o400)
+}
+
+// loop makes the running processes match the pods: a pod with an IP gets
+// one, a pod that is gone (or got another IP) loses its.
+func (r *rig) loop() {
+	defer close(r.done)
+	tick := time.NewTicker(300 * time.Millisecond)
+	defer tick.Stop()
+	selector := labels.SelectorFromSet(labels.Set{"app.kubernetes.io/instance": r.db}).String()
+	for {
+		pods, err := r.kube.CoreV1().Pods(r.ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+		if err == nil {
+			want := map[string]string{}
+			for _, p := range pods.Items {
+				if p.DeletionTimestamp == nil && p.Status.PodIP != "" && strings.HasPrefix(p.Status.PodIP, "127.") {
+					want[p.Name] = p.Status.PodIP
+				}
+			}
+			r.mu.Lock()
+			for name, proc := range r.procs {
+				if want[name] != proc.ip {
+					r.stopProcess(name, proc)
+				}
+			}
+			for name, ip := range want {
+				if _, running := r.procs[name]; !running {
+					r.startProcess(name, ip)
+				}
+			}
+			r.mu.Unlock()
+		}
+		select {
+		case <-r.stop:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// startProcess runs mydb-instance for pod name; its data directory is the
+// pod's claim's, so it outlives the process as the claim outlives the pod.
+func (r *rig) startProcess(name, ip string) {
+	claim := filepath.Join(r.dir, "data-"+name)
+	run := filepath.Join(r.dir, "run-"+name)
+	for _, d := range []string{claim, run} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			r.t.Error(err)
+			return
+		}
+		r.chown(d, 0o700)
+	}
+	// A fresh volume's root holds lost+found, which must not bother the engines.
+	_ = os.Mkdir(filepath.Join(claim, "lost+found"), 0o700)
+	logf, err := os.OpenFile(filepath.Join(r.dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		r.t.Error(err)
+		return
+	}
+	args := []string{
+		"--engine=" + r.engine.name, "--name=" + name, "--database=" + r.db, "--namespace=" + r.ns,
+		"--kubeconfig=" + filepath.Join(r.dir, "kubeconfig"),
+		"--data-root=" + claim, "--run-dir=" + run, "--secrets-dir=" + filepath.Join(r.dir, "secrets"),
+		"--listen-host=" + ip, fmt.Sprintf("--port=%d", r.engine.port),
+		"--status-address=" + net.JoinHostPort(ip, "8000"),
+	}
+	if r.engine.binDir != "" {
+		args = append(args, "--bin-dir="+r.engine.binDir)
+	}
+	cmd := exec.Command(filepath.Join(repoRoot, "_output", "bin", "mydb-instance"), args...)
+	cmd.Dir = run
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + run, "LANG=C.UTF-8"}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Setpgid:    true,
+		Credential: &syscall.Credential{Uid: uint32(r.uid), Gid: uint32(r.gid)},
+		// Should the test binary die without its cleanups, the managers
+		// still stop their engines.
+		Pdeathsig: syscall.SIGTERM,
+	}
+	if err := cmd.Start(); err != nil {
+		r.t.Errorf("starting the instance of %s: %v", name, err)
+		logf.Close()
+		return
+	}
+	proc := &rigProcess{ip: ip, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(proc.done)
+	}()
+	r.procs[name] = proc
+	r.t.Logf("rig: started the instance of pod %s on %s", name, ip)
+}
+
+// stopProcess stops an instance the way the kubelet stops a container:
+// SIGTERM, then SIGKILL after the grace period. r.mu is held.
+func (r *rig) stopProcess(name string, proc *rigProcess) {
+	_ = proc.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-proc.done:
+	case <-time.After(30 * time.Second):
+		_ = syscall.Kill(-proc.cmd.Process.Pid, syscall.SIGKILL)
+		<-proc.done
+	}
+	delete(r.procs, name)
+	r.t.Logf("rig: stopped the instance of pod %s", name)
+}
+
+func (r *rig) shutdown() {
+	close(r.stop)
+	<-r.done
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for name, proc := range r.procs {
+		r.stopProcess(name, proc)
+	}
+	if r.t.Failed() {
+		logs, _ := filepath.Glob(filepath.Join(r.dir, "*.log"))
+		for _, l := range logs {
+			data, _ := os.ReadFile(l)
+			lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+			if len(lines) > 60 {
+				lines = lines[len(lines)-60:]
+			}
+			r.t.Logf("=== last lines of %s ===\n%s", filepath.Base(l), strings.Join(lines, "\n"))
+		}
+	}
+	_ = os.RemoveAll(r.dir)
+}
