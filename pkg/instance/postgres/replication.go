@@ -93,23 +93,27 @@ func (e *Engine) freshSlot(ctx context.Context, t instance.Topology) error {
 	return err
 }
 
-// checkCanCatchUp looks at this replica's slot on the primary when the
-// standby is not streaming: a slot the primary invalidated (it fell more
-// than max_slot_wal_keep_size behind, as a claim kept from an earlier
-// scale-down does) means the WAL it needs is gone and only a clone helps; a
-// slot that is missing is created again.
+// checkCanCatchUp asks the primary, when the standby is not streaming,
+// whether it ever can: data of another system (a stale claim) or a slot
+// the primary invalidated (it fell more than max_slot_wal_keep_size behind,
+// as a claim kept from an earlier scale-down does) need a clone; a slot
+// that is missing is created again.
 func (e *Engine) checkCanCatchUp(ctx context.Context, pool *pgxpool.Pool, t instance.Topology) error {
 	var streaming bool
 	if err := pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming')").Scan(&streaming); err != nil || streaming {
 		return err
 	}
-	state, err := e.slotState(ctx, t)
-	switch {
-	case err != nil:
+	primaryID, state, err := e.primaryState(ctx, t)
+	if err != nil {
 		return nil // the primary may be down; the walreceiver retries
-	case state == slotMissing:
+	}
+	if local, err := e.SystemID(); err == nil && primaryID != local {
+		return fmt.Errorf("%w: the primary is system %s, this data is of system %s", instance.ErrMustReclone, primaryID, local)
+	}
+	switch state {
+	case slotMissing:
 		return e.ensureSlot(ctx, t)
-	case state == slotLost:
+	case slotLost:
 		return fmt.Errorf("%w: the primary invalidated slot %s, the WAL this standby needs is gone", instance.ErrMustReclone, SlotName(e.cfg.Name))
 	}
 	return nil
@@ -123,30 +127,36 @@ const (
 	slotLost
 )
 
-// slotState reads this replica's slot on t's primary (READ_REPLICATION_SLOT,
-// PostgreSQL 15+): no row values means no slot, no restart LSN means the
-// primary invalidated it.
-func (e *Engine) slotState(ctx context.Context, t instance.Topology) (slotStatus, error) {
+// primaryState asks t's primary over a replication connection for its
+// system identifier (IDENTIFY_SYSTEM) and this replica's slot
+// (READ_REPLICATION_SLOT, PostgreSQL 15+): no values means no slot, no
+// restart LSN means the primary invalidated it.
+func (e *Engine) primaryState(ctx context.Context, t instance.Topology) (string, slotStatus, error) {
 	conn, err := e.replicationConn(ctx, t)
 	if err != nil {
-		return slotOK, err
+		return "", slotOK, err
 	}
 	defer conn.Close(context.Background())
+	// The walsender takes one command per query.
+	ident, err := conn.Exec(ctx, "IDENTIFY_SYSTEM").ReadAll()
+	if err != nil {
+		return "", slotOK, err
+	}
 	res, err := conn.Exec(ctx, "READ_REPLICATION_SLOT "+SlotName(e.cfg.Name)).ReadAll()
 	if err != nil {
-		return slotOK, err
+		return "", slotOK, err
 	}
-	if len(res) != 1 || len(res[0].Rows) != 1 || len(res[0].Rows[0]) < 2 {
-		return slotOK, fmt.Errorf("READ_REPLICATION_SLOT: unexpected answer")
+	if len(ident) != 1 || len(ident[0].Rows) != 1 || len(res) != 1 || len(res[0].Rows) != 1 || len(res[0].Rows[0]) < 2 {
+		return "", slotOK, fmt.Errorf("IDENTIFY_SYSTEM, READ_REPLICATION_SLOT: unexpected answer")
 	}
-	row := res[0].Rows[0]
+	id, slot := string(ident[0].Rows[0][0]), res[0].Rows[0]
 	switch {
-	case row[0] == nil:
-		return slotMissing, nil
-	case row[1] == nil:
-		return slotLost, nil
+	case slot[0] == nil:
+		return id, slotMissing, nil
+	case slot[1] == nil:
+		return id, slotLost, nil
 	}
-	return slotOK, nil
+	return id, slotOK, nil
 }
 
 func (e *Engine) replicationConn(ctx context.Context, t instance.Topology) (*pgconn.PgConn, error) {
