@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib"
@@ -84,6 +85,45 @@ func TestPostgres(t *testing.T) {
 		bulkLoad: []string{
 			"CREATE TABLE bulk (id int PRIMARY KEY, v text)",
 			"INSERT INTO bulk SELECT g, repeat(md5(g::text), 32) FROM generate_series(1, 60000) g",
+		},
+		purgeHistory: func(t *testing.T, p *node) {
+			t.Helper()
+			// As the superuser: let slots keep little WAL, write more than
+			// that, and checkpoint until the stopped replica's slot is lost.
+			su := p.openAs("postgres", p.c.secrets[instance.SecretSuperuserPassword])
+			for _, stmt := range []string{
+				"ALTER SYSTEM SET max_slot_wal_keep_size = '16MB'",
+				"ALTER SYSTEM SET wal_keep_size = 0",
+				"SELECT pg_reload_conf()",
+				"CREATE TABLE filler AS SELECT g, repeat('x', 1000) AS v FROM generate_series(1, 50000) g",
+			} {
+				mustExec(t, su, stmt)
+			}
+			slot := "mydb_" + strings.ReplaceAll(p.c.nodes[2].name, "-", "_")
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				mustExec(t, su, "SELECT pg_switch_wal()")
+				mustExec(t, su, "CHECKPOINT")
+				var status sql.NullString
+				if err := su.QueryRow("SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&status); err != nil {
+					t.Fatalf("slot %s: %v", slot, err)
+				}
+				if status.String == "lost" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("slot %s is %q, not lost", slot, status.String)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			for _, stmt := range []string{
+				"DROP TABLE filler",
+				"ALTER SYSTEM RESET max_slot_wal_keep_size",
+				"ALTER SYSTEM RESET wal_keep_size",
+				"SELECT pg_reload_conf()",
+			} {
+				mustExec(t, su, stmt)
+			}
 		},
 		progress: func(p *instance.Position) uint64 {
 			if p == nil {

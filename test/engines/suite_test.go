@@ -237,6 +237,10 @@ func testCrash(t *testing.T, c *cluster, p *node, replicas []*node, fig *figures
 	if err := p.app().QueryRow("SELECT count(*) FROM writes").Scan(&rows); err != nil {
 		t.Fatal(err)
 	}
+	replicaLogs := make([]int64, len(replicas))
+	for i, r := range replicas {
+		replicaLogs[i] = r.logSize()
+	}
 	start := time.Now()
 	if err := killPID(before.EnginePID); err != nil {
 		t.Fatal(err)
@@ -258,9 +262,13 @@ func testCrash(t *testing.T, c *cluster, p *node, replicas []*node, fig *figures
 		t.Fatalf("rows after the crash: %d (%v), before: %d", rowsAfter, err, rows)
 	}
 	mustExec(t, p.app(), "INSERT INTO kept VALUES (3, 'after the crash')")
-	for _, r := range replicas {
+	for i, r := range replicas {
 		waitRow(t, r, 3, 30*time.Second)
 		r.waitReady(30*time.Second, instance.RoleReplica)
+		// Waiting out a primary's restart is no reason for a new clone.
+		if strings.Contains(r.logSince(replicaLogs[i]), "cloning from the primary") {
+			t.Errorf("%s re-cloned because the primary restarted", r.name)
+		}
 	}
 
 	// A replica's engine killed while rows arrive resumes from where its

@@ -20,7 +20,7 @@ func (e *Engine) Clone(ctx context.Context, t instance.Topology) error {
 	if err := e.writePassfile(); err != nil {
 		return err
 	}
-	if err := e.ensureSlot(ctx, t); err != nil {
+	if err := e.freshSlot(ctx, t); err != nil {
 		return err
 	}
 	tmp := e.DataDir() + ".clone"

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
 )
@@ -62,13 +63,9 @@ func passfileLine(user, password string) string {
 // exists. RESERVE_WAL makes the primary keep WAL from now on, so nothing
 // between the clone's start and streaming is lost.
 func (e *Engine) ensureSlot(ctx context.Context, t instance.Topology) error {
-	cfg, err := pgconn.ParseConfig(e.conninfo(t) + " replication=true")
+	conn, err := e.replicationConn(ctx, t)
 	if err != nil {
 		return err
-	}
-	conn, err := pgconn.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("replication connection to %s: %w", t.Primary, err)
 	}
 	defer conn.Close(context.Background())
 	_, err = conn.Exec(ctx, "CREATE_REPLICATION_SLOT "+SlotName(e.cfg.Name)+" PHYSICAL RESERVE_WAL").ReadAll()
@@ -77,6 +74,101 @@ func (e *Engine) ensureSlot(ctx context.Context, t instance.Topology) error {
 		return nil
 	}
 	return err
+}
+
+// freshSlot drops this replica's slot on t's primary, if any, and creates
+// it anew: a clone starts from now, and an old slot may be invalidated.
+func (e *Engine) freshSlot(ctx context.Context, t instance.Topology) error {
+	conn, err := e.replicationConn(ctx, t)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, "DROP_REPLICATION_SLOT "+SlotName(e.cfg.Name)+" WAIT").ReadAll()
+	var pgErr *pgconn.PgError
+	if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == "42704") { // undefined_object
+		return err
+	}
+	_, err = conn.Exec(ctx, "CREATE_REPLICATION_SLOT "+SlotName(e.cfg.Name)+" PHYSICAL RESERVE_WAL").ReadAll()
+	return err
+}
+
+// checkCanCatchUp asks the primary, when the standby is not streaming,
+// whether it ever can: data of another system (a stale claim) or a slot
+// the primary invalidated (it fell more than max_slot_wal_keep_size behind,
+// as a claim kept from an earlier scale-down does) need a clone; a slot
+// that is missing is created again.
+func (e *Engine) checkCanCatchUp(ctx context.Context, pool *pgxpool.Pool, t instance.Topology) error {
+	var streaming bool
+	if err := pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming')").Scan(&streaming); err != nil || streaming {
+		return err
+	}
+	primaryID, state, err := e.primaryState(ctx, t)
+	if err != nil {
+		return nil // the primary may be down; the walreceiver retries
+	}
+	if local, err := e.SystemID(); err == nil && primaryID != local {
+		return fmt.Errorf("%w: the primary is system %s, this data is of system %s", instance.ErrMustReclone, primaryID, local)
+	}
+	switch state {
+	case slotMissing:
+		return e.ensureSlot(ctx, t)
+	case slotLost:
+		return fmt.Errorf("%w: the primary invalidated slot %s, the WAL this standby needs is gone", instance.ErrMustReclone, SlotName(e.cfg.Name))
+	}
+	return nil
+}
+
+type slotStatus int
+
+const (
+	slotOK slotStatus = iota
+	slotMissing
+	slotLost
+)
+
+// primaryState asks t's primary over a replication connection for its
+// system identifier (IDENTIFY_SYSTEM) and this replica's slot
+// (READ_REPLICATION_SLOT, PostgreSQL 15+): no values means no slot, no
+// restart LSN means the primary invalidated it.
+func (e *Engine) primaryState(ctx context.Context, t instance.Topology) (string, slotStatus, error) {
+	conn, err := e.replicationConn(ctx, t)
+	if err != nil {
+		return "", slotOK, err
+	}
+	defer conn.Close(context.Background())
+	// The walsender takes one command per query.
+	ident, err := conn.Exec(ctx, "IDENTIFY_SYSTEM").ReadAll()
+	if err != nil {
+		return "", slotOK, err
+	}
+	res, err := conn.Exec(ctx, "READ_REPLICATION_SLOT "+SlotName(e.cfg.Name)).ReadAll()
+	if err != nil {
+		return "", slotOK, err
+	}
+	if len(ident) != 1 || len(ident[0].Rows) != 1 || len(res) != 1 || len(res[0].Rows) != 1 || len(res[0].Rows[0]) < 2 {
+		return "", slotOK, fmt.Errorf("IDENTIFY_SYSTEM, READ_REPLICATION_SLOT: unexpected answer")
+	}
+	id, slot := string(ident[0].Rows[0][0]), res[0].Rows[0]
+	switch {
+	case slot[0] == nil:
+		return id, slotMissing, nil
+	case slot[1] == nil:
+		return id, slotLost, nil
+	}
+	return id, slotOK, nil
+}
+
+func (e *Engine) replicationConn(ctx context.Context, t instance.Topology) (*pgconn.PgConn, error) {
+	cfg, err := pgconn.ParseConfig(e.conninfo(t) + " replication=true")
+	if err != nil {
+		return nil, err
+	}
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("replication connection to %s: %w", t.Primary, err)
+	}
+	return conn, nil
 }
 
 // Follow implements instance.Engine: when the standby follows another
@@ -99,7 +191,7 @@ func (e *Engine) Follow(ctx context.Context, t instance.Topology) error {
 	}
 	want, slot := e.conninfo(t), SlotName(e.cfg.Name)
 	if cur == want && curSlot == slot {
-		return nil
+		return e.checkCanCatchUp(ctx, pool, t)
 	}
 	e.cfg.Log.Info("pointing the standby at the primary", "primary", t.Primary, "host", t.PrimaryHost, "port", t.PrimaryPort)
 	if err := e.writePassfile(); err != nil {

@@ -1,0 +1,169 @@
+package instance
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// The decisions: what the instance must do to be what the topology says.
+
+// reconcile moves the instance one step towards t; it is called on every
+// tick and event and does nothing when the instance already is as t says.
+func (m *Manager) reconcile(ctx context.Context, t Topology, restartAt time.Time) error {
+	role := RoleReplica
+	if t.Primary == m.opts.Name {
+		role = RolePrimary
+	}
+	m.update(func(s *managerState) { s.role, s.topology = role, t })
+
+	if role == RolePrimary {
+		return m.reconcilePrimary(ctx, t, restartAt)
+	}
+	return m.reconcileReplica(ctx, t, restartAt)
+}
+
+func (m *Manager) reconcilePrimary(ctx context.Context, t Topology, restartAt time.Time) error {
+	if m.child() == nil {
+		has, err := m.eng.HasData()
+		if err != nil {
+			return err
+		}
+		if !has {
+			// The controller names as primary only an instance whose data
+			// it trusts; an empty one is a new database.
+			m.log.Info("bootstrapping a new data set")
+			if err := m.eng.Bootstrap(ctx); err != nil {
+				return fmt.Errorf("bootstrap: %w", err)
+			}
+		}
+	}
+	// Recorded before the first write can happen, so a crash between
+	// promotion and the record cannot hide that this data took writes.
+	if err := m.recordState(stateFile{Role: RolePrimary, Primary: t.Primary}); err != nil {
+		return err
+	}
+	if err := m.ensureRunning(ctx, restartAt); err != nil {
+		return err
+	}
+	p, err := m.eng.Probe(ctx)
+	if err != nil {
+		return err
+	}
+	if !p.Writable {
+		m.log.Info("promoting")
+		if err := m.eng.Promote(ctx); err != nil {
+			return fmt.Errorf("promote: %w", err)
+		}
+	}
+	return nil
+}
+
+func (m *Manager) reconcileReplica(ctx context.Context, t Topology, restartAt time.Time) error {
+	if m.child() == nil || m.servedAsPrimary() {
+		if reason := m.cloneReason(ctx, t); reason != "" {
+			if err := m.clone(ctx, t, reason); err != nil {
+				return err
+			}
+		}
+	}
+	if err := m.recordState(stateFile{Role: RoleReplica, Primary: t.Primary}); err != nil {
+		return err
+	}
+	if err := m.ensureRunning(ctx, restartAt); err != nil {
+		return err
+	}
+	err := m.eng.Follow(ctx, t)
+	if errors.Is(err, ErrMustReclone) {
+		return m.clone(ctx, t, err.Error())
+	}
+	return err
+}
+
+// clone stops the engine and replaces its data with a clone of t's primary.
+// The state file keeps saying primary (if it did) until the clone replaced
+// the data: a failed clone must not leave old data looking safe.
+func (m *Manager) clone(ctx context.Context, t Topology, why string) error {
+	m.log.Info("cloning from the primary", "primary", t.Primary, "why", why)
+	m.stopEngine()
+	start := time.Now()
+	if err := m.eng.Clone(ctx, t); err != nil {
+		return fmt.Errorf("clone from %s: %w", t.Primary, err)
+	}
+	m.log.Info("cloned", "primary", t.Primary, "seconds", time.Since(start).Seconds())
+	return nil
+}
+
+// recordState writes the state file when s differs from what it holds.
+func (m *Manager) recordState(s stateFile) error {
+	if m.recorded != nil && *m.recorded == s {
+		return nil
+	}
+	if err := writeState(m.opts.DataRoot, s); err != nil {
+		return err
+	}
+	m.recorded = &s
+	return nil
+}
+
+// servedAsPrimary tells whether the data served as a primary: told to be a
+// replica, such an instance stops and re-clones, because its data may hold
+// writes the new primary lacks. Demotion with pg_rewind or GTID
+// reconciliation is a later step; a fresh clone is always safe.
+func (m *Manager) servedAsPrimary() bool {
+	s, err := readState(m.opts.DataRoot)
+	return err == nil && s.Role == RolePrimary
+}
+
+// cloneReason says why the data must be replaced by a clone of t's
+// primary, or "" when it can be kept.
+func (m *Manager) cloneReason(ctx context.Context, t Topology) string {
+	has, err := m.eng.HasData()
+	if err != nil || !has {
+		return "no data"
+	}
+	if m.servedAsPrimary() {
+		return "it served as primary and may have diverged"
+	}
+	local, err := m.eng.SystemID()
+	if err != nil {
+		return "unreadable data: " + err.Error()
+	}
+	remote, err := m.primarySystemID(ctx, t)
+	if err != nil {
+		// Keep the data: the primary may just be restarting, and
+		// following it will tell once it is back.
+		m.log.Warn("cannot read the primary's system identifier; keeping the data", "err", err)
+		return ""
+	}
+	if remote != local {
+		return fmt.Sprintf("data is of system %s, the primary's of %s", local, remote)
+	}
+	return ""
+}
+
+func (m *Manager) primarySystemID(ctx context.Context, t Topology) (string, error) {
+	if t.PrimaryStatusURL == "" {
+		return "", errors.New("topology has no primaryStatusURL")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.PrimaryStatusURL+"/v1/status", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := m.http.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var s Status
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+		return "", err
+	}
+	if s.Name != t.Primary || s.SystemIdentifier == "" {
+		return "", fmt.Errorf("%s answers as %q with system identifier %q", t.PrimaryStatusURL, s.Name, s.SystemIdentifier)
+	}
+	return s.SystemIdentifier, nil
+}
