@@ -224,7 +224,11 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, mydbCli
 
 // Close removes the controller's event handlers from the shared informers,
 // which outlive it (a replica that loses the lease keeps its caches warm).
-func (c *Controller) Close() { c.handlers.RemoveAll() }
+func (c *Controller) Close() {
+	c.handlers.RemoveAll()
+	// A replica that does not lead reads no instance: its figures would go stale.
+	series.reset()
+}
 
 // Run waits for the informers to sync, then reconciles with workers
 // goroutines until ctx is done.

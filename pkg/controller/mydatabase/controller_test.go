@@ -35,6 +35,8 @@ import (
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/component-base/metrics/testutil"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 )
@@ -834,5 +836,41 @@ func TestOrdinal(t *testing.T) {
 		if got := ordinal(db, pod); got != want {
 			t.Errorf("ordinal(%q) = %d, want %d", pod, got, want)
 		}
+	}
+}
+
+func TestInstanceMetricsFollowTheInstances(t *testing.T) {
+	RegisterMetrics()
+	db, children, instances := convergedState(t, myDatabase())
+	lagging := instances["10.244.0.11"]
+	lagging.LagSeconds, lagging.LagBytes = ptr.To(2.5), ptr.To[int64](4096)
+	instances["10.244.0.11"] = lagging
+	f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
+	f.instances = instances
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP mydb_instance_replication_lag_bytes [ALPHA] How much WAL a Postgres replica has yet to replay, as its manager last reported.
+# TYPE mydb_instance_replication_lag_bytes gauge
+mydb_instance_replication_lag_bytes{database="prod-mysql",instance="prod-mysql-1",namespace="default"} 4096
+# HELP mydb_instance_replication_lag_seconds [ALPHA] How far a replica is behind its primary in time, as its manager last reported.
+# TYPE mydb_instance_replication_lag_seconds gauge
+mydb_instance_replication_lag_seconds{database="prod-mysql",instance="prod-mysql-1",namespace="default"} 2.5
+`
+	if err := testutil.GatherAndCompare(legacyregistry.DefaultGatherer, strings.NewReader(want),
+		"mydb_instance_replication_lag_bytes", "mydb_instance_replication_lag_seconds"); err != nil {
+		t.Error(err)
+	}
+
+	// The database is deleted: its series go with it.
+	gone := newFixture(t, nil)
+	c := gone.newController()
+	if err := c.sync(context.Background(), cache.ObjectName{Namespace: "default", Name: "prod-mysql"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := testutil.GatherAndCompare(legacyregistry.DefaultGatherer, strings.NewReader(""),
+		"mydb_instance_ready", "mydb_instance_replication_lag_seconds", "mydb_instance_replication_lag_bytes"); err != nil {
+		t.Errorf("series left for a deleted database: %v", err)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
 // InstanceClient reads an instance manager's status.
@@ -87,7 +88,9 @@ func (c *Controller) reconcileInstances(ctx context.Context, db *examplev1.MyDat
 			return err
 		}
 	}
-	f.instances = c.pollInstances(ctx, pods, f.primary)
+	var reports []*instance.Status
+	f.instances, reports = c.pollInstances(ctx, pods, f.primary)
+	series.observeInstances(cache.MetaObjectToName(db), f.instances, reports)
 	return nil
 }
 
@@ -104,9 +107,11 @@ func choosePrimary(db *examplev1.MyDatabase, pods []*corev1.Pod) string {
 }
 
 // pollInstances reads every instance manager at once, each within
-// statusTimeout, and reports the instances in pod order.
-func (c *Controller) pollInstances(ctx context.Context, pods []*corev1.Pod, primary string) []examplev1.InstanceStatus {
+// statusTimeout, and reports the instances in pod order, with what each
+// manager answered (nil where it did not).
+func (c *Controller) pollInstances(ctx context.Context, pods []*corev1.Pod, primary string) ([]examplev1.InstanceStatus, []*instance.Status) {
 	out := make([]examplev1.InstanceStatus, len(pods))
+	reports := make([]*instance.Status, len(pods))
 	var wg sync.WaitGroup
 	for i, pod := range pods {
 		role := examplev1.InstanceRoleReplica
@@ -125,10 +130,11 @@ func (c *Controller) pollInstances(ctx context.Context, pods []*corev1.Pod, prim
 			defer cancel()
 			s, err := c.instances.Status(ctx, pod.Status.PodIP)
 			out[i].Ready, out[i].Message = instanceReadiness(s, err, role, primary)
+			reports[i] = s
 		}()
 	}
 	wg.Wait()
-	return out
+	return out, reports
 }
 
 // instanceReadiness tells whether an instance serves the role mydb gave it,

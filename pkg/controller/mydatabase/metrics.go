@@ -1,8 +1,13 @@
 package mydatabase
 
 import (
+	"slices"
 	"sync"
 	"time"
+
+	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/instance"
+	"k8s.io/client-go/tools/cache"
 
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -19,13 +24,106 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"result"})
 
+	instanceLabels = []string{"namespace", "database", "instance"}
+	instanceReady  = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      "mydb_instance",
+		Name:           "ready",
+		Help:           "1 when the instance serves the role mydb gave it, 0 otherwise, as its manager last reported.",
+		StabilityLevel: metrics.ALPHA,
+	}, instanceLabels)
+	instanceLagSeconds = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      "mydb_instance",
+		Name:           "replication_lag_seconds",
+		Help:           "How far a replica is behind its primary in time, as its manager last reported.",
+		StabilityLevel: metrics.ALPHA,
+	}, instanceLabels)
+	instanceLagBytes = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      "mydb_instance",
+		Name:           "replication_lag_bytes",
+		Help:           "How much WAL a Postgres replica has yet to replay, as its manager last reported.",
+		StabilityLevel: metrics.ALPHA,
+	}, instanceLabels)
+
 	registerMetrics sync.Once
 )
+
+// series are the per-instance metrics the controller set.
+var series instanceSeries
+
+// instanceSeries remembers which instances of each database have series,
+// so the series of an instance that is gone go too.
+type instanceSeries struct {
+	mu    sync.Mutex
+	names map[cache.ObjectName][]string
+}
+
+// observeInstances sets the instance series of db from the managers'
+// reports (nil for a manager that did not answer) and deletes those of
+// instances it no longer has; no instances deletes them all.
+func (s *instanceSeries) observeInstances(db cache.ObjectName, instances []examplev1.InstanceStatus, reports []*instance.Status) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	current := make([]string, 0, len(instances))
+	for i, in := range instances {
+		current = append(current, in.Name)
+		labels := []string{db.Namespace, db.Name, in.Name}
+		ready := 0.0
+		if in.Ready {
+			ready = 1
+		}
+		instanceReady.WithLabelValues(labels...).Set(ready)
+		var r *instance.Status
+		if i < len(reports) {
+			r = reports[i]
+		}
+		setOrDelete(instanceLagSeconds, labels, r, func(r *instance.Status) *float64 { return r.LagSeconds })
+		setOrDelete(instanceLagBytes, labels, r, func(r *instance.Status) *float64 {
+			if r.LagBytes == nil {
+				return nil
+			}
+			b := float64(*r.LagBytes)
+			return &b
+		})
+	}
+	for _, name := range s.names[db] {
+		if !slices.Contains(current, name) {
+			for _, g := range []*metrics.GaugeVec{instanceReady, instanceLagSeconds, instanceLagBytes} {
+				g.DeleteLabelValues(db.Namespace, db.Name, name)
+			}
+		}
+	}
+	if len(current) == 0 {
+		delete(s.names, db)
+		return
+	}
+	if s.names == nil {
+		s.names = map[cache.ObjectName][]string{}
+	}
+	s.names[db] = current
+}
+
+// reset deletes every instance series.
+func (s *instanceSeries) reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, g := range []*metrics.GaugeVec{instanceReady, instanceLagSeconds, instanceLagBytes} {
+		g.Reset()
+	}
+	s.names = nil
+}
+
+func setOrDelete(g *metrics.GaugeVec, labels []string, r *instance.Status, value func(*instance.Status) *float64) {
+	if r == nil || value(r) == nil {
+		g.DeleteLabelValues(labels...)
+		return
+	}
+	g.WithLabelValues(labels...).Set(*value(r))
+}
 
 // RegisterMetrics adds the controller's metrics to the server's /metrics.
 func RegisterMetrics() {
 	registerMetrics.Do(func() {
-		legacyregistry.MustRegister(reconcileDuration)
+		legacyregistry.MustRegister(reconcileDuration, instanceReady, instanceLagSeconds, instanceLagBytes)
 	})
 }
 

@@ -42,6 +42,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	db, err := c.dbLister.MyDatabases(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
 		// Deleted: the garbage collector removes the children it owned.
+		series.observeInstances(key, nil, nil)
 		return nil
 	}
 	if err != nil {
