@@ -40,6 +40,8 @@
 #
 # Other knobs:
 #   MYDB_BIN=path      use this mydb-apiserver binary instead of building one
+#   POD_CIDR=127.1.0.0/16  the loopback range kwok gives pod IPs from (a second
+#                      control plane on the machine needs its own)
 #   LOCAL_DIR=dir      state directory (default _output/local)
 #   RESTART_MYDB=1     restart mydb-apiserver even if its binary is unchanged
 #   WAIT_TIMEOUT=120   seconds to wait for each component to become healthy
@@ -76,7 +78,7 @@ KUBERNETES_SERVICE_IP=10.96.0.1
 # Pod IPs are on loopback: the controller reads every instance manager at
 # its pod's IP, and the e2e suite's real instance managers serve there (each
 # pod its own 127.1.x.y). Nothing may ever be sent to a non-local address.
-POD_CIDR=127.1.0.0/16
+POD_CIDR=${POD_CIDR:-127.1.0.0/16}
 SA_ISSUER=https://kubernetes.default.svc.cluster.local
 
 KUBE_APISERVER_URL="https://127.0.0.1:${KUBE_APISERVER_PORT}"
