@@ -874,3 +874,92 @@ mydb_instance_replication_lag_seconds{database="prod-mysql",instance="prod-mysql
 		t.Errorf("series left for a deleted database: %v", err)
 	}
 }
+
+func TestDegradedWhenTheRolloutIsBlocked(t *testing.T) {
+	quotaEvent := func(age time.Duration) *corev1.Event {
+		return &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{Name: "prod-mysql.1", Namespace: "default"},
+			InvolvedObject: corev1.ObjectReference{Kind: "StatefulSet", Name: "prod-mysql", Namespace: "default"},
+			Reason:         "FailedCreate", Type: corev1.EventTypeWarning,
+			Message:       `create Claim data-prod-mysql-2 for Pod prod-mysql-2 in StatefulSet prod-mysql failed error: persistentvolumeclaims "data-prod-mysql-2" is forbidden: exceeded quota: storage, requested: requests.storage=50Gi, used: requests.storage=100Gi, limited: requests.storage=100Gi`,
+			LastTimestamp: metav1.NewTime(now.Add(-age)),
+		}
+	}
+	for _, tc := range []struct {
+		name        string
+		change      func(objects []runtime.Object) []runtime.Object
+		event       *corev1.Event
+		wantReason  string
+		wantMessage string
+	}{
+		{name: "a claim waits for a StorageClass that does not exist",
+			change: func(objs []runtime.Object) []runtime.Object {
+				return append(objs, &corev1.PersistentVolumeClaim{
+					ObjectMeta: metav1.ObjectMeta{Name: "data-prod-mysql-0", Namespace: "default", Labels: SelectorLabels(myDatabase())},
+					Spec:       corev1.PersistentVolumeClaimSpec{StorageClassName: ptr.To("fast-ssd")},
+					Status:     corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimPending},
+				})
+			},
+			wantReason: ReasonStorageClassNotFound, wantMessage: `PersistentVolumeClaim "data-prod-mysql-0" waits for StorageClass "fast-ssd", which does not exist`},
+		{name: "an image cannot be pulled",
+			change: func(objs []runtime.Object) []runtime.Object {
+				p := findObject[*corev1.Pod](objs)
+				p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "database", State: corev1.ContainerState{
+					Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image"}}}}
+				return objs
+			},
+			wantReason: ReasonImagePullFailed, wantMessage: `container "database" of pod "prod-mysql-0": ImagePullBackOff: Back-off pulling image`},
+		{name: "a pod cannot be scheduled",
+			change: func(objs []runtime.Object) []runtime.Object {
+				p := findObject[*corev1.Pod](objs)
+				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+					Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available: 3 Insufficient memory."}}
+				return objs
+			},
+			wantReason: ReasonUnschedulable, wantMessage: `pod "prod-mysql-0" cannot be scheduled: 0/3 nodes are available: 3 Insufficient memory.`},
+		{name: "the StatefulSet controller was refused a claim",
+			change: func(objs []runtime.Object) []runtime.Object {
+				findObject[*appsv1.StatefulSet](objs).Status.Replicas = 2
+				return objs
+			},
+			event: quotaEvent(time.Minute), wantReason: ReasonFailedCreate, wantMessage: "exceeded quota: storage"},
+		{name: "an old refusal no longer counts",
+			change: func(objs []runtime.Object) []runtime.Object {
+				findObject[*appsv1.StatefulSet](objs).Status.Replicas = 2
+				return objs
+			},
+			event: quotaEvent(time.Hour), wantReason: ReasonAsExpected},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db, children, instances := convergedState(t, myDatabase())
+			for i, obj := range children {
+				children[i] = obj.DeepCopyObject()
+			}
+			children = tc.change(children)
+			f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
+			f.instances = instances
+			c := f.newController()
+			if tc.event != nil {
+				if _, err := f.kubeClient.CoreV1().Events("default").Create(context.Background(), tc.event, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := c.sync(context.Background(), cache.ObjectName{Namespace: "default", Name: "prod-mysql"}); err != nil {
+				t.Fatal(err)
+			}
+			status := db.Status
+			for _, a := range f.mydbClient.Actions() {
+				if u, ok := a.(core.UpdateAction); ok && a.GetSubresource() == "status" {
+					status = u.GetObject().(*examplev1.MyDatabase).Status
+				}
+			}
+			c2 := meta.FindStatusCondition(status.Conditions, examplev1.ConditionDegraded)
+			if c2 == nil || c2.Reason != tc.wantReason || !strings.Contains(c2.Message, tc.wantMessage) {
+				t.Errorf("Degraded = %+v, want reason %s and a message with %q", c2, tc.wantReason, tc.wantMessage)
+			}
+			if want := tc.wantReason != ReasonAsExpected; (c2 != nil && c2.Status == metav1.ConditionTrue) != want {
+				t.Errorf("Degraded status %s, want True: %v", c2.Status, want)
+			}
+		})
+	}
+}

@@ -94,6 +94,12 @@ func computeStatus(db *examplev1.MyDatabase, eng engine.Engine, sts *appsv1.Stat
 	switch {
 	case len(f.conflicts) > 0:
 		set(examplev1.ConditionDegraded, metav1.ConditionTrue, ReasonChildConflict, strings.Join(f.conflicts, "; "))
+	case len(f.blockages) > 0:
+		messages := make([]string, 0, len(f.blockages))
+		for _, b := range f.blockages {
+			messages = append(messages, b.message)
+		}
+		set(examplev1.ConditionDegraded, metav1.ConditionTrue, f.blockages[0].reason, strings.Join(messages, "; "))
 	case len(f.storageProblems) > 0:
 		set(examplev1.ConditionDegraded, metav1.ConditionTrue, ReasonStorageNotExpanding, strings.Join(f.storageProblems, "; "))
 	default:

@@ -26,6 +26,8 @@ type findings struct {
 	storageProblems []string
 	// restoreWait says why the database waits for its restore source.
 	restoreWait string
+	// blockages keep the database's pods from running.
+	blockages []blockage
 	// primary is the instance chosen to serve writes, and instances what
 	// each instance manager reported.
 	primary   string
@@ -84,6 +86,9 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		return err
 	}
 	if err := c.reconcileInstances(ctx, db, &f); err != nil {
+		return err
+	}
+	if f.blockages, err = c.blockages(ctx, db, sts); err != nil {
 		return err
 	}
 	// The instance managers report nothing by themselves: read them again.
