@@ -229,3 +229,27 @@ func TestDay2Changes(t *testing.T) {
 		return nil
 	})
 }
+
+// TestMissingStorageClassIsDegraded: a database whose StorageClass does not
+// exist says so within seconds, and kubectl get shows it.
+func TestMissingStorageClassIsDegraded(t *testing.T) {
+	ns := newNamespace(t)
+	manifest := strings.Replace(seedExample, "storageSize: 50Gi", "storageSize: 50Gi\n  storageClassName: no-such-class", 1)
+	mustKubectl(t, manifest, "apply", "-n", ns, "-f", "-")
+	created := time.Now()
+	eventually(t, 10*time.Second, func() error {
+		reason := mustKubectl(t, "", "get", "mdb/prod-mysql", "-n", ns, "-o", `jsonpath={.status.conditions[?(@.type=="Degraded")].reason}`)
+		if reason != "StorageClassNotFound" {
+			return fmt.Errorf("Degraded reason %q", reason)
+		}
+		return nil
+	})
+	t.Logf("Degraded/StorageClassNotFound %s after the create", time.Since(created).Round(100*time.Millisecond))
+	if out := mustKubectl(t, "", "get", "mdb/prod-mysql", "-n", ns, "--no-headers"); !strings.Contains(out, "Degraded") {
+		t.Errorf("kubectl get mdb: %s, want the Degraded status", out)
+	}
+	msg := mustKubectl(t, "", "get", "mdb/prod-mysql", "-n", ns, "-o", `jsonpath={.status.conditions[?(@.type=="Degraded")].message}`)
+	if !strings.Contains(msg, `StorageClass "no-such-class", which does not exist`) {
+		t.Errorf("Degraded message %q", msg)
+	}
+}
