@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 
 	quotaadmission "github.com/mydb-dev/mydb/pkg/admission/quota"
 	"github.com/mydb-dev/mydb/pkg/apis/example"
@@ -21,8 +22,11 @@ import (
 	"k8s.io/apiserver/pkg/admission/plugin/resourcequota"
 	"k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/healthz"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
+	storagefactory "k8s.io/apiserver/pkg/storage/storagebackend/factory"
 	"k8s.io/apiserver/pkg/util/compatibility"
 	"k8s.io/client-go/rest"
 	cliflag "k8s.io/component-base/cli/flag"
@@ -66,6 +70,8 @@ func NewOptions(out, errOut io.Writer) *Options {
 		StdErr:                   errOut,
 	}
 	o.RecommendedOptions.Etcd.DefaultStorageMediaType = runtime.ContentTypeProtobuf
+	// Config adds the etcd checks to /readyz alone (addEtcdReadyzChecks).
+	o.RecommendedOptions.Etcd.SkipHealthEndpoints = true
 	return o
 }
 
@@ -157,8 +163,31 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	if err := o.RecommendedOptions.ApplyTo(serverConfig); err != nil {
 		return nil, err
 	}
+	if err := addEtcdReadyzChecks(&serverConfig.Config, o.RecommendedOptions.Etcd.StorageConfig); err != nil {
+		return nil, err
+	}
 	apiserver.AddAuthenticationReadyzCheck(&serverConfig.Config)
 	config := &apiserver.Config{GenericConfig: serverConfig, OwnInformers: ownInformers}
 	config.Controllers = o.Controller.ApplyTo(serverConfig.ClientConfig)
 	return config, nil
+}
+
+// addEtcdReadyzChecks reports mydb's etcd in /readyz only. k8s.io/apiserver
+// puts its etcd check into /livez as well, so an etcd outage would make the
+// kubelet restart every mydb replica, which cannot help; unready, a replica
+// only leaves the Service until etcd is back.
+func addEtcdReadyzChecks(c *genericapiserver.Config, storage storagebackend.Config) error {
+	health, err := storagefactory.CreateHealthCheck(storage, c.DrainedNotify())
+	if err != nil {
+		return err
+	}
+	ready, err := storagefactory.CreateReadyCheck(storage, c.DrainedNotify())
+	if err != nil {
+		return err
+	}
+	c.AddReadyzChecks(
+		healthz.NamedCheck("etcd", func(*http.Request) error { return health() }),
+		healthz.NamedCheck("etcd-readiness", func(*http.Request) error { return ready() }),
+	)
+	return nil
 }

@@ -963,3 +963,29 @@ func TestDegradedWhenTheRolloutIsBlocked(t *testing.T) {
 		})
 	}
 }
+
+// TestLostCredentialsAreNotRemade: with the Secret gone and the data still
+// there, mydb makes no new passwords and says why.
+func TestLostCredentialsAreNotRemade(t *testing.T) {
+	db, children, instances := convergedState(t, myDatabase())
+	children = without[*corev1.Secret](children)
+	children = append(children, &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data-prod-mysql-0", Namespace: "default", Labels: SelectorLabels(db)},
+		Status:     corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound},
+	})
+	f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
+	f.instances = instances
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range writes(f.kubeClient.Actions()) {
+		if strings.Contains(w, "secrets") {
+			t.Errorf("wrote a Secret for a database that has data: %s", w)
+		}
+	}
+	status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
+	c := meta.FindStatusCondition(status.Conditions, examplev1.ConditionDegraded)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonCredentialsMissing || !strings.Contains(c.Message, `Secret "prod-mysql-credentials"`) {
+		t.Errorf("Degraded = %+v, want CredentialsMissing", c)
+	}
+}

@@ -30,6 +30,7 @@ const (
 	ReasonNoReplicas          = "NoReplicas"
 	ReasonReplicasBehind      = "ReplicasNotStreaming"
 	ReasonNoInstances         = "NoInstances"
+	ReasonCredentialsMissing  = "CredentialsMissing"
 )
 
 // updateStatus writes what the reconcile saw through /status, and only when
@@ -94,6 +95,8 @@ func computeStatus(db *examplev1.MyDatabase, eng engine.Engine, sts *appsv1.Stat
 	switch {
 	case len(f.conflicts) > 0:
 		set(examplev1.ConditionDegraded, metav1.ConditionTrue, ReasonChildConflict, strings.Join(f.conflicts, "; "))
+	case f.credentialsMissing != "":
+		set(examplev1.ConditionDegraded, metav1.ConditionTrue, ReasonCredentialsMissing, f.credentialsMissing)
 	case len(f.blockages) > 0:
 		messages := make([]string, 0, len(f.blockages))
 		for _, b := range f.blockages {

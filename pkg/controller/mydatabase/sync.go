@@ -26,6 +26,8 @@ type findings struct {
 	storageProblems []string
 	// restoreWait says why the database waits for its restore source.
 	restoreWait string
+	// credentialsMissing says the Secret is gone while the data is not.
+	credentialsMissing string
 	// blockages keep the database's pods from running.
 	blockages []blockage
 	// primary is the instance chosen to serve writes, and instances what
@@ -109,7 +111,8 @@ func (c *Controller) owned(db *examplev1.MyDatabase, child metav1.Object, kind s
 }
 
 // reconcileSecret creates the credentials once; they are never overwritten,
-// so a password never changes under a running database.
+// so a password never changes under a running database, and never made
+// anew for a database that has data.
 func (c *Controller) reconcileSecret(ctx context.Context, db *examplev1.MyDatabase, f *findings) error {
 	existing, err := c.secretLister.Secrets(db.Namespace).Get(names.Secret(db.Name))
 	if err == nil {
@@ -118,6 +121,19 @@ func (c *Controller) reconcileSecret(ctx context.Context, db *examplev1.MyDataba
 	}
 	if !apierrors.IsNotFound(err) {
 		return err
+	}
+	claims, err := c.pvcLister.PersistentVolumeClaims(db.Namespace).List(labels.SelectorFromSet(SelectorLabels(db)))
+	if err != nil {
+		return err
+	}
+	if len(claims) > 0 {
+		// The data on the claims accepts only the passwords it was made
+		// with: new random ones would lock everyone out for good.
+		msg := fmt.Sprintf("Secret %q with the database's credentials is gone while %d of its volumes hold data; "+
+			"mydb will not make new passwords the data does not accept: restore the Secret (docs/operations.md)", names.Secret(db.Name), len(claims))
+		f.credentialsMissing = msg
+		c.recorder.Event(db, corev1.EventTypeWarning, ReasonCredentialsMissing, msg)
+		return nil
 	}
 	secret, err := newSecret(db)
 	if err != nil {
