@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -41,8 +42,9 @@ func TestAPIResources(t *testing.T) {
 	if strings.Join(rows, "\n") != strings.Join(want, "\n") {
 		t.Errorf("api-resources = %q, want %q", rows, want)
 	}
-	if out := mustKubectl(t, "", "api-resources", "--categories=mydb", "-o", "name"); strings.Fields(out)[1] != "mydatabases.example.com" {
-		t.Errorf("category mydb = %q", out)
+	if out := mustKubectl(t, "", "api-resources", "--categories=mydb", "-o", "name"); !slices.Equal(strings.Fields(out),
+		[]string{"mydatabasebackups.example.com", "mydatabases.example.com"}) {
+		t.Errorf("category mydb = %q, want both kinds", out)
 	}
 	if out := mustKubectl(t, "", "api-resources", "--categories=all", "-o", "name"); !strings.Contains(out, "mydatabases.example.com") {
 		t.Errorf("category all lacks mydatabases: %q", out)
