@@ -124,3 +124,25 @@ func ServerArgs(cfg instance.EngineConfig, dataDir string) []string {
 		"--plugin-load-add=auth_socket.so",
 	}
 }
+
+// StopIOThreadStatement implements mysqlfamily.Dialect.
+func (Dialect) StopIOThreadStatement() string { return "STOP REPLICA IO_THREAD" }
+
+// StateQuery implements mysqlfamily.Dialect: super_read_only is the fence,
+// read_only what clients see; gtid_executed is the position on a primary
+// and on a replica alike.
+func (Dialect) StateQuery() string {
+	return "SELECT @@global.super_read_only AS fenced, @@global.read_only = 0 AS writable, @@server_id AS server_id, " +
+		"@@global.gtid_executed AS gtid, @@global.gtid_executed AS replica_gtid"
+}
+
+// ErrSourceFatalReadingBinlog is ER_SERVER_SOURCE_FATAL_ERROR_READING_BINLOG,
+// the number 8.4's replica IO thread reports ("Got fatal error 1236 from
+// source when reading data from binary log: ... purged required binary
+// logs") in Last_IO_Errno.
+const ErrSourceFatalReadingBinlog = 13114
+
+// MustReclone implements mysqlfamily.Dialect.
+func (Dialect) MustReclone(ioErrno int) bool {
+	return ioErrno == ErrSourceFatalReadingBinlog || ioErrno == mysqlfamily.ErrSourceCannotServe
+}
