@@ -60,6 +60,15 @@ type CloneServer interface {
 	ServeClone(w http.ResponseWriter, r *http.Request)
 }
 
+// RestartRequester is implemented by engines whose server may exit asking
+// to be started again (MySQL exits with status 16 after RESTART or a clone
+// into its own data directory, when a supervisor announced itself). The
+// Manager starts such a server again at once and does not count the exit
+// as a crash.
+type RestartRequester interface {
+	RestartRequested(exitCode int) bool
+}
+
 // EngineConfig is what every engine is built from.
 type EngineConfig struct {
 	// Name is the instance name (db-1).

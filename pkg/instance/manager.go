@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/exec"
 	"sync"
 	"syscall"
 	"time"
@@ -123,6 +124,13 @@ func (m *Manager) Run(ctx context.Context) error {
 			want = &t
 		case <-exited:
 			c := m.child()
+			if m.restartRequested(c) {
+				m.log.Info("engine exited to be restarted", "reason", c.exitReason())
+				m.eng.Close()
+				m.update(func(s *managerState) { s.child = nil })
+				restartAt = time.Time{}
+				break // reconcile now: it starts the engine again
+			}
 			if time.Since(c.started) > 30*time.Second {
 				crashes = 0
 			}
@@ -162,6 +170,16 @@ func (m *Manager) Run(ctx context.Context) error {
 			}
 		})
 	}
+}
+
+// restartRequested tells whether c exited asking to be started again.
+func (m *Manager) restartRequested(c *child) bool {
+	rr, ok := m.eng.(RestartRequester)
+	if !ok {
+		return false
+	}
+	var ee *exec.ExitError
+	return errors.As(c.err, &ee) && ee.Exited() && rr.RestartRequested(ee.ExitCode())
 }
 
 func (m *Manager) child() *child {

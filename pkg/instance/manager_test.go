@@ -121,11 +121,17 @@ type harness struct {
 
 func startManager(t *testing.T, eng *fakeEngine, name string) *harness {
 	t.Helper()
+	return startManagerFor(t, eng, eng, name)
+}
+
+// startManagerFor runs a Manager of engine, which wraps the fake eng.
+func startManagerFor(t *testing.T, engine Engine, eng *fakeEngine, name string) *harness {
+	t.Helper()
 	h := &harness{t: t, eng: eng, src: make(chanSource, 1), addr: freeAddr(t), done: make(chan struct{})}
 	h.m = NewManager(Options{
 		Name: name, Engine: "fake", DataRoot: t.TempDir(), StatusAddress: h.addr, StopTimeout: 5 * time.Second,
 		MaxReadyLag: 10 * time.Second, ReplicationPassword: func() (string, error) { return "repl-pw", nil },
-	}, eng, h.src)
+	}, engine, h.src)
 	ctx, cancel := context.WithCancel(context.Background())
 	h.stop = cancel
 	go func() { h.err = h.m.Run(ctx); close(h.done) }()
@@ -316,5 +322,49 @@ func TestBackoff(t *testing.T) {
 		if got := backoff(n + 1); got != w {
 			t.Errorf("backoff(%d) = %s, want %s", n+1, got, w)
 		}
+	}
+}
+
+// selfRestarting is an engine whose server exits asking for a restart the
+// first time it runs, as mysqld does (status 16) after RESTART or a clone
+// into its own data directory.
+type selfRestarting struct {
+	*fakeEngine
+	starts int
+}
+
+func (e *selfRestarting) Command() (*exec.Cmd, error) {
+	var n int
+	e.locked(func() { e.starts++; n = e.starts })
+	if n == 1 {
+		return exec.Command("sh", "-c", "sleep 0.2; exit 16"), nil
+	}
+	return e.fakeEngine.Command()
+}
+
+func (e *selfRestarting) RestartRequested(code int) bool { return code == 16 }
+
+func TestManagerRestartsAnEngineThatAsks(t *testing.T) {
+	eng := &selfRestarting{fakeEngine: &fakeEngine{}}
+	h := startManagerFor(t, eng, eng.fakeEngine, "db-0")
+	start := time.Now()
+	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 3306}
+	s := h.wait("the engine started again", func(s Status) bool {
+		var starts int
+		eng.locked(func() { starts = eng.starts })
+		return starts == 2 && s.EngineRunning && s.Ready
+	})
+	if s.Restarts != 0 || s.LastExit != "" {
+		t.Errorf("a requested restart counted as a crash: %+v", s)
+	}
+	// No crash backoff (1s) before the new start.
+	if d := time.Since(start); d > 900*time.Millisecond {
+		t.Errorf("restarted after %s", d)
+	}
+	// Any other exit is still a crash.
+	h.m.child().signal(syscall.SIGKILL)
+	s = h.wait("a crash", func(s Status) bool { return s.Restarts == 1 })
+	if !strings.Contains(s.LastExit, "killed") {
+		t.Errorf("last exit %q", s.LastExit)
 	}
 }

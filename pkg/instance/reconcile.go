@@ -132,7 +132,7 @@ func (m *Manager) cloneReason(ctx context.Context, t Topology) string {
 	if err != nil {
 		return "unreadable data: " + err.Error()
 	}
-	remote, err := m.primarySystemID(ctx, t)
+	remote, err := PrimarySystemID(ctx, m.http, t)
 	if err != nil {
 		// Keep the data: the primary may just be restarting, and
 		// following it will tell once it is back.
@@ -145,7 +145,9 @@ func (m *Manager) cloneReason(ctx context.Context, t Topology) string {
 	return ""
 }
 
-func (m *Manager) primarySystemID(ctx context.Context, t Topology) (string, error) {
+// PrimarySystemID asks t's primary's manager (GET /v1/status) which data
+// set it serves.
+func PrimarySystemID(ctx context.Context, client *http.Client, t Topology) (string, error) {
 	if t.PrimaryStatusURL == "" {
 		return "", errors.New("topology has no primaryStatusURL")
 	}
@@ -153,7 +155,7 @@ func (m *Manager) primarySystemID(ctx context.Context, t Topology) (string, erro
 	if err != nil {
 		return "", err
 	}
-	resp, err := m.http.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return "", err
 	}

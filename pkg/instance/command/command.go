@@ -28,6 +28,7 @@ import (
 	"github.com/mydb-dev/mydb/pkg/instance"
 	"github.com/mydb-dev/mydb/pkg/instance/kube"
 	"github.com/mydb-dev/mydb/pkg/instance/mariadb"
+	"github.com/mydb-dev/mydb/pkg/instance/mysql"
 	"github.com/mydb-dev/mydb/pkg/instance/postgres"
 )
 
@@ -129,7 +130,7 @@ func New(ctx context.Context) *cobra.Command {
 
 func run(ctx context.Context, o *Options) error {
 	if os.Geteuid() == 0 {
-		// Both engines refuse root; saying so here beats initdb's message
+		// The engines refuse root; saying so here beats initdb's message
 		// halfway through a bootstrap.
 		return errors.New("run as the engine's user, not root (the engines refuse to run as root)")
 	}
@@ -146,24 +147,9 @@ func run(ctx context.Context, o *Options) error {
 		BinDir: o.BinDir, Secrets: instance.Secrets{Dir: o.SecretsDir}, ServerID: serverID,
 		Stdout: os.Stdout, Stderr: os.Stdout, Log: log.With("engine", o.Engine),
 	}
-	var eng instance.Engine
-	switch o.Engine {
-	case "postgres":
-		if cfg.Port == 0 {
-			cfg.Port = 5432
-		}
-		eng = postgres.New(cfg)
-	case "mariadb":
-		if cfg.Port == 0 {
-			cfg.Port = 3306
-		}
-		eng = mariadb.New(cfg)
-	case "mysql":
-		// pkg/instance/mysql holds the MySQL 8.4 statements; the engine
-		// around them (initialize, CLONE, supervision) is not built yet.
-		return errors.New("--engine mysql is not supported yet: only its replication statements exist (pkg/instance/mysql)")
-	default:
-		return fmt.Errorf("--engine %q: must be postgres, mariadb or mysql", o.Engine)
+	eng, err := newEngine(o.Engine, &cfg)
+	if err != nil {
+		return err
 	}
 	topology, err := o.topologySource(cfg.Port, log)
 	if err != nil {
@@ -187,6 +173,24 @@ func run(ctx context.Context, o *Options) error {
 	}()
 	log.Info("starting", "engine", o.Engine, "dataRoot", o.DataRoot, "listen", fmt.Sprintf("%s:%d", o.ListenHost, cfg.Port), "status", o.StatusAddress, "serverID", serverID)
 	return m.Run(ctx)
+}
+
+// newEngine builds the engine name selects, defaulting cfg's port to the
+// engine's usual one.
+func newEngine(name string, cfg *instance.EngineConfig) (instance.Engine, error) {
+	if cfg.Port == 0 {
+		cfg.Port = map[string]int{"postgres": 5432, "mariadb": 3306, "mysql": 3306}[name]
+	}
+	switch name {
+	case "postgres":
+		return postgres.New(*cfg), nil
+	case "mariadb":
+		return mariadb.New(*cfg), nil
+	case "mysql":
+		// MySQL 8.4: never run against a real server (docs/instance.md).
+		return mysql.New(*cfg), nil
+	}
+	return nil, fmt.Errorf("--engine %q: must be postgres, mariadb or mysql", name)
 }
 
 // topologySource is the topology file, or else the MyDatabase's status.

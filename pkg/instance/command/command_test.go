@@ -2,10 +2,13 @@ package command
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mydb-dev/mydb/pkg/instance"
 )
 
 func TestServerIDFromName(t *testing.T) {
@@ -66,5 +69,29 @@ func TestCopySelf(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "mydb-instance.tmp")); err == nil {
 		t.Error("the temporary file was left")
+	}
+}
+
+func TestNewEngine(t *testing.T) {
+	for name, want := range map[string]struct {
+		typ  string
+		port int
+	}{"postgres": {"*postgres.Engine", 5432}, "mariadb": {"*mariadb.Engine", 3306}, "mysql": {"*mysql.Engine", 3306}} {
+		cfg := instance.EngineConfig{DataRoot: t.TempDir(), RunDir: t.TempDir()}
+		eng, err := newEngine(name, &cfg)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if got := fmt.Sprintf("%T", eng); got != want.typ || cfg.Port != want.port {
+			t.Errorf("%s: %s on port %d, want %s on %d", name, got, cfg.Port, want.typ, want.port)
+		}
+	}
+	cfg := instance.EngineConfig{Port: 3307}
+	if _, err := newEngine("mysql", &cfg); err != nil || cfg.Port != 3307 {
+		t.Errorf("an explicit port: %d, %v", cfg.Port, err)
+	}
+	if _, err := newEngine("oracle", &instance.EngineConfig{}); err == nil {
+		t.Error("an unknown engine was built")
 	}
 }

@@ -80,7 +80,7 @@ func (e *Engine) Clone(ctx context.Context, t instance.Topology) error {
 	if err != nil {
 		return err
 	}
-	tmp := e.DataDir() + ".clone"
+	tmp := e.DataDir + ".clone"
 	if err := os.RemoveAll(tmp); err != nil {
 		return err
 	}
@@ -124,12 +124,7 @@ func (e *Engine) Clone(ctx context.Context, t instance.Topology) error {
 	if err != nil {
 		return err
 	}
-	for name, content := range map[string]string{systemIDFile: id, cloneGTIDFile: gtid, completeMarker: time.Now().UTC().Format(time.RFC3339)} {
-		if err := os.WriteFile(filepath.Join(tmp, name), []byte(content+"\n"), 0o600); err != nil {
-			return err
-		}
-	}
-	return instance.ReplaceDir(tmp, e.DataDir())
+	return e.Complete(tmp, id, map[string]string{cloneGTIDFile: gtid})
 }
 
 // backupGTID is the GTID position of the backup, the third field of the

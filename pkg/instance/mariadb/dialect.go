@@ -59,3 +59,17 @@ func (Dialect) ParseReplicaStatus(row map[string]string) mysqlfamily.ReplicaStat
 	})
 	return s
 }
+
+// StopIOThreadStatement implements mysqlfamily.Dialect.
+func (Dialect) StopIOThreadStatement() string { return "STOP SLAVE IO_THREAD" }
+
+// StateQuery implements mysqlfamily.Dialect: read_only is the fence;
+// gtid_current_pos is a primary's position, gtid_slave_pos a replica's.
+func (Dialect) StateQuery() string {
+	return "SELECT @@global.read_only AS fenced, @@global.read_only = 0 AS writable, @@server_id AS server_id, " +
+		"@@global.gtid_current_pos AS gtid, @@global.gtid_slave_pos AS replica_gtid"
+}
+
+// MustReclone implements mysqlfamily.Dialect: 1236 is the source's fatal
+// error reading its binlog (purged, or the GTID position is unknown to it).
+func (Dialect) MustReclone(ioErrno int) bool { return ioErrno == mysqlfamily.ErrSourceCannotServe }

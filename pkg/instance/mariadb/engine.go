@@ -5,17 +5,11 @@
 package mariadb
 
 import (
-	"context"
-	"database/sql"
-	"errors"
 	"fmt"
-	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
-	"strings"
-	"sync"
 	"syscall"
-	"time"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
 	"github.com/mydb-dev/mydb/pkg/instance/mysqlfamily"
@@ -25,24 +19,17 @@ const (
 	// dataSubdir keeps the data one level below the volume's root, where
 	// a lost+found would upset the server (pitfall 13).
 	dataSubdir = "mariadb"
-	// completeMarker is written last into a bootstrapped or cloned data
-	// directory before it is renamed into place.
-	completeMarker = "mydb-complete"
-	// systemIDFile holds the identifier of the data set's lineage, made at
-	// bootstrap and carried to clones by the clone endpoint.
-	systemIDFile = "mydb-system-id"
 	// cloneGTIDFile holds the GTID position a fresh clone's data is at,
 	// until the replica has set gtid_slave_pos from it.
 	cloneGTIDFile = "mydb-clone-gtid"
 )
 
-// Engine is MariaDB for the instance manager.
+// Engine is MariaDB for the instance manager; the lifecycle it shares
+// with MySQL is mysqlfamily.Server's.
 type Engine struct {
+	*mysqlfamily.Server
 	cfg     instance.EngineConfig
 	dialect Dialect
-
-	mu sync.Mutex
-	db *sql.DB
 }
 
 var (
@@ -51,29 +38,25 @@ var (
 )
 
 // New returns the engine for cfg.
-func New(cfg instance.EngineConfig) *Engine { return &Engine{cfg: cfg} }
-
-// DataDir is the server's datadir.
-func (e *Engine) DataDir() string { return filepath.Join(e.cfg.DataRoot, dataSubdir) }
+func New(cfg instance.EngineConfig) *Engine {
+	e := &Engine{cfg: cfg}
+	e.Server = &mysqlfamily.Server{
+		Cfg: cfg, Dialect: e.dialect, DataDir: filepath.Join(cfg.DataRoot, dataSubdir),
+		Open: e.openAdmin, PrepareFollow: e.adoptCloneGTID,
+	}
+	return e
+}
 
 func (e *Engine) socket() string { return filepath.Join(e.cfg.RunDir, "mariadbd.sock") }
 
-// HasData implements instance.Engine.
-func (e *Engine) HasData() (bool, error) {
-	_, err := os.Stat(filepath.Join(e.DataDir(), completeMarker))
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
-// SystemID implements instance.Engine.
-func (e *Engine) SystemID() (string, error) {
-	b, err := os.ReadFile(filepath.Join(e.DataDir(), systemIDFile))
+// openAdmin connects as the manager's OS user, which unix_socket
+// authenticates.
+func (e *Engine) openAdmin() (mysqlfamily.Conn, error) {
+	u, err := user.Current()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	return strings.TrimSpace(string(b)), nil
+	return mysqlfamily.OpenAdmin(e.socket(), u.Username)
 }
 
 // serverArgs are the options of every server run; --no-defaults keeps an
@@ -96,7 +79,7 @@ func (e *Engine) serverArgs(dataDir string) []string {
 // points a replica at its primary, so nothing is writable before the
 // topology says so.
 func (e *Engine) Command() (*exec.Cmd, error) {
-	args := append(e.serverArgs(e.DataDir()),
+	args := append(e.serverArgs(e.DataDir),
 		"--bind-address="+e.cfg.ListenHost,
 		fmt.Sprintf("--port=%d", e.cfg.Port),
 		fmt.Sprintf("--server-id=%d", e.cfg.ServerID),
@@ -124,36 +107,3 @@ func (e *Engine) Command() (*exec.Cmd, error) {
 // StopSignal implements instance.Engine: SIGTERM is MariaDB's normal
 // shutdown (InnoDB flushes, "Shutdown complete").
 func (e *Engine) StopSignal() syscall.Signal { return syscall.SIGTERM }
-
-func (e *Engine) admin() (*sql.DB, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.db != nil {
-		return e.db, nil
-	}
-	db, err := mysqlfamily.OpenAdmin(e.socket())
-	if err != nil {
-		return nil, err
-	}
-	e.db = db
-	return db, nil
-}
-
-// WaitReady implements instance.Engine.
-func (e *Engine) WaitReady(ctx context.Context) error {
-	db, err := e.admin()
-	if err != nil {
-		return err
-	}
-	return instance.PollUntil(ctx, 100*time.Millisecond, func() error { return db.PingContext(ctx) })
-}
-
-// Close implements instance.Engine.
-func (e *Engine) Close() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.db != nil {
-		e.db.Close()
-		e.db = nil
-	}
-}

@@ -1,9 +1,3 @@
-// Package mysql is the MySQL 8.4 dialect of the instance manager: the
-// statements and server options that differ from MariaDB's. Only the
-// statements exist so far (unit tested against the 8.4 reference manual's
-// syntax); no MySQL server runs in mydb's tests, and --engine mysql is
-// refused until the engine around them (initialize, CLONE, supervision)
-// is built and run against a real server.
 package mysql
 
 import (
@@ -14,7 +8,8 @@ import (
 	"github.com/mydb-dev/mydb/pkg/instance/mysqlfamily"
 )
 
-// Dialect is MySQL 8.4's SQL.
+// Dialect is MySQL 8.4's SQL: the replica/source terms (8.4 removed the
+// MASTER/SLAVE statements; REPLICATION SLAVE stays the privilege's name).
 type Dialect struct{}
 
 var _ mysqlfamily.Dialect = Dialect{}
@@ -22,7 +17,8 @@ var _ mysqlfamily.Dialect = Dialect{}
 // UserStatements implements mysqlfamily.Dialect. 8.4 disables
 // mysql_native_password, so there is no hash to send: the password goes
 // over the unix socket in the statement, which MySQL rewrites before it
-// reaches any log. The replication user may also serve CLONE (BACKUP_ADMIN).
+// reaches any log. The replication user also serves CLONE (BACKUP_ADMIN
+// on the donor).
 func (Dialect) UserStatements(app mysqlfamily.App, replicationPassword string) []string {
 	appAccount := mysqlfamily.Account(app.User, "%")
 	repl := mysqlfamily.Account(instance.ReplicationUser, "%")
@@ -35,20 +31,19 @@ func (Dialect) UserStatements(app mysqlfamily.App, replicationPassword string) [
 	}
 }
 
-// AdminUserStatements let the manager's OS user administer the server
-// over the unix socket without a password (auth_socket), replacing the
-// passwordless root that --initialize-insecure leaves.
+// AdminUserStatements replace the passwordless root that
+// --initialize-insecure leaves by auth_socket: root@localhost then
+// connects only over the unix socket and only from the OS user osUser
+// (the authentication string names it), with no password at all.
 func AdminUserStatements(osUser string) []string {
-	admin := mysqlfamily.Account(osUser, "localhost")
 	return []string{
-		fmt.Sprintf("CREATE USER IF NOT EXISTS %s IDENTIFIED WITH auth_socket", admin),
-		fmt.Sprintf("GRANT ALL PRIVILEGES ON *.* TO %s WITH GRANT OPTION", admin),
-		"DROP USER IF EXISTS 'root'@'localhost'",
+		fmt.Sprintf("ALTER USER 'root'@'localhost' IDENTIFIED WITH auth_socket AS %s", mysqlfamily.QuoteString(osUser)),
 	}
 }
 
 // FollowStatements implements mysqlfamily.Dialect. GET_SOURCE_PUBLIC_KEY
-// lets caching_sha2_password authenticate without TLS.
+// lets caching_sha2_password authenticate over a connection without TLS
+// (the RSA key exchange).
 func (Dialect) FollowStatements(src mysqlfamily.Source) []string {
 	return []string{
 		"STOP REPLICA",
@@ -62,7 +57,8 @@ func (Dialect) FollowStatements(src mysqlfamily.Source) []string {
 // sets read_only) stops even SUPER users.
 func (Dialect) FenceStatements() []string { return []string{"SET GLOBAL super_read_only = ON"} }
 
-// PromoteStatements implements mysqlfamily.Dialect.
+// PromoteStatements implements mysqlfamily.Dialect. super_read_only goes
+// first: read_only cannot turn off while it is on.
 func (Dialect) PromoteStatements() []string {
 	return []string{"STOP REPLICA", "RESET REPLICA ALL", "SET GLOBAL super_read_only = OFF", "SET GLOBAL read_only = OFF"}
 }
@@ -79,48 +75,94 @@ func (Dialect) ParseReplicaStatus(row map[string]string) mysqlfamily.ReplicaStat
 	})
 }
 
-// PositionQuery is the set of GTIDs the server applied.
-const PositionQuery = "SELECT @@GLOBAL.gtid_executed"
+// StopIOThreadStatement implements mysqlfamily.Dialect.
+func (Dialect) StopIOThreadStatement() string { return "STOP REPLICA IO_THREAD" }
 
-// CloneStatements replace the (running, empty) recipient's data with a
-// physical copy of the donor's through the CLONE plugin; the server
-// restarts itself afterwards (under a supervisor) and replication then
-// starts with auto-positioning from the cloned gtid_executed.
-func CloneStatements(donor mysqlfamily.Source) []string {
+// StateQuery implements mysqlfamily.Dialect: super_read_only is the fence,
+// read_only what clients see; gtid_executed is the position on a primary
+// and on a replica alike.
+func (Dialect) StateQuery() string {
+	return "SELECT @@global.super_read_only AS fenced, @@global.read_only = 0 AS writable, @@server_id AS server_id, " +
+		"@@global.gtid_executed AS gtid, @@global.gtid_executed AS replica_gtid"
+}
+
+// ErrSourceFatalReadingBinlog is ER_SERVER_SOURCE_FATAL_ERROR_READING_BINLOG,
+// the number 8.4's replica IO thread reports ("Got fatal error 1236 from
+// source when reading data from binary log: ... purged required binary
+// logs") in Last_IO_Errno.
+const ErrSourceFatalReadingBinlog = 13114
+
+// MustReclone implements mysqlfamily.Dialect.
+func (Dialect) MustReclone(ioErrno int) bool {
+	return ioErrno == ErrSourceFatalReadingBinlog || ioErrno == mysqlfamily.ErrSourceCannotServe
+}
+
+// CloneStatements copy the donor's data into dir (which must not exist)
+// through the CLONE plugin, on a recipient server running a throwaway data
+// directory: the recipient's own data stays and the server does not
+// restart, as it would after a clone into its own data directory. TLS is
+// tried first and plain used when the donor has none (no REQUIRE clause).
+func CloneStatements(donor mysqlfamily.Source, dir string) []string {
 	return []string{
 		fmt.Sprintf("SET GLOBAL clone_valid_donor_list = %s", mysqlfamily.QuoteString(fmt.Sprintf("%s:%d", donor.Host, donor.Port))),
-		fmt.Sprintf("CLONE INSTANCE FROM %s:%d IDENTIFIED BY %s",
-			mysqlfamily.Account(donor.User, donor.Host), donor.Port, mysqlfamily.QuoteString(donor.Password)),
+		fmt.Sprintf("CLONE INSTANCE FROM %s:%d IDENTIFIED BY %s DATA DIRECTORY = %s",
+			mysqlfamily.Account(donor.User, donor.Host), donor.Port, mysqlfamily.QuoteString(donor.Password), mysqlfamily.QuoteString(dir)),
 	}
 }
 
-// InitializeArgs create a data directory (one level below the volume,
-// since --initialize refuses a lost+found) with a root that has no
-// password and can only connect over the socket until AdminUserStatements.
+// InitializeArgs create a data directory (one level below the volume:
+// --initialize refuses a directory that is not empty, such as a volume's
+// root with lost+found) whose root@localhost has no password and connects
+// only over the socket until AdminUserStatements. No --user: the manager
+// never runs as root, and mysqld warns that --user needs root.
 func InitializeArgs(dataDir string) []string {
-	return []string{"--no-defaults", "--initialize-insecure", "--datadir=" + dataDir}
+	return []string{"--no-defaults", "--initialize-insecure", "--datadir=" + dataDir, "--log-error-verbosity=2"}
 }
 
-// ServerArgs are mysqld's options for an instance: GTIDs on, replication
-// off until the manager configures it, writes off until it promotes.
-func ServerArgs(cfg instance.EngineConfig, dataDir string) []string {
+// baseArgs are the options of every server run on dataDir, the manager's
+// and the temporary ones. --no-defaults keeps an image's my.cnf out; with
+// no --log-error the error log goes to stderr, the pod's log. auth_socket
+// and clone are plugins to load (neither is built in).
+func baseArgs(cfg instance.EngineConfig, dataDir string) []string {
 	return []string{
 		"--no-defaults",
 		"--datadir=" + dataDir,
-		"--socket=" + filepath.Join(cfg.RunDir, "mysqld.sock"),
+		"--socket=" + socketPath(cfg),
 		"--pid-file=" + filepath.Join(cfg.RunDir, "mysqld.pid"),
-		"--bind-address=" + cfg.ListenHost,
+		"--tmpdir=" + cfg.RunDir,
+		"--plugin-load-add=auth_socket.so",
+		"--plugin-load-add=mysql_clone.so",
+		"--mysqlx=OFF",
+		"--skip-name-resolve",
+		"--log-error-verbosity=2",
+		"--skip-replica-start",
+	}
+}
+
+func socketPath(cfg instance.EngineConfig) string { return filepath.Join(cfg.RunDir, "mysqld.sock") }
+
+// tempArgs are a temporary server's: no TCP listener, no binary log.
+func tempArgs(cfg instance.EngineConfig, dataDir string) []string {
+	return append(baseArgs(cfg, dataDir), "--skip-networking", "--skip-log-bin")
+}
+
+// ServerArgs are mysqld's options for an instance: GTIDs on, replication
+// off until the manager configures it, writes off (super_read_only) until
+// it promotes. The binary log is on by default in 8.4 and ROW is the
+// default (and deprecated) binlog_format, so neither is passed beyond
+// naming the logs after mydb rather than the host name.
+func ServerArgs(cfg instance.EngineConfig, dataDir string) []string {
+	return append(baseArgs(cfg, dataDir),
+		"--bind-address="+cfg.ListenHost,
 		fmt.Sprintf("--port=%d", cfg.Port),
 		fmt.Sprintf("--server-id=%d", cfg.ServerID),
-		"--report-host=" + cfg.ListenHost,
+		"--report-host="+cfg.ListenHost,
 		"--log-bin=mydb-bin",
 		"--relay-log=mydb-relay-bin",
 		"--gtid-mode=ON",
 		"--enforce-gtid-consistency=ON",
-		"--skip-replica-start",
+		"--binlog-expire-logs-seconds=604800",
+		"--replica-net-timeout=10",
 		"--super-read-only=ON",
-		"--skip-name-resolve",
-		"--plugin-load-add=mysql_clone.so",
-		"--plugin-load-add=auth_socket.so",
-	}
+	)
 }

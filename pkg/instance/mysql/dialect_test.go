@@ -43,10 +43,10 @@ func TestPromoteAndFence(t *testing.T) {
 }
 
 func TestCloneStatements(t *testing.T) {
-	got := CloneStatements(mysqlfamily.Source{Host: "db-0.db", Port: 3306, User: instance.ReplicationUser, Password: "s3cret"})
+	got := CloneStatements(mysqlfamily.Source{Host: "db-0.db", Port: 3306, User: instance.ReplicationUser, Password: "s3cret"}, "/data/mysql.clone")
 	want := []string{
 		"SET GLOBAL clone_valid_donor_list = 'db-0.db:3306'",
-		"CLONE INSTANCE FROM 'replicator'@'db-0.db':3306 IDENTIFIED BY 's3cret'",
+		"CLONE INSTANCE FROM 'replicator'@'db-0.db':3306 IDENTIFIED BY 's3cret' DATA DIRECTORY = '/data/mysql.clone'",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Error(diff)

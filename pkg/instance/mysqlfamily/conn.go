@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"os/user"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -18,16 +17,45 @@ func init() {
 	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
 }
 
-// OpenAdmin connects over the unix socket as the OS user the manager runs
-// as, which the server authenticates with unix_socket: no password exists
-// to leak.
-func OpenAdmin(socket string) (*sql.DB, error) {
-	u, err := user.Current()
-	if err != nil {
-		return nil, err
-	}
+// Conn is what the engines do over the admin connection: run statements
+// and read one row. SQLConn is the real one; tests give a fake that
+// records the statements and answers the queries, so every statement
+// sequence and decision is tested without a server.
+type Conn interface {
+	// Exec runs statements in order on one session, stopping at the first
+	// error.
+	Exec(ctx context.Context, stmts ...string) error
+	// QueryRow returns the first row of query as column -> value (NULL
+	// columns absent), or nil when there is no row.
+	QueryRow(ctx context.Context, query string) (map[string]string, error)
+	Ping(ctx context.Context) error
+	Close() error
+}
+
+// SQLConn is a Conn over a database/sql pool.
+type SQLConn struct{ DB *sql.DB }
+
+// Exec implements Conn.
+func (c SQLConn) Exec(ctx context.Context, stmts ...string) error { return Exec(ctx, c.DB, stmts...) }
+
+// QueryRow implements Conn.
+func (c SQLConn) QueryRow(ctx context.Context, query string) (map[string]string, error) {
+	return QueryRowMap(ctx, c.DB, query)
+}
+
+// Ping implements Conn.
+func (c SQLConn) Ping(ctx context.Context) error { return c.DB.PingContext(ctx) }
+
+// Close implements Conn.
+func (c SQLConn) Close() error { return c.DB.Close() }
+
+// OpenAdmin connects over the unix socket as user without a password: the
+// server authenticates the manager's OS user by the socket's peer
+// credentials (MariaDB unix_socket, MySQL auth_socket), so no admin
+// password exists to leak.
+func OpenAdmin(socket, user string) (Conn, error) {
 	c := mysql.NewConfig()
-	c.User = u.Username
+	c.User = user
 	c.Net = "unix"
 	c.Addr = socket
 	c.Timeout = 5 * time.Second
@@ -40,7 +68,7 @@ func OpenAdmin(socket string) (*sql.DB, error) {
 	db.SetMaxOpenConns(4)
 	db.SetMaxIdleConns(2)
 	db.SetConnMaxIdleTime(time.Minute)
-	return db, nil
+	return SQLConn{DB: db}, nil
 }
 
 // Exec runs statements in order on one connection, stopping at the first

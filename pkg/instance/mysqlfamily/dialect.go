@@ -33,6 +33,15 @@ type Dialect interface {
 	ReplicaStatusQuery() string
 	// ParseReplicaStatus reads ReplicaStatusQuery's row.
 	ParseReplicaStatus(row map[string]string) ReplicaStatus
+	// StopIOThreadStatement stops receiving, leaving the applier running.
+	StopIOThreadStatement() string
+	// StateQuery reads the server's state in the columns fenced (what
+	// FenceStatements turn on: 1 or 0), writable (1 or 0), server_id, gtid
+	// (the primary's position) and replica_gtid (a replica's).
+	StateQuery() string
+	// MustReclone tells whether the stopped IO thread's error number means
+	// the source no longer has the history the replica needs.
+	MustReclone(ioErrno int) bool
 }
 
 // ReplicaStatus is a replica's replication state.

@@ -1,0 +1,73 @@
+package mariadb
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/mysqlfamily"
+	"github.com/mydb-dev/mydb/pkg/instance/mysqlfamily/fakeconn"
+)
+
+// The real-engine suite runs these paths against MariaDB; here the
+// decisions are pinned through a fake connection.
+
+func newFakeEngine(t *testing.T, state, replica map[string]string) (*Engine, *fakeconn.Conn) {
+	t.Helper()
+	secrets := t.TempDir()
+	if err := os.WriteFile(filepath.Join(secrets, instance.SecretReplicationPassword), []byte("rpw"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := New(instance.EngineConfig{DataRoot: t.TempDir(), RunDir: t.TempDir(), Secrets: instance.Secrets{Dir: secrets},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	conn := &fakeconn.Conn{Row: func(q string) map[string]string {
+		if q == (Dialect{}).StateQuery() {
+			return state
+		}
+		return replica
+	}}
+	e.Server.Open = func() (mysqlfamily.Conn, error) { return conn, nil }
+	return e, conn
+}
+
+var topo = instance.Topology{Primary: "db-0", PrimaryHost: "10.0.0.5", PrimaryPort: 3306}
+
+func TestFollowAdoptsTheCloneGTIDFirst(t *testing.T) {
+	e, conn := newFakeEngine(t, map[string]string{"fenced": "1"}, nil)
+	if err := os.MkdirAll(e.DataDir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.DataDir, cloneGTIDFile), []byte("0-1-42\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Follow(context.Background(), topo); err != nil {
+		t.Fatal(err)
+	}
+	want := append([]string{"STOP SLAVE", "RESET SLAVE ALL", "SET GLOBAL gtid_slave_pos = '0-1-42'"},
+		Dialect{}.FollowStatements(mysqlfamily.Source{Host: "10.0.0.5", Port: 3306, User: "replicator", Password: "rpw"})...)
+	if diff := cmp.Diff(want, conn.Executed()); diff != "" {
+		t.Error(diff)
+	}
+	if _, err := os.Stat(filepath.Join(e.DataDir, cloneGTIDFile)); !os.IsNotExist(err) {
+		t.Errorf("the clone's GTID file is left: %v", err)
+	}
+}
+
+func TestFollowFencesAndReclones(t *testing.T) {
+	purged := map[string]string{"Master_Host": "10.0.0.5", "Master_Port": "3306", "Master_User": "replicator",
+		"Slave_IO_Running": "No", "Slave_SQL_Running": "Yes", "Last_IO_Errno": "1236", "Last_IO_Error": "purged"}
+	e, conn := newFakeEngine(t, map[string]string{"fenced": "0"}, purged)
+	if err := e.Follow(context.Background(), topo); !errors.Is(err, instance.ErrMustReclone) {
+		t.Fatalf("err = %v", err)
+	}
+	if diff := cmp.Diff([]string{"SET GLOBAL read_only = ON"}, conn.Executed()); diff != "" {
+		t.Error(diff)
+	}
+}

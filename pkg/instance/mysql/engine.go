@@ -1,0 +1,101 @@
+// Package mysql runs MySQL 8.4 under the instance manager: mysqld
+// --initialize-insecure bootstrap, clones through the CLONE plugin, GTID
+// auto-positioned replication, promotion and the status read from the
+// server. The lifecycle it shares with MariaDB is mysqlfamily.Server's.
+//
+// It has never run against a real MySQL server: none can be installed on
+// the machines mydb is built on. Every statement sequence and decision is
+// unit tested against MySQL 8.4's documented syntax and behaviour, through
+// fakes of the admin connection and of the tools (engine_test.go).
+package mysql
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/mysqlfamily"
+)
+
+// dataSubdir keeps the data one level below the volume's root:
+// --initialize refuses a directory that is not empty (lost+found).
+const dataSubdir = "mysql"
+
+// RestartExitCode is mysqld's exit status when it stops to be started
+// again (RESTART, or a clone into its own data directory), given that a
+// supervisor announced itself in MYSQLD_PARENT_PID.
+const RestartExitCode = 16
+
+// tools runs mysqld the ways the engine needs besides the supervised
+// server; tests replace it.
+type tools interface {
+	// Run runs mysqld with args to its end (--initialize-insecure).
+	Run(ctx context.Context, args ...string) error
+	// Serve runs a temporary mysqld with args until f, given the admin
+	// connection, returns.
+	Serve(ctx context.Context, args []string, f func(context.Context, mysqlfamily.Conn) error) error
+}
+
+// Engine is MySQL 8.4 for the instance manager.
+type Engine struct {
+	*mysqlfamily.Server
+	cfg   instance.EngineConfig
+	tools tools
+	// osUser is the manager's OS user, whom auth_socket admits as root.
+	osUser string
+}
+
+var (
+	_ instance.Engine           = (*Engine)(nil)
+	_ instance.RestartRequester = (*Engine)(nil)
+)
+
+// New returns the engine for cfg.
+func New(cfg instance.EngineConfig) *Engine {
+	e := &Engine{cfg: cfg}
+	if u, err := user.Current(); err == nil {
+		e.osUser = u.Username
+	}
+	e.Server = &mysqlfamily.Server{Cfg: cfg, Dialect: Dialect{}, DataDir: filepath.Join(cfg.DataRoot, dataSubdir), Open: e.openAdmin}
+	e.tools = realTools{e}
+	return e
+}
+
+// openAdmin connects as root over the socket without a password: on a
+// fresh --initialize-insecure directory root has none, afterwards
+// auth_socket admits the manager's OS user as root.
+func (e *Engine) openAdmin() (mysqlfamily.Conn, error) {
+	return mysqlfamily.OpenAdmin(socketPath(e.cfg), "root")
+}
+
+type realTools struct{ e *Engine }
+
+func (t realTools) Run(ctx context.Context, args ...string) error {
+	return t.e.cfg.Tool(ctx, "mysqld", args...).Run()
+}
+
+func (t realTools) Serve(ctx context.Context, args []string, f func(context.Context, mysqlfamily.Conn) error) error {
+	return mysqlfamily.WithTempServer(ctx, t.e.cfg.Tool(context.Background(), "mysqld", args...), t.e.openAdmin, f)
+}
+
+// Command implements instance.Engine. MYSQLD_PARENT_PID tells mysqld a
+// supervisor restarts it, so a RESTART exits with RestartExitCode rather
+// than failing; the manager starts it again at once (RestartRequested).
+func (e *Engine) Command() (*exec.Cmd, error) {
+	cmd := exec.Command(e.cfg.Bin("mysqld"), ServerArgs(e.cfg, e.DataDir)...)
+	cmd.Stdout, cmd.Stderr = e.cfg.Stdout, e.cfg.Stderr
+	cmd.Env = append(instance.CleanEnv(), "MYSQLD_PARENT_PID="+strconv.Itoa(os.Getpid()))
+	return cmd, nil
+}
+
+// StopSignal implements instance.Engine: SIGTERM is mysqld's normal
+// shutdown.
+func (e *Engine) StopSignal() syscall.Signal { return syscall.SIGTERM }
+
+// RestartRequested implements instance.RestartRequester.
+func (e *Engine) RestartRequested(exitCode int) bool { return exitCode == RestartExitCode }

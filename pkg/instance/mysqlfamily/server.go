@@ -1,0 +1,301 @@
+package mysqlfamily
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mydb-dev/mydb/pkg/instance"
+)
+
+const (
+	// CompleteMarker is written last into a bootstrapped or cloned data
+	// directory before it is renamed into place.
+	CompleteMarker = "mydb-complete"
+	// SystemIDFile holds the identifier of the data set's lineage, made at
+	// bootstrap and carried to clones.
+	SystemIDFile = "mydb-system-id"
+)
+
+// Server is the lifecycle MariaDB and MySQL share around their Dialect:
+// the data directory's markers, the admin connection over the unix socket,
+// following a primary, promotion and the probe. The engines add bootstrap,
+// clone and the server's command line.
+type Server struct {
+	Cfg     instance.EngineConfig
+	Dialect Dialect
+	// DataDir is the server's datadir, one level below the volume's root.
+	DataDir string
+	// Open opens the admin connection (OpenAdmin on the socket, or a fake).
+	Open func() (Conn, error)
+	// PrepareFollow, when set, runs on the fenced server before its
+	// replication is read (MariaDB adopts a fresh clone's GTID position).
+	PrepareFollow func(ctx context.Context, c Conn) error
+	// ApplyTimeout bounds Promote's wait for the relay log (default 30s).
+	ApplyTimeout time.Duration
+
+	mu   sync.Mutex
+	conn Conn
+}
+
+// HasData implements instance.Engine.
+func (s *Server) HasData() (bool, error) {
+	_, err := os.Stat(filepath.Join(s.DataDir, CompleteMarker))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// SystemID implements instance.Engine.
+func (s *Server) SystemID() (string, error) {
+	b, err := os.ReadFile(filepath.Join(s.DataDir, SystemIDFile))
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// Complete writes the system identifier, extra files and the completion
+// marker (last) into a scratch data directory and renames it into place.
+func (s *Server) Complete(scratch, systemID string, extra map[string]string) error {
+	files := map[string]string{SystemIDFile: systemID}
+	for k, v := range extra {
+		files[k] = v
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(scratch, name), []byte(content+"\n"), 0o600); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(scratch, CompleteMarker), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o600); err != nil {
+		return err
+	}
+	return instance.ReplaceDir(scratch, s.DataDir)
+}
+
+// BootstrapWith creates a new data set unless a complete one exists:
+// build fills scratch (<data>.bootstrap, leftovers of an interrupted
+// attempt removed) with an initialized data directory and runs the user
+// statements on it; then a fresh random system identifier, the marker and
+// the rename into place.
+func (s *Server) BootstrapWith(ctx context.Context, build func(ctx context.Context, scratch string, users []string) error) error {
+	if has, err := s.HasData(); err != nil || has {
+		return err
+	}
+	users, err := s.UserStatements()
+	if err != nil {
+		return err
+	}
+	scratch := s.DataDir + ".bootstrap"
+	if err := os.RemoveAll(scratch); err != nil {
+		return err
+	}
+	if err := build(ctx, scratch, users); err != nil {
+		return err
+	}
+	id := make([]byte, 8)
+	if _, err := rand.Read(id); err != nil {
+		return err
+	}
+	return s.Complete(scratch, hex.EncodeToString(id), nil)
+}
+
+// Statements is a temporary server's work that runs stmts, an error
+// naming what.
+func Statements(what string, stmts ...string) func(context.Context, Conn) error {
+	return func(ctx context.Context, c Conn) error {
+		if err := c.Exec(ctx, stmts...); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		return nil
+	}
+}
+
+// UserStatements are the dialect's statements creating the application's
+// database and user and the replication user, from the Secret.
+func (s *Server) UserStatements() ([]string, error) {
+	var a App
+	var err error
+	if a.User, err = s.Cfg.Secrets.Get(instance.SecretUsername); err != nil {
+		return nil, err
+	}
+	if a.Password, err = s.Cfg.Secrets.Get(instance.SecretPassword); err != nil {
+		return nil, err
+	}
+	if a.Database, err = s.Cfg.Secrets.Get(instance.SecretDatabase); err != nil {
+		return nil, err
+	}
+	switch a.User {
+	case "root", "mysql", "mariadb.sys", "mysql.sys", "mysql.session", "mysql.infoschema", instance.ReplicationUser:
+		return nil, fmt.Errorf("the application user may not be %q", a.User)
+	}
+	repl, err := s.Cfg.Secrets.Get(instance.SecretReplicationPassword)
+	if err != nil {
+		return nil, err
+	}
+	return s.Dialect.UserStatements(a, repl), nil
+}
+
+// Admin is the admin connection, opened on first use.
+func (s *Server) Admin() (Conn, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn != nil {
+		return s.conn, nil
+	}
+	c, err := s.Open()
+	if err != nil {
+		return nil, err
+	}
+	s.conn = c
+	return c, nil
+}
+
+// WaitReady implements instance.Engine.
+func (s *Server) WaitReady(ctx context.Context) error {
+	c, err := s.Admin()
+	if err != nil {
+		return err
+	}
+	return instance.PollUntil(ctx, 100*time.Millisecond, func() error { return c.Ping(ctx) })
+}
+
+// Close implements instance.Engine.
+func (s *Server) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn != nil {
+		s.conn.Close()
+		s.conn = nil
+	}
+}
+
+func (s *Server) replicaStatus(ctx context.Context, c Conn) (ReplicaStatus, error) {
+	row, err := c.QueryRow(ctx, s.Dialect.ReplicaStatusQuery())
+	if err != nil {
+		return ReplicaStatus{}, err
+	}
+	return s.Dialect.ParseReplicaStatus(row), nil
+}
+
+// Follow implements instance.Engine: fence writes, and unless the server
+// already replicates from t's primary, point it there with GTID
+// positioning. A source that purged what the replica needs means a re-clone.
+func (s *Server) Follow(ctx context.Context, t instance.Topology) error {
+	c, err := s.Admin()
+	if err != nil {
+		return err
+	}
+	st, err := c.QueryRow(ctx, s.Dialect.StateQuery())
+	if err != nil {
+		return err
+	}
+	if st["fenced"] != "1" {
+		if err := c.Exec(ctx, s.Dialect.FenceStatements()...); err != nil {
+			return err
+		}
+	}
+	if s.PrepareFollow != nil {
+		if err := s.PrepareFollow(ctx, c); err != nil {
+			return err
+		}
+	}
+	rs, err := s.replicaStatus(ctx, c)
+	if err != nil {
+		return err
+	}
+	if rs.IORunning == "No" && s.Dialect.MustReclone(rs.IOErrno) && rs.Host == t.PrimaryHost && rs.Port == t.PrimaryPort {
+		return fmt.Errorf("%w: %s", instance.ErrMustReclone, rs.LastError)
+	}
+	if rs.Host == t.PrimaryHost && rs.Port == t.PrimaryPort && rs.User == instance.ReplicationUser && rs.IORunning != "No" && rs.SQLRunning == "Yes" {
+		return nil
+	}
+	pw, err := s.Cfg.Secrets.Get(instance.SecretReplicationPassword)
+	if err != nil {
+		return err
+	}
+	s.Cfg.Log.Info("pointing the replica at the primary", "primary", t.Primary, "host", t.PrimaryHost, "port", t.PrimaryPort, "wasFollowing", rs.Host, "lastError", rs.LastError)
+	return c.Exec(ctx, s.Dialect.FollowStatements(Source{
+		Host: t.PrimaryHost, Port: t.PrimaryPort, User: instance.ReplicationUser, Password: pw,
+	})...)
+}
+
+// Promote implements instance.Engine: let the SQL thread apply what the IO
+// thread already received (bounded), then stop replicating and take writes.
+func (s *Server) Promote(ctx context.Context) error {
+	c, err := s.Admin()
+	if err != nil {
+		return err
+	}
+	rs, err := s.replicaStatus(ctx, c)
+	if err != nil {
+		return err
+	}
+	if rs.Configured {
+		if err := c.Exec(ctx, s.Dialect.StopIOThreadStatement()); err != nil {
+			return err
+		}
+		bound := s.ApplyTimeout
+		if bound == 0 {
+			bound = 30 * time.Second
+		}
+		wctx, cancel := context.WithTimeout(ctx, bound)
+		defer cancel()
+		err := instance.PollUntil(wctx, 100*time.Millisecond, func() error {
+			rs, err := s.replicaStatus(wctx, c)
+			if err != nil {
+				return err
+			}
+			if !rs.AppliedAll && rs.SQLRunning == "Yes" {
+				return fmt.Errorf("relay log not applied yet")
+			}
+			return nil
+		})
+		if err != nil {
+			s.Cfg.Log.Warn("promoting before the relay log is applied", "err", err)
+		}
+	}
+	return c.Exec(ctx, s.Dialect.PromoteStatements()...)
+}
+
+// Probe implements instance.Engine.
+func (s *Server) Probe(ctx context.Context) (instance.Probe, error) {
+	var p instance.Probe
+	c, err := s.Admin()
+	if err != nil {
+		return p, err
+	}
+	st, err := c.QueryRow(ctx, s.Dialect.StateQuery())
+	if err != nil {
+		return p, err
+	}
+	if st == nil {
+		return p, errors.New("the state query returned no row")
+	}
+	p.Writable = st["writable"] == "1"
+	id, _ := strconv.ParseUint(st["server_id"], 10, 32)
+	p.ServerID = uint32(id)
+	p.SystemIdentifier, _ = s.SystemID()
+	p.Position.GTID = st["gtid"]
+	rs, err := s.replicaStatus(ctx, c)
+	if err != nil {
+		return p, err
+	}
+	if rs.Configured {
+		p.Position.GTID = st["replica_gtid"]
+		p.Streaming = rs.Streaming()
+		p.Upstream = net.JoinHostPort(rs.Host, strconv.Itoa(rs.Port))
+		p.LagSeconds = rs.SecondsBehind
+	}
+	return p, nil
+}
