@@ -91,8 +91,11 @@ func (o *Options) Complete() error {
 	if admission := o.RecommendedOptions.Admission; admission != nil {
 		// The cluster's ResourceQuotas apply to MyDatabases, after every
 		// other plugin has had its say, as in kube-apiserver.
+		// MyDatabaseResourceQuota then refuses a database whose claims and
+		// pods would not fit (pkg/admission/quota).
 		resourcequota.Register(admission.Plugins)
-		admission.RecommendedPluginOrder = append(admission.RecommendedPluginOrder, resourcequota.PluginName)
+		quotaadmission.Register(admission.Plugins)
+		admission.RecommendedPluginOrder = append(admission.RecommendedPluginOrder, resourcequota.PluginName, quotaadmission.PluginName)
 	}
 	etcd := o.RecommendedOptions.Etcd
 	codec, versioner, err := serverstorage.NewStorageCodec(serverstorage.StorageCodecConfig{
@@ -138,7 +141,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 		}
 		ownInformers = mydbinformers.NewSharedInformerFactoryWithOptions(client, o.Controller.ResyncPeriod,
 			mydbinformers.WithTransform(manager.StripManagedFields))
-		return []admission.PluginInitializer{quotaadmission.NewInitializer(ownInformers.Example().V1().MyDatabases())}, nil
+		return []admission.PluginInitializer{quotaadmission.NewInitializer(ownInformers)}, nil
 	}
 
 	serverConfig := genericapiserver.NewRecommendedConfig(apiserver.Codecs)
