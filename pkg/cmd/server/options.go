@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 
+	"github.com/mydb-dev/mydb/pkg/admission/limitrange"
 	quotaadmission "github.com/mydb-dev/mydb/pkg/admission/quota"
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
@@ -95,6 +96,12 @@ func (o *Options) Complete() error {
 		// pods would not fit (pkg/admission/quota).
 		resourcequota.Register(admission.Plugins)
 		quotaadmission.Register(admission.Plugins)
+		// The namespace's LimitRanges default and bound spec.resources
+		// right after NamespaceLifecycle, as LimitRanger does for pods, so
+		// webhooks and policies see the defaults.
+		limitrange.Register(admission.Plugins)
+		order := admission.RecommendedPluginOrder
+		admission.RecommendedPluginOrder = append(append(append([]string{}, order[:1]...), limitrange.PluginName), order[1:]...)
 		admission.RecommendedPluginOrder = append(admission.RecommendedPluginOrder, resourcequota.PluginName, quotaadmission.PluginName)
 	}
 	etcd := o.RecommendedOptions.Etcd
