@@ -191,7 +191,9 @@ func Check(spec *example.MyDatabaseSpec, items []corev1.LimitRangeItem) []error 
 		switch item.Type {
 		case corev1.LimitTypeContainer:
 			errs = append(errs, bound(string(corev1.LimitTypeContainer), item, spec.Resources.Requests, spec.Resources.Limits,
-				func(kind string, name corev1.ResourceName) *field.Path { return resourcesPath.Child(kind).Key(string(name)) })...)
+				func(kind string, name corev1.ResourceName) *field.Path {
+					return resourcesPath.Child(kind).Key(string(name))
+				})...)
 			for _, err := range bound(string(corev1.LimitTypeContainer), item, init.Requests, init.Limits, nil) {
 				errs = append(errs, fmt.Errorf("mydb's init container (requests cpu=10m,memory=32Mi, limits cpu=100m,memory=64Mi), which every database pod runs: %v", err))
 			}
