@@ -268,3 +268,44 @@ func TestKubectlApplyNamesTheBadQuantity(t *testing.T) {
 	}
 	t.Logf("kubectl apply: %s", strings.TrimSpace(r.stderr))
 }
+
+// TestQuotaHoldsUnderConcurrentCreates: six creates of 50Gi at once against
+// 100Gi, through the aggregator: exactly two are admitted.
+func TestQuotaHoldsUnderConcurrentCreates(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	createQuota(t, ns, "storage", corev1.ResourceList{corev1.ResourceRequestsStorage: quantity("100Gi")})
+	dbs := mydbClient(t, restConfig(t)).ExampleV1().MyDatabases(ns)
+	// Wait until mydb sees the quota (a dry run that does not fit is refused).
+	refusedOnceSeen(t, "3x50Gi with dryRun",
+		`mydatabases.example.com "probe" is forbidden: exceeded quota: storage, requested: requests.storage=150Gi, used: requests.storage=0, limited: requests.storage=100Gi`,
+		func() error {
+			_, err := dbs.Create(ctx, sizedDB("probe", 3, "50Gi"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return err
+		})
+	const n = 6
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func(i int) {
+			_, err := dbs.Create(ctx, sizedDB(fmt.Sprintf("db-%d", i), 1, "50Gi"), metav1.CreateOptions{})
+			errs <- err
+		}(i)
+	}
+	admitted := 0
+	for i := 0; i < n; i++ {
+		err := <-errs
+		switch {
+		case err == nil:
+			admitted++
+		case !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "exceeded quota: storage"):
+			t.Errorf("unexpected answer: %v", err)
+		}
+	}
+	list, err := dbs.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if admitted != 2 || len(list.Items) != 2 {
+		t.Errorf("%d admitted, %d stored; want 2", admitted, len(list.Items))
+	}
+}

@@ -2,6 +2,8 @@ package quota
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -369,5 +371,31 @@ func TestPodUsage(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Ten creates at once, none in the informer yet, each 50Gi against 100Gi:
+// decisions are made one at a time and each sees those admitted before it.
+func TestConcurrentCreatesDoNotOvershoot(t *testing.T) {
+	p := newPlugin(t, []runtime.Object{storageQuota("100Gi", "0")})
+	const n = 10
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func(i int) {
+			errs <- p.Validate(context.Background(), create(db(fmt.Sprintf("db-%d", i), 1, "50Gi"), false), nil)
+		}(i)
+	}
+	admitted := 0
+	for i := 0; i < n; i++ {
+		err := <-errs
+		switch {
+		case err == nil:
+			admitted++
+		case !strings.Contains(err.Error(), "exceeded quota: storage, requested: requests.storage=50Gi, used: requests.storage=100Gi, limited: requests.storage=100Gi"):
+			t.Errorf("unexpected refusal: %v", err)
+		}
+	}
+	if admitted != 2 {
+		t.Errorf("%d of %d admitted, want 2", admitted, n)
 	}
 }
