@@ -48,15 +48,15 @@ func sizedDB(name string, replicas int32, size string) *examplev1.MyDatabase {
 	}
 }
 
-// refusedOnceSeen polls request until mydb's informers have seen the quota
-// (or LimitRange) and it is refused, and checks the refusal.
-func refusedOnceSeen(t *testing.T, what, want string, request func() error) {
+// refusedOnceSeen polls a dry-run request until mydb's informers have seen
+// the quota (admitted, or "status unknown", before), and checks the refusal.
+func refusedOnceSeen(t *testing.T, what, want string, dryRunRequest func() error) {
 	t.Helper()
 	var err error
 	eventually(t, time.Minute, func() error {
-		err = request()
+		err = dryRunRequest()
 		if err == nil {
-			return fmt.Errorf("%s was admitted", what) // fails the test below, not retried
+			return fmt.Errorf("%s was admitted", what)
 		}
 		if strings.Contains(err.Error(), "status unknown for quota") {
 			return err
@@ -80,21 +80,13 @@ func TestQuotaRefusesWhatItsChildrenWouldExceed(t *testing.T) {
 	dbs := mydbClient(t, restConfig(t)).ExampleV1().MyDatabases(ns)
 
 	want := `mydatabases.example.com "shop" is forbidden: exceeded quota: storage, requested: requests.storage=150Gi, used: requests.storage=0, limited: requests.storage=100Gi`
-	admittedOnce := false
-	create3 := func(dryRun []string) func() error {
-		return func() error {
-			_, err := dbs.Create(ctx, sizedDB("shop", 3, "50Gi"), metav1.CreateOptions{DryRun: dryRun})
-			if err == nil {
-				admittedOnce = true
-			}
-			return err
-		}
+	refusedOnceSeen(t, "3x50Gi with dryRun", want, func() error {
+		_, err := dbs.Create(ctx, sizedDB("shop", 3, "50Gi"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err
+	})
+	if _, err := dbs.Create(ctx, sizedDB("shop", 3, "50Gi"), metav1.CreateOptions{}); !apierrors.IsForbidden(err) || err.Error() != want {
+		t.Fatalf("3x50Gi: %v\nwant 403 %s", err, want)
 	}
-	refusedOnceSeen(t, "3x50Gi", want, create3(nil))
-	if admittedOnce {
-		t.Fatal("3x50Gi was admitted")
-	}
-	refusedOnceSeen(t, "3x50Gi with dryRun", want, create3([]string{metav1.DryRunAll}))
 
 	if _, err := dbs.Create(ctx, sizedDB("shop", 2, "50Gi"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
 		t.Fatalf("2x50Gi with dryRun: %v", err)
@@ -186,6 +178,7 @@ func TestLimitRangeBoundsAndDefaultsDatabases(t *testing.T) {
 	big := sizedDB("big", 1, "1Gi")
 	big.Spec.Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: quantity("1")}}
 	want := `mydatabases.example.com "big" is forbidden: spec.resources.limits[cpu]: maximum cpu usage per Container is 500m, but limit is 1`
+	// mydb's informer has the LimitRange once a dry run is refused.
 	var err error
 	eventually(t, time.Minute, func() error {
 		_, err = dbs.Create(ctx, big, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
@@ -194,6 +187,9 @@ func TestLimitRangeBoundsAndDefaultsDatabases(t *testing.T) {
 		}
 		return nil
 	})
+	if !apierrors.IsForbidden(err) || err.Error() != want {
+		t.Fatalf("a 1-CPU database, dry run: %v\nwant 403 %s", err, want)
+	}
 	if _, err = dbs.Create(ctx, big, metav1.CreateOptions{}); !apierrors.IsForbidden(err) || err.Error() != want {
 		t.Fatalf("a 1-CPU database: %v\nwant 403 %s", err, want)
 	}
