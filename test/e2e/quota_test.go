@@ -163,7 +163,8 @@ func TestQuotaRefusesWhatItsChildrenWouldExceed(t *testing.T) {
 
 // TestLimitRangeBoundsAndDefaultsDatabases: a LimitRange max of 500m CPU
 // per container refuses a 1-CPU database and defaults an empty one, whose
-// pods kube-apiserver then admits.
+// pods kube-apiserver then admits; a backup, whose Job pod has a 1-CPU
+// limit, is refused.
 func TestLimitRangeBoundsAndDefaultsDatabases(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
@@ -213,6 +214,12 @@ func TestLimitRangeBoundsAndDefaultsDatabases(t *testing.T) {
 		_, err := kubeClient(t).CoreV1().Pods(ns).Get(ctx, "empty-0", metav1.GetOptions{})
 		return err
 	})
+	// A backup's Job pod (a 1-CPU limit) would be refused: so is the backup.
+	b := backupRaw(t, ns, "empty", `{"metadata":{"name":"first"}}`)
+	wantBackup := `mydatabasebackups.example.com "first" is forbidden: the backup Job's pod (requests cpu=100m,memory=128Mi, limits cpu=1,memory=512Mi): maximum cpu usage per Container is 500m, but limit is 1`
+	if b.err == nil || !strings.Contains(b.stderr, wantBackup) {
+		t.Fatalf("backup:\n%s\nwant %s", b, wantBackup)
+	}
 }
 
 // TestQuotaOnBackupsRefusesTheNextBackup: count/mydatabasebackups.example.com

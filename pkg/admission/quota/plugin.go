@@ -345,6 +345,12 @@ func (p *Plugin) checkDatabase(ctx context.Context, a admission.Attributes, db, 
 	if err != nil {
 		return err
 	}
+	// An update that makes nothing more (labels, finalizers, deletion,
+	// scaling down) is never refused, even by a quota whose usage is not
+	// computed yet or that is already exceeded.
+	if old != nil && quota.IsZero(quota.SubtractWithNonNegativeResult(Pending(ShapeOf(db), c), Pending(ShapeOf(old), c))) {
+		return nil
+	}
 	pending, err := p.pendingOthers(ns, db.Name, c)
 	if err != nil {
 		return err

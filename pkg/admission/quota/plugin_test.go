@@ -242,6 +242,11 @@ func TestCreatesAndUpdates(t *testing.T) {
 		attrs:   create(two, false),
 		wantErr: `mydatabases.example.com "shop" is forbidden: status unknown for quota: storage, resources: requests.storage`,
 	}, {
+		name:  "an update that makes nothing more passes a quota whose usage is not computed yet",
+		kube:  []runtime.Object{quotaOf("storage", corev1.ResourceList{corev1.ResourceRequestsStorage: q("100Gi")}, nil)},
+		dbs:   []*example.MyDatabase{two},
+		attrs: update(db("shop", 2, "50Gi", func(d *example.MyDatabase) { d.Labels = map[string]string{"team": "a"} }), two),
+	}, {
 		name:  "a quota on other things does not matter",
 		kube:  []runtime.Object{quotaOf("services", corev1.ResourceList{"services": q("1")}, corev1.ResourceList{"services": q("1")})},
 		attrs: create(three, false),
