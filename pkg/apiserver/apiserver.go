@@ -60,6 +60,8 @@ func (c completedConfig) New() (*Server, error) {
 	}
 
 	apiGroupInfo := genericapiserver.NewDefaultAPIGroupInfo(example.GroupName, Scheme, metav1.ParameterCodec, Codecs)
+	// Bodies whose quantities do not parse are answered with the field paths.
+	apiGroupInfo.NegotiatedSerializer = fieldNamingSerializer{NegotiatedSerializer: Codecs}
 	dbStorage, err := mydatabase.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter)
 	if err != nil {
 		return nil, err

@@ -124,7 +124,7 @@ func TestInvalidObjectsShowFieldPaths(t *testing.T) {
 		{name: "zero replicas", manifest: strings.Replace(seedExample, "replicas: 3", "replicas: 0", 1),
 			want: []string{"spec.replicas: Invalid value: 0: must be between 1 and 9"}},
 		{name: "bad quantity", manifest: strings.Replace(seedExample, "50Gi", "fifty", 1),
-			want: []string{"quantities must match the regular expression"}},
+			want: []string{`spec.storageSize: Invalid value: "fifty": must be a quantity`}},
 		{name: "unknown field", manifest: strings.Replace(seedExample, "replicas: 3", "replicas: 3\n  shards: 2", 1),
 			want: []string{`unknown field "spec.shards"`}},
 	}

@@ -336,6 +336,60 @@ func TestMalformedBodies(t *testing.T) {
 	}
 }
 
+// A quantity that does not parse is answered with its field path and what
+// a quantity looks like, whatever the body's media type.
+func TestUnparseableQuantitiesNameTheirField(t *testing.T) {
+	ns := newNamespace(t)
+	const detail = "must be a quantity: a number with an optional suffix, such as 50Gi, 512Mi, 1.5G, 500m or 2"
+	tests := []struct {
+		name, path, contentType, body string
+		want                          string
+	}{{
+		name: "storageSize in YAML, as kubectl apply sends a manifest", path: dbPath(ns, ""), contentType: "application/yaml",
+		body: "apiVersion: example.com/v1\nkind: MyDatabase\nmetadata:\n  name: a\nspec:\n  engine: postgres\n  storageSize: fifty\n",
+		want: `MyDatabase in version "v1" cannot be handled as a MyDatabase: spec.storageSize: Invalid value: "fifty": ` + detail,
+	}, {
+		name: "storageSize in JSON under strict field validation", path: dbPath(ns, "") + "?fieldValidation=Strict", contentType: "application/json",
+		body: `{"apiVersion":"example.com/v1","kind":"MyDatabase","metadata":{"name":"a"},"spec":{"engine":"postgres","storageSize":"fifty"}}`,
+		want: `MyDatabase in version "v1" cannot be handled as a MyDatabase: spec.storageSize: Invalid value: "fifty": ` + detail,
+	}, {
+		name: "every bad quantity of spec.resources", path: dbPath(ns, ""), contentType: "application/json",
+		body: `{"apiVersion":"example.com/v1","kind":"MyDatabase","metadata":{"name":"a"},"spec":{"engine":"postgres","storageSize":"1Gi",` +
+			`"resources":{"requests":{"memory":"1 GB","cpu":"half"},"limits":{"cpu":"2"}}}}`,
+		want: `MyDatabase in version "v1" cannot be handled as a MyDatabase: [spec.resources.requests[cpu]: Invalid value: "half": ` + detail +
+			`, spec.resources.requests[memory]: Invalid value: "1 GB": ` + detail + `]`,
+	}, {
+		name: "a merge patch", path: dbPath(ns, "b"), contentType: "application/merge-patch+json",
+		body: `{"spec":{"storageSize":"fifty"}}`,
+		want: `spec.storageSize: Invalid value: "fifty": ` + detail,
+	}}
+	create := do(t, http.MethodPost, dbPath(ns, ""), "application/json",
+		[]byte(`{"apiVersion":"example.com/v1","kind":"MyDatabase","metadata":{"name":"b"},"spec":{"engine":"postgres","storageSize":"1Gi"}}`))
+	if create.code != http.StatusCreated {
+		t.Fatalf("create: %d %s", create.code, create.body)
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			method := http.MethodPost
+			if strings.Contains(tc.contentType, "patch") {
+				method = http.MethodPatch
+			}
+			res := do(t, method, tc.path, tc.contentType, []byte(tc.body))
+			if res.code != http.StatusBadRequest && res.code != http.StatusUnprocessableEntity {
+				t.Fatalf("code = %d, want 400 or 422: %s", res.code, res.body)
+			}
+			var status metav1.Status
+			if err := json.Unmarshal(res.body, &status); err != nil {
+				t.Fatalf("%v: %s", err, res.body)
+			}
+			if !strings.Contains(status.Message, tc.want) {
+				t.Errorf("message\n  %s\nwant it to contain\n  %s", status.Message, tc.want)
+			}
+			t.Logf("%d %s", res.code, status.Message)
+		})
+	}
+}
+
 func TestStatusSubresource(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)

@@ -36,7 +36,7 @@ func TestCountsMyDatabasesPerNamespace(t *testing.T) {
 	factory := mydbinformers.NewSharedInformerFactory(client, 0)
 	informer := factory.Example().V1().MyDatabases()
 	plugin := &wantsQuota{}
-	NewInitializer(informer).Initialize(plugin)
+	NewInitializer(factory).Initialize(plugin)
 	if plugin.config == nil || len(plugin.config.Evaluators()) != 1 {
 		t.Fatalf("the plugin got no MyDatabase evaluator: %+v", plugin.config)
 	}

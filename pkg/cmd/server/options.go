@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 
+	"github.com/mydb-dev/mydb/pkg/admission/limitrange"
 	quotaadmission "github.com/mydb-dev/mydb/pkg/admission/quota"
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
@@ -97,8 +98,17 @@ func (o *Options) Complete() error {
 	if admission := o.RecommendedOptions.Admission; admission != nil {
 		// The cluster's ResourceQuotas apply to MyDatabases, after every
 		// other plugin has had its say, as in kube-apiserver.
+		// MyDatabaseResourceQuota then refuses a database whose claims and
+		// pods would not fit (pkg/admission/quota).
 		resourcequota.Register(admission.Plugins)
-		admission.RecommendedPluginOrder = append(admission.RecommendedPluginOrder, resourcequota.PluginName)
+		quotaadmission.Register(admission.Plugins)
+		// The namespace's LimitRanges default and bound spec.resources
+		// right after NamespaceLifecycle, as LimitRanger does for pods, so
+		// webhooks and policies see the defaults.
+		limitrange.Register(admission.Plugins)
+		order := admission.RecommendedPluginOrder
+		admission.RecommendedPluginOrder = append(append(append([]string{}, order[:1]...), limitrange.PluginName), order[1:]...)
+		admission.RecommendedPluginOrder = append(admission.RecommendedPluginOrder, resourcequota.PluginName, quotaadmission.PluginName)
 	}
 	etcd := o.RecommendedOptions.Etcd
 	codec, versioner, err := serverstorage.NewStorageCodec(serverstorage.StorageCodecConfig{
@@ -144,7 +154,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 		}
 		ownInformers = mydbinformers.NewSharedInformerFactoryWithOptions(client, o.Controller.ResyncPeriod,
 			mydbinformers.WithTransform(manager.StripManagedFields))
-		return []admission.PluginInitializer{quotaadmission.NewInitializer(ownInformers.Example().V1().MyDatabases())}, nil
+		return []admission.PluginInitializer{quotaadmission.NewInitializer(ownInformers)}, nil
 	}
 
 	serverConfig := genericapiserver.NewRecommendedConfig(apiserver.Codecs)

@@ -44,13 +44,17 @@ func SetDefaults_MyDatabaseSpec(spec *MyDatabaseSpec) {
 	if spec.Backup != nil && spec.Backup.Retention == nil {
 		spec.Backup.Retention = ptr.To[int32](DefaultBackupRetention)
 	}
-	setDefaultResources(&spec.Resources)
+	// spec.resources is defaulted by the server after admission
+	// (SetDefaultResources), so the namespace's LimitRange defaults first.
 }
 
-// setDefaultResources defaults each request and limit on its own, so a spec
+// SetDefaultResources defaults each request and limit on its own, so a spec
 // that sets only a memory limit keeps the default CPU figures; a default never
-// puts a request above a limit, whichever of the two the user set.
-func setDefaultResources(r *corev1.ResourceRequirements) {
+// puts a request above a limit, whichever of the two the user set. The
+// server calls it when it prepares a create or an update, after the mutating
+// admission plugins: a figure the namespace's LimitRange defaulted is not
+// missing any more.
+func SetDefaultResources(r *corev1.ResourceRequirements) {
 	for name, def := range DefaultResources.Limits {
 		if _, ok := r.Limits[name]; ok {
 			continue

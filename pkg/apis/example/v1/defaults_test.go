@@ -58,6 +58,11 @@ func TestSetDefaults(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			db := &v1.MyDatabase{Spec: tc.spec}
 			scheme.Default(db)
+			// Decoding leaves resources to the server (after the LimitRange).
+			if diff := cmp.Diff(tc.spec.Resources, db.Spec.Resources); diff != "" {
+				t.Errorf("decoding defaulted resources (-want +got):\n%s", diff)
+			}
+			v1.SetDefaultResources(&db.Spec.Resources)
 			if diff := cmp.Diff(tc.want, db.Spec); diff != "" {
 				t.Errorf("defaulted spec (-want +got):\n%s", diff)
 			}
@@ -72,6 +77,7 @@ func TestSetDefaultsDoesNotShareDefaults(t *testing.T) {
 	}
 	db := &v1.MyDatabase{Spec: v1.MyDatabaseSpec{Engine: v1.EngineMySQL}}
 	scheme.Default(db)
+	v1.SetDefaultResources(&db.Spec.Resources)
 	db.Spec.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("8")
 	if got := v1.DefaultResources.Limits[corev1.ResourceCPU]; got.String() != "1" {
 		t.Fatalf("changing a defaulted object changed DefaultResources: cpu limit %s", got.String())

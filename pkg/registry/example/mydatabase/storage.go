@@ -118,7 +118,8 @@ func (r *ScaleREST) ConvertToTable(ctx context.Context, object runtime.Object, t
 	return rest.NewDefaultTableConvertor(example.Resource("mydatabases/scale")).ConvertToTable(ctx, object, tableOptions)
 }
 
-// Admission sees the Scale, not the MyDatabase, as for built-in workloads.
+// Admission sees the Scale, not the MyDatabase, as for built-in workloads;
+// the MyDatabases are in the context for quota (ScaledFrom).
 func toScaleCreateValidation(f rest.ValidateObjectFunc) rest.ValidateObjectFunc {
 	return func(ctx context.Context, obj runtime.Object) error {
 		return f(ctx, scaleFromMyDatabase(obj.(*example.MyDatabase)))
@@ -127,7 +128,8 @@ func toScaleCreateValidation(f rest.ValidateObjectFunc) rest.ValidateObjectFunc 
 
 func toScaleUpdateValidation(f rest.ValidateObjectUpdateFunc) rest.ValidateObjectUpdateFunc {
 	return func(ctx context.Context, obj, old runtime.Object) error {
-		return f(ctx, scaleFromMyDatabase(obj.(*example.MyDatabase)), scaleFromMyDatabase(old.(*example.MyDatabase)))
+		db, oldDB := obj.(*example.MyDatabase), old.(*example.MyDatabase)
+		return f(WithScaled(ctx, Scaled{New: db, Old: oldDB}), scaleFromMyDatabase(db), scaleFromMyDatabase(oldDB))
 	}
 }
 

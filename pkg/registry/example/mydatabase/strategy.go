@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/mydb-dev/mydb/pkg/apis/example"
+	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/apis/example/validation"
 	"github.com/mydb-dev/mydb/pkg/registry/common"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -59,11 +60,15 @@ func (strategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
 	}
 }
 
-// PrepareForCreate drops status: only the controller writes it, through /status.
+// PrepareForCreate drops status: only the controller writes it, through
+// /status. It defaults spec.resources here rather than when decoding, so
+// that the namespace's LimitRange (a mutating admission plugin, which runs
+// before) defaults first.
 func (strategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
 	db := obj.(*example.MyDatabase)
 	db.Status = example.MyDatabaseStatus{}
 	db.Generation = 1
+	examplev1.SetDefaultResources(&db.Spec.Resources)
 	syncFinalBackupFinalizer(db)
 }
 
@@ -72,6 +77,7 @@ func (strategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
 func (strategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	db, oldDB := obj.(*example.MyDatabase), old.(*example.MyDatabase)
 	db.Status = oldDB.Status
+	examplev1.SetDefaultResources(&db.Spec.Resources)
 	if !apiequality.Semantic.DeepEqual(db.Spec, oldDB.Spec) {
 		db.Generation = oldDB.Generation + 1
 	}

@@ -8,6 +8,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	"github.com/mydb-dev/mydb/pkg/apis/example/install"
+	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -27,6 +29,8 @@ func myDatabase(mods ...func(*example.MyDatabase)) *example.MyDatabase {
 		Spec: example.MyDatabaseSpec{
 			Engine: example.EngineMySQL, Version: "8.4", Replicas: 3,
 			StorageSize: resource.MustParse("50Gi"), DeletionPolicy: example.DeletionPolicyRetain,
+			// Stored databases have their resources defaulted.
+			Resources: *examplev1.DefaultResources.DeepCopy(),
 		},
 		Status: example.MyDatabaseStatus{
 			ObservedGeneration: 4, Replicas: 3, ReadyReplicas: 3, Selector: "app=x", Endpoint: "prod-mysql.default.svc:3306",
@@ -48,6 +52,29 @@ func TestPrepareForCreate(t *testing.T) {
 	}
 	if db.Generation != 1 {
 		t.Errorf("generation = %d, want 1", db.Generation)
+	}
+}
+
+// Resources are defaulted when the server prepares the object, after the
+// mutating admission plugins (the namespace's LimitRange) had their turn.
+func TestPrepareDefaultsResources(t *testing.T) {
+	s := newStrategy(t)
+	limited := func(d *example.MyDatabase) {
+		d.Spec.Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}}
+	}
+	want := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("512Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("1Gi")},
+	}
+	created := myDatabase(limited)
+	s.PrepareForCreate(context.Background(), created)
+	if diff := cmp.Diff(want, created.Spec.Resources); diff != "" {
+		t.Errorf("create (-want +got):\n%s", diff)
+	}
+	updated := myDatabase(limited)
+	s.PrepareForUpdate(context.Background(), updated, myDatabase())
+	if diff := cmp.Diff(want, updated.Spec.Resources); diff != "" {
+		t.Errorf("update (-want +got):\n%s", diff)
 	}
 }
 
