@@ -11,9 +11,11 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 
 	"github.com/mydb-dev/mydb/pkg/admission/quota"
 	"github.com/mydb-dev/mydb/pkg/apis/example"
+	"github.com/mydb-dev/mydb/pkg/engine"
 	"github.com/mydb-dev/mydb/pkg/registry/example/mydatabase"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -211,7 +213,7 @@ var (
 func Check(spec *example.MyDatabaseSpec, items []corev1.LimitRangeItem) []error {
 	var errs []error
 	pod := quota.DatabasePod(spec.Resources)
-	init := quota.InitContainerResources
+	init := engine.InitContainerResources()
 	for _, item := range items {
 		switch item.Type {
 		case corev1.LimitTypeContainer:
@@ -220,7 +222,7 @@ func Check(spec *example.MyDatabaseSpec, items []corev1.LimitRangeItem) []error 
 					return resourcesPath.Child(kind).Key(string(name))
 				})...)
 			for _, err := range bound(string(corev1.LimitTypeContainer), item, init.Requests, init.Limits, nil) {
-				errs = append(errs, fmt.Errorf("mydb's init container (requests cpu=10m,memory=32Mi, limits cpu=100m,memory=64Mi), which every database pod runs: %v", err))
+				errs = append(errs, fmt.Errorf("mydb's init container (%s), which every database pod runs: %v", describe(init), err))
 			}
 		case corev1.LimitTypePod:
 			requests := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
@@ -239,7 +241,7 @@ func Check(spec *example.MyDatabaseSpec, items []corev1.LimitRangeItem) []error 
 // CheckBackupPod returns what of items a backup Job's pod would break.
 func CheckBackupPod(items []corev1.LimitRangeItem) []error {
 	var errs []error
-	job := quota.BackupJobResources
+	job := engine.BackupJobResources()
 	pod := quota.BackupPod()
 	for _, item := range items {
 		var found []error
@@ -251,7 +253,7 @@ func CheckBackupPod(items []corev1.LimitRangeItem) []error {
 				resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{}), nil)
 		}
 		for _, err := range found {
-			errs = append(errs, fmt.Errorf("the backup Job's pod (requests cpu=100m,memory=128Mi, limits cpu=1,memory=512Mi): %v", err))
+			errs = append(errs, fmt.Errorf("the backup Job's pod (%s): %v", describe(job), err))
 		}
 	}
 	return errs
@@ -327,4 +329,19 @@ func sortedNames(l corev1.ResourceList) []corev1.ResourceName {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
+}
+
+// describe shows a container's requests and limits as
+// "requests cpu=10m,memory=32Mi, limits cpu=100m,memory=64Mi".
+func describe(r corev1.ResourceRequirements) string {
+	list := func(l corev1.ResourceList) string {
+		parts := make([]string, 0, len(l))
+		for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage} {
+			if q, ok := l[name]; ok {
+				parts = append(parts, string(name)+"="+q.String())
+			}
+		}
+		return strings.Join(parts, ",")
+	}
+	return "requests " + list(r.Requests) + ", limits " + list(r.Limits)
 }

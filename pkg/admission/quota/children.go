@@ -6,30 +6,13 @@ import (
 
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/engine"
 	"github.com/mydb-dev/mydb/pkg/names"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	quota "k8s.io/apiserver/pkg/quota/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/utils/ptr"
-)
-
-// What mydb's controllers put in every pod besides the user's spec.resources
-// (pkg/controller/mydatabase/children.go and pkg/controller/backup/sync.go).
-// Quota and LimitRange admission must see the pods the controllers will
-// create, so these figures must follow the controllers' own.
-var (
-	// InitContainerResources are those of the init container of every
-	// database pod, which copies mydb-instance into the pod.
-	InitContainerResources = corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
-		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
-	}
-	// BackupJobResources are those of the one container of a backup Job's pod.
-	BackupJobResources = corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
-		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("512Mi")},
-	}
 )
 
 // Shape is what of a MyDatabase decides what its children use.
@@ -66,7 +49,7 @@ func ShapeOfV1(db *examplev1.MyDatabase) Shape {
 // container with spec.resources.
 func DatabasePod(resources corev1.ResourceRequirements) *corev1.Pod {
 	return &corev1.Pod{Spec: corev1.PodSpec{
-		InitContainers: []corev1.Container{{Name: "copy-instance-manager", Resources: *InitContainerResources.DeepCopy()}},
+		InitContainers: []corev1.Container{{Name: "copy-instance-manager", Resources: engine.InitContainerResources()}},
 		Containers:     []corev1.Container{{Name: "database", Resources: *resources.DeepCopy()}},
 	}}
 }
@@ -75,7 +58,7 @@ func DatabasePod(resources corev1.ResourceRequirements) *corev1.Pod {
 func BackupPod() *corev1.Pod {
 	return &corev1.Pod{Spec: corev1.PodSpec{
 		RestartPolicy: corev1.RestartPolicyNever,
-		Containers:    []corev1.Container{{Name: "backup", Resources: *BackupJobResources.DeepCopy()}},
+		Containers:    []corev1.Container{{Name: "backup", Resources: engine.BackupJobResources()}},
 	}}
 }
 

@@ -3,8 +3,9 @@ package backup
 import (
 	"context"
 	"fmt"
-	"github.com/mydb-dev/mydb/pkg/names"
 	"time"
+
+	"github.com/mydb-dev/mydb/pkg/names"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/engine"
@@ -12,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -239,14 +239,11 @@ func newJob(b *examplev1.MyDatabaseBackup, db *examplev1.MyDatabase, eng engine.
 					AutomountServiceAccountToken: ptr.To(false),
 					SecurityContext:              eng.PodSecurityContext(),
 					Containers: []corev1.Container{{
-						Name:    "dump",
-						Image:   eng.Images[db.Spec.Version],
-						Command: eng.DumpCommand(host, backupMountPath+"/"+dumpFile(b)),
-						Env:     eng.DumpEnv(names.Secret(db.Name)),
-						Resources: corev1.ResourceRequirements{
-							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
-							Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("512Mi")},
-						},
+						Name:      "dump",
+						Image:     eng.Images[db.Spec.Version],
+						Command:   eng.DumpCommand(host, backupMountPath+"/"+dumpFile(b)),
+						Env:       eng.DumpEnv(names.Secret(db.Name)),
+						Resources: engine.BackupJobResources(),
 						VolumeMounts: []corev1.VolumeMount{
 							{Name: "backups", MountPath: backupMountPath},
 							{Name: "tmp", MountPath: "/tmp"},

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+
 	"github.com/mydb-dev/mydb/pkg/names"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
@@ -12,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -211,10 +211,7 @@ func podSpec(db *examplev1.MyDatabase, eng engine.Engine, instanceImage string, 
 			Command:         []string{"/mydb-instance", "copy", engine.InstanceDirectory},
 			VolumeMounts:    []corev1.VolumeMount{{Name: instanceVolume, MountPath: engine.InstanceDirectory}},
 			SecurityContext: engine.ContainerSecurityContext(),
-			Resources: corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
-				Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
-			},
+			Resources:       engine.InitContainerResources(),
 		}},
 		Containers: []corev1.Container{{
 			Name:    containerName,
