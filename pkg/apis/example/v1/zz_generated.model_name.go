@@ -77,6 +77,21 @@ func (in MyDatabaseStatus) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MyDatabaseSwitchover) OpenAPIModelName() string {
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.MyDatabaseSwitchover"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MyDatabaseSwitchoverSpec) OpenAPIModelName() string {
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.MyDatabaseSwitchoverSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MyDatabaseSwitchoverStatus) OpenAPIModelName() string {
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.MyDatabaseSwitchoverStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in RestoreSource) OpenAPIModelName() string {
 	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.RestoreSource"
 }

@@ -63,6 +63,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: address
       type:
         scalar: string
+    - name: fenced
+      type:
+        scalar: boolean
     - name: message
       type:
         scalar: string
@@ -156,6 +159,9 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
       default: ""
+    - name: failoverDelay
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Duration
     - name: replicas
       type:
         scalar: numeric
@@ -212,6 +218,15 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: selector
       type:
         scalar: string
+    - name: targetPrimary
+      type:
+        scalar: string
+    - name: targetPrimaryReason
+      type:
+        scalar: string
+    - name: targetPrimaryTime
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
 - name: com.github.mydb-dev.mydb.pkg.apis.example.v1.RestoreSource
   map:
     fields:
@@ -288,6 +303,8 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
       default: ""
+- name: io.k8s.apimachinery.pkg.apis.meta.v1.Duration
+  scalar: string
 - name: io.k8s.apimachinery.pkg.apis.meta.v1.FieldsV1
   map:
     elementType:

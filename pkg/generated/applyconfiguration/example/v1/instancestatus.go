@@ -39,6 +39,9 @@ type InstanceStatusApplyConfiguration struct {
 	Ready *bool `json:"ready,omitempty"`
 	// Message says what the instance manager reported when it is not ready.
 	Message *string `json:"message,omitempty"`
+	// Fenced tells that the instance refuses writes because another
+	// instance is to be the primary.
+	Fenced *bool `json:"fenced,omitempty"`
 }
 
 // InstanceStatusApplyConfiguration constructs a declarative configuration of the InstanceStatus type for use with
@@ -84,5 +87,13 @@ func (b *InstanceStatusApplyConfiguration) WithReady(value bool) *InstanceStatus
 // If called multiple times, the Message field is set to the value of the last call.
 func (b *InstanceStatusApplyConfiguration) WithMessage(value string) *InstanceStatusApplyConfiguration {
 	b.Message = &value
+	return b
+}
+
+// WithFenced sets the Fenced field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Fenced field is set to the value of the last call.
+func (b *InstanceStatusApplyConfiguration) WithFenced(value bool) *InstanceStatusApplyConfiguration {
+	b.Fenced = &value
 	return b
 }
