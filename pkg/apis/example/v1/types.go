@@ -57,6 +57,10 @@ const (
 	// ConditionReplicating is True when every replica streams from the
 	// current primary within the lag bound.
 	ConditionReplicating = "Replicating"
+	// ConditionPrimaryChange is True while a switchover is under way; False
+	// says how the last switchover or failover ended (reason, old and new
+	// primary, duration in the message).
+	ConditionPrimaryChange = "PrimaryChange"
 )
 
 // The /backup action's client method, Backup, is hand-written in the clientset's
