@@ -89,7 +89,7 @@ type MyDatabaseStatus struct {
 	CurrentPrimary      string
 	Instances           []InstanceStatus
 	TargetPrimary       string
-	TargetPrimaryTime   *metav1.Time
+	TargetPrimaryTime   *metav1.MicroTime
 	TargetPrimaryReason string
 }
 
@@ -214,5 +214,5 @@ type MyDatabaseSwitchoverSpec struct {
 type MyDatabaseSwitchoverStatus struct {
 	OldPrimary string
 	NewPrimary string
-	StartTime  *metav1.Time
+	StartTime  *metav1.MicroTime
 }

@@ -64,7 +64,8 @@ func (d *primaryDecision) apply(s *examplev1.MyDatabaseStatus, now metav1.Time) 
 		}
 	}
 	if d.target != s.TargetPrimary {
-		s.TargetPrimary, s.TargetPrimaryReason, s.TargetPrimaryTime = d.target, d.reason, &now
+		at := metav1.NewMicroTime(now.Time)
+		s.TargetPrimary, s.TargetPrimaryReason, s.TargetPrimaryTime = d.target, d.reason, &at
 	}
 	meta.SetStatusCondition(&s.Conditions, d.condition)
 }

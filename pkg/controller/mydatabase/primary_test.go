@@ -68,7 +68,7 @@ func (f *primaryFixture) commit(d *primaryDecision) {
 }
 
 func (f *primaryFixture) requestSwitchover(target string) {
-	now := metav1.NewTime(f.clock.Now())
+	now := metav1.NewMicroTime(f.clock.Now())
 	f.db.Status.TargetPrimary, f.db.Status.TargetPrimaryTime = target, &now
 	f.db.Status.TargetPrimaryReason = examplev1.TargetPrimaryReasonSwitchover
 }

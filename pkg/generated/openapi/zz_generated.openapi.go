@@ -949,7 +949,7 @@ func schema_pkg_apis_example_v1_MyDatabaseStatus(ref common.ReferenceCallback) c
 					"targetPrimaryTime": {
 						SchemaProps: spec.SchemaProps{
 							Description: "TargetPrimaryTime is when targetPrimary was last set.",
-							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+							Ref:         ref(metav1.MicroTime{}.OpenAPIModelName()),
 						},
 					},
 					"targetPrimaryReason": {
@@ -963,7 +963,7 @@ func schema_pkg_apis_example_v1_MyDatabaseStatus(ref common.ReferenceCallback) c
 			},
 		},
 		Dependencies: []string{
-			v1.InstanceStatus{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+			v1.InstanceStatus{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), metav1.MicroTime{}.OpenAPIModelName()},
 	}
 }
 
@@ -1061,14 +1061,14 @@ func schema_pkg_apis_example_v1_MyDatabaseSwitchoverStatus(ref common.ReferenceC
 					"startTime": {
 						SchemaProps: spec.SchemaProps{
 							Description: "StartTime is when the switchover was recorded.",
-							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+							Ref:         ref(metav1.MicroTime{}.OpenAPIModelName()),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			metav1.Time{}.OpenAPIModelName()},
+			metav1.MicroTime{}.OpenAPIModelName()},
 	}
 }
 

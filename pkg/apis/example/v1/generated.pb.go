@@ -1352,7 +1352,7 @@ func (this *MyDatabaseStatus) String() string {
 		`CurrentPrimary:` + fmt.Sprintf("%v", this.CurrentPrimary) + `,`,
 		`Instances:` + repeatedStringForInstances + `,`,
 		`TargetPrimary:` + fmt.Sprintf("%v", this.TargetPrimary) + `,`,
-		`TargetPrimaryTime:` + strings.Replace(fmt.Sprintf("%v", this.TargetPrimaryTime), "Time", "v1.Time", 1) + `,`,
+		`TargetPrimaryTime:` + strings.Replace(fmt.Sprintf("%v", this.TargetPrimaryTime), "MicroTime", "v1.MicroTime", 1) + `,`,
 		`TargetPrimaryReason:` + fmt.Sprintf("%v", this.TargetPrimaryReason) + `,`,
 		`}`,
 	}, "")
@@ -1387,7 +1387,7 @@ func (this *MyDatabaseSwitchoverStatus) String() string {
 	s := strings.Join([]string{`&MyDatabaseSwitchoverStatus{`,
 		`OldPrimary:` + fmt.Sprintf("%v", this.OldPrimary) + `,`,
 		`NewPrimary:` + fmt.Sprintf("%v", this.NewPrimary) + `,`,
-		`StartTime:` + strings.Replace(fmt.Sprintf("%v", this.StartTime), "Time", "v1.Time", 1) + `,`,
+		`StartTime:` + strings.Replace(fmt.Sprintf("%v", this.StartTime), "MicroTime", "v1.MicroTime", 1) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -3368,7 +3368,7 @@ func (m *MyDatabaseStatus) Unmarshal(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			if m.TargetPrimaryTime == nil {
-				m.TargetPrimaryTime = &v1.Time{}
+				m.TargetPrimaryTime = &v1.MicroTime{}
 			}
 			if err := m.TargetPrimaryTime.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
 				return err
@@ -3781,7 +3781,7 @@ func (m *MyDatabaseSwitchoverStatus) Unmarshal(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			if m.StartTime == nil {
-				m.StartTime = &v1.Time{}
+				m.StartTime = &v1.MicroTime{}
 			}
 			if err := m.StartTime.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
 				return err

@@ -236,7 +236,7 @@ type MyDatabaseStatus struct {
 
 	// TargetPrimaryTime is when targetPrimary was last set.
 	// +optional
-	TargetPrimaryTime *metav1.Time `json:"targetPrimaryTime,omitempty" protobuf:"bytes,10,opt,name=targetPrimaryTime"`
+	TargetPrimaryTime *metav1.MicroTime `json:"targetPrimaryTime,omitempty" protobuf:"bytes,10,opt,name=targetPrimaryTime"`
 
 	// TargetPrimaryReason says why targetPrimary was set: Switchover or
 	// Failover.
@@ -334,7 +334,7 @@ type MyDatabaseSwitchoverStatus struct {
 	NewPrimary string `json:"newPrimary,omitempty" protobuf:"bytes,2,opt,name=newPrimary"`
 	// StartTime is when the switchover was recorded.
 	// +optional
-	StartTime *metav1.Time `json:"startTime,omitempty" protobuf:"bytes,3,opt,name=startTime"`
+	StartTime *metav1.MicroTime `json:"startTime,omitempty" protobuf:"bytes,3,opt,name=startTime"`
 }
 
 // BackupPhase is where a backup is in its life.

@@ -226,7 +226,7 @@ var schemaYAML = typed.YAMLObject(`types:
         scalar: string
     - name: targetPrimaryTime
       type:
-        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime
 - name: com.github.mydb-dev.mydb.pkg.apis.example.v1.RestoreSource
   map:
     fields:
@@ -341,6 +341,8 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: time
       type:
         namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
+- name: io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime
+  scalar: untyped
 - name: io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta
   map:
     fields:

@@ -49,7 +49,7 @@ func (r *SwitchoverREST) Create(ctx context.Context, name string, obj runtime.Ob
 			return nil, err
 		}
 	}
-	now := metav1.NewTime(r.clock.Now())
+	now := metav1.NewMicroTime(r.clock.Now())
 	answer := &example.MyDatabaseSwitchover{}
 	// The transform runs on the stored object inside the store's
 	// compare-and-swap (with no object of its own, it starts from nil).

@@ -56,7 +56,7 @@ type MyDatabaseStatusApplyConfiguration struct {
 	// equals currentPrimary otherwise.
 	TargetPrimary *string `json:"targetPrimary,omitempty"`
 	// TargetPrimaryTime is when targetPrimary was last set.
-	TargetPrimaryTime *apismetav1.Time `json:"targetPrimaryTime,omitempty"`
+	TargetPrimaryTime *apismetav1.MicroTime `json:"targetPrimaryTime,omitempty"`
 	// TargetPrimaryReason says why targetPrimary was set: Switchover or
 	// Failover.
 	TargetPrimaryReason *string `json:"targetPrimaryReason,omitempty"`
@@ -153,7 +153,7 @@ func (b *MyDatabaseStatusApplyConfiguration) WithTargetPrimary(value string) *My
 // WithTargetPrimaryTime sets the TargetPrimaryTime field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the TargetPrimaryTime field is set to the value of the last call.
-func (b *MyDatabaseStatusApplyConfiguration) WithTargetPrimaryTime(value apismetav1.Time) *MyDatabaseStatusApplyConfiguration {
+func (b *MyDatabaseStatusApplyConfiguration) WithTargetPrimaryTime(value apismetav1.MicroTime) *MyDatabaseStatusApplyConfiguration {
 	b.TargetPrimaryTime = &value
 	return b
 }
