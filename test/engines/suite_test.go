@@ -457,7 +457,7 @@ func waitRow(t *testing.T, n *node, id int, timeout time.Duration) {
 // reach; told the target is gone (the switchover given up), it takes
 // writes again.
 func testFence(t *testing.T, c *cluster, p *node, replicas []*node, fig *figures) {
-	mustExec(t, p.app(), "INSERT INTO kept VALUES (30, 'before the fence')")
+	mustExec(t, p.app(), "INSERT INTO kept VALUES (9001, 'before the fence')")
 	start := time.Now()
 	c.setTopology(p, replicas[0].name)
 	s := p.waitStatus(time.Minute, "fenced", func(s instance.Status) bool { return s.Fenced && s.FencedPosition != nil })
@@ -465,7 +465,7 @@ func testFence(t *testing.T, c *cluster, p *node, replicas []*node, fig *figures
 	if s.Ready {
 		t.Errorf("a fenced primary is ready: %+v", s)
 	}
-	if _, err := p.app().Exec("INSERT INTO kept VALUES (100, 'while fenced')"); err == nil {
+	if _, err := p.app().Exec("INSERT INTO kept VALUES (9002, 'while fenced')"); err == nil {
 		t.Error("a fenced primary took a write")
 	}
 	for _, r := range replicas {
@@ -473,15 +473,15 @@ func testFence(t *testing.T, c *cluster, p *node, replicas []*node, fig *figures
 			return rs.Position != nil && rs.Position.Reached(*s.FencedPosition)
 		})
 		fig.add("topology change to %s at the fenced primary's last write (%+v): %.2fs", r.name, *rs.Position, time.Since(start).Seconds())
-		waitRow(t, r, 30, 10*time.Second)
+		waitRow(t, r, 9001, 10*time.Second)
 	}
 	start = time.Now()
 	c.setTopology(p, "")
 	p.waitReady(time.Minute, instance.RolePrimary)
 	fig.add("fence lifted to a writable primary again: %.2fs", time.Since(start).Seconds())
-	mustExec(t, p.app(), "INSERT INTO kept VALUES (101, 'after the fence')")
+	mustExec(t, p.app(), "INSERT INTO kept VALUES (9003, 'after the fence')")
 	for _, r := range replicas {
 		r.waitReady(time.Minute, instance.RoleReplica)
-		waitRow(t, r, 101, 30*time.Second)
+		waitRow(t, r, 9003, 30*time.Second)
 	}
 }
