@@ -1,13 +1,21 @@
 package mydatabase
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/instance"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	testingclock "k8s.io/utils/clock/testing"
 )
@@ -231,4 +239,71 @@ func findCondition(cs []metav1.Condition, typ string) *metav1.Condition {
 		}
 	}
 	return nil
+}
+
+// TestSwitchoverDecisionIsOneConditionalStatusWrite: through sync, the
+// completion is a status write carrying the resourceVersion it was decided
+// from; a write that loses (another leader decided first) says nothing and
+// is retried from a fresh read.
+func TestSwitchoverDecisionIsOneConditionalStatusWrite(t *testing.T) {
+	db, children, instances := convergedState(t, myDatabase())
+	db.ResourceVersion = "42"
+	start := metav1.NewMicroTime(now.Add(-time.Second))
+	db.Status.TargetPrimary, db.Status.TargetPrimaryTime = "prod-mysql-1", &start
+	db.Status.TargetPrimaryReason = examplev1.TargetPrimaryReasonSwitchover
+	f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
+	f.instances = instances
+	var p0, p1 string
+	for _, obj := range children {
+		if p, ok := obj.(*corev1.Pod); ok && p.Name == "prod-mysql-0" {
+			p0 = p.Status.PodIP
+		} else if ok && p.Name == "prod-mysql-1" {
+			p1 = p.Status.PodIP
+		}
+	}
+	old := f.instances[p0]
+	old.Ready, old.Fenced, old.FencedPosition = false, true, &instance.Position{GTID: "0-1-42"}
+	f.instances[p0] = old
+	target := f.instances[p1]
+	target.EngineRunning, target.Position = true, &instance.Position{GTID: "0-1-42"}
+	f.instances[p1] = target
+	c := f.newController()
+	lose := true
+	var sentRV string
+	f.mydbClient.PrependReactor("update", "mydatabases", func(a core.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "status" {
+			return false, nil, nil
+		}
+		sentRV = a.(core.UpdateAction).GetObject().(*examplev1.MyDatabase).ResourceVersion
+		if lose {
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "example.com", Resource: "mydatabases"}, db.Name, fmt.Errorf("stale"))
+		}
+		return false, nil, nil
+	})
+	key := cache.ObjectName{Namespace: db.Namespace, Name: db.Name}
+	if err := c.sync(context.Background(), key); !apierrors.IsConflict(err) {
+		t.Fatalf("a lost decision: %v, want the conflict", err)
+	}
+	if sentRV != "42" {
+		t.Errorf("the decision was written with resourceVersion %q, want the one it was made from", sentRV)
+	}
+	if n := len(f.recorder.Events); n != 0 {
+		t.Errorf("a lost decision wrote %d events", n)
+	}
+	lose = false
+	if err := c.sync(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	got := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
+	if got.CurrentPrimary != "prod-mysql-1" || got.TargetPrimary != "prod-mysql-1" {
+		t.Errorf("status after the decision: primary %q, target %q", got.CurrentPrimary, got.TargetPrimary)
+	}
+	for _, in := range got.Instances {
+		if (in.Role == examplev1.InstanceRolePrimary) != (in.Name == "prod-mysql-1") {
+			t.Errorf("instance %s has role %s", in.Name, in.Role)
+		}
+	}
+	if e := <-f.recorder.Events; !strings.Contains(e, ReasonSwitchoverCompleted) || !strings.Contains(e, "prod-mysql-0 to prod-mysql-1") {
+		t.Errorf("event %q", e)
+	}
 }
