@@ -278,6 +278,13 @@ func (o *options) statusCommand() *cobra.Command {
 			fmt.Fprintf(out, "Storage:    %s per replica\n", db.Spec.StorageSize.String())
 			fmt.Fprintf(out, "Endpoint:   %s\n", orNone(db.Status.Endpoint))
 			fmt.Fprintf(out, "Generation: %d (observed %d)\n", db.Generation, db.Status.ObservedGeneration)
+			if st := db.Status; st.CurrentPrimary != "" {
+				primary := st.CurrentPrimary
+				if st.TargetPrimary != "" && st.TargetPrimary != st.CurrentPrimary {
+					primary += fmt.Sprintf(" (%s to %s under way)", strings.ToLower(st.TargetPrimaryReason), st.TargetPrimary)
+				}
+				fmt.Fprintf(out, "Primary:    %s\n", primary)
+			}
 			if db.Spec.Backup != nil {
 				fmt.Fprintf(out, "Schedule:   %q, keeping %d\n", db.Spec.Backup.Schedule, ptrValue(db.Spec.Backup.Retention))
 			}
