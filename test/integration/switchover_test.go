@@ -20,14 +20,18 @@ func TestSwitchoverAction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// What the controller would report: shop-0 primary, shop-1 a ready
-	// replica, shop-2 a replica that does not stream.
+	// What the controller would report: shop-0 primary, shop-1 and shop-3
+	// ready replicas (shop-3 further), shop-2 a replica that does not stream.
 	db.Status.CurrentPrimary = "shop-0"
 	db.Status.TargetPrimary = "shop-0"
 	db.Status.Instances = []examplev1.InstanceStatus{
 		{Name: "shop-0", Address: "10.0.0.1", Role: examplev1.InstanceRolePrimary, Ready: true},
-		{Name: "shop-1", Address: "10.0.0.2", Role: examplev1.InstanceRoleReplica, Ready: true},
-		{Name: "shop-2", Address: "10.0.0.3", Role: examplev1.InstanceRoleReplica, Message: "not streaming"},
+		{Name: "shop-1", Address: "10.0.0.2", Role: examplev1.InstanceRoleReplica, Ready: true,
+			Position: &examplev1.InstancePosition{Timeline: 1, LSN: "0/3000000"}},
+		{Name: "shop-2", Address: "10.0.0.3", Role: examplev1.InstanceRoleReplica, Message: "not streaming",
+			Position: &examplev1.InstancePosition{Timeline: 1, LSN: "0/9000000"}},
+		{Name: "shop-3", Address: "10.0.0.4", Role: examplev1.InstanceRoleReplica, Ready: true,
+			Position: &examplev1.InstancePosition{Timeline: 1, LSN: "0/3000100"}},
 	}
 	if db, err = dbs.UpdateStatus(ctx, db, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -73,7 +77,7 @@ func TestSwitchoverAction(t *testing.T) {
 		}
 	})
 	t.Run("201 records the target", func(t *testing.T) {
-		// A bare {} picks the ready replica.
+		// A bare {} picks the ready replica that is furthest.
 		res := do(t, http.MethodPost, dbPath(ns, "shop", "switchover"), "application/json", []byte(`{}`))
 		if res.code != http.StatusCreated {
 			t.Fatalf("%d %s", res.code, res.body)
@@ -82,11 +86,11 @@ func TestSwitchoverAction(t *testing.T) {
 		if err := json.Unmarshal(res.body, &got); err != nil {
 			t.Fatal(err)
 		}
-		if got.Kind != "MyDatabaseSwitchover" || got.Status.OldPrimary != "shop-0" || got.Status.NewPrimary != "shop-1" || got.Status.StartTime == nil {
+		if got.Kind != "MyDatabaseSwitchover" || got.Status.OldPrimary != "shop-0" || got.Status.NewPrimary != "shop-3" || got.Status.StartTime == nil {
 			t.Errorf("answer %s", res.body)
 		}
 		s := stored().Status
-		if s.TargetPrimary != "shop-1" || s.CurrentPrimary != "shop-0" || s.TargetPrimaryReason != examplev1.TargetPrimaryReasonSwitchover || s.TargetPrimaryTime == nil {
+		if s.TargetPrimary != "shop-3" || s.CurrentPrimary != "shop-0" || s.TargetPrimaryReason != examplev1.TargetPrimaryReasonSwitchover || s.TargetPrimaryTime == nil {
 			t.Errorf("status %+v", s)
 		}
 	})

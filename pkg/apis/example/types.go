@@ -110,12 +110,20 @@ const (
 
 // InstanceStatus is one instance of a database as mydb sees it.
 type InstanceStatus struct {
-	Name    string
-	Address string
-	Role    InstanceRole
-	Ready   bool
-	Message string
-	Fenced  bool
+	Name     string
+	Address  string
+	Role     InstanceRole
+	Ready    bool
+	Message  string
+	Fenced   bool
+	Position *InstancePosition
+}
+
+// InstancePosition is how far an instance's data goes.
+type InstancePosition struct {
+	Timeline int32
+	LSN      string
+	GTID     string
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

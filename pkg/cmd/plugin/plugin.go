@@ -91,7 +91,7 @@ func (o *options) switchoverCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "switchover DATABASE [--to INSTANCE]",
 		Short: "Move a MyDatabase's primary to a replica without losing a write (POST mydatabases/DATABASE/switchover)",
-		Long: "Asks mydb to make INSTANCE (default: a ready replica) the primary: the current primary stops taking " +
+		Long: "Asks mydb to make INSTANCE (default: the most caught-up ready replica) the primary: the current primary stops taking " +
 			"writes, the target catches up with it and is promoted, and the old primary follows it.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -119,7 +119,7 @@ func (o *options) switchoverCommand() *cobra.Command {
 			return o.waitForSwitchover(cmd.Context(), c, ns, args[0], result.Status.NewPrimary, waitFor)
 		},
 	}
-	cmd.Flags().StringVar(&to, "to", "", "the replica to promote (default: a ready replica)")
+	cmd.Flags().StringVar(&to, "to", "", "the replica to promote (default: the most caught-up ready replica)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "only check that the switchover would be accepted")
 	cmd.Flags().DurationVar(&waitFor, "wait", 0, "wait this long for the switchover to finish")
 	return cmd

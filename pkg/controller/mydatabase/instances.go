@@ -57,6 +57,10 @@ func (h HTTPInstances) Status(ctx context.Context, address string) (*instance.St
 	return &s, nil
 }
 
+// maxPositionLength bounds the position strings copied into the status
+// (validation refuses longer ones).
+const maxPositionLength = 1024
+
 // statusTimeout bounds one poll of an instance manager.
 const statusTimeout = 2 * time.Second
 
@@ -134,6 +138,9 @@ func (c *Controller) pollInstances(ctx context.Context, pods []*corev1.Pod, prim
 			s, err := c.instances.Status(ctx, pod.Status.PodIP)
 			out[i].Ready, out[i].Message = instanceReadiness(s, err, role, primary)
 			out[i].Fenced = s != nil && s.Fenced
+			if s != nil && s.Position != nil && len(s.Position.LSN) <= maxPositionLength && len(s.Position.GTID) <= maxPositionLength {
+				out[i].Position = &examplev1.InstancePosition{Timeline: int32(s.Position.Timeline), LSN: s.Position.LSN, GTID: s.Position.GTID}
+			}
 			reports[i] = s
 		}()
 	}

@@ -302,6 +302,12 @@ func TestSwitchoverDecisionIsOneConditionalStatusWrite(t *testing.T) {
 		if (in.Role == examplev1.InstanceRolePrimary) != (in.Name == "prod-mysql-1") {
 			t.Errorf("instance %s has role %s", in.Name, in.Role)
 		}
+		if in.Name == "prod-mysql-1" && (in.Position == nil || in.Position.GTID != "0-1-42") {
+			t.Errorf("instance %s position %+v, want what its manager reported", in.Name, in.Position)
+		}
+		if in.Name == "prod-mysql-0" && !in.Fenced {
+			t.Errorf("the fenced old primary is not reported fenced")
+		}
 	}
 	if e := <-f.recorder.Events; !strings.Contains(e, ReasonSwitchoverCompleted) || !strings.Contains(e, "prod-mysql-0 to prod-mysql-1") {
 		t.Errorf("event %q", e)

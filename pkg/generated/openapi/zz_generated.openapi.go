@@ -37,6 +37,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 	return map[string]common.OpenAPIDefinition{
 		v1.BackupLocation{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_BackupLocation(ref),
 		v1.BackupPolicy{}.OpenAPIModelName():                                schema_pkg_apis_example_v1_BackupPolicy(ref),
+		v1.InstancePosition{}.OpenAPIModelName():                            schema_pkg_apis_example_v1_InstancePosition(ref),
 		v1.InstanceStatus{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_InstanceStatus(ref),
 		v1.MyDatabase{}.OpenAPIModelName():                                  schema_pkg_apis_example_v1_MyDatabase(ref),
 		v1.MyDatabaseBackup{}.OpenAPIModelName():                            schema_pkg_apis_example_v1_MyDatabaseBackup(ref),
@@ -431,6 +432,39 @@ func schema_pkg_apis_example_v1_BackupPolicy(ref common.ReferenceCallback) commo
 	}
 }
 
+func schema_pkg_apis_example_v1_InstancePosition(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "InstancePosition is a point in a database's history.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"timeline": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Timeline and LSN are PostgreSQL's: the current WAL position of a primary, the replay position of a replica.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"lsn": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+					"gtid": {
+						SchemaProps: spec.SchemaProps{
+							Description: "GTID is the MySQL family's GTID position.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
 func schema_pkg_apis_example_v1_InstanceStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -482,10 +516,18 @@ func schema_pkg_apis_example_v1_InstanceStatus(ref common.ReferenceCallback) com
 							Format:      "",
 						},
 					},
+					"position": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Position is how far the instance's data goes, as its manager last reported: a switchover with no target picks the ready replica that is furthest.",
+							Ref:         ref(v1.InstancePosition{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"name"},
 			},
 		},
+		Dependencies: []string{
+			v1.InstancePosition{}.OpenAPIModelName()},
 	}
 }
 
@@ -1026,7 +1068,7 @@ func schema_pkg_apis_example_v1_MyDatabaseSwitchoverSpec(ref common.ReferenceCal
 				Properties: map[string]spec.Schema{
 					"targetInstance": {
 						SchemaProps: spec.SchemaProps{
-							Description: "TargetInstance is the replica to promote (a pod name such as \"shop-1\"); empty picks the ready replica that replayed the most.",
+							Description: "TargetInstance is the replica to promote (a pod name such as \"shop-1\"); empty picks the ready replica whose status.instances[] position is the most advanced.",
 							Type:        []string{"string"},
 							Format:      "",
 						},

@@ -271,6 +271,25 @@ type InstanceStatus struct {
 	// instance is to be the primary.
 	// +optional
 	Fenced bool `json:"fenced,omitempty" protobuf:"varint,6,opt,name=fenced"`
+
+	// Position is how far the instance's data goes, as its manager last
+	// reported: a switchover with no target picks the ready replica that
+	// is furthest.
+	// +optional
+	Position *InstancePosition `json:"position,omitempty" protobuf:"bytes,7,opt,name=position"`
+}
+
+// InstancePosition is a point in a database's history.
+type InstancePosition struct {
+	// Timeline and LSN are PostgreSQL's: the current WAL position of a
+	// primary, the replay position of a replica.
+	// +optional
+	Timeline int32 `json:"timeline,omitempty" protobuf:"varint,1,opt,name=timeline"`
+	// +optional
+	LSN string `json:"lsn,omitempty" protobuf:"bytes,2,opt,name=lsn"`
+	// GTID is the MySQL family's GTID position.
+	// +optional
+	GTID string `json:"gtid,omitempty" protobuf:"bytes,3,opt,name=gtid"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -319,7 +338,8 @@ type MyDatabaseSwitchover struct {
 // MyDatabaseSwitchoverSpec names the instance to switch over to.
 type MyDatabaseSwitchoverSpec struct {
 	// TargetInstance is the replica to promote (a pod name such as
-	// "shop-1"); empty picks the ready replica that replayed the most.
+	// "shop-1"); empty picks the ready replica whose status.instances[]
+	// position is the most advanced.
 	// +optional
 	TargetInstance string `json:"targetInstance,omitempty" protobuf:"bytes,1,opt,name=targetInstance"`
 }

@@ -32,6 +32,11 @@ func (in BackupPolicy) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in InstancePosition) OpenAPIModelName() string {
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.InstancePosition"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in InstanceStatus) OpenAPIModelName() string {
 	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.InstanceStatus"
 }

@@ -138,6 +138,14 @@ func validateInstances(s example.MyDatabaseStatus, statusPath *field.Path) field
 		default:
 			allErrs = append(allErrs, field.NotSupported(p.Child("role"), in.Role, []example.InstanceRole{example.InstanceRolePrimary, example.InstanceRoleReplica}))
 		}
+		if pos := in.Position; pos != nil {
+			if len(pos.LSN) > maxPositionLength {
+				allErrs = append(allErrs, field.TooLong(p.Child("position", "lsn"), "", maxPositionLength))
+			}
+			if len(pos.GTID) > maxPositionLength {
+				allErrs = append(allErrs, field.TooLong(p.Child("position", "gtid"), "", maxPositionLength))
+			}
+		}
 		if len(in.Message) > maxMessageLength {
 			allErrs = append(allErrs, field.TooLong(p.Child("message"), "", maxMessageLength))
 		}
@@ -208,6 +216,9 @@ func validateSpec(spec *example.MyDatabaseSpec, fldPath *field.Path) field.Error
 	}
 	return allErrs
 }
+
+// maxPositionLength bounds the strings of status.instances[].position.
+const maxPositionLength = 1024
 
 // The bounds of spec.failoverDelay: below 5s a slow probe or a short
 // network blip would promote a replica; above 10m writes stay down too long.

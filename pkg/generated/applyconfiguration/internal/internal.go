@@ -57,6 +57,18 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: schedule
       type:
         scalar: string
+- name: com.github.mydb-dev.mydb.pkg.apis.example.v1.InstancePosition
+  map:
+    fields:
+    - name: gtid
+      type:
+        scalar: string
+    - name: lsn
+      type:
+        scalar: string
+    - name: timeline
+      type:
+        scalar: numeric
 - name: com.github.mydb-dev.mydb.pkg.apis.example.v1.InstanceStatus
   map:
     fields:
@@ -73,6 +85,9 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
       default: ""
+    - name: position
+      type:
+        namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.InstancePosition
     - name: ready
       type:
         scalar: boolean

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/mydb-dev/mydb/pkg/apis/example"
+	"github.com/mydb-dev/mydb/pkg/instance"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -101,10 +102,8 @@ func decideSwitchover(db *example.MyDatabase, target string) (string, string, er
 		return "", "", conflict("a %s from %s to %s is under way", reason, s.CurrentPrimary, s.TargetPrimary)
 	}
 	if target == "" {
-		for _, in := range s.Instances {
-			if in.Role == example.InstanceRoleReplica && in.Ready && in.Name != s.CurrentPrimary {
-				return s.CurrentPrimary, in.Name, nil
-			}
+		if best := mostCaughtUp(s); best != "" {
+			return s.CurrentPrimary, best, nil
 		}
 		return "", "", apierrors.NewInvalid(switchoverKind, db.Name, field.ErrorList{
 			field.Required(field.NewPath("spec", "targetInstance"), "no replica is ready to take over"),
@@ -127,4 +126,25 @@ func decideSwitchover(db *example.MyDatabase, target string) (string, string, er
 		return s.CurrentPrimary, target, nil
 	}
 	return "", "", invalid("is not an instance of the database")
+}
+
+// mostCaughtUp is the ready replica with the most advanced position as the
+// controller last reported it (the first ready one when none compares
+// ahead), or "" when no replica is ready.
+func mostCaughtUp(s example.MyDatabaseStatus) string {
+	var best string
+	var bestPos instance.Position
+	for _, in := range s.Instances {
+		if in.Role != example.InstanceRoleReplica || !in.Ready || in.Name == s.CurrentPrimary {
+			continue
+		}
+		var pos instance.Position
+		if in.Position != nil {
+			pos = instance.Position{Timeline: uint32(in.Position.Timeline), LSN: in.Position.LSN, GTID: in.Position.GTID}
+		}
+		if best == "" || pos.Compare(bestPos) > 0 {
+			best, bestPos = in.Name, pos
+		}
+	}
+	return best
 }
