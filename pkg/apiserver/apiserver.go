@@ -75,6 +75,7 @@ func (c completedConfig) New() (*Server, error) {
 		"mydatabases/status":       dbStorage.Status,
 		"mydatabases/scale":        dbStorage.Scale,
 		"mydatabases/backup":       backupStorage.Action,
+		"mydatabases/switchover":   dbStorage.Switchover,
 		"mydatabasebackups":        backupStorage.Backup,
 		"mydatabasebackups/status": backupStorage.Status,
 	}

@@ -40,6 +40,16 @@ type Engine interface {
 	Follow(ctx context.Context, t Topology) error
 	// Promote makes the running server a writable primary; idempotent.
 	Promote(ctx context.Context) error
+	// FenceStops tells how the engine fences: true when it can refuse
+	// writes for good only by not running (Postgres: any superuser could
+	// undo a read-only setting, and a clean stop sends all WAL to the
+	// standbys), false when the running server can (MariaDB read_only).
+	FenceStops() bool
+	// Fence makes the server refuse client writes until Promote, ends the
+	// client sessions, and returns the position a replica must have reached
+	// (Position.Reached) to hold every write the server took. When
+	// FenceStops, the manager has stopped the server cleanly before.
+	Fence(ctx context.Context) (Position, error)
 	// Probe reads the running server's state.
 	Probe(ctx context.Context) (Probe, error)
 	// Close drops the admin connections (the server stopped).

@@ -61,6 +61,13 @@ type managerState struct {
 	exitTime time.Time
 	// problem is the last reconcile error, shown as the not-ready reason.
 	problem string
+	// fenced says why the instance, named primary, refuses writes;
+	// fencedPos is where its last write ends once fencing completed, and
+	// fencedChild the engine process it was fenced in (nil when fencing
+	// stopped the engine).
+	fenced      string
+	fencedPos   *Position
+	fencedChild *child
 }
 
 // NewManager returns a Manager for eng, acting on the topologies source sends.

@@ -30,6 +30,10 @@ type fakeEngine struct {
 	promotes   int
 	// lost makes Follow report that the data cannot catch up, once.
 	lost bool
+	// stopsToFence makes the fake fence like Postgres (by a clean stop);
+	// fences counts Fence calls.
+	stopsToFence bool
+	fences       int
 }
 
 func (f *fakeEngine) locked(fn func()) { f.mu.Lock(); defer f.mu.Unlock(); fn() }
@@ -88,6 +92,13 @@ func (f *fakeEngine) Probe(context.Context) (Probe, error) {
 	defer f.mu.Unlock()
 	lag := 0.0
 	return Probe{Writable: f.writable, SystemIdentifier: f.sysID, Streaming: f.upstream != "", Upstream: f.upstream, LagSeconds: &lag}, nil
+}
+
+func (f *fakeEngine) FenceStops() bool { return f.stopsToFence }
+
+func (f *fakeEngine) Fence(context.Context) (Position, error) {
+	f.locked(func() { f.fences++; f.writable = false })
+	return Position{LSN: "0/3000029", Timeline: 1}, nil
 }
 
 // ServeClone makes the fake a CloneServer.
@@ -366,5 +377,82 @@ func TestManagerRestartsAnEngineThatAsks(t *testing.T) {
 	s = h.wait("a crash", func(s Status) bool { return s.Restarts == 1 })
 	if !strings.Contains(s.LastExit, "killed") {
 		t.Errorf("last exit %q", s.LastExit)
+	}
+}
+
+func TestManagerFencesForASwitchover(t *testing.T) {
+	for _, stops := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fence stops the engine: %v", stops), func(t *testing.T) {
+			eng := &fakeEngine{stopsToFence: stops}
+			h := startManager(t, eng, "db-0")
+			primary := Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432}
+			h.src <- primary
+			h.wait("a ready primary", func(s Status) bool { return s.Ready && s.Role == RolePrimary })
+
+			switching := primary
+			switching.TargetPrimary = "db-1"
+			h.src <- switching
+			s := h.wait("fenced", func(s Status) bool { return s.Fenced && s.FencedPosition != nil })
+			if s.Ready || s.EngineRunning == stops || s.FencedPosition.LSN != "0/3000029" || !strings.Contains(s.Reason, "db-1") {
+				t.Errorf("fenced status %+v", s)
+			}
+			// It stays fenced: no restart, no promotion, one Fence.
+			time.Sleep(1500 * time.Millisecond)
+			s = h.m.Status(context.Background())
+			if !s.Fenced || s.Ready || eng.fences != 1 || eng.promotes != 1 || s.EngineRunning == stops {
+				t.Errorf("after 1.5s: fences %d, promotes %d, status %+v", eng.fences, eng.promotes, s)
+			}
+
+			// Aborted (the target cleared): a primary again.
+			h.src <- primary
+			s = h.wait("a ready primary again", func(s Status) bool { return s.Ready && s.Role == RolePrimary })
+			if s.Fenced || eng.promotes != 2 {
+				t.Errorf("unfenced: promotes %d, status %+v", eng.promotes, s)
+			}
+
+			// A fence the source asks for (it cannot confirm the topology).
+			lost := primary
+			lost.Fence = "cannot read the database"
+			h.src <- lost
+			h.wait("fenced by the source", func(s Status) bool { return s.Fenced && s.FencedReason == lost.Fence })
+
+			// Completed: the old primary is a replica of the new one, and
+			// re-clones since it served as primary.
+			h.src <- Topology{Primary: "db-1", PrimaryHost: "127.0.0.2", PrimaryPort: 5432, TargetPrimary: "db-1"}
+			s = h.wait("a ready replica", func(s Status) bool { return s.Ready && s.Role == RoleReplica })
+			if s.Fenced || eng.clones != 1 {
+				t.Errorf("clones %d, status %+v", eng.clones, s)
+			}
+		})
+	}
+}
+
+func TestPositionReached(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		p, final Position
+		want     bool
+	}{
+		{"lsn equal", Position{Timeline: 1, LSN: "0/3000029"}, Position{Timeline: 1, LSN: "0/3000029"}, true},
+		{"lsn past", Position{Timeline: 1, LSN: "1/0"}, Position{Timeline: 1, LSN: "0/FFFFFFFF"}, true},
+		{"lsn behind", Position{Timeline: 1, LSN: "0/3000028"}, Position{Timeline: 1, LSN: "0/3000029"}, false},
+		{"other timeline", Position{Timeline: 2, LSN: "0/4000000"}, Position{Timeline: 1, LSN: "0/3000029"}, false},
+		{"gtid equal", Position{GTID: "0-1-42"}, Position{GTID: "0-1-42"}, true},
+		{"gtid past", Position{GTID: "0-2-50"}, Position{GTID: "0-1-42"}, true},
+		{"gtid behind", Position{GTID: "0-1-41"}, Position{GTID: "0-1-42"}, false},
+		{"gtid missing domain", Position{GTID: "0-1-42"}, Position{GTID: "0-1-42,1-1-3"}, false},
+		{"gtid empty final", Position{GTID: "0-1-1"}, Position{GTID: ""}, false},
+		{"mysql set", Position{GTID: "u1:1-42"}, Position{GTID: "u1:1-40"}, true},
+		{"unparsable", Position{LSN: "x"}, Position{LSN: "0/1"}, false},
+	} {
+		if got := c.p.Reached(c.final); got != c.want {
+			t.Errorf("%s: %+v reached %+v = %v, want %v", c.name, c.p, c.final, got, c.want)
+		}
+	}
+	if (Position{Timeline: 1, LSN: "0/5"}).Compare(Position{Timeline: 1, LSN: "0/4"}) != 1 {
+		t.Error("compare ahead")
+	}
+	if FormatLSN(0x1_0000_0001) != "1/1" {
+		t.Error(FormatLSN(0x1_0000_0001))
 	}
 }

@@ -20,6 +20,10 @@ func (m *Manager) reconcile(ctx context.Context, t Topology, restartAt time.Time
 	}
 	m.update(func(s *managerState) { s.role, s.topology = role, t })
 
+	if why := t.fenceReason(m.opts.Name); why != "" {
+		return m.fence(ctx, why, restartAt)
+	}
+	m.unfence(role)
 	if role == RolePrimary {
 		return m.reconcilePrimary(ctx, t, restartAt)
 	}
@@ -60,6 +64,52 @@ func (m *Manager) reconcilePrimary(ctx context.Context, t Topology, restartAt ti
 		}
 	}
 	return nil
+}
+
+// fence makes the primary refuse writes because another instance is to be
+// the primary (or it cannot confirm it still is): the engine's Fence, after
+// a clean stop when the engine fences by stopping. It stays fenced, and
+// never promotes, until the topology says otherwise; its status reports the
+// position of its last write, which the controller waits for the target to
+// reach before it promotes it.
+func (m *Manager) fence(ctx context.Context, why string, restartAt time.Time) error {
+	m.mu.Lock()
+	done := m.st.fencedPos != nil && m.st.fencedChild == m.st.child
+	first := m.st.fenced == ""
+	m.st.fenced = why
+	m.mu.Unlock()
+	if done {
+		return nil
+	}
+	if first {
+		m.log.Info("fencing: refusing writes", "why", why)
+	}
+	start := time.Now()
+	if m.eng.FenceStops() {
+		m.stopEngine()
+	} else if err := m.ensureRunning(ctx, restartAt); err != nil {
+		return err
+	}
+	pos, err := m.eng.Fence(ctx)
+	if err != nil {
+		return fmt.Errorf("fence: %w", err)
+	}
+	m.update(func(s *managerState) { s.fencedPos, s.fencedChild = &pos, s.child })
+	m.log.Info("fenced", "why", why, "lastWrite", pos, "seconds", time.Since(start).Seconds())
+	return nil
+}
+
+// unfence forgets a fence the topology no longer asks for: a primary takes
+// writes again (reconcilePrimary restarts or promotes its engine), a
+// replica follows the new primary (and re-clones, having served as one).
+func (m *Manager) unfence(role Role) {
+	m.mu.Lock()
+	was := m.st.fenced
+	m.st.fenced, m.st.fencedPos, m.st.fencedChild = "", nil, nil
+	m.mu.Unlock()
+	if was != "" {
+		m.log.Info("fence lifted", "was", was, "role", role)
+	}
 }
 
 func (m *Manager) reconcileReplica(ctx context.Context, t Topology, restartAt time.Time) error {

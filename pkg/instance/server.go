@@ -110,9 +110,21 @@ func (m *Manager) Status(ctx context.Context) Status {
 		s.EnginePID = st.child.pid()
 	}
 	s.Ready, s.Reason = false, ""
+	if st.fenced != "" {
+		s.Fenced, s.FencedReason, s.FencedPosition = true, st.fenced, st.fencedPos
+	}
 	switch {
 	case stopping:
 		s.Reason = "shutting down"
+		return s
+	case st.fenced != "":
+		s.Reason = "fenced: " + st.fenced
+		if st.fencedPos == nil {
+			s.Reason += " (fencing)"
+			if st.problem != "" {
+				s.Reason += ": " + st.problem
+			}
+		}
 		return s
 	case st.role == RoleWaiting:
 		s.Reason = "waiting for a topology"

@@ -23,6 +23,30 @@ type Topology struct {
 	// check they hold a clone of it, and MariaDB replicas clone from its
 	// /v1/clone.
 	PrimaryStatusURL string `json:"primaryStatusURL"`
+	// TargetPrimary is the instance chosen to become the primary, when a
+	// switchover is under way (it differs from Primary then). The primary,
+	// seeing a target other than itself, fences: it stops taking writes and
+	// reports the position of its last one (Status.FencedPosition).
+	TargetPrimary string `json:"targetPrimary,omitempty"`
+	// Fence, when set, makes a primary fence itself whatever the rest says:
+	// the source could not confirm the topology for too long (a
+	// partitioned instance must not keep taking writes another primary may
+	// already take). It says why.
+	Fence string `json:"fence,omitempty"`
+}
+
+// fenceReason says why the primary t names must refuse writes, or "" when
+// it may take them.
+func (t Topology) fenceReason(self string) string {
+	switch {
+	case t.Primary != self:
+		return ""
+	case t.Fence != "":
+		return t.Fence
+	case t.TargetPrimary != "" && t.TargetPrimary != self:
+		return "switching over to " + t.TargetPrimary
+	}
+	return ""
 }
 
 // Validate tells whether t names a primary that can be reached.

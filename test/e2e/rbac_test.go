@@ -4,8 +4,12 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -66,5 +70,68 @@ func TestTenantAccess(t *testing.T) {
 	_, err := mydbClient(t, cfg).ExampleV1().MyDatabases(own).List(context.Background(), metav1.ListOptions{})
 	if !apierrors.IsForbidden(err) {
 		t.Errorf("bob, bound to nothing, listed: %v", err)
+	}
+}
+
+// TestSwitchoverVerb: create on mydatabases/switchover is what a
+// switchover takes, and all it grants; edit includes it.
+func TestSwitchoverVerb(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	kube := kubeClient(t)
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "switchover-only"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"example.com"}, Resources: []string{"mydatabases/switchover"}, Verbs: []string{"create"}}},
+	}
+	if _, err := kube.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "oncall"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "oncall"}},
+	}
+	if _, err := kube.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bindEdit(t, ns, "alice")
+	if out := mustKubectl(t, seedExample, "apply", "-n", ns, "-f", "-"); !strings.Contains(out, "created") {
+		t.Fatalf("seed: %s", out)
+	}
+	name := "prod-mysql"
+	for _, tc := range []struct{ user, verb, resource, sub, want string }{
+		{"alice", "create", "mydatabases.example.com", "switchover", "yes"},
+		{"oncall", "create", "mydatabases.example.com", "switchover", "yes"},
+		{"oncall", "get", "mydatabases.example.com", "", "no"},
+		{"oncall", "update", "mydatabases.example.com", "status", "no"},
+		{"oncall", "create", "mydatabases.example.com", "backup", "no"},
+	} {
+		args := []string{"auth", "can-i", tc.verb, tc.resource, "-n", ns, "--as", tc.user}
+		if tc.sub != "" {
+			args = append(args, "--subresource", tc.sub)
+		}
+		if got := strings.TrimSpace(kubectl(t, "", args...).stdout); got != tc.want {
+			t.Errorf("%s can-i %s %s/%s = %q, want %q", tc.user, tc.verb, tc.resource, tc.sub, got, tc.want)
+		}
+	}
+	// Enforced by mydb: the request passes authorization (the database has
+	// no primary yet, so the answer is 409, not 403); reading it is refused.
+	cfg := restConfig(t)
+	cfg.Impersonate.UserName = "oncall"
+	dbs := mydbClient(t, cfg).ExampleV1().MyDatabases(ns)
+	eventually(t, 30*time.Second, func() error {
+		_, err := dbs.Switchover(ctx, name, &examplev1.MyDatabaseSwitchover{}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if apierrors.IsForbidden(err) || err == nil {
+			return fmt.Errorf("switchover as oncall: %v, want 409 or 422", err)
+		}
+		return nil
+	})
+	if _, err := dbs.Get(ctx, name, metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("oncall read the database: %v", err)
+	}
+	other := restConfig(t)
+	other.Impersonate.UserName = "nobody"
+	if _, err := mydbClient(t, other).ExampleV1().MyDatabases(ns).Switchover(ctx, name, &examplev1.MyDatabaseSwitchover{}, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("a user bound to nothing: %v, want 403", err)
 	}
 }

@@ -4,8 +4,10 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/user"
@@ -283,4 +285,52 @@ func (r *rig) shutdown() {
 		}
 	}
 	_ = os.RemoveAll(r.dir)
+}
+
+// kill ends pod's instance as a crash does: SIGKILL to the engine's process
+// group (it leads its own), then to the manager's, so nothing stops
+// cleanly. The instance stays down until revive.
+func (r *rig) kill(pod string) {
+	r.t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	proc, ok := r.procs[pod]
+	if !ok {
+		r.t.Fatalf("rig: no instance runs for pod %s", pod)
+	}
+	if pid := enginePID(proc.ip); pid > 0 {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
+	_ = syscall.Kill(-proc.cmd.Process.Pid, syscall.SIGKILL)
+	<-proc.done
+	r.t.Logf("rig: killed the instance of pod %s (kill -9 of its process groups)", pod)
+}
+
+// revive lets the rig start pod's instance again, on the data it had.
+func (r *rig) revive(pod string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if proc, ok := r.procs[pod]; ok {
+		select {
+		case <-proc.done:
+			delete(r.procs, pod)
+		default:
+			r.t.Errorf("rig: the instance of %s still runs", pod)
+		}
+	}
+}
+
+// enginePID is the engine's pid as the manager at ip reports it (0 if none).
+func enginePID(ip string) int {
+	client := &http.Client{Timeout: 2 * time.Second}
+	resp, err := client.Get("http://" + net.JoinHostPort(ip, "8000") + "/v1/status")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	var s struct {
+		EnginePID int `json:"enginePID"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&s)
+	return s.EnginePID
 }

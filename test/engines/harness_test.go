@@ -164,10 +164,14 @@ func freePort(t *testing.T, host string) int {
 }
 
 // setPrimary writes the topology file naming p, atomically.
-func (c *cluster) setPrimary(p *node) {
+func (c *cluster) setPrimary(p *node) { c.setTopology(p, "") }
+
+// setTopology writes the topology file naming p and a target primary.
+func (c *cluster) setTopology(p *node, target string) {
 	c.t.Helper()
 	b, _ := json.Marshal(instance.Topology{
 		Primary: p.name, PrimaryHost: p.host, PrimaryPort: p.port, PrimaryStatusURL: "http://" + p.statusAddr,
+		TargetPrimary: target,
 	})
 	tmp := c.topology + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {

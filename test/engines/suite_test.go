@@ -45,6 +45,7 @@ func runSuite(t *testing.T, spec engineSpec) {
 		{"replicas clone and stream", func(t *testing.T) { testReplicas(t, c, p, []*node{r1, r2}, fig) }},
 		{"an engine crash is noticed and repaired", func(t *testing.T) { testCrash(t, c, p, []*node{r1, r2}, fig) }},
 		{"a replica whose history the primary purged re-clones", func(t *testing.T) { testPurgedHistory(t, c, p, r2, fig) }},
+		{"a switchover target fences the primary, which the replicas catch up with", func(t *testing.T) { testFence(t, c, p, []*node{r1, r2}, fig) }},
 		{"promotion re-points the other replica", func(t *testing.T) { testPromotion(t, c, p, r1, r2, fig) }},
 		{"SIGTERM stops every instance cleanly, the primary under load", func(t *testing.T) { testStopAll(t, c, r1, fig) }},
 		{"no password on a command line or in an environment", func(t *testing.T) { testNoLeaks(t, c) }},
@@ -449,4 +450,38 @@ func waitRow(t *testing.T, n *node, id int, timeout time.Duration) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("%s: row %d not visible within %s: %v", n.name, id, timeout, lastErr)
+}
+
+// testFence: told that r[0] is to be the primary, the primary refuses
+// writes and reports the position of its last one, which both replicas
+// reach; told the target is gone (the switchover given up), it takes
+// writes again.
+func testFence(t *testing.T, c *cluster, p *node, replicas []*node, fig *figures) {
+	mustExec(t, p.app(), "INSERT INTO kept VALUES (9001, 'before the fence')")
+	start := time.Now()
+	c.setTopology(p, replicas[0].name)
+	s := p.waitStatus(time.Minute, "fenced", func(s instance.Status) bool { return s.Fenced && s.FencedPosition != nil })
+	fig.add("topology change to a fenced primary (last write at %+v): %.2fs", *s.FencedPosition, time.Since(start).Seconds())
+	if s.Ready {
+		t.Errorf("a fenced primary is ready: %+v", s)
+	}
+	if _, err := p.app().Exec("INSERT INTO kept VALUES (9002, 'while fenced')"); err == nil {
+		t.Error("a fenced primary took a write")
+	}
+	for _, r := range replicas {
+		rs := r.waitStatus(time.Minute, "at the fenced primary's last write", func(rs instance.Status) bool {
+			return rs.Position != nil && rs.Position.Reached(*s.FencedPosition)
+		})
+		fig.add("topology change to %s at the fenced primary's last write (%+v): %.2fs", r.name, *rs.Position, time.Since(start).Seconds())
+		waitRow(t, r, 9001, 10*time.Second)
+	}
+	start = time.Now()
+	c.setTopology(p, "")
+	p.waitReady(time.Minute, instance.RolePrimary)
+	fig.add("fence lifted to a writable primary again: %.2fs", time.Since(start).Seconds())
+	mustExec(t, p.app(), "INSERT INTO kept VALUES (9003, 'after the fence')")
+	for _, r := range replicas {
+		r.waitReady(time.Minute, instance.RoleReplica)
+		waitRow(t, r, 9003, 30*time.Second)
+	}
 }

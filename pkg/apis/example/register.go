@@ -34,6 +34,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&MyDatabaseList{},
 		&MyDatabaseBackup{},
 		&MyDatabaseBackupList{},
+		&MyDatabaseSwitchover{},
 	)
 	return nil
 }

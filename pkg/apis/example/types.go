@@ -55,6 +55,7 @@ type MyDatabaseSpec struct {
 	DeletionPolicy   DeletionPolicy
 	Backup           *BackupPolicy
 	RestoreFrom      *RestoreSource
+	FailoverDelay    *metav1.Duration
 }
 
 // RestoreSource names the backup a new database starts from.
@@ -79,15 +80,24 @@ const SkipFinalBackupAnnotation = "mydb.example.com/skip-final-backup"
 
 // MyDatabaseStatus is the observed state of a MyDatabase.
 type MyDatabaseStatus struct {
-	ObservedGeneration int64
-	Replicas           int32
-	ReadyReplicas      int32
-	Selector           string
-	Endpoint           string
-	Conditions         []metav1.Condition
-	CurrentPrimary     string
-	Instances          []InstanceStatus
+	ObservedGeneration  int64
+	Replicas            int32
+	ReadyReplicas       int32
+	Selector            string
+	Endpoint            string
+	Conditions          []metav1.Condition
+	CurrentPrimary      string
+	Instances           []InstanceStatus
+	TargetPrimary       string
+	TargetPrimaryTime   *metav1.MicroTime
+	TargetPrimaryReason string
 }
+
+// The reasons status.targetPrimary is set for.
+const (
+	TargetPrimaryReasonSwitchover = "Switchover"
+	TargetPrimaryReasonFailover   = "Failover"
+)
 
 // InstanceRole is what one instance of a database does.
 type InstanceRole string
@@ -100,11 +110,20 @@ const (
 
 // InstanceStatus is one instance of a database as mydb sees it.
 type InstanceStatus struct {
-	Name    string
-	Address string
-	Role    InstanceRole
-	Ready   bool
-	Message string
+	Name     string
+	Address  string
+	Role     InstanceRole
+	Ready    bool
+	Message  string
+	Fenced   bool
+	Position *InstancePosition
+}
+
+// InstancePosition is how far an instance's data goes.
+type InstancePosition struct {
+	Timeline int32
+	LSN      string
+	GTID     string
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -180,4 +199,28 @@ type MyDatabaseBackupList struct {
 	metav1.ListMeta
 
 	Items []MyDatabaseBackup
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// MyDatabaseSwitchover is the body and the answer of POST
+// mydatabases/<name>/switchover.
+type MyDatabaseSwitchover struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+
+	Spec   MyDatabaseSwitchoverSpec
+	Status MyDatabaseSwitchoverStatus
+}
+
+// MyDatabaseSwitchoverSpec names the instance to switch over to.
+type MyDatabaseSwitchoverSpec struct {
+	TargetInstance string
+}
+
+// MyDatabaseSwitchoverStatus is what the server decided.
+type MyDatabaseSwitchoverStatus struct {
+	OldPrimary string
+	NewPrimary string
+	StartTime  *metav1.MicroTime
 }

@@ -27,12 +27,12 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	flags := genericclioptions.NewConfigFlags(true)
 	cmd := &cobra.Command{
 		Use:          "kubectl-mydb",
-		Short:        "Back up, restore and inspect MyDatabases",
+		Short:        "Back up, restore, switch over and inspect MyDatabases",
 		SilenceUsage: true,
 	}
 	flags.AddFlags(cmd.PersistentFlags())
 	o := &options{flags: flags, streams: streams}
-	cmd.AddCommand(o.backupCommand(), o.backupsCommand(), o.restoreCommand(), o.statusCommand())
+	cmd.AddCommand(o.backupCommand(), o.backupsCommand(), o.restoreCommand(), o.statusCommand(), o.switchoverCommand())
 	return cmd
 }
 
@@ -82,6 +82,73 @@ func (o *options) backupCommand() *cobra.Command {
 	cmd.Flags().StringVar(&name, "name", "", "name of the backup (default: the database's name and a random suffix)")
 	cmd.Flags().DurationVar(&waitFor, "wait", 0, "wait this long for the backup to finish")
 	return cmd
+}
+
+func (o *options) switchoverCommand() *cobra.Command {
+	var to string
+	var dryRun bool
+	var waitFor time.Duration
+	cmd := &cobra.Command{
+		Use:   "switchover DATABASE [--to INSTANCE]",
+		Short: "Move a MyDatabase's primary to a replica without losing a write (POST mydatabases/DATABASE/switchover)",
+		Long: "Asks mydb to make INSTANCE (default: the most caught-up ready replica) the primary: the current primary stops taking " +
+			"writes, the target catches up with it and is promoted, and the old primary follows it.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ns, err := o.client()
+			if err != nil {
+				return err
+			}
+			opts := metav1.CreateOptions{}
+			if dryRun {
+				opts.DryRun = []string{metav1.DryRunAll}
+			}
+			req := &examplev1.MyDatabaseSwitchover{Spec: examplev1.MyDatabaseSwitchoverSpec{TargetInstance: to}}
+			result, err := c.ExampleV1().MyDatabases(ns).Switchover(cmd.Context(), args[0], req, opts)
+			if err != nil {
+				return err
+			}
+			suffix := ""
+			if dryRun {
+				suffix = " (dry run)"
+			}
+			fmt.Fprintf(o.streams.Out, "mydatabase.example.com/%s switching over from %s to %s%s\n", args[0], result.Status.OldPrimary, result.Status.NewPrimary, suffix)
+			if dryRun || waitFor <= 0 {
+				return nil
+			}
+			return o.waitForSwitchover(cmd.Context(), c, ns, args[0], result.Status.NewPrimary, waitFor)
+		},
+	}
+	cmd.Flags().StringVar(&to, "to", "", "the replica to promote (default: the most caught-up ready replica)")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "only check that the switchover would be accepted")
+	cmd.Flags().DurationVar(&waitFor, "wait", 0, "wait this long for the switchover to finish")
+	return cmd
+}
+
+func (o *options) waitForSwitchover(ctx context.Context, c clientset.Interface, ns, name, target string, timeout time.Duration) error {
+	var db *examplev1.MyDatabase
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		var err error
+		db, err = c.ExampleV1().MyDatabases(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return db.Status.TargetPrimary == db.Status.CurrentPrimary, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the switchover of %s: %w", name, err)
+	}
+	msg := ""
+	for _, cond := range db.Status.Conditions {
+		if cond.Type == examplev1.ConditionPrimaryChange {
+			msg = cond.Message
+		}
+	}
+	if db.Status.CurrentPrimary != target {
+		return fmt.Errorf("the switchover of %s did not complete: %s", name, msg)
+	}
+	fmt.Fprintf(o.streams.Out, "mydatabase.example.com/%s: %s\n", name, msg)
+	return nil
 }
 
 func (o *options) waitForBackup(ctx context.Context, c clientset.Interface, ns, name string, timeout time.Duration) error {
@@ -211,6 +278,13 @@ func (o *options) statusCommand() *cobra.Command {
 			fmt.Fprintf(out, "Storage:    %s per replica\n", db.Spec.StorageSize.String())
 			fmt.Fprintf(out, "Endpoint:   %s\n", orNone(db.Status.Endpoint))
 			fmt.Fprintf(out, "Generation: %d (observed %d)\n", db.Generation, db.Status.ObservedGeneration)
+			if st := db.Status; st.CurrentPrimary != "" {
+				primary := st.CurrentPrimary
+				if st.TargetPrimary != "" && st.TargetPrimary != st.CurrentPrimary {
+					primary += fmt.Sprintf(" (%s to %s under way)", strings.ToLower(st.TargetPrimaryReason), st.TargetPrimary)
+				}
+				fmt.Fprintf(out, "Primary:    %s\n", primary)
+			}
 			if db.Spec.Backup != nil {
 				fmt.Fprintf(out, "Schedule:   %q, keeping %d\n", db.Spec.Backup.Schedule, ptrValue(db.Spec.Backup.Retention))
 			}

@@ -113,6 +113,8 @@ type Config struct {
 	PollInterval time.Duration
 	// Instances reads the instance managers; tests replace it.
 	Instances InstanceClient
+	// SwitchoverTimeout bounds a switchover (DefaultSwitchoverTimeout when 0).
+	SwitchoverTimeout time.Duration
 }
 
 // Controller reconciles MyDatabases.
@@ -149,6 +151,8 @@ type Controller struct {
 	// config holds the settings; instances reads the instance managers.
 	config    Config
 	instances InstanceClient
+	// unready times the primaries that are not ready, for failover.
+	unready unreadyTracker
 }
 
 // NewController returns a controller reading from informers; it does nothing

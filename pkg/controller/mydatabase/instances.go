@@ -57,6 +57,10 @@ func (h HTTPInstances) Status(ctx context.Context, address string) (*instance.St
 	return &s, nil
 }
 
+// maxPositionLength bounds the position strings copied into the status
+// (validation refuses longer ones).
+const maxPositionLength = 1024
+
 // statusTimeout bounds one poll of an instance manager.
 const statusTimeout = 2 * time.Second
 
@@ -88,9 +92,8 @@ func (c *Controller) reconcileInstances(ctx context.Context, db *examplev1.MyDat
 			return err
 		}
 	}
-	var reports []*instance.Status
-	f.instances, reports = c.pollInstances(ctx, pods, f.primary)
-	series.observeInstances(cache.MetaObjectToName(db), f.instances, reports)
+	f.instances, f.reports = c.pollInstances(ctx, pods, f.primary)
+	series.observeInstances(cache.MetaObjectToName(db), f.instances, f.reports)
 	return nil
 }
 
@@ -119,6 +122,10 @@ func (c *Controller) pollInstances(ctx context.Context, pods []*corev1.Pod, prim
 			role = examplev1.InstanceRolePrimary
 		}
 		out[i] = examplev1.InstanceStatus{Name: pod.Name, Address: pod.Status.PodIP, Role: role}
+		if pod.Spec.NodeName != "" && pod.Status.Phase == corev1.PodFailed {
+			out[i].Message = "the pod failed"
+			continue
+		}
 		if pod.Status.PodIP == "" {
 			out[i].Message = "the pod has no IP yet"
 			continue
@@ -130,6 +137,10 @@ func (c *Controller) pollInstances(ctx context.Context, pods []*corev1.Pod, prim
 			defer cancel()
 			s, err := c.instances.Status(ctx, pod.Status.PodIP)
 			out[i].Ready, out[i].Message = instanceReadiness(s, err, role, primary)
+			out[i].Fenced = s != nil && s.Fenced
+			if s != nil && s.Position != nil && len(s.Position.LSN) <= maxPositionLength && len(s.Position.GTID) <= maxPositionLength {
+				out[i].Position = &examplev1.InstancePosition{Timeline: int32(s.Position.Timeline), LSN: s.Position.LSN, GTID: s.Position.GTID}
+			}
 			reports[i] = s
 		}()
 	}

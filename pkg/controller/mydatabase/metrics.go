@@ -44,6 +44,21 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, instanceLabels)
 
+	primaryChanges = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      "mydb_controller",
+		Name:           "primary_changes_total",
+		Help:           "Switchovers and failovers the controller carried out or gave up, by kind (switchover, failover) and result (completed, aborted).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"namespace", "database", "kind", "result"})
+	primaryChangeSeconds = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Subsystem: "mydb_controller",
+		Name:      "primary_change_duration_seconds",
+		Help: "How long a primary change took: a switchover from its request to the promotion decision, " +
+			"a failover from the primary first seen unready to the promotion decision.",
+		Buckets:        metrics.ExponentialBuckets(0.1, 2, 12),
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"kind", "result"})
+
 	registerMetrics sync.Once
 )
 
@@ -123,7 +138,7 @@ func setOrDelete(g *metrics.GaugeVec, labels []string, r *instance.Status, value
 // RegisterMetrics adds the controller's metrics to the server's /metrics.
 func RegisterMetrics() {
 	registerMetrics.Do(func() {
-		legacyregistry.MustRegister(reconcileDuration, instanceReady, instanceLagSeconds, instanceLagBytes)
+		legacyregistry.MustRegister(reconcileDuration, instanceReady, instanceLagSeconds, instanceLagBytes, primaryChanges, primaryChangeSeconds)
 	})
 }
 
@@ -133,4 +148,10 @@ func observeReconcile(d time.Duration, err error) {
 		result = "error"
 	}
 	reconcileDuration.WithLabelValues(result).Observe(d.Seconds())
+}
+
+// observePrimaryChange counts a switchover or failover and its duration.
+func observePrimaryChange(db *examplev1.MyDatabase, kind, result string, d time.Duration) {
+	primaryChanges.WithLabelValues(db.Namespace, db.Name, kind, result).Inc()
+	primaryChangeSeconds.WithLabelValues(kind, result).Observe(d.Seconds())
 }

@@ -91,6 +91,9 @@ func computeStatus(db *examplev1.MyDatabase, eng engine.Engine, sts *appsv1.Stat
 		typ, reason, message := replication(status.Instances)
 		set(examplev1.ConditionReplicating, typ, reason, message)
 	}
+	if f.primaryChange != nil {
+		set(f.primaryChange.Type, f.primaryChange.Status, f.primaryChange.Reason, f.primaryChange.Message)
+	}
 
 	switch {
 	case len(f.conflicts) > 0:

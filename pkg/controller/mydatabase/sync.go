@@ -8,6 +8,7 @@ import (
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/engine"
+	"github.com/mydb-dev/mydb/pkg/instance"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -34,6 +35,10 @@ type findings struct {
 	// each instance manager reported.
 	primary   string
 	instances []examplev1.InstanceStatus
+	// reports are what each instance manager answered (nil: nothing).
+	reports []*instance.Status
+	// primaryChange is the PrimaryChange condition of a switchover under way.
+	primaryChange *metav1.Condition
 }
 
 // sync makes the children of one MyDatabase match its spec and reports what
@@ -94,7 +99,21 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		return err
 	}
 	// The instance managers report nothing by themselves: read them again.
-	c.queue.AddAfter(key, c.config.PollInterval)
+	again := c.config.PollInterval
+	decision, soon := c.decidePrimary(db, f.instances, f.reports, c.clock.Now())
+	if soon > 0 && soon < again {
+		again = soon
+	}
+	c.queue.AddAfter(key, again)
+	switch {
+	case decision != nil && decision.eventReason != "":
+		// A decision is written first, on its own, and acted on from the
+		// next sync, which sees it in the cache.
+		status := computeStatus(db, eng, sts, f, false, metav1.NewTime(c.clock.Now()))
+		return c.writePrimaryDecision(ctx, db, status, decision)
+	case decision != nil:
+		f.primaryChange = &decision.condition
+	}
 	return c.updateStatus(ctx, db, eng, sts, f, false)
 }
 

@@ -36,6 +36,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &examplev1.BackupLocationApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("BackupPolicy"):
 		return &examplev1.BackupPolicyApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("InstancePosition"):
+		return &examplev1.InstancePositionApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("InstanceStatus"):
 		return &examplev1.InstanceStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("MyDatabase"):

@@ -37,6 +37,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 	return map[string]common.OpenAPIDefinition{
 		v1.BackupLocation{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_BackupLocation(ref),
 		v1.BackupPolicy{}.OpenAPIModelName():                                schema_pkg_apis_example_v1_BackupPolicy(ref),
+		v1.InstancePosition{}.OpenAPIModelName():                            schema_pkg_apis_example_v1_InstancePosition(ref),
 		v1.InstanceStatus{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_InstanceStatus(ref),
 		v1.MyDatabase{}.OpenAPIModelName():                                  schema_pkg_apis_example_v1_MyDatabase(ref),
 		v1.MyDatabaseBackup{}.OpenAPIModelName():                            schema_pkg_apis_example_v1_MyDatabaseBackup(ref),
@@ -46,6 +47,9 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1.MyDatabaseList{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_MyDatabaseList(ref),
 		v1.MyDatabaseSpec{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_MyDatabaseSpec(ref),
 		v1.MyDatabaseStatus{}.OpenAPIModelName():                            schema_pkg_apis_example_v1_MyDatabaseStatus(ref),
+		v1.MyDatabaseSwitchover{}.OpenAPIModelName():                        schema_pkg_apis_example_v1_MyDatabaseSwitchover(ref),
+		v1.MyDatabaseSwitchoverSpec{}.OpenAPIModelName():                    schema_pkg_apis_example_v1_MyDatabaseSwitchoverSpec(ref),
+		v1.MyDatabaseSwitchoverStatus{}.OpenAPIModelName():                  schema_pkg_apis_example_v1_MyDatabaseSwitchoverStatus(ref),
 		v1.RestoreSource{}.OpenAPIModelName():                               schema_pkg_apis_example_v1_RestoreSource(ref),
 		v1.VolumeLocation{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_VolumeLocation(ref),
 		autoscalingv1.ContainerResourceMetricSource{}.OpenAPIModelName():    schema_k8sio_api_autoscaling_v1_ContainerResourceMetricSource(ref),
@@ -428,6 +432,39 @@ func schema_pkg_apis_example_v1_BackupPolicy(ref common.ReferenceCallback) commo
 	}
 }
 
+func schema_pkg_apis_example_v1_InstancePosition(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "InstancePosition is a point in a database's history.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"timeline": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Timeline and LSN are PostgreSQL's: the current WAL position of a primary, the replay position of a replica.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"lsn": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+					"gtid": {
+						SchemaProps: spec.SchemaProps{
+							Description: "GTID is the MySQL family's GTID position.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
 func schema_pkg_apis_example_v1_InstanceStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -472,10 +509,25 @@ func schema_pkg_apis_example_v1_InstanceStatus(ref common.ReferenceCallback) com
 							Format:      "",
 						},
 					},
+					"fenced": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Fenced tells that the instance refuses writes because another instance is to be the primary.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"position": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Position is how far the instance's data goes, as its manager last reported: a switchover with no target picks the ready replica that is furthest.",
+							Ref:         ref(v1.InstancePosition{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"name"},
 			},
 		},
+		Dependencies: []string{
+			v1.InstancePosition{}.OpenAPIModelName()},
 	}
 }
 
@@ -821,12 +873,18 @@ func schema_pkg_apis_example_v1_MyDatabaseSpec(ref common.ReferenceCallback) com
 							Ref:         ref(v1.RestoreSource{}.OpenAPIModelName()),
 						},
 					},
+					"failoverDelay": {
+						SchemaProps: spec.SchemaProps{
+							Description: "FailoverDelay is how long the primary may be unready (its instance manager not answering, or not serving writes) before mydb promotes the most advanced replica in its place, from 5s to 10m. Defaults to 30s.",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"engine", "storageSize"},
 			},
 		},
 		Dependencies: []string{
-			v1.BackupPolicy{}.OpenAPIModelName(), v1.RestoreSource{}.OpenAPIModelName(), corev1.ResourceRequirements{}.OpenAPIModelName(), resource.Quantity{}.OpenAPIModelName()},
+			v1.BackupPolicy{}.OpenAPIModelName(), v1.RestoreSource{}.OpenAPIModelName(), corev1.ResourceRequirements{}.OpenAPIModelName(), resource.Quantity{}.OpenAPIModelName(), metav1.Duration{}.OpenAPIModelName()},
 	}
 }
 
@@ -923,11 +981,136 @@ func schema_pkg_apis_example_v1_MyDatabaseStatus(ref common.ReferenceCallback) c
 							},
 						},
 					},
+					"targetPrimary": {
+						SchemaProps: spec.SchemaProps{
+							Description: "TargetPrimary is the instance chosen to become the primary. It differs from currentPrimary while a switchover is under way: the current primary stops taking writes (it fences) as soon as it sees a target other than itself, and the controller makes the target the current primary once it has everything the old one acknowledged. It equals currentPrimary otherwise.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"targetPrimaryTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "TargetPrimaryTime is when targetPrimary was last set.",
+							Ref:         ref(metav1.MicroTime{}.OpenAPIModelName()),
+						},
+					},
+					"targetPrimaryReason": {
+						SchemaProps: spec.SchemaProps{
+							Description: "TargetPrimaryReason says why targetPrimary was set: Switchover or Failover.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.InstanceStatus{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName()},
+			v1.InstanceStatus{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), metav1.MicroTime{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_MyDatabaseSwitchover(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MyDatabaseSwitchover is the body and the answer of POST mydatabases/<name>/switchover, which moves the primary role to another instance without losing an acknowledged write. It needs only the create verb on mydatabases/switchover. It is not stored.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Standard object metadata; ignored.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(metav1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Spec says where to switch over to.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1.MyDatabaseSwitchoverSpec{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Status is what the server decided.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1.MyDatabaseSwitchoverStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1.MyDatabaseSwitchoverSpec{}.OpenAPIModelName(), v1.MyDatabaseSwitchoverStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_MyDatabaseSwitchoverSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MyDatabaseSwitchoverSpec names the instance to switch over to.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"targetInstance": {
+						SchemaProps: spec.SchemaProps{
+							Description: "TargetInstance is the replica to promote (a pod name such as \"shop-1\"); empty picks the ready replica whose status.instances[] position is the most advanced.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_example_v1_MyDatabaseSwitchoverStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MyDatabaseSwitchoverStatus is what the server decided.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"oldPrimary": {
+						SchemaProps: spec.SchemaProps{
+							Description: "OldPrimary is the primary being replaced.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"newPrimary": {
+						SchemaProps: spec.SchemaProps{
+							Description: "NewPrimary is the instance that will be the primary.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"startTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StartTime is when the switchover was recorded.",
+							Ref:         ref(metav1.MicroTime{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			metav1.MicroTime{}.OpenAPIModelName()},
 	}
 }
 

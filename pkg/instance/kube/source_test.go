@@ -2,7 +2,9 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +12,9 @@ import (
 	mydbfake "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/fake"
 	"github.com/mydb-dev/mydb/pkg/instance"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 func database(primary string, instances ...examplev1.InstanceStatus) *examplev1.MyDatabase {
@@ -69,5 +74,54 @@ func TestWatchFollowsTheStatus(t *testing.T) {
 	update(database("db-1", examplev1.InstanceStatus{Name: "db-0", Address: "10.0.0.4"}, examplev1.InstanceStatus{Name: "db-1", Address: "10.0.0.5"}))
 	if got := next(); got.Primary != "db-1" || got.PrimaryStatusURL != "http://10.0.0.5:8000" {
 		t.Errorf("after the primary moved: %+v", got)
+	}
+}
+
+// TestWatchFencesWhenTheDatabaseCannotBeRead: with reads failing for half
+// of failoverDelay, the source asks the primary to fence; a read that works
+// again lifts it.
+func TestWatchFencesWhenTheDatabaseCannotBeRead(t *testing.T) {
+	db := database("db-0", examplev1.InstanceStatus{Name: "db-0", Address: "10.0.0.4"})
+	db.Spec.FailoverDelay = &metav1.Duration{Duration: 10 * time.Second}
+	client := mydbfake.NewClientset(db)
+	var failing atomic.Bool
+	client.PrependReactor("get", "mydatabases", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if failing.Load() {
+			return true, nil, errors.New("connection refused")
+		}
+		return false, nil, nil
+	})
+	clk := testingclock.NewFakeClock(time.Now())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ch := Source{Client: client, Namespace: "team-a", Database: "db", Port: 5432, StatusPort: 8000, Log: slog.Default(), Clock: clk}.Watch(ctx)
+	if got := <-ch; got.Primary != "db-0" || got.Fence != "" {
+		t.Fatalf("first topology %+v", got)
+	}
+	// next steps the fake clock a second at a time until a topology comes.
+	next := func(maxSteps int) (instance.Topology, int) {
+		t.Helper()
+		for i := 1; i <= maxSteps; i++ {
+			for !clk.HasWaiters() {
+				time.Sleep(time.Millisecond)
+			}
+			clk.Step(time.Second)
+			select {
+			case got := <-ch:
+				return got, i
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		t.Fatalf("no topology within %d steps", maxSteps)
+		return instance.Topology{}, 0
+	}
+	failing.Store(true)
+	got, steps := next(20)
+	if got.Fence == "" || got.Primary != "db-0" || steps < 5 || steps > 7 {
+		t.Errorf("after %d failed reads of a second: %+v", steps, got)
+	}
+	failing.Store(false)
+	if got, _ := next(5); got.Fence != "" || got.Primary != "db-0" {
+		t.Errorf("after a read worked again: %+v", got)
 	}
 }

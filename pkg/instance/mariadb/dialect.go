@@ -42,6 +42,9 @@ func (Dialect) FollowStatements(src mysqlfamily.Source) []string {
 // client without READ_ONLY ADMIN, which only the socket admin has.
 func (Dialect) FenceStatements() []string { return []string{"SET GLOBAL read_only = ON"} }
 
+// BinlogPositionQuery implements mysqlfamily.Dialect.
+func (Dialect) BinlogPositionQuery() string { return "SELECT @@global.gtid_binlog_pos AS gtid" }
+
 // PromoteStatements implements mysqlfamily.Dialect.
 func (Dialect) PromoteStatements() []string {
 	return []string{"STOP SLAVE", "RESET SLAVE ALL", "SET GLOBAL read_only = OFF"}

@@ -7,8 +7,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
@@ -69,5 +72,43 @@ func TestFollowFencesAndReclones(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"SET GLOBAL read_only = ON"}, conn.Executed()); diff != "" {
 		t.Error(diff)
+	}
+}
+
+// TestFenceRefusesWritesEndsSessionsAndReportsTheBinlog: the fence is
+// read_only, then the application's sessions end (one already gone is no
+// error), and the position is the binlog's.
+func TestFenceRefusesWritesEndsSessionsAndReportsTheBinlog(t *testing.T) {
+	e, conn := newFakeEngine(t, nil, nil)
+	if err := os.WriteFile(filepath.Join(e.Cfg.Secrets.Dir, instance.SecretUsername), []byte("app"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	conn.Row = func(q string) map[string]string {
+		switch {
+		case strings.Contains(q, "information_schema.processlist") && strings.Contains(q, "'app'"):
+			return map[string]string{"ids": "7,9"}
+		case q == (Dialect{}).BinlogPositionQuery():
+			return map[string]string{"gtid": "0-1-42"}
+		}
+		return nil
+	}
+	conn.Fail = func(stmt string) error {
+		if stmt == "KILL CONNECTION 9" {
+			return &mysql.MySQLError{Number: 1094, Message: "Unknown thread id: 9"}
+		}
+		return nil
+	}
+	if e.FenceStops() {
+		t.Error("MariaDB fences a running server")
+	}
+	pos, err := e.Fence(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pos.GTID != "0-1-42" {
+		t.Errorf("fenced position %+v", pos)
+	}
+	if got, want := conn.Executed(), []string{"SET GLOBAL read_only = ON", "KILL CONNECTION 7"}; !slices.Equal(got, want) {
+		t.Errorf("statements %q, want %q", got, want)
 	}
 }

@@ -57,6 +57,10 @@ func (Dialect) FollowStatements(src mysqlfamily.Source) []string {
 // sets read_only) stops even SUPER users.
 func (Dialect) FenceStatements() []string { return []string{"SET GLOBAL super_read_only = ON"} }
 
+// BinlogPositionQuery implements mysqlfamily.Dialect: gtid_executed holds
+// every transaction the binlog has.
+func (Dialect) BinlogPositionQuery() string { return "SELECT @@global.gtid_executed AS gtid" }
+
 // PromoteStatements implements mysqlfamily.Dialect. super_read_only goes
 // first: read_only cannot turn off while it is on.
 func (Dialect) PromoteStatements() []string {

@@ -27,6 +27,9 @@ type Dialect interface {
 	FollowStatements(src Source) []string
 	// FenceStatements make the server refuse writes from clients.
 	FenceStatements() []string
+	// BinlogPositionQuery reads, as column gtid, the position of the
+	// binlog, which holds every commit of a fenced primary.
+	BinlogPositionQuery() string
 	// PromoteStatements stop replication, forget the source and take writes.
 	PromoteStatements() []string
 	// ReplicaStatusQuery shows the replication threads' state.

@@ -3,9 +3,12 @@
 package fuzzer
 
 import (
+	"time"
+
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeserializer "k8s.io/apimachinery/pkg/runtime/serializer"
 	"sigs.k8s.io/randfill"
 )
@@ -25,6 +28,9 @@ var Funcs = func(codecs runtimeserializer.CodecFactory) []interface{} {
 			}
 			if s.Backup != nil && s.Backup.Retention == 0 {
 				s.Backup.Retention = 7
+			}
+			if s.FailoverDelay == nil {
+				s.FailoverDelay = &metav1.Duration{Duration: 30 * time.Second}
 			}
 			s.Resources.Requests = withComputeResources(s.Resources.Requests, c)
 			s.Resources.Limits = withComputeResources(s.Resources.Limits, c)

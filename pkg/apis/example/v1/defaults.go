@@ -1,9 +1,12 @@
 package v1
 
 import (
+	"time"
+
 	"github.com/mydb-dev/mydb/pkg/engine"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 )
@@ -28,6 +31,10 @@ var DefaultResources = corev1.ResourceRequirements{
 	},
 }
 
+// DefaultFailoverDelay is how long a primary may be unready before a
+// replica is promoted, when spec.failoverDelay is not set.
+const DefaultFailoverDelay = 30 * time.Second
+
 // SetDefaults_MyDatabaseSpec fills in the optional fields of a spec.
 func SetDefaults_MyDatabaseSpec(spec *MyDatabaseSpec) {
 	if spec.Version == "" {
@@ -43,6 +50,9 @@ func SetDefaults_MyDatabaseSpec(spec *MyDatabaseSpec) {
 	}
 	if spec.Backup != nil && spec.Backup.Retention == nil {
 		spec.Backup.Retention = ptr.To[int32](DefaultBackupRetention)
+	}
+	if spec.FailoverDelay == nil {
+		spec.FailoverDelay = &metav1.Duration{Duration: DefaultFailoverDelay}
 	}
 	// spec.resources is defaulted by the server after admission
 	// (SetDefaultResources), so the namespace's LimitRange defaults first.

@@ -7,6 +7,7 @@ import (
 	v1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 )
@@ -63,6 +64,9 @@ func TestSetDefaults(t *testing.T) {
 				t.Errorf("decoding defaulted resources (-want +got):\n%s", diff)
 			}
 			v1.SetDefaultResources(&db.Spec.Resources)
+			if tc.want.FailoverDelay == nil {
+				tc.want.FailoverDelay = &metav1.Duration{Duration: v1.DefaultFailoverDelay}
+			}
 			if diff := cmp.Diff(tc.want, db.Spec); diff != "" {
 				t.Errorf("defaulted spec (-want +got):\n%s", diff)
 			}

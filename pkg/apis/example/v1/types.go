@@ -57,6 +57,10 @@ const (
 	// ConditionReplicating is True when every replica streams from the
 	// current primary within the lag bound.
 	ConditionReplicating = "Replicating"
+	// ConditionPrimaryChange is True while a switchover is under way; False
+	// says how the last switchover or failover ended (reason, old and new
+	// primary, duration in the message).
+	ConditionPrimaryChange = "PrimaryChange"
 )
 
 // The /backup action's client method, Backup, is hand-written in the clientset's
@@ -131,6 +135,12 @@ type MyDatabaseSpec struct {
 	// the dump before they first report ready. It may only be set at create.
 	// +optional
 	RestoreFrom *RestoreSource `json:"restoreFrom,omitempty" protobuf:"bytes,9,opt,name=restoreFrom"`
+
+	// FailoverDelay is how long the primary may be unready (its instance
+	// manager not answering, or not serving writes) before mydb promotes the
+	// most advanced replica in its place, from 5s to 10m. Defaults to 30s.
+	// +optional
+	FailoverDelay *metav1.Duration `json:"failoverDelay,omitempty" protobuf:"bytes,10,opt,name=failoverDelay"`
 }
 
 // RestoreSource names the backup a new database starts from.
@@ -214,6 +224,24 @@ type MyDatabaseStatus struct {
 	// +listType=map
 	// +listMapKey=name
 	Instances []InstanceStatus `json:"instances,omitempty" protobuf:"bytes,8,rep,name=instances"`
+
+	// TargetPrimary is the instance chosen to become the primary. It
+	// differs from currentPrimary while a switchover is under way: the
+	// current primary stops taking writes (it fences) as soon as it sees a
+	// target other than itself, and the controller makes the target the
+	// current primary once it has everything the old one acknowledged. It
+	// equals currentPrimary otherwise.
+	// +optional
+	TargetPrimary string `json:"targetPrimary,omitempty" protobuf:"bytes,9,opt,name=targetPrimary"`
+
+	// TargetPrimaryTime is when targetPrimary was last set.
+	// +optional
+	TargetPrimaryTime *metav1.MicroTime `json:"targetPrimaryTime,omitempty" protobuf:"bytes,10,opt,name=targetPrimaryTime"`
+
+	// TargetPrimaryReason says why targetPrimary was set: Switchover or
+	// Failover.
+	// +optional
+	TargetPrimaryReason string `json:"targetPrimaryReason,omitempty" protobuf:"bytes,11,opt,name=targetPrimaryReason"`
 }
 
 // InstanceStatus is one instance of a database as mydb sees it.
@@ -238,6 +266,30 @@ type InstanceStatus struct {
 	// Message says what the instance manager reported when it is not ready.
 	// +optional
 	Message string `json:"message,omitempty" protobuf:"bytes,5,opt,name=message"`
+
+	// Fenced tells that the instance refuses writes because another
+	// instance is to be the primary.
+	// +optional
+	Fenced bool `json:"fenced,omitempty" protobuf:"varint,6,opt,name=fenced"`
+
+	// Position is how far the instance's data goes, as its manager last
+	// reported: a switchover with no target picks the ready replica that
+	// is furthest.
+	// +optional
+	Position *InstancePosition `json:"position,omitempty" protobuf:"bytes,7,opt,name=position"`
+}
+
+// InstancePosition is a point in a database's history.
+type InstancePosition struct {
+	// Timeline and LSN are PostgreSQL's: the current WAL position of a
+	// primary, the replay position of a replica.
+	// +optional
+	Timeline int32 `json:"timeline,omitempty" protobuf:"varint,1,opt,name=timeline"`
+	// +optional
+	LSN string `json:"lsn,omitempty" protobuf:"bytes,2,opt,name=lsn"`
+	// GTID is the MySQL family's GTID position.
+	// +optional
+	GTID string `json:"gtid,omitempty" protobuf:"bytes,3,opt,name=gtid"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -251,6 +303,58 @@ type MyDatabaseList struct {
 
 	// Items are the MyDatabases.
 	Items []MyDatabase `json:"items" protobuf:"bytes,2,rep,name=items"`
+}
+
+// The reasons status.targetPrimary is set for.
+const (
+	// TargetPrimaryReasonSwitchover is a planned switchover (POST .../switchover).
+	TargetPrimaryReasonSwitchover = "Switchover"
+	// TargetPrimaryReasonFailover is a failover: the primary was unready for
+	// spec.failoverDelay.
+	TargetPrimaryReasonFailover = "Failover"
+)
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// MyDatabaseSwitchover is the body and the answer of POST
+// mydatabases/<name>/switchover, which moves the primary role to another
+// instance without losing an acknowledged write. It needs only the create
+// verb on mydatabases/switchover. It is not stored.
+type MyDatabaseSwitchover struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard object metadata; ignored.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+
+	// Spec says where to switch over to.
+	// +optional
+	Spec MyDatabaseSwitchoverSpec `json:"spec,omitempty" protobuf:"bytes,2,opt,name=spec"`
+
+	// Status is what the server decided.
+	// +optional
+	Status MyDatabaseSwitchoverStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
+}
+
+// MyDatabaseSwitchoverSpec names the instance to switch over to.
+type MyDatabaseSwitchoverSpec struct {
+	// TargetInstance is the replica to promote (a pod name such as
+	// "shop-1"); empty picks the ready replica whose status.instances[]
+	// position is the most advanced.
+	// +optional
+	TargetInstance string `json:"targetInstance,omitempty" protobuf:"bytes,1,opt,name=targetInstance"`
+}
+
+// MyDatabaseSwitchoverStatus is what the server decided.
+type MyDatabaseSwitchoverStatus struct {
+	// OldPrimary is the primary being replaced.
+	// +optional
+	OldPrimary string `json:"oldPrimary,omitempty" protobuf:"bytes,1,opt,name=oldPrimary"`
+	// NewPrimary is the instance that will be the primary.
+	// +optional
+	NewPrimary string `json:"newPrimary,omitempty" protobuf:"bytes,2,opt,name=newPrimary"`
+	// StartTime is when the switchover was recorded.
+	// +optional
+	StartTime *metav1.MicroTime `json:"startTime,omitempty" protobuf:"bytes,3,opt,name=startTime"`
 }
 
 // BackupPhase is where a backup is in its life.

@@ -32,6 +32,11 @@ func (in BackupPolicy) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in InstancePosition) OpenAPIModelName() string {
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.InstancePosition"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in InstanceStatus) OpenAPIModelName() string {
 	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.InstanceStatus"
 }
@@ -74,6 +79,21 @@ func (in MyDatabaseSpec) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in MyDatabaseStatus) OpenAPIModelName() string {
 	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.MyDatabaseStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MyDatabaseSwitchover) OpenAPIModelName() string {
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.MyDatabaseSwitchover"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MyDatabaseSwitchoverSpec) OpenAPIModelName() string {
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.MyDatabaseSwitchoverSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MyDatabaseSwitchoverStatus) OpenAPIModelName() string {
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.MyDatabaseSwitchoverStatus"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.

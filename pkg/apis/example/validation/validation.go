@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	"github.com/mydb-dev/mydb/pkg/engine"
@@ -137,6 +138,14 @@ func validateInstances(s example.MyDatabaseStatus, statusPath *field.Path) field
 		default:
 			allErrs = append(allErrs, field.NotSupported(p.Child("role"), in.Role, []example.InstanceRole{example.InstanceRolePrimary, example.InstanceRoleReplica}))
 		}
+		if pos := in.Position; pos != nil {
+			if len(pos.LSN) > maxPositionLength {
+				allErrs = append(allErrs, field.TooLong(p.Child("position", "lsn"), "", maxPositionLength))
+			}
+			if len(pos.GTID) > maxPositionLength {
+				allErrs = append(allErrs, field.TooLong(p.Child("position", "gtid"), "", maxPositionLength))
+			}
+		}
 		if len(in.Message) > maxMessageLength {
 			allErrs = append(allErrs, field.TooLong(p.Child("message"), "", maxMessageLength))
 		}
@@ -146,6 +155,15 @@ func validateInstances(s example.MyDatabaseStatus, statusPath *field.Path) field
 	}
 	if s.CurrentPrimary != "" && !seen[s.CurrentPrimary] {
 		allErrs = append(allErrs, field.Invalid(statusPath.Child("currentPrimary"), s.CurrentPrimary, "must be one of status.instances"))
+	}
+	if s.TargetPrimary != "" && !seen[s.TargetPrimary] {
+		allErrs = append(allErrs, field.Invalid(statusPath.Child("targetPrimary"), s.TargetPrimary, "must be one of status.instances"))
+	}
+	switch s.TargetPrimaryReason {
+	case "", example.TargetPrimaryReasonSwitchover, example.TargetPrimaryReasonFailover:
+	default:
+		allErrs = append(allErrs, field.NotSupported(statusPath.Child("targetPrimaryReason"), s.TargetPrimaryReason,
+			[]string{example.TargetPrimaryReasonSwitchover, example.TargetPrimaryReasonFailover}))
 	}
 	return allErrs
 }
@@ -183,6 +201,10 @@ func validateSpec(spec *example.MyDatabaseSpec, fldPath *field.Path) field.Error
 	if spec.Backup != nil {
 		allErrs = append(allErrs, validateBackupPolicy(spec.Backup, fldPath.Child("backup"))...)
 	}
+	if d := spec.FailoverDelay; d != nil && (d.Duration < MinFailoverDelay || d.Duration > MaxFailoverDelay) {
+		allErrs = append(allErrs, field.Invalid(fldPath.Child("failoverDelay"), d.Duration.String(),
+			fmt.Sprintf("must be between %s and %s", MinFailoverDelay, MaxFailoverDelay)))
+	}
 	if spec.RestoreFrom != nil {
 		p := fldPath.Child("restoreFrom", "backupName")
 		if spec.RestoreFrom.BackupName == "" {
@@ -194,6 +216,16 @@ func validateSpec(spec *example.MyDatabaseSpec, fldPath *field.Path) field.Error
 	}
 	return allErrs
 }
+
+// maxPositionLength bounds the strings of status.instances[].position.
+const maxPositionLength = 1024
+
+// The bounds of spec.failoverDelay: below 5s a slow probe or a short
+// network blip would promote a replica; above 10m writes stay down too long.
+const (
+	MinFailoverDelay = 5 * time.Second
+	MaxFailoverDelay = 10 * time.Minute
+)
 
 // MaxBackupRetention bounds spec.backup.retention.
 const MaxBackupRetention = 100

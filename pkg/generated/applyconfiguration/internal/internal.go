@@ -57,12 +57,27 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: schedule
       type:
         scalar: string
+- name: com.github.mydb-dev.mydb.pkg.apis.example.v1.InstancePosition
+  map:
+    fields:
+    - name: gtid
+      type:
+        scalar: string
+    - name: lsn
+      type:
+        scalar: string
+    - name: timeline
+      type:
+        scalar: numeric
 - name: com.github.mydb-dev.mydb.pkg.apis.example.v1.InstanceStatus
   map:
     fields:
     - name: address
       type:
         scalar: string
+    - name: fenced
+      type:
+        scalar: boolean
     - name: message
       type:
         scalar: string
@@ -70,6 +85,9 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
       default: ""
+    - name: position
+      type:
+        namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.InstancePosition
     - name: ready
       type:
         scalar: boolean
@@ -156,6 +174,9 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
       default: ""
+    - name: failoverDelay
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Duration
     - name: replicas
       type:
         scalar: numeric
@@ -212,6 +233,15 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: selector
       type:
         scalar: string
+    - name: targetPrimary
+      type:
+        scalar: string
+    - name: targetPrimaryReason
+      type:
+        scalar: string
+    - name: targetPrimaryTime
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime
 - name: com.github.mydb-dev.mydb.pkg.apis.example.v1.RestoreSource
   map:
     fields:
@@ -288,6 +318,8 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
       default: ""
+- name: io.k8s.apimachinery.pkg.apis.meta.v1.Duration
+  scalar: string
 - name: io.k8s.apimachinery.pkg.apis.meta.v1.FieldsV1
   map:
     elementType:
@@ -324,6 +356,8 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: time
       type:
         namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
+- name: io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime
+  scalar: untyped
 - name: io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta
   map:
     fields:

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 )
 
@@ -24,6 +25,7 @@ type Storage struct {
 	MyDatabase *common.REST
 	Status     *common.StatusREST
 	Scale      *ScaleREST
+	Switchover *SwitchoverREST
 }
 
 // NewStorage returns the REST storage of MyDatabase, backed by the store
@@ -57,6 +59,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (S
 		MyDatabase: common.NewREST(store, []string{"mdb"}, []string{"all", "mydb"}),
 		Status:     &common.StatusREST{Store: &statusStore},
 		Scale:      &ScaleREST{store: store},
+		Switchover: &SwitchoverREST{status: &statusStore, clock: clock.RealClock{}},
 	}, nil
 }
 

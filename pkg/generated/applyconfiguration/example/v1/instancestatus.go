@@ -39,6 +39,13 @@ type InstanceStatusApplyConfiguration struct {
 	Ready *bool `json:"ready,omitempty"`
 	// Message says what the instance manager reported when it is not ready.
 	Message *string `json:"message,omitempty"`
+	// Fenced tells that the instance refuses writes because another
+	// instance is to be the primary.
+	Fenced *bool `json:"fenced,omitempty"`
+	// Position is how far the instance's data goes, as its manager last
+	// reported: a switchover with no target picks the ready replica that
+	// is furthest.
+	Position *InstancePositionApplyConfiguration `json:"position,omitempty"`
 }
 
 // InstanceStatusApplyConfiguration constructs a declarative configuration of the InstanceStatus type for use with
@@ -84,5 +91,21 @@ func (b *InstanceStatusApplyConfiguration) WithReady(value bool) *InstanceStatus
 // If called multiple times, the Message field is set to the value of the last call.
 func (b *InstanceStatusApplyConfiguration) WithMessage(value string) *InstanceStatusApplyConfiguration {
 	b.Message = &value
+	return b
+}
+
+// WithFenced sets the Fenced field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Fenced field is set to the value of the last call.
+func (b *InstanceStatusApplyConfiguration) WithFenced(value bool) *InstanceStatusApplyConfiguration {
+	b.Fenced = &value
+	return b
+}
+
+// WithPosition sets the Position field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Position field is set to the value of the last call.
+func (b *InstanceStatusApplyConfiguration) WithPosition(value *InstancePositionApplyConfiguration) *InstanceStatusApplyConfiguration {
+	b.Position = value
 	return b
 }

@@ -22,6 +22,7 @@ import (
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	corev1 "k8s.io/api/core/v1"
 	resource "k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // MyDatabaseSpecApplyConfiguration represents a declarative configuration of the MyDatabaseSpec type for use
@@ -59,6 +60,10 @@ type MyDatabaseSpecApplyConfiguration struct {
 	// RestoreFrom makes a new database start from a backup: its replicas load
 	// the dump before they first report ready. It may only be set at create.
 	RestoreFrom *RestoreSourceApplyConfiguration `json:"restoreFrom,omitempty"`
+	// FailoverDelay is how long the primary may be unready (its instance
+	// manager not answering, or not serving writes) before mydb promotes the
+	// most advanced replica in its place, from 5s to 10m. Defaults to 30s.
+	FailoverDelay *metav1.Duration `json:"failoverDelay,omitempty"`
 }
 
 // MyDatabaseSpecApplyConfiguration constructs a declarative configuration of the MyDatabaseSpec type for use with
@@ -136,5 +141,13 @@ func (b *MyDatabaseSpecApplyConfiguration) WithBackup(value *BackupPolicyApplyCo
 // If called multiple times, the RestoreFrom field is set to the value of the last call.
 func (b *MyDatabaseSpecApplyConfiguration) WithRestoreFrom(value *RestoreSourceApplyConfiguration) *MyDatabaseSpecApplyConfiguration {
 	b.RestoreFrom = value
+	return b
+}
+
+// WithFailoverDelay sets the FailoverDelay field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the FailoverDelay field is set to the value of the last call.
+func (b *MyDatabaseSpecApplyConfiguration) WithFailoverDelay(value metav1.Duration) *MyDatabaseSpecApplyConfiguration {
+	b.FailoverDelay = &value
 	return b
 }

@@ -19,6 +19,7 @@ limitations under the License.
 package v1
 
 import (
+	apismetav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1 "k8s.io/client-go/applyconfigurations/meta/v1"
 )
 
@@ -47,6 +48,18 @@ type MyDatabaseStatusApplyConfiguration struct {
 	// Instances are the database's pods: the role mydb gave each, and what
 	// its instance manager last reported.
 	Instances []InstanceStatusApplyConfiguration `json:"instances,omitempty"`
+	// TargetPrimary is the instance chosen to become the primary. It
+	// differs from currentPrimary while a switchover is under way: the
+	// current primary stops taking writes (it fences) as soon as it sees a
+	// target other than itself, and the controller makes the target the
+	// current primary once it has everything the old one acknowledged. It
+	// equals currentPrimary otherwise.
+	TargetPrimary *string `json:"targetPrimary,omitempty"`
+	// TargetPrimaryTime is when targetPrimary was last set.
+	TargetPrimaryTime *apismetav1.MicroTime `json:"targetPrimaryTime,omitempty"`
+	// TargetPrimaryReason says why targetPrimary was set: Switchover or
+	// Failover.
+	TargetPrimaryReason *string `json:"targetPrimaryReason,omitempty"`
 }
 
 // MyDatabaseStatusApplyConfiguration constructs a declarative configuration of the MyDatabaseStatus type for use with
@@ -126,5 +139,29 @@ func (b *MyDatabaseStatusApplyConfiguration) WithInstances(values ...*InstanceSt
 		}
 		b.Instances = append(b.Instances, *values[i])
 	}
+	return b
+}
+
+// WithTargetPrimary sets the TargetPrimary field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the TargetPrimary field is set to the value of the last call.
+func (b *MyDatabaseStatusApplyConfiguration) WithTargetPrimary(value string) *MyDatabaseStatusApplyConfiguration {
+	b.TargetPrimary = &value
+	return b
+}
+
+// WithTargetPrimaryTime sets the TargetPrimaryTime field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the TargetPrimaryTime field is set to the value of the last call.
+func (b *MyDatabaseStatusApplyConfiguration) WithTargetPrimaryTime(value apismetav1.MicroTime) *MyDatabaseStatusApplyConfiguration {
+	b.TargetPrimaryTime = &value
+	return b
+}
+
+// WithTargetPrimaryReason sets the TargetPrimaryReason field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the TargetPrimaryReason field is set to the value of the last call.
+func (b *MyDatabaseStatusApplyConfiguration) WithTargetPrimaryReason(value string) *MyDatabaseStatusApplyConfiguration {
+	b.TargetPrimaryReason = &value
 	return b
 }

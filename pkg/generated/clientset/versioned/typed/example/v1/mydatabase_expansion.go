@@ -22,6 +22,10 @@ type MyDatabaseExpansion interface {
 	// to mydatabases/<name>/backup and returns the MyDatabaseBackup the
 	// server created.
 	Backup(ctx context.Context, myDatabaseName string, myDatabaseBackup *examplev1.MyDatabaseBackup, opts metav1.CreateOptions) (*examplev1.MyDatabaseBackup, error)
+	// Switchover POSTs myDatabaseSwitchover (its spec.targetInstance, or
+	// empty for any ready replica) to mydatabases/<name>/switchover and
+	// returns the server's answer: the old and the new primary.
+	Switchover(ctx context.Context, myDatabaseName string, myDatabaseSwitchover *examplev1.MyDatabaseSwitchover, opts metav1.CreateOptions) (*examplev1.MyDatabaseSwitchover, error)
 }
 
 // Backup is what client-gen generates for
@@ -35,6 +39,22 @@ func (c *myDatabases) Backup(ctx context.Context, myDatabaseName string, myDatab
 		SubResource("backup").
 		VersionedParams(&opts, scheme.ParameterCodec).
 		Body(myDatabaseBackup).
+		Do(ctx).
+		Into(result)
+	return
+}
+
+// Switchover is what client-gen generates for
+// +genclient:method=Switchover,verb=create,subresource=switchover,input=MyDatabaseSwitchover,result=MyDatabaseSwitchover.
+func (c *myDatabases) Switchover(ctx context.Context, myDatabaseName string, myDatabaseSwitchover *examplev1.MyDatabaseSwitchover, opts metav1.CreateOptions) (result *examplev1.MyDatabaseSwitchover, err error) {
+	result = &examplev1.MyDatabaseSwitchover{}
+	err = c.GetClient().Post().
+		Namespace(c.GetNamespace()).
+		Resource("mydatabases").
+		Name(myDatabaseName).
+		SubResource("switchover").
+		VersionedParams(&opts, scheme.ParameterCodec).
+		Body(myDatabaseSwitchover).
 		Do(ctx).
 		Into(result)
 	return

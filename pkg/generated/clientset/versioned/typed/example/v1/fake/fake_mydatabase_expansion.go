@@ -21,3 +21,14 @@ func (c *fakeMyDatabases) Backup(ctx context.Context, myDatabaseName string, myD
 	}
 	return obj.(*v1.MyDatabaseBackup), err
 }
+
+// Switchover records a create of the switchover subresource.
+func (c *fakeMyDatabases) Switchover(ctx context.Context, myDatabaseName string, myDatabaseSwitchover *v1.MyDatabaseSwitchover, opts metav1.CreateOptions) (result *v1.MyDatabaseSwitchover, err error) {
+	emptyResult := &v1.MyDatabaseSwitchover{}
+	obj, err := c.Fake.
+		Invokes(testing.NewCreateSubresourceActionWithOptions(c.Resource(), myDatabaseName, "switchover", c.Namespace(), myDatabaseSwitchover, opts), emptyResult)
+	if obj == nil {
+		return emptyResult, err
+	}
+	return obj.(*v1.MyDatabaseSwitchover), err
+}
