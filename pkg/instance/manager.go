@@ -29,7 +29,11 @@ type Options struct {
 	MaxReadyLagBytes int64
 	// ReplicationPassword returns the password clone clients must present.
 	ReplicationPassword func() (string, error)
-	Log                 *slog.Logger
+	// RestoreFrom is a dump the new database is to start from. Loading one
+	// is not built yet, so a primary with no data and a dump to load stays
+	// empty and unready instead of serving without the data.
+	RestoreFrom string
+	Log         *slog.Logger
 }
 
 // Manager runs one database instance: it acts on the topology it is given

@@ -138,11 +138,21 @@ func startManager(t *testing.T, eng *fakeEngine, name string) *harness {
 // startManagerFor runs a Manager of engine, which wraps the fake eng.
 func startManagerFor(t *testing.T, engine Engine, eng *fakeEngine, name string) *harness {
 	t.Helper()
+	return startManagerWith(t, engine, eng, name, nil)
+}
+
+// startManagerWith is startManagerFor with options changed by mod.
+func startManagerWith(t *testing.T, engine Engine, eng *fakeEngine, name string, mod func(*Options)) *harness {
+	t.Helper()
 	h := &harness{t: t, eng: eng, src: make(chanSource, 1), addr: freeAddr(t), done: make(chan struct{})}
-	h.m = NewManager(Options{
+	opts := Options{
 		Name: name, Engine: "fake", DataRoot: t.TempDir(), StatusAddress: h.addr, StopTimeout: 5 * time.Second,
 		MaxReadyLag: 10 * time.Second, ReplicationPassword: func() (string, error) { return "repl-pw", nil },
-	}, engine, h.src)
+	}
+	if mod != nil {
+		mod(&opts)
+	}
+	h.m = NewManager(opts, engine, h.src)
 	ctx, cancel := context.WithCancel(context.Background())
 	h.stop = cancel
 	go func() { h.err = h.m.Run(ctx); close(h.done) }()
@@ -454,5 +464,26 @@ func TestPositionReached(t *testing.T) {
 	}
 	if FormatLSN(0x1_0000_0001) != "1/1" {
 		t.Error(FormatLSN(0x1_0000_0001))
+	}
+}
+
+// TestARestoreItCannotLoadKeepsThePrimaryUnready: told to start from a dump,
+// which it cannot load yet, a new primary bootstraps nothing and says why,
+// rather than serve an empty database as if restored.
+func TestARestoreItCannotLoadKeepsThePrimaryUnready(t *testing.T) {
+	eng := &fakeEngine{}
+	h := startManagerWith(t, eng, eng, "db-0", func(o *Options) { o.RestoreFrom = "/docker-entrypoint-initdb.d/restore.sql" })
+	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432}
+	s := h.wait("the refusal", func(s Status) bool { return strings.Contains(s.Reason, "cannot load a dump") })
+	if s.Ready || s.EngineRunning {
+		t.Errorf("status %+v: want an unready primary with no engine", s)
+	}
+	var bootstraps int
+	eng.locked(func() { bootstraps = eng.bootstraps })
+	if bootstraps != 0 {
+		t.Errorf("bootstrapped %d times", bootstraps)
+	}
+	if code := h.get("/readyz", "", ""); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz = %d", code)
 	}
 }

@@ -36,6 +36,10 @@ func (m *Manager) reconcilePrimary(ctx context.Context, t Topology, restartAt ti
 		if err != nil {
 			return err
 		}
+		if !has && m.opts.RestoreFrom != "" {
+			return fmt.Errorf("the database is to start from the dump %s, and mydb-instance cannot load a dump yet: "+
+				"it stays empty and unready rather than serve without that data", m.opts.RestoreFrom)
+		}
 		if !has {
 			// The controller names as primary only an instance whose data
 			// it trusts; an empty one is a new database.

@@ -736,6 +736,9 @@ func TestRestoreWaitsForItsBackup(t *testing.T) {
 			if mount == nil || mount.SubPath != "nightly.sql" || mount.MountPath != "/docker-entrypoint-initdb.d/restore.sql" || !mount.ReadOnly {
 				t.Errorf("restore mount %+v", mount)
 			}
+			if args := sts.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--restore-from=/docker-entrypoint-initdb.d/restore.sql") {
+				t.Errorf("instance manager args %v: want it told of the dump", args)
+			}
 		})
 	}
 }

@@ -71,7 +71,11 @@ func withRestore(spec *corev1.PodSpec, src *restoreSource) {
 		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: src.claim, ReadOnly: true},
 	}})
 	c := &spec.Containers[0]
-	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: restoreVolume, MountPath: engine.InitDirectory + "/restore.sql", SubPath: src.file, ReadOnly: true})
+	dump := engine.InitDirectory + "/restore.sql"
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: restoreVolume, MountPath: dump, SubPath: src.file, ReadOnly: true})
+	// The instance manager does not load dumps yet; told of one, it keeps
+	// the new database unready instead of serving it empty.
+	c.Args = append(c.Args, "--restore-from="+dump)
 }
 
 // handleBackup enqueues the databases waiting to restore from a backup.

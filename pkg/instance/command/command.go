@@ -47,6 +47,7 @@ type Options struct {
 	Database         string
 	Namespace        string
 	Kubeconfig       string
+	RestoreFrom      string
 	StopTimeout      time.Duration
 	MaxReadyLag      time.Duration
 	MaxReadyLagBytes int64
@@ -67,6 +68,7 @@ func (o *Options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Database, "database", env("MYDB_DATABASE", ""), "the MyDatabase this instance belongs to: its status names the primary ($MYDB_DATABASE)")
 	fs.StringVar(&o.Namespace, "namespace", env("MYDB_NAMESPACE", env("POD_NAMESPACE", "")), "the MyDatabase's namespace ($MYDB_NAMESPACE, $POD_NAMESPACE)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", env("KUBECONFIG", ""), "kubeconfig to read the MyDatabase with (default: the pod's service account)")
+	fs.StringVar(&o.RestoreFrom, "restore-from", "", "a dump the new database is to start from (not loaded yet: the primary stays unready)")
 	fs.DurationVar(&o.StopTimeout, "stop-timeout", 25*time.Second, "how long a clean engine shutdown may take before it is killed")
 	fs.DurationVar(&o.MaxReadyLag, "max-ready-lag", 10*time.Second, "a replica lagging more is not ready")
 	fs.Int64Var(&o.MaxReadyLagBytes, "max-ready-lag-bytes", 16<<20, "a replica lagging more WAL bytes is not ready (Postgres)")
@@ -159,6 +161,7 @@ func run(ctx context.Context, o *Options) error {
 		Name: o.Name, Engine: o.Engine, DataRoot: o.DataRoot, StatusAddress: o.StatusAddress,
 		StopTimeout: o.StopTimeout, MaxReadyLag: o.MaxReadyLag, MaxReadyLagBytes: o.MaxReadyLagBytes,
 		ReplicationPassword: func() (string, error) { return cfg.Secrets.Get(instance.SecretReplicationPassword) },
+		RestoreFrom:         o.RestoreFrom,
 		Log:                 log,
 	}, eng, topology)
 
