@@ -17,6 +17,10 @@ import (
 // through this replica's slot into a scratch directory, made a standby of
 // t's primary, then renamed into place.
 func (e *Engine) Clone(ctx context.Context, t instance.Topology) error {
+	// The timeline last streamed on belongs to the data being replaced.
+	e.mu.Lock()
+	e.receivedTimeline = 0
+	e.mu.Unlock()
 	if err := e.writePassfile(); err != nil {
 		return err
 	}

@@ -41,6 +41,9 @@ type Engine struct {
 	mu    sync.Mutex
 	pool  *pgxpool.Pool
 	sysID string
+	// receivedTimeline is the timeline the walreceiver last streamed on
+	// (0: none seen yet); see standbyTimeline.
+	receivedTimeline uint32
 }
 
 var _ instance.Engine = (*Engine)(nil)

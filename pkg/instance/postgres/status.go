@@ -33,30 +33,47 @@ func (e *Engine) Probe(ctx context.Context) (instance.Probe, error) {
 	var (
 		replay, status, host *string
 		port                 *int
-		tli                  uint32
+		received             *uint32
+		checkpoint           uint32
 		lagBytes             *int64
 		lagSeconds           *float64
 	)
 	err = pool.QueryRow(ctx, `
 		SELECT pg_last_wal_replay_lsn()::text,
-		       coalesce(r.received_tli, (SELECT timeline_id FROM pg_control_checkpoint()))::int,
+		       r.received_tli::int, (SELECT timeline_id FROM pg_control_checkpoint())::int,
 		       r.status, r.sender_host, r.sender_port,
 		       greatest(pg_wal_lsn_diff(r.latest_end_lsn, pg_last_wal_replay_lsn()), 0)::bigint,
 		       CASE WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0
 		            ELSE extract(epoch FROM now() - pg_last_xact_replay_timestamp()) END::float8
 		FROM (SELECT 1) one LEFT JOIN pg_stat_wal_receiver r ON true`).
-		Scan(&replay, &tli, &status, &host, &port, &lagBytes, &lagSeconds)
+		Scan(&replay, &received, &checkpoint, &status, &host, &port, &lagBytes, &lagSeconds)
 	if err != nil {
 		return p, err
 	}
 	if replay != nil {
 		p.Position.LSN = *replay
 	}
-	p.Position.Timeline = tli
+	p.Position.Timeline = e.standbyTimeline(received, checkpoint)
 	p.Streaming = status != nil && *status == "streaming"
 	if host != nil && port != nil {
 		p.Upstream = net.JoinHostPort(*host, fmt.Sprint(*port))
 	}
 	p.LagBytes, p.LagSeconds = lagBytes, lagSeconds
 	return p, nil
+}
+
+// standbyTimeline is the timeline of a standby's replay position: the
+// walreceiver's while it streams, and the last one it streamed on once it
+// stopped (a primary's clean shutdown ends it, and a switchover compares
+// the replay position with that primary's last write then). The
+// checkpoint's timeline, the fallback before anything streamed, changes
+// only at the standby's next restartpoint, so it lags a timeline switch.
+func (e *Engine) standbyTimeline(received *uint32, checkpoint uint32) uint32 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if received != nil && *received > 0 {
+		e.receivedTimeline = *received
+		return *received
+	}
+	return max(e.receivedTimeline, checkpoint)
 }
