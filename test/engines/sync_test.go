@@ -52,6 +52,7 @@ func testSync(t *testing.T, c *cluster, p *node, replicas []*node, fig *figures)
 	}
 	defer conn.Close()
 	const n = 300
+	commitLatencies(t, conn, 100000, 100) // warm-up, not counted
 	async := commitLatencies(t, conn, 0, n)
 
 	c.setSync(p, true)
