@@ -75,7 +75,7 @@ func (Dialect) StateQuery() string {
 
 // SyncQuery implements mysqlfamily.Dialect.
 func (Dialect) SyncQuery() string {
-	return fmt.Sprintf("SELECT @@global.rpl_semi_sync_master_enabled = 1 AND @@global.rpl_semi_sync_master_wait_point = 'AFTER_SYNC' "+
+	return fmt.Sprintf("SELECT @@global.rpl_semi_sync_master_enabled AS enabled, @@global.rpl_semi_sync_master_enabled = 1 AND @@global.rpl_semi_sync_master_wait_point = 'AFTER_SYNC' "+
 		"AND @@global.rpl_semi_sync_master_wait_no_slave = 1 AND @@global.rpl_semi_sync_master_timeout = %d AS sync, "+
 		"(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'RPL_SEMI_SYNC_MASTER_CLIENTS') AS sync_replicas",
 		mysqlfamily.SemiSyncTimeoutMillis)

@@ -81,7 +81,7 @@ func TestSyncStatements(t *testing.T) {
 		t.Error(diff)
 	}
 	q := Dialect{}.SyncQuery()
-	for _, want := range []string{" AS sync,", "rpl_semi_sync_master_timeout = 4294967295", "'AFTER_SYNC'", "RPL_SEMI_SYNC_MASTER_CLIENTS') AS sync_replicas"} {
+	for _, want := range []string{"rpl_semi_sync_master_enabled AS enabled,", " AS sync,", "rpl_semi_sync_master_timeout = 4294967295", "'AFTER_SYNC'", "RPL_SEMI_SYNC_MASTER_CLIENTS') AS sync_replicas"} {
 		if !strings.Contains(q, want) {
 			t.Errorf("SyncQuery lacks %q: %s", want, q)
 		}

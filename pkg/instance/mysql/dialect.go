@@ -178,7 +178,7 @@ func ServerArgs(cfg instance.EngineConfig, dataDir string) []string {
 
 // SyncQuery implements mysqlfamily.Dialect.
 func (Dialect) SyncQuery() string {
-	return fmt.Sprintf("SELECT @@global.rpl_semi_sync_source_enabled = 1 AND @@global.rpl_semi_sync_source_wait_point = 'AFTER_SYNC' "+
+	return fmt.Sprintf("SELECT @@global.rpl_semi_sync_source_enabled AS enabled, @@global.rpl_semi_sync_source_enabled = 1 AND @@global.rpl_semi_sync_source_wait_point = 'AFTER_SYNC' "+
 		"AND @@global.rpl_semi_sync_source_wait_no_replica = 1 AND @@global.rpl_semi_sync_source_wait_for_replica_count = 1 "+
 		"AND @@global.rpl_semi_sync_source_timeout = %d AS sync, "+
 		"(SELECT VARIABLE_VALUE FROM performance_schema.global_status WHERE VARIABLE_NAME = 'Rpl_semi_sync_source_clients') AS sync_replicas",

@@ -110,7 +110,7 @@ func TestSyncStatements(t *testing.T) {
 		t.Errorf("off: %q", got)
 	}
 	q := Dialect{}.SyncQuery()
-	for _, want := range []string{" AS sync,", "rpl_semi_sync_source_timeout = 4294967295", "'AFTER_SYNC'", "performance_schema.global_status", "'Rpl_semi_sync_source_clients') AS sync_replicas"} {
+	for _, want := range []string{"rpl_semi_sync_source_enabled AS enabled,", " AS sync,", "rpl_semi_sync_source_timeout = 4294967295", "'AFTER_SYNC'", "performance_schema.global_status", "'Rpl_semi_sync_source_clients') AS sync_replicas"} {
 		if !strings.Contains(q, want) {
 			t.Errorf("SyncQuery lacks %q: %s", want, q)
 		}

@@ -43,8 +43,10 @@ type Dialect interface {
 	// (the primary's position) and replica_gtid (a replica's).
 	StateQuery() string
 	// SyncQuery reads, as column sync (1 or 0), whether the source's
-	// commits wait for a replica as SyncStatements(true) set it up, and, as
-	// column sync_replicas, how many replicas acknowledge them now.
+	// commits wait for a replica as SyncStatements(true) set it up, as
+	// column enabled (1 or 0) whether semi-synchronous replication is on at
+	// all, and, as column sync_replicas, how many replicas acknowledge
+	// commits now.
 	SyncQuery() string
 	// SyncStatements turn semi-synchronous replication on the source on
 	// (wait after the binlog sync for one replica, so long that it never

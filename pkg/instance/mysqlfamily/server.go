@@ -322,7 +322,7 @@ func (s *Server) SetSynchronous(ctx context.Context, on bool) error {
 	if err != nil {
 		return err
 	}
-	if (sy["sync"] == "1") == on {
+	if on && sy["sync"] == "1" || !on && sy["enabled"] == "0" {
 		return nil
 	}
 	s.Cfg.Log.Info("semi-synchronous replication", "on", on)
