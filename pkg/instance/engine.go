@@ -56,6 +56,15 @@ type Engine interface {
 	Close()
 }
 
+// SyncReplicator is implemented by engines that can make the primary's
+// commits wait for a replica (synchronous or semi-synchronous
+// replication). The Manager calls SetSynchronous on the writable primary at
+// every reconcile with the topology's Synchronous; it must do nothing when
+// the server already is so.
+type SyncReplicator interface {
+	SetSynchronous(ctx context.Context, on bool) error
+}
+
 // ErrMustReclone is wrapped by Follow when the replica cannot catch up from
 // its data (the primary no longer has the history it needs, as after a long
 // absence or with a claim kept from an earlier scale-down); the Manager

@@ -34,6 +34,18 @@ type fakeEngine struct {
 	// fences counts Fence calls.
 	stopsToFence bool
 	fences       int
+	// synchronous is what SetSynchronous last set; syncSets counts changes.
+	synchronous bool
+	syncSets    int
+}
+
+func (f *fakeEngine) SetSynchronous(_ context.Context, on bool) error {
+	f.locked(func() {
+		if f.synchronous != on {
+			f.synchronous, f.syncSets = on, f.syncSets+1
+		}
+	})
+	return nil
 }
 
 func (f *fakeEngine) locked(fn func()) { f.mu.Lock(); defer f.mu.Unlock(); fn() }
@@ -91,7 +103,8 @@ func (f *fakeEngine) Probe(context.Context) (Probe, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	lag := 0.0
-	return Probe{Writable: f.writable, SystemIdentifier: f.sysID, Streaming: f.upstream != "", Upstream: f.upstream, LagSeconds: &lag}, nil
+	return Probe{Writable: f.writable, SystemIdentifier: f.sysID, Streaming: f.upstream != "", Upstream: f.upstream, LagSeconds: &lag,
+		Synchronous: f.writable && f.synchronous}, nil
 }
 
 func (f *fakeEngine) FenceStops() bool { return f.stopsToFence }
@@ -235,6 +248,20 @@ func TestManagerPrimaryLifecycle(t *testing.T) {
 			t.Errorf("/v1/clone as %q/%q: %d, want %d", c.user, c.pass, got, c.want)
 		}
 	}
+
+	// The topology's Synchronous reaches the engine, and /v1/status.
+	if s.Synchronous {
+		t.Errorf("synchronous before the topology asked: %+v", s)
+	}
+	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432, Synchronous: true}
+	s = h.wait("a synchronous primary", func(s Status) bool { return s.Ready && s.Synchronous })
+	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432}
+	s = h.wait("an asynchronous primary", func(s Status) bool { return s.Ready && !s.Synchronous })
+	eng.locked(func() {
+		if eng.syncSets != 2 {
+			t.Errorf("SetSynchronous changed the setting %d times, want 2", eng.syncSets)
+		}
+	})
 
 	// A crash is noticed, counted and repaired after the backoff.
 	pid := s.EnginePID

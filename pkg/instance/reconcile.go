@@ -67,6 +67,11 @@ func (m *Manager) reconcilePrimary(ctx context.Context, t Topology, restartAt ti
 			return fmt.Errorf("promote: %w", err)
 		}
 	}
+	if s, ok := m.eng.(SyncReplicator); ok {
+		if err := s.SetSynchronous(ctx, t.Synchronous); err != nil {
+			return fmt.Errorf("synchronous replication %v: %w", t.Synchronous, err)
+		}
+	}
 	return nil
 }
 

@@ -152,6 +152,7 @@ func (m *Manager) Status(ctx context.Context) Status {
 	pos := p.Position
 	s.ServerID, s.Position, s.Streaming, s.Upstream = p.ServerID, &pos, p.Streaming, p.Upstream
 	s.LagBytes, s.LagSeconds = p.LagBytes, p.LagSeconds
+	s.Synchronous, s.SyncReplicas = p.Synchronous, p.SyncReplicas
 	s.Ready, s.Reason = m.readiness(st, p)
 	return s
 }

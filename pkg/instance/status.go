@@ -57,6 +57,12 @@ type Status struct {
 	Fenced         bool      `json:"fenced,omitempty"`
 	FencedReason   string    `json:"fencedReason,omitempty"`
 	FencedPosition *Position `json:"fencedPosition,omitempty"`
+	// Synchronous tells that the primary acknowledges a commit only once a
+	// replica has it (spec.replication.mode Sync, as the engine applies
+	// it); SyncReplicas is how many connected replicas acknowledge commits
+	// now (0: commits wait).
+	Synchronous  bool `json:"synchronous,omitempty"`
+	SyncReplicas int  `json:"syncReplicas,omitempty"`
 }
 
 // Position is a point in the data's history.
@@ -175,4 +181,8 @@ type Probe struct {
 	Upstream         string
 	LagBytes         *int64
 	LagSeconds       *float64
+	// Synchronous tells whether the primary's commits wait for a replica;
+	// SyncReplicas counts the replicas that acknowledge them now.
+	Synchronous  bool
+	SyncReplicas int
 }

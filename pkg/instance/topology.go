@@ -33,6 +33,10 @@ type Topology struct {
 	// partitioned instance must not keep taking writes another primary may
 	// already take). It says why.
 	Fence string `json:"fence,omitempty"`
+	// Synchronous makes the primary acknowledge a commit only once at least
+	// one replica has it (spec.replication.mode Sync): with no replica
+	// connected, commits wait.
+	Synchronous bool `json:"synchronous,omitempty"`
 }
 
 // fenceReason says why the primary t names must refuse writes, or "" when

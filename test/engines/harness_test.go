@@ -46,6 +46,8 @@ type engineSpec struct {
 	purgeHistory func(t *testing.T, primary *node)
 	// progress turns a position into a number that grows with writes.
 	progress func(p *instance.Position) uint64
+	// sync tells whether a replica holds a commit (testSync).
+	sync syncChecks
 }
 
 // cluster is one database: instances sharing secrets and a topology file.
@@ -58,6 +60,8 @@ type cluster struct {
 	nodes    []*node
 	uid, gid int
 	leaks    *leakWatch
+	// synchronous is the topology's Synchronous.
+	synchronous bool
 }
 
 // node is one mydb-instance process and its directories.
@@ -171,7 +175,7 @@ func (c *cluster) setTopology(p *node, target string) {
 	c.t.Helper()
 	b, _ := json.Marshal(instance.Topology{
 		Primary: p.name, PrimaryHost: p.host, PrimaryPort: p.port, PrimaryStatusURL: "http://" + p.statusAddr,
-		TargetPrimary: target,
+		TargetPrimary: target, Synchronous: c.synchronous,
 	})
 	tmp := c.topology + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
@@ -180,6 +184,12 @@ func (c *cluster) setTopology(p *node, target string) {
 	if err := os.Rename(tmp, c.topology); err != nil {
 		c.t.Fatal(err)
 	}
+}
+
+// setSync writes the topology naming p with Synchronous on or off.
+func (c *cluster) setSync(p *node, on bool) {
+	c.synchronous = on
+	c.setTopology(p, "")
 }
 
 // cleanup stops every node (killing what does not stop), then anything

@@ -3,8 +3,10 @@
 package engines
 
 import (
+	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,6 +24,30 @@ func TestMariaDB(t *testing.T) {
 		osUser:     "mysql",
 		dataSubdir: "mariadb",
 		ipPrefix:   "127.0.32.",
+		sync: syncChecks{
+			commitMark: func(ctx context.Context, conn *sql.Conn) (string, error) {
+				var gtid string
+				err := conn.QueryRowContext(ctx, "SELECT @@last_gtid").Scan(&gtid)
+				return gtid, err
+			},
+			replicaHas: func(t *testing.T, r *node) func(string) (bool, error) {
+				// As root over the replica's socket: SHOW SLAVE STATUS.
+				cfg := mysql.NewConfig()
+				cfg.User, cfg.Net, cfg.Addr = "root", "unix", filepath.Join(r.runDir, "mariadbd.sock")
+				db, err := sql.Open("mysql", cfg.FormatDSN())
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { db.Close() })
+				return func(gtid string) (bool, error) {
+					io, err := gtidIOPos(db)
+					if err != nil {
+						return false, err
+					}
+					return gtidHeld(io, gtid), nil
+				}
+			},
+		},
 		openApp: func(host string, port int, user, password, database string) (*sql.DB, error) {
 			c := mysql.NewConfig()
 			c.User, c.Passwd, c.DBName = user, password, database
@@ -158,4 +184,51 @@ func countRows(t *testing.T, db *sql.DB, query string) int {
 		n++
 	}
 	return n
+}
+
+// gtidIOPos is the replica IO thread's Gtid_IO_Pos: the GTIDs it received
+// into the relay log.
+func gtidIOPos(db *sql.DB) (string, error) {
+	rows, err := db.Query("SHOW SLAVE STATUS")
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return "", err
+	}
+	if !rows.Next() {
+		return "", fmt.Errorf("SHOW SLAVE STATUS: no row (%v)", rows.Err())
+	}
+	vals := make([]sql.RawBytes, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	if err := rows.Scan(ptrs...); err != nil {
+		return "", err
+	}
+	for i, c := range cols {
+		if c == "Gtid_IO_Pos" {
+			return string(vals[i]), nil
+		}
+	}
+	return "", fmt.Errorf("SHOW SLAVE STATUS has no Gtid_IO_Pos")
+}
+
+// gtidHeld tells whether the GTID list pos holds gtid (domain-server-seq):
+// a sequence number at least gtid's in its domain.
+func gtidHeld(pos, gtid string) bool {
+	var d, s, n uint64
+	if _, err := fmt.Sscanf(gtid, "%d-%d-%d", &d, &s, &n); err != nil {
+		return false
+	}
+	for _, g := range strings.Split(pos, ",") {
+		var pd, ps, pn uint64
+		if _, err := fmt.Sscanf(strings.TrimSpace(g), "%d-%d-%d", &pd, &ps, &pn); err == nil && pd == d && pn >= n {
+			return true
+		}
+	}
+	return false
 }

@@ -3,6 +3,7 @@
 package engines
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -28,6 +29,21 @@ func TestPostgres(t *testing.T) {
 		binDir:     pgBin,
 		dataSubdir: "pgdata",
 		ipPrefix:   "127.0.31.",
+		sync: syncChecks{
+			commitMark: func(ctx context.Context, conn *sql.Conn) (string, error) {
+				var lsn string
+				err := conn.QueryRowContext(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&lsn)
+				return lsn, err
+			},
+			replicaHas: func(t *testing.T, r *node) func(string) (bool, error) {
+				db := r.app()
+				return func(lsn string) (bool, error) {
+					var ok sql.NullBool
+					err := db.QueryRow("SELECT pg_last_wal_receive_lsn() >= $1::pg_lsn", lsn).Scan(&ok)
+					return ok.Valid && ok.Bool, err
+				}
+			},
+		},
 		openApp: func(host string, port int, user, password, database string) (*sql.DB, error) {
 			return sql.Open("pgx", fmt.Sprintf("host=%s port=%d user=%s password=%s dbname=%s sslmode=disable connect_timeout=5",
 				host, port, user, password, database))

@@ -9,6 +9,7 @@ import (
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 func TestSwitchoverAction(t *testing.T) {
@@ -128,6 +129,31 @@ func TestSwitchoverAction(t *testing.T) {
 		}
 		if created.Spec.FailoverDelay == nil || created.Spec.FailoverDelay.Duration != examplev1.DefaultFailoverDelay {
 			t.Errorf("default failoverDelay %v", created.Spec.FailoverDelay)
+		}
+	})
+	t.Run("replication mode defaults to Async, Sync needs a replica, and it may change", func(t *testing.T) {
+		for _, spec := range []string{`"replicas":1,"replication":{"mode":"Sync"}`, `"replicas":3,"replication":{"mode":"sync"}`} {
+			body := `{"apiVersion":"example.com/v1","kind":"MyDatabase","metadata":{"name":"rm"},"spec":{"engine":"postgres","storageSize":"1Gi",` + spec + `}}`
+			res := do(t, http.MethodPost, "/apis/example.com/v1/namespaces/"+ns+"/mydatabases", "application/json", []byte(body))
+			if res.code != http.StatusUnprocessableEntity {
+				t.Errorf("%s: %d %s", spec, res.code, res.body)
+			}
+		}
+		created, err := dbs.Create(ctx, newMyDatabase("rm"), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if created.Spec.Replication == nil || created.Spec.Replication.Mode != examplev1.ReplicationModeAsync {
+			t.Errorf("default replication %+v", created.Spec.Replication)
+		}
+		created.Spec.Replication.Mode = examplev1.ReplicationModeSync
+		updated, err := dbs.Update(ctx, created, metav1.UpdateOptions{})
+		if err != nil {
+			t.Fatalf("to Sync: %v", err)
+		}
+		updated.Spec.Replicas = ptr.To[int32](1)
+		if _, err := dbs.Update(ctx, updated, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) {
+			t.Errorf("a Sync database scaled to one: %v, want 422", err)
 		}
 	})
 }

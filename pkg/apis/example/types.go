@@ -56,7 +56,22 @@ type MyDatabaseSpec struct {
 	Backup           *BackupPolicy
 	RestoreFrom      *RestoreSource
 	FailoverDelay    *metav1.Duration
+	Replication      *ReplicationSpec
 }
+
+// ReplicationSpec says how the primary replicates to the other instances.
+type ReplicationSpec struct {
+	Mode ReplicationMode
+}
+
+// ReplicationMode is how a commit waits for the replicas.
+type ReplicationMode string
+
+// The replication modes.
+const (
+	ReplicationModeAsync ReplicationMode = "Async"
+	ReplicationModeSync  ReplicationMode = "Sync"
+)
 
 // RestoreSource names the backup a new database starts from.
 type RestoreSource struct {

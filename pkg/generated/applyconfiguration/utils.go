@@ -52,6 +52,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &examplev1.MyDatabaseSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("MyDatabaseStatus"):
 		return &examplev1.MyDatabaseStatusApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("ReplicationSpec"):
+		return &examplev1.ReplicationSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("RestoreSource"):
 		return &examplev1.RestoreSourceApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("VolumeLocation"):

@@ -50,6 +50,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1.MyDatabaseSwitchover{}.OpenAPIModelName():                        schema_pkg_apis_example_v1_MyDatabaseSwitchover(ref),
 		v1.MyDatabaseSwitchoverSpec{}.OpenAPIModelName():                    schema_pkg_apis_example_v1_MyDatabaseSwitchoverSpec(ref),
 		v1.MyDatabaseSwitchoverStatus{}.OpenAPIModelName():                  schema_pkg_apis_example_v1_MyDatabaseSwitchoverStatus(ref),
+		v1.ReplicationSpec{}.OpenAPIModelName():                             schema_pkg_apis_example_v1_ReplicationSpec(ref),
 		v1.RestoreSource{}.OpenAPIModelName():                               schema_pkg_apis_example_v1_RestoreSource(ref),
 		v1.VolumeLocation{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_VolumeLocation(ref),
 		autoscalingv1.ContainerResourceMetricSource{}.OpenAPIModelName():    schema_k8sio_api_autoscaling_v1_ContainerResourceMetricSource(ref),
@@ -879,12 +880,18 @@ func schema_pkg_apis_example_v1_MyDatabaseSpec(ref common.ReferenceCallback) com
 							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
 						},
 					},
+					"replication": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Replication says how the primary replicates to the other instances. Defaults to mode Async. It may change on a running database.",
+							Ref:         ref(v1.ReplicationSpec{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"engine", "storageSize"},
 			},
 		},
 		Dependencies: []string{
-			v1.BackupPolicy{}.OpenAPIModelName(), v1.RestoreSource{}.OpenAPIModelName(), corev1.ResourceRequirements{}.OpenAPIModelName(), resource.Quantity{}.OpenAPIModelName(), metav1.Duration{}.OpenAPIModelName()},
+			v1.BackupPolicy{}.OpenAPIModelName(), v1.ReplicationSpec{}.OpenAPIModelName(), v1.RestoreSource{}.OpenAPIModelName(), corev1.ResourceRequirements{}.OpenAPIModelName(), resource.Quantity{}.OpenAPIModelName(), metav1.Duration{}.OpenAPIModelName()},
 	}
 }
 
@@ -1111,6 +1118,27 @@ func schema_pkg_apis_example_v1_MyDatabaseSwitchoverStatus(ref common.ReferenceC
 		},
 		Dependencies: []string{
 			metav1.MicroTime{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_ReplicationSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ReplicationSpec says how the primary replicates to the other instances.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"mode": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Mode is \"Async\" (the default: a commit returns once the primary has it; a failover may lose the last commits) or \"Sync\" (a commit returns only once at least one replica has it too; with no replica connected, commits wait, they do not fail). Sync needs replicas of 2 or more.\n\nPossible enum values:\n - `\"Async\"` acknowledges a commit once the primary has it.\n - `\"Sync\"` acknowledges a commit once the primary and at least one replica have it.",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Async", "Sync"},
+						},
+					},
+				},
+			},
+		},
 	}
 }
 

@@ -65,7 +65,7 @@ func (s Source) Watch(ctx context.Context) <-chan instance.Topology {
 			return
 		}
 		last = t
-		s.Log.Info("topology", "primary", t.Primary, "address", t.PrimaryHost, "targetPrimary", t.TargetPrimary, "fence", t.Fence)
+		s.Log.Info("topology", "primary", t.Primary, "address", t.PrimaryHost, "targetPrimary", t.TargetPrimary, "fence", t.Fence, "synchronous", t.Synchronous)
 		instance.SendLatest(ch, t)
 	}
 	observe := func(obj interface{}) {
@@ -145,7 +145,8 @@ func checkPeriod(failoverDelay time.Duration) time.Duration {
 
 // TopologyOf reads the topology the controller wrote into db's status: the
 // current primary and the address its pod serves on. It is false while the
-// primary has no address yet.
+// primary has no address yet. Synchronous is spec.replication.mode Sync: the
+// instance reads the spec itself, so the controller passes nothing for it.
 func TopologyOf(db *examplev1.MyDatabase, port, statusPort int) (instance.Topology, bool) {
 	primary := db.Status.CurrentPrimary
 	for _, in := range db.Status.Instances {
@@ -158,6 +159,7 @@ func TopologyOf(db *examplev1.MyDatabase, port, statusPort int) (instance.Topolo
 			PrimaryPort:      port,
 			PrimaryStatusURL: "http://" + net.JoinHostPort(in.Address, strconv.Itoa(statusPort)),
 			TargetPrimary:    db.Status.TargetPrimary,
+			Synchronous:      db.Spec.Replication != nil && db.Spec.Replication.Mode == examplev1.ReplicationModeSync,
 		}, true
 	}
 	return instance.Topology{}, false

@@ -33,6 +33,15 @@ func TestTopologyOf(t *testing.T) {
 	if !ok || got != want {
 		t.Errorf("TopologyOf = %+v, %v; want %+v", got, ok, want)
 	}
+	withAddress.Spec.Replication = &examplev1.ReplicationSpec{Mode: examplev1.ReplicationModeSync}
+	want.Synchronous = true
+	if got, ok := TopologyOf(withAddress, 5432, 8000); !ok || got != want {
+		t.Errorf("Sync: TopologyOf = %+v, %v; want %+v", got, ok, want)
+	}
+	withAddress.Spec.Replication.Mode = examplev1.ReplicationModeAsync
+	if got, _ := TopologyOf(withAddress, 5432, 8000); got.Synchronous {
+		t.Errorf("Async: TopologyOf = %+v, want not synchronous", got)
+	}
 	for name, db := range map[string]*examplev1.MyDatabase{
 		"no primary yet":          database("", examplev1.InstanceStatus{Name: "db-0", Address: "10.0.0.4"}),
 		"the primary has no IP":   database("db-0", examplev1.InstanceStatus{Name: "db-0"}),

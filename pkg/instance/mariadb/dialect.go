@@ -73,6 +73,31 @@ func (Dialect) StateQuery() string {
 		"@@global.gtid_current_pos AS gtid, @@global.gtid_slave_pos AS replica_gtid"
 }
 
+// SyncQuery implements mysqlfamily.Dialect.
+func (Dialect) SyncQuery() string {
+	return fmt.Sprintf("SELECT @@global.rpl_semi_sync_master_enabled AS enabled, @@global.rpl_semi_sync_master_enabled = 1 AND @@global.rpl_semi_sync_master_wait_point = 'AFTER_SYNC' "+
+		"AND @@global.rpl_semi_sync_master_wait_no_slave = 1 AND @@global.rpl_semi_sync_master_timeout = %d AS sync, "+
+		"(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'RPL_SEMI_SYNC_MASTER_CLIENTS') AS sync_replicas",
+		mysqlfamily.SemiSyncTimeoutMillis)
+}
+
+// SyncStatements implements mysqlfamily.Dialect: semi-synchronous
+// replication is built into MariaDB (10.3+); the replicas run with
+// rpl_semi_sync_slave_enabled (see Engine.Command). AFTER_SYNC waits
+// before the commit is visible to other sessions, so no client sees a
+// write a failover could lose.
+func (Dialect) SyncStatements(on bool) []string {
+	if !on {
+		return []string{"SET GLOBAL rpl_semi_sync_master_enabled = OFF"}
+	}
+	return []string{
+		"SET GLOBAL rpl_semi_sync_master_wait_point = AFTER_SYNC",
+		"SET GLOBAL rpl_semi_sync_master_wait_no_slave = ON",
+		fmt.Sprintf("SET GLOBAL rpl_semi_sync_master_timeout = %d", mysqlfamily.SemiSyncTimeoutMillis),
+		"SET GLOBAL rpl_semi_sync_master_enabled = ON",
+	}
+}
+
 // MustReclone implements mysqlfamily.Dialect: 1236 is the source's fatal
 // error reading its binlog (purged, or the GTID position is unknown to it).
 func (Dialect) MustReclone(ioErrno int) bool { return ioErrno == mysqlfamily.ErrSourceCannotServe }

@@ -66,3 +66,24 @@ func TestParseReplicaStatus(t *testing.T) {
 		t.Errorf("%+v", s)
 	}
 }
+
+func TestSyncStatements(t *testing.T) {
+	want := []string{
+		"SET GLOBAL rpl_semi_sync_master_wait_point = AFTER_SYNC",
+		"SET GLOBAL rpl_semi_sync_master_wait_no_slave = ON",
+		"SET GLOBAL rpl_semi_sync_master_timeout = 4294967295",
+		"SET GLOBAL rpl_semi_sync_master_enabled = ON",
+	}
+	if diff := cmp.Diff(want, Dialect{}.SyncStatements(true)); diff != "" {
+		t.Error(diff)
+	}
+	if diff := cmp.Diff([]string{"SET GLOBAL rpl_semi_sync_master_enabled = OFF"}, Dialect{}.SyncStatements(false)); diff != "" {
+		t.Error(diff)
+	}
+	q := Dialect{}.SyncQuery()
+	for _, want := range []string{"rpl_semi_sync_master_enabled AS enabled,", " AS sync,", "rpl_semi_sync_master_timeout = 4294967295", "'AFTER_SYNC'", "RPL_SEMI_SYNC_MASTER_CLIENTS') AS sync_replicas"} {
+		if !strings.Contains(q, want) {
+			t.Errorf("SyncQuery lacks %q: %s", want, q)
+		}
+	}
+}

@@ -96,6 +96,9 @@ func (e *Engine) Command() (*exec.Cmd, error) {
 		"--skip-slave-start",
 		"--slave-net-timeout=10",
 		"--read-only=ON",
+		// Every server acknowledges as a semi-synchronous replica; only a
+		// primary in Sync mode waits for it (SyncStatements).
+		"--rpl-semi-sync-slave-enabled=ON",
 		"--innodb-flush-log-at-trx-commit=1",
 	)
 	cmd := exec.Command(e.cfg.Bin("mariadbd"), args...)

@@ -168,5 +168,34 @@ func ServerArgs(cfg instance.EngineConfig, dataDir string) []string {
 		"--binlog-expire-logs-seconds=604800",
 		"--replica-net-timeout=10",
 		"--super-read-only=ON",
+		// Semi-synchronous replication: every server acknowledges as a
+		// replica; only a primary in Sync mode waits (SyncStatements).
+		"--plugin-load-add=semisync_source.so",
+		"--plugin-load-add=semisync_replica.so",
+		"--loose-rpl-semi-sync-replica-enabled=ON",
 	)
+}
+
+// SyncQuery implements mysqlfamily.Dialect.
+func (Dialect) SyncQuery() string {
+	return fmt.Sprintf("SELECT @@global.rpl_semi_sync_source_enabled AS enabled, @@global.rpl_semi_sync_source_enabled = 1 AND @@global.rpl_semi_sync_source_wait_point = 'AFTER_SYNC' "+
+		"AND @@global.rpl_semi_sync_source_wait_no_replica = 1 AND @@global.rpl_semi_sync_source_wait_for_replica_count = 1 "+
+		"AND @@global.rpl_semi_sync_source_timeout = %d AS sync, "+
+		"(SELECT VARIABLE_VALUE FROM performance_schema.global_status WHERE VARIABLE_NAME = 'Rpl_semi_sync_source_clients') AS sync_replicas",
+		mysqlfamily.SemiSyncTimeoutMillis)
+}
+
+// SyncStatements implements mysqlfamily.Dialect: the variables of the
+// rpl_semi_sync_source plugin, which ServerArgs loads (with the replica's).
+func (Dialect) SyncStatements(on bool) []string {
+	if !on {
+		return []string{"SET GLOBAL rpl_semi_sync_source_enabled = OFF"}
+	}
+	return []string{
+		"SET GLOBAL rpl_semi_sync_source_wait_point = AFTER_SYNC",
+		"SET GLOBAL rpl_semi_sync_source_wait_no_replica = ON",
+		"SET GLOBAL rpl_semi_sync_source_wait_for_replica_count = 1",
+		fmt.Sprintf("SET GLOBAL rpl_semi_sync_source_timeout = %d", mysqlfamily.SemiSyncTimeoutMillis),
+		"SET GLOBAL rpl_semi_sync_source_enabled = ON",
+	}
 }

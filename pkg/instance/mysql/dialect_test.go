@@ -94,3 +94,31 @@ func TestServerArgs(t *testing.T) {
 		}
 	}
 }
+
+func TestSyncStatements(t *testing.T) {
+	want := []string{
+		"SET GLOBAL rpl_semi_sync_source_wait_point = AFTER_SYNC",
+		"SET GLOBAL rpl_semi_sync_source_wait_no_replica = ON",
+		"SET GLOBAL rpl_semi_sync_source_wait_for_replica_count = 1",
+		"SET GLOBAL rpl_semi_sync_source_timeout = 4294967295",
+		"SET GLOBAL rpl_semi_sync_source_enabled = ON",
+	}
+	if got := (Dialect{}).SyncStatements(true); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("on: %q", got)
+	}
+	if got := (Dialect{}).SyncStatements(false); len(got) != 1 || got[0] != "SET GLOBAL rpl_semi_sync_source_enabled = OFF" {
+		t.Errorf("off: %q", got)
+	}
+	q := Dialect{}.SyncQuery()
+	for _, want := range []string{"rpl_semi_sync_source_enabled AS enabled,", " AS sync,", "rpl_semi_sync_source_timeout = 4294967295", "'AFTER_SYNC'", "performance_schema.global_status", "'Rpl_semi_sync_source_clients') AS sync_replicas"} {
+		if !strings.Contains(q, want) {
+			t.Errorf("SyncQuery lacks %q: %s", want, q)
+		}
+	}
+	args := strings.Join(ServerArgs(instance.EngineConfig{RunDir: "/run/mydb", ListenHost: "10.0.0.8", Port: 3306, ServerID: 2}, "/data/mysql"), " ")
+	for _, want := range []string{"--plugin-load-add=semisync_source.so", "--plugin-load-add=semisync_replica.so", "--loose-rpl-semi-sync-replica-enabled=ON"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("server args lack %s: %s", want, args)
+		}
+	}
+}

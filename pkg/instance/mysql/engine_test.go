@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -338,4 +339,39 @@ func mustDir(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// TestSetSynchronous: the source statements run only when the server is
+// not already as asked, both ways.
+func TestSetSynchronous(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		on            bool
+		enabled, sync string
+		want          int
+	}{
+		{"off to on", true, "0", "0", 5},
+		{"on stays on", true, "1", "1", 0},
+		{"enabled with other settings, to on", true, "1", "0", 5},
+		{"on to off", false, "1", "1", 1},
+		{"enabled with other settings, to off", false, "1", "0", 1},
+		{"off stays off", false, "0", "0", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, tools := newTestEngine(t)
+			tools.conn.Row = func(q string) map[string]string {
+				return map[string]string{"enabled": tc.enabled, "sync": tc.sync, "sync_replicas": "1"}
+			}
+			if err := e.SetSynchronous(context.Background(), tc.on); err != nil {
+				t.Fatal(err)
+			}
+			got := tools.conn.Executed()
+			if len(got) != tc.want {
+				t.Fatalf("ran %q, want %d statements", got, tc.want)
+			}
+			if tc.want > 0 && got[len(got)-1] != fmt.Sprintf("SET GLOBAL rpl_semi_sync_source_enabled = %s", map[bool]string{true: "ON", false: "OFF"}[tc.on]) {
+				t.Errorf("last statement %q", got[len(got)-1])
+			}
+		})
+	}
 }

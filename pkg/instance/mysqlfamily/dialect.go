@@ -42,10 +42,26 @@ type Dialect interface {
 	// FenceStatements turn on: 1 or 0), writable (1 or 0), server_id, gtid
 	// (the primary's position) and replica_gtid (a replica's).
 	StateQuery() string
+	// SyncQuery reads, as column sync (1 or 0), whether the source's
+	// commits wait for a replica as SyncStatements(true) set it up, as
+	// column enabled (1 or 0) whether semi-synchronous replication is on at
+	// all, and, as column sync_replicas, how many replicas acknowledge
+	// commits now.
+	SyncQuery() string
+	// SyncStatements turn semi-synchronous replication on the source on
+	// (wait after the binlog sync for one replica, so long that it never
+	// falls back to asynchronous) or off.
+	SyncStatements(on bool) []string
 	// MustReclone tells whether the stopped IO thread's error number means
 	// the source no longer has the history the replica needs.
 	MustReclone(ioErrno int) bool
 }
+
+// SemiSyncTimeoutMillis is how long a semi-synchronous source waits for a
+// replica's acknowledgement before it falls back to asynchronous
+// replication: 4294967295 ms (49.7 days, MySQL's largest), so a commit with
+// no replica waits, it does not silently commit unreplicated.
+const SemiSyncTimeoutMillis = 4294967295
 
 // ReplicaStatus is a replica's replication state.
 type ReplicaStatus struct {

@@ -297,5 +297,34 @@ func (s *Server) Probe(ctx context.Context) (instance.Probe, error) {
 		p.Upstream = net.JoinHostPort(rs.Host, strconv.Itoa(rs.Port))
 		p.LagSeconds = rs.SecondsBehind
 	}
+	if p.Writable {
+		sy, err := c.QueryRow(ctx, s.Dialect.SyncQuery())
+		if err != nil {
+			return p, err
+		}
+		p.Synchronous = sy["sync"] == "1"
+		p.SyncReplicas, _ = strconv.Atoi(sy["sync_replicas"])
+	}
 	return p, nil
+}
+
+var _ instance.SyncReplicator = (*Server)(nil)
+
+// SetSynchronous implements instance.SyncReplicator: the dialect's
+// semi-synchronous source settings, when they differ. Turning it off
+// releases the commits that wait for a replica.
+func (s *Server) SetSynchronous(ctx context.Context, on bool) error {
+	c, err := s.Admin()
+	if err != nil {
+		return err
+	}
+	sy, err := c.QueryRow(ctx, s.Dialect.SyncQuery())
+	if err != nil {
+		return err
+	}
+	if on && sy["sync"] == "1" || !on && sy["enabled"] == "0" {
+		return nil
+	}
+	s.Cfg.Log.Info("semi-synchronous replication", "on", on)
+	return c.Exec(ctx, s.Dialect.SyncStatements(on)...)
 }

@@ -101,3 +101,20 @@ func TestFencedPosition(t *testing.T) {
 		t.Error("a server that did not shut down cleanly gave a position")
 	}
 }
+
+func TestSyncStatements(t *testing.T) {
+	on := strings.Join(syncStatements(true), "; ")
+	if want := "ALTER SYSTEM SET synchronous_standby_names = 'ANY 1 (*)'; ALTER SYSTEM SET synchronous_commit = 'on'; SELECT pg_reload_conf()"; on != want {
+		t.Errorf("on: %s", on)
+	}
+	off := strings.Join(syncStatements(false), "; ")
+	if want := "ALTER SYSTEM RESET synchronous_standby_names; ALTER SYSTEM RESET synchronous_commit; SELECT pg_reload_conf()"; off != want {
+		t.Errorf("off: %s", off)
+	}
+	// The walsender's application_name, which ANY 1 (*) matches, is the
+	// standby's instance name.
+	e := &Engine{cfg: instance.EngineConfig{Name: "db-1", RunDir: "/run/mydb"}}
+	if ci := e.conninfo(instance.Topology{PrimaryHost: "10.0.0.4", PrimaryPort: 5432}); !strings.Contains(ci, "application_name=db-1") {
+		t.Errorf("conninfo lacks application_name: %s", ci)
+	}
+}

@@ -26,6 +26,12 @@ func (e *Engine) Probe(ctx context.Context) (instance.Probe, error) {
 		err := pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text,
 			('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int`).
 			Scan(&p.Position.LSN, &p.Position.Timeline)
+		if err != nil {
+			return p, err
+		}
+		err = pool.QueryRow(ctx, `SELECT current_setting('synchronous_standby_names') <> '',
+			(SELECT count(*) FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum'))::int`).
+			Scan(&p.Synchronous, &p.SyncReplicas)
 		return p, err
 	}
 	// On a standby: the replay position, and the walreceiver's view of the

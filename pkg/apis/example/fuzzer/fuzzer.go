@@ -32,6 +32,12 @@ var Funcs = func(codecs runtimeserializer.CodecFactory) []interface{} {
 			if s.FailoverDelay == nil {
 				s.FailoverDelay = &metav1.Duration{Duration: 30 * time.Second}
 			}
+			if s.Replication == nil {
+				s.Replication = &example.ReplicationSpec{}
+			}
+			if s.Replication.Mode == "" {
+				s.Replication.Mode = example.ReplicationModeAsync
+			}
 			s.Resources.Requests = withComputeResources(s.Resources.Requests, c)
 			s.Resources.Limits = withComputeResources(s.Resources.Limits, c)
 		},

@@ -54,6 +54,12 @@ func SetDefaults_MyDatabaseSpec(spec *MyDatabaseSpec) {
 	if spec.FailoverDelay == nil {
 		spec.FailoverDelay = &metav1.Duration{Duration: DefaultFailoverDelay}
 	}
+	if spec.Replication == nil {
+		spec.Replication = &ReplicationSpec{}
+	}
+	if spec.Replication.Mode == "" {
+		spec.Replication.Mode = ReplicationModeAsync
+	}
 	// spec.resources is defaulted by the server after admission
 	// (SetDefaultResources), so the namespace's LimitRange defaults first.
 }

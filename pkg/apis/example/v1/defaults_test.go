@@ -67,6 +67,9 @@ func TestSetDefaults(t *testing.T) {
 			if tc.want.FailoverDelay == nil {
 				tc.want.FailoverDelay = &metav1.Duration{Duration: v1.DefaultFailoverDelay}
 			}
+			if tc.want.Replication == nil {
+				tc.want.Replication = &v1.ReplicationSpec{Mode: v1.ReplicationModeAsync}
+			}
 			if diff := cmp.Diff(tc.want, db.Spec); diff != "" {
 				t.Errorf("defaulted spec (-want +got):\n%s", diff)
 			}

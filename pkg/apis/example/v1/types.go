@@ -141,7 +141,35 @@ type MyDatabaseSpec struct {
 	// most advanced replica in its place, from 5s to 10m. Defaults to 30s.
 	// +optional
 	FailoverDelay *metav1.Duration `json:"failoverDelay,omitempty" protobuf:"bytes,10,opt,name=failoverDelay"`
+
+	// Replication says how the primary replicates to the other instances.
+	// Defaults to mode Async. It may change on a running database.
+	// +optional
+	Replication *ReplicationSpec `json:"replication,omitempty" protobuf:"bytes,11,opt,name=replication"`
 }
+
+// ReplicationSpec says how the primary replicates to the other instances.
+type ReplicationSpec struct {
+	// Mode is "Async" (the default: a commit returns once the primary has
+	// it; a failover may lose the last commits) or "Sync" (a commit returns
+	// only once at least one replica has it too; with no replica connected,
+	// commits wait, they do not fail). Sync needs replicas of 2 or more.
+	// +optional
+	Mode ReplicationMode `json:"mode,omitempty" protobuf:"bytes,1,opt,name=mode,casttype=ReplicationMode"`
+}
+
+// ReplicationMode is how a commit waits for the replicas.
+// +enum
+type ReplicationMode string
+
+// The replication modes.
+const (
+	// ReplicationModeAsync acknowledges a commit once the primary has it.
+	ReplicationModeAsync ReplicationMode = "Async"
+	// ReplicationModeSync acknowledges a commit once the primary and at
+	// least one replica have it.
+	ReplicationModeSync ReplicationMode = "Sync"
+)
 
 // RestoreSource names the backup a new database starts from.
 type RestoreSource struct {

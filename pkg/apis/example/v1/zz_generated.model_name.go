@@ -97,6 +97,11 @@ func (in MyDatabaseSwitchoverStatus) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ReplicationSpec) OpenAPIModelName() string {
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.ReplicationSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in RestoreSource) OpenAPIModelName() string {
 	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.RestoreSource"
 }

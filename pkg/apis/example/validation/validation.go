@@ -39,6 +39,7 @@ var (
 	minMemoryLimit = resource.MustParse("256Mi")
 
 	supportedDeletionPolicies = []string{string(example.DeletionPolicyRetain), string(example.DeletionPolicyDelete)}
+	supportedReplicationModes = []string{string(example.ReplicationModeAsync), string(example.ReplicationModeSync)}
 	supportedResources        = map[corev1.ResourceName]bool{
 		corev1.ResourceCPU: true, corev1.ResourceMemory: true, corev1.ResourceEphemeralStorage: true,
 	}
@@ -204,6 +205,20 @@ func validateSpec(spec *example.MyDatabaseSpec, fldPath *field.Path) field.Error
 	if d := spec.FailoverDelay; d != nil && (d.Duration < MinFailoverDelay || d.Duration > MaxFailoverDelay) {
 		allErrs = append(allErrs, field.Invalid(fldPath.Child("failoverDelay"), d.Duration.String(),
 			fmt.Sprintf("must be between %s and %s", MinFailoverDelay, MaxFailoverDelay)))
+	}
+	if r := spec.Replication; r != nil {
+		p := fldPath.Child("replication", "mode")
+		switch r.Mode {
+		case "", example.ReplicationModeAsync:
+		case example.ReplicationModeSync:
+			// With no replica a synchronous commit could never return.
+			if spec.Replicas < 2 {
+				allErrs = append(allErrs, field.Invalid(p, r.Mode,
+					"Sync needs replicas of 2 or more: a commit waits for a replica to have it"))
+			}
+		default:
+			allErrs = append(allErrs, field.NotSupported(p, r.Mode, supportedReplicationModes))
+		}
 	}
 	if spec.RestoreFrom != nil {
 		p := fldPath.Child("restoreFrom", "backupName")

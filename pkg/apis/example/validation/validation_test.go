@@ -103,6 +103,21 @@ func TestValidateMyDatabase(t *testing.T) {
 			want: []errorSummary{{field.ErrorTypeNotSupported, "spec.version"}}},
 		{name: "mysql version on postgres", db: myDatabase(func(d *example.MyDatabase) { d.Spec.Engine = example.EnginePostgres }),
 			want: []errorSummary{{field.ErrorTypeNotSupported, "spec.version"}}},
+		{name: "sync replication", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Replication = &example.ReplicationSpec{Mode: example.ReplicationModeSync}
+		})},
+		{name: "async replication", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Replicas, d.Spec.Replication = 1, &example.ReplicationSpec{Mode: example.ReplicationModeAsync}
+		})},
+		{name: "sync replication with two instances", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Replicas, d.Spec.Replication = 2, &example.ReplicationSpec{Mode: example.ReplicationModeSync}
+		})},
+		{name: "sync replication with no replica", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Replicas, d.Spec.Replication = 1, &example.ReplicationSpec{Mode: example.ReplicationModeSync}
+		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.replication.mode"}}},
+		{name: "unknown replication mode", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Replication = &example.ReplicationSpec{Mode: "sync"}
+		}), want: []errorSummary{{field.ErrorTypeNotSupported, "spec.replication.mode"}}},
 		{name: "zero replicas", db: myDatabase(func(d *example.MyDatabase) { d.Spec.Replicas = 0 }),
 			want: []errorSummary{{field.ErrorTypeInvalid, "spec.replicas"}}},
 		{name: "negative replicas", db: myDatabase(func(d *example.MyDatabase) { d.Spec.Replicas = -1 }),

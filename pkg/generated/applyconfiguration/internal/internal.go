@@ -180,6 +180,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: replicas
       type:
         scalar: numeric
+    - name: replication
+      type:
+        namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.ReplicationSpec
     - name: resources
       type:
         namedType: io.k8s.api.core.v1.ResourceRequirements
@@ -242,6 +245,12 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: targetPrimaryTime
       type:
         namedType: io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime
+- name: com.github.mydb-dev.mydb.pkg.apis.example.v1.ReplicationSpec
+  map:
+    fields:
+    - name: mode
+      type:
+        scalar: string
 - name: com.github.mydb-dev.mydb.pkg.apis.example.v1.RestoreSource
   map:
     fields:

@@ -64,6 +64,9 @@ type MyDatabaseSpecApplyConfiguration struct {
 	// manager not answering, or not serving writes) before mydb promotes the
 	// most advanced replica in its place, from 5s to 10m. Defaults to 30s.
 	FailoverDelay *metav1.Duration `json:"failoverDelay,omitempty"`
+	// Replication says how the primary replicates to the other instances.
+	// Defaults to mode Async. It may change on a running database.
+	Replication *ReplicationSpecApplyConfiguration `json:"replication,omitempty"`
 }
 
 // MyDatabaseSpecApplyConfiguration constructs a declarative configuration of the MyDatabaseSpec type for use with
@@ -149,5 +152,13 @@ func (b *MyDatabaseSpecApplyConfiguration) WithRestoreFrom(value *RestoreSourceA
 // If called multiple times, the FailoverDelay field is set to the value of the last call.
 func (b *MyDatabaseSpecApplyConfiguration) WithFailoverDelay(value metav1.Duration) *MyDatabaseSpecApplyConfiguration {
 	b.FailoverDelay = &value
+	return b
+}
+
+// WithReplication sets the Replication field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Replication field is set to the value of the last call.
+func (b *MyDatabaseSpecApplyConfiguration) WithReplication(value *ReplicationSpecApplyConfiguration) *MyDatabaseSpecApplyConfiguration {
+	b.Replication = value
 	return b
 }
