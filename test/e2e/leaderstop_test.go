@@ -30,7 +30,13 @@ import (
 // fails over; then the old leader is let go on (SIGCONT) with its stale
 // cache and its own count of the delay, and both run for 20 s. Every status
 // write is recorded through a watch on the MyDatabase (against the standby:
-// the aggregator's backend is the frozen leader).
+// the aggregator's backend is the frozen leader). It asserts: one change of
+// status.currentPrimary in all, and after that write none that changes the
+// primary, the target or the PrimaryChange condition; the old leader gave
+// up the lease, says so, and counts no primary change of the database in
+// its /metrics (the new one counts one); no acknowledged write lost; the
+// old primary, revived, rejoins as a replica of the promoted one, which is
+// still primary at the end; status writes stay under 2 a second.
 //
 // Failover writes status.currentPrimary and targetPrimary in one status
 // write (primary.go: decidePrimary), so there is no intermediate step to
@@ -147,6 +153,12 @@ func TestFailoverAcrossALeaderChange(t *testing.T) {
 					e.rv, decision.rv, e.current, e.target, e.targetTime, e.condition)
 			}
 		}
+	}
+	// The controller writes status once a poll interval (2 s in local-up)
+	// and when something changes; 20 writes a second were its own writes of
+	// moving positions requeueing it.
+	if since := time.Since(decision.seen); float64(after) > 2*since.Seconds() {
+		t.Errorf("%d status writes in the %s after the decision, more than 2 a second", after, since.Round(time.Second))
 	}
 	if decision.reason != examplev1.TargetPrimaryReasonFailover {
 		t.Errorf("targetPrimaryReason %q", decision.reason)
