@@ -16,6 +16,7 @@ import (
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
@@ -31,45 +32,10 @@ const leaseName = "mydb-controller"
 func TestLeaderFailover(t *testing.T) {
 	ctx := context.Background()
 	kube := kubeClient(t)
-	localDir := filepath.Join(repoRoot, "_output", "local")
 
-	leaderPID, leaderArgs := localMydbProcess(t, localDir)
-	lease, err := kube.CoordinationV1().Leases("mydb-system").Get(ctx, leaseName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("the local mydb-apiserver holds no lease: %v", err)
-	}
-	leaderIdentity := ptr.Deref(lease.Spec.HolderIdentity, "")
-	leaseDuration := time.Duration(ptr.Deref(lease.Spec.LeaseDurationSeconds, 15)) * time.Second
-
-	// The standby: the same command line on another port, with a name we know.
-	port := freePort(t)
-	standbyIdentity := fmt.Sprintf("e2e-standby-%d", port)
-	args := []string{fmt.Sprintf("--secure-port=%d", port), "--leader-elect-identity=" + standbyIdentity}
-	for _, a := range leaderArgs[1:] {
-		if !strings.HasPrefix(a, "--secure-port=") {
-			args = append(args, a)
-		}
-	}
-	logFile, err := os.Create(filepath.Join(localDir, "logs", "mydb-apiserver-standby.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	standby := exec.Command(leaderArgs[0], args...)
-	standby.Stdout, standby.Stderr = logFile, logFile
-	if err := standby.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = standby.Process.Kill()
-		_ = standby.Wait()
-		// Bring make local-up's mydb-apiserver back for the tests that follow.
-		out, err := exec.Command(filepath.Join(repoRoot, "hack", "local-up.sh")).CombinedOutput()
-		if err != nil {
-			t.Errorf("restoring the local control plane: %v\n%s", err, out)
-		}
-	})
-	standbyConfig := directConfig(t, port)
-	eventually(t, time.Minute, func() error { return ready(standbyConfig) })
+	sb := startStandby(t)
+	leaderPID, leaderIdentity, leaseDuration := sb.leaderPID, sb.leaderIdentity, sb.leaseDuration
+	standbyIdentity, standbyConfig := sb.identity, sb.config
 
 	ns := newNamespace(t)
 	dbs := mydbClient(t, standbyConfig).ExampleV1().MyDatabases(ns)
@@ -143,6 +109,91 @@ func TestLeaderFailover(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// standby is a second mydb-apiserver beside make local-up's (the leader
+// when it starts), with the same command line on its own port and a
+// --leader-elect-identity of its own.
+type standby struct {
+	identity string
+	port     int
+	config   *rest.Config // straight to the standby, as the admin
+	logPath  string
+
+	// make local-up's mydb-apiserver, as it was when the standby started.
+	leaderPID      int
+	leaderIdentity string
+	leaderLog      string
+	leaseDuration  time.Duration
+}
+
+// startStandby starts a standby and waits until it is ready. When the test
+// ends it kills it and runs hack/local-up.sh, which brings make local-up's
+// mydb-apiserver back if it is gone, for the tests that follow.
+func startStandby(t *testing.T) *standby {
+	t.Helper()
+	ctx := context.Background()
+	localDir := filepath.Join(repoRoot, "_output", "local")
+	leaderPID, leaderArgs := localMydbProcess(t, localDir)
+	// A previous test's standby may have held the lease last: local-up's
+	// takes it back once it expires.
+	var lease *coordinationv1.Lease
+	eventually(t, 45*time.Second, func() (err error) {
+		lease, err = kubeClient(t).CoordinationV1().Leases("mydb-system").Get(ctx, leaseName, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("the local mydb-apiserver holds no lease: %v", err)
+		}
+		if holder := ptr.Deref(lease.Spec.HolderIdentity, ""); holder == "" || strings.HasPrefix(holder, "e2e-standby-") {
+			return fmt.Errorf("the lease is held by %q, not local-up's mydb-apiserver", holder)
+		}
+		return nil
+	})
+	sb := &standby{
+		leaderPID:      leaderPID,
+		leaderIdentity: ptr.Deref(lease.Spec.HolderIdentity, ""),
+		leaderLog:      filepath.Join(localDir, "logs", "mydb-apiserver.log"),
+		leaseDuration:  time.Duration(ptr.Deref(lease.Spec.LeaseDurationSeconds, 15)) * time.Second,
+		port:           freePort(t),
+		logPath:        filepath.Join(localDir, "logs", "mydb-apiserver-standby.log"),
+	}
+	sb.identity = fmt.Sprintf("e2e-standby-%d", sb.port)
+	args := []string{fmt.Sprintf("--secure-port=%d", sb.port), "--leader-elect-identity=" + sb.identity}
+	for _, a := range leaderArgs[1:] {
+		if !strings.HasPrefix(a, "--secure-port=") {
+			args = append(args, a)
+		}
+	}
+	logFile, err := os.Create(sb.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(leaderArgs[0], args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		logFile.Close()
+		// Bring make local-up's mydb-apiserver back for the tests that follow.
+		out, err := exec.Command(filepath.Join(repoRoot, "hack", "local-up.sh")).CombinedOutput()
+		if err != nil {
+			t.Errorf("restoring the local control plane: %v\n%s", err, out)
+		}
+	})
+	sb.config = directConfig(t, sb.port)
+	eventually(t, time.Minute, func() error { return ready(sb.config) })
+	return sb
+}
+
+// leaseHolder is who holds the controllers' Lease now.
+func leaseHolder(ctx context.Context, t *testing.T) (string, error) {
+	l, err := kubeClient(t).CoordinationV1().Leases("mydb-system").Get(ctx, leaseName, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	return ptr.Deref(l.Spec.HolderIdentity, ""), nil
 }
 
 // localMydbProcess returns the PID and command line of make local-up's mydb-apiserver.

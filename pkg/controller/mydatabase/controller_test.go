@@ -35,6 +35,7 @@ import (
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/component-base/metrics/testutil"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -990,5 +991,46 @@ func TestLostCredentialsAreNotRemade(t *testing.T) {
 	c := meta.FindStatusCondition(status.Conditions, examplev1.ConditionDegraded)
 	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonCredentialsMissing || !strings.Contains(c.Message, `Secret "prod-mysql-credentials"`) {
 		t.Errorf("Degraded = %+v, want CredentialsMissing", c)
+	}
+}
+
+// A status write of nothing but new positions (the controller's own, from
+// what it just read) does not enqueue the database again: under a write
+// load the positions move on with every read, and each reconcile would
+// write them anew, back to back. Any other change, and a resync, enqueue.
+func TestOwnPositionWriteDoesNotRequeue(t *testing.T) {
+	c := &Controller{queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName]())}
+	defer c.queue.ShutDown()
+	old := &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "shop", ResourceVersion: "10"},
+		Status: examplev1.MyDatabaseStatus{CurrentPrimary: "shop-0", Instances: []examplev1.InstanceStatus{
+			{Name: "shop-0", Ready: true, Position: &examplev1.InstancePosition{Timeline: 1, LSN: "0/3000000"}},
+			{Name: "shop-1", Ready: true, Position: &examplev1.InstancePosition{Timeline: 1, LSN: "0/2FFFF00"}},
+		}}}
+	moved := old.DeepCopy()
+	moved.ResourceVersion = "11"
+	moved.Status.Instances[0].Position.LSN = "0/3000100"
+	moved.Status.Instances[1].Position.LSN = "0/3000000"
+	c.databaseUpdated(old, moved)
+	if n := c.queue.Len(); n != 0 {
+		t.Fatalf("a write of new positions only enqueued the database (%d queued)", n)
+	}
+
+	for name, change := range map[string]func(*examplev1.MyDatabase){
+		"resync":         func(db *examplev1.MyDatabase) { db.ResourceVersion = old.ResourceVersion },
+		"readiness":      func(db *examplev1.MyDatabase) { db.Status.Instances[1].Ready = false },
+		"target primary": func(db *examplev1.MyDatabase) { db.Status.TargetPrimary = "shop-1" },
+		"spec":           func(db *examplev1.MyDatabase) { db.Spec.Replicas = ptr.To(int32(3)) },
+		"an instance":    func(db *examplev1.MyDatabase) { db.Status.Instances = db.Status.Instances[:1] },
+	} {
+		db := moved.DeepCopy()
+		change(db)
+		c.databaseUpdated(old, db)
+		if n := c.queue.Len(); n != 1 {
+			t.Errorf("%s: %d queued, want the database", name, n)
+		}
+		for c.queue.Len() > 0 {
+			key, _ := c.queue.Get()
+			c.queue.Done(key)
+		}
 	}
 }
