@@ -253,3 +253,38 @@ func TestMissingStorageClassIsDegraded(t *testing.T) {
 		t.Errorf("Degraded message %q", msg)
 	}
 }
+
+// TestLostCredentialsAreNeverRemade: the credentials Secret of a database
+// whose volumes hold data is deleted; mydb makes no new one (the data would
+// not accept new passwords) and says so.
+func TestLostCredentialsAreNeverRemade(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	kube := kubeClient(t)
+	mustKubectl(t, seedExample, "apply", "-n", ns, "-f", "-")
+	var uid string
+	eventually(t, reconcileTimeout, func() error {
+		if _, err := kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-prod-mysql-0", metav1.GetOptions{}); err != nil {
+			return err
+		}
+		s, err := kube.CoreV1().Secrets(ns).Get(ctx, "prod-mysql-credentials", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		uid = string(s.UID)
+		return nil
+	})
+	mustKubectl(t, "", "delete", "secret", "prod-mysql-credentials", "-n", ns)
+	eventually(t, 30*time.Second, func() error {
+		reason := mustKubectl(t, "", "get", "mdb/prod-mysql", "-n", ns, "-o", `jsonpath={.status.conditions[?(@.type=="Degraded")].reason}`)
+		if reason != "CredentialsMissing" {
+			return fmt.Errorf("Degraded reason %q", reason)
+		}
+		return nil
+	})
+	if s, err := kube.CoreV1().Secrets(ns).Get(ctx, "prod-mysql-credentials", metav1.GetOptions{}); err == nil {
+		t.Errorf("a new Secret %s replaced the deleted %s", s.UID, uid)
+	} else if !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+}
