@@ -1,0 +1,86 @@
+package instance
+
+import "time"
+
+// The backup and restore endpoints of the manager. Like Status, these types
+// carry no Kubernetes types, so the controller imports them as they are.
+//
+//	POST /v1/backups        BackupRequest  -> 202 Operation (200 when the ID is known)
+//	GET  /v1/backups/{id}                  -> 200 Operation, 404 when unknown
+//	POST /v1/restore        RestoreRequest -> 202 Operation (200 when the ID is known)
+//	GET  /v1/restore                       -> 200 Operation, 404 when none was asked
+//
+// All four are authenticated like /v1/clone (HTTP basic, the replication
+// user). A manager runs one backup at a time: a POST with another ID while
+// one runs answers 409. Operations live in memory; a manager that restarts
+// forgets them, and the caller, seeing 404 for an operation it saw running,
+// knows it ended with the process.
+
+// BackupRequest asks the instance to back its data up to Destination.
+type BackupRequest struct {
+	// ID names the operation (the MyDatabaseBackup's UID).
+	ID          string      `json:"id"`
+	Destination Destination `json:"destination"`
+}
+
+// RestoreRequest asks an instance that has no data and was started with
+// --restore to load a backup into a fresh data directory.
+type RestoreRequest struct {
+	// ID names the operation (the restored MyDatabase's UID and the backup's).
+	ID     string      `json:"id"`
+	Source Destination `json:"source"`
+	// SHA256 and Size are what the backup recorded; a load whose stream
+	// does not match them fails and leaves no data.
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
+}
+
+// Destination is where a backup is written or read: one object in an
+// S3-compatible bucket.
+type Destination struct {
+	S3 *S3Object `json:"s3,omitempty"`
+}
+
+// S3Object is one object of a bucket, with the credentials to reach it.
+type S3Object struct {
+	Endpoint        string `json:"endpoint"`
+	Region          string `json:"region,omitempty"`
+	Bucket          string `json:"bucket"`
+	Key             string `json:"key"`
+	AccessKeyID     string `json:"accessKeyID"`
+	SecretAccessKey string `json:"secretAccessKey"`
+	// CABundle is PEM certificates to trust for an https endpoint.
+	CABundle []byte `json:"caBundle,omitempty"`
+}
+
+// OperationPhase is where a backup or restore is.
+type OperationPhase string
+
+const (
+	OperationRunning   OperationPhase = "Running"
+	OperationSucceeded OperationPhase = "Succeeded"
+	OperationFailed    OperationPhase = "Failed"
+)
+
+// Operation is a backup's or a restore's progress and outcome.
+type Operation struct {
+	ID      string         `json:"id"`
+	Phase   OperationPhase `json:"phase"`
+	Message string         `json:"message,omitempty"`
+	// Instance is the manager's instance name; Role the role it had when
+	// the operation started.
+	Instance   string     `json:"instance"`
+	Role       Role       `json:"role,omitempty"`
+	StartTime  time.Time  `json:"startTime"`
+	FinishTime *time.Time `json:"finishTime,omitempty"`
+	// Bytes is how much was streamed so far; Size and SHA256 are the whole
+	// stream's, set on success.
+	Bytes  int64  `json:"bytes"`
+	Size   int64  `json:"size,omitempty"`
+	SHA256 string `json:"sha256,omitempty"`
+	// Format names the backup's format ("pg_basebackup-tar",
+	// "mariadb-backup-xbstream", ...); a restore refuses another engine's.
+	Format string `json:"format,omitempty"`
+	// Position is how far the backed-up data goes.
+	Position *Position `json:"position,omitempty"`
+}
