@@ -63,6 +63,12 @@ type Status struct {
 	// now (0: commits wait).
 	Synchronous  bool `json:"synchronous,omitempty"`
 	SyncReplicas int  `json:"syncReplicas,omitempty"`
+	// AwaitingRestore tells that the instance, started with --restore and
+	// holding no data, waits for POST /v1/restore; Restore is the last
+	// restore asked of it, Backup the backup running or last run.
+	AwaitingRestore bool       `json:"awaitingRestore,omitempty"`
+	Restore         *Operation `json:"restore,omitempty"`
+	Backup          *Operation `json:"backup,omitempty"`
 }
 
 // Position is a point in the data's history.
