@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the control-plane binaries that local-up and the e2e suite run
-# (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok)
+# (etcd, etcdutl, kube-apiserver, kube-controller-manager, kube-scheduler,
+# kubectl, kwok)
 # from the Go module proxy at pinned versions, once per machine: each binary is
 # cached under _output/bin/<name>-<version> and skipped when present.
 # With arguments, builds only the named binaries (hack/build-tools.sh etcd).
@@ -37,10 +38,12 @@ kube_ldflags() {
 }
 
 wanted=("$@")
-[[ ${#wanted[@]} -gt 0 ]] || wanted=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
+[[ ${#wanted[@]} -gt 0 ]] || wanted=(etcd etcdutl kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
 for name in "${wanted[@]}"; do
   case "${name}" in
     etcd) build "${ROOT}/hack/tools" go.etcd.io/etcd/server/v3 etcd "${ETCD_VERSION}" ;;
+    # Snapshots and restores of mydb's etcd (docs/operations.md).
+    etcdutl) build "${ROOT}/hack/tools" go.etcd.io/etcd/etcdutl/v3 etcdutl "${ETCD_VERSION}" ;;
     kube-apiserver | kube-controller-manager | kube-scheduler | kubectl)
       build "${ROOT}/hack/tools" "k8s.io/kubernetes/cmd/${name}" "${name}" "${KUBE_VERSION}" "$(kube_ldflags)" ;;
     kwok) build "${ROOT}/hack/tools/kwok" sigs.k8s.io/kwok/cmd/kwok kwok "${KWOK_VERSION}" ;;

@@ -1,10 +1,12 @@
 //go:build tools
 
 // Package tools pins the control-plane binaries that hack/build-tools.sh
-// builds for local-up and the end-to-end suite.
+// builds for local-up and the end-to-end suite (etcdutl restores mydb's etcd
+// from a snapshot in the storage guard's e2e test).
 package tools
 
 import (
+	_ "go.etcd.io/etcd/etcdutl/v3"
 	_ "go.etcd.io/etcd/server/v3"
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"

@@ -10,6 +10,7 @@ import (
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
 	"github.com/mydb-dev/mydb/pkg/registry/example/mydatabase"
 	"github.com/mydb-dev/mydb/pkg/registry/example/mydatabasebackup"
+	"github.com/mydb-dev/mydb/pkg/storeguard"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -24,6 +25,9 @@ type Config struct {
 	// quota admission plugin and the controller; the server starts them once
 	// it serves.
 	OwnInformers mydbinformers.SharedInformerFactory
+	// StoreGate, when set, confirms mydb's etcd is the recorded store
+	// after every read that may show objects as absent (pkg/storeguard).
+	StoreGate storeguard.Gate
 }
 
 // Server is mydb's API server.
@@ -35,6 +39,7 @@ type completedConfig struct {
 	GenericConfig genericapiserver.CompletedConfig
 	Controllers   *manager.Config
 	OwnInformers  mydbinformers.SharedInformerFactory
+	StoreGate     storeguard.Gate
 }
 
 // CompletedConfig is a Config with every default filled in; only it can
@@ -49,6 +54,7 @@ func (cfg *Config) Complete() CompletedConfig {
 		GenericConfig: cfg.GenericConfig.Complete(),
 		Controllers:   cfg.Controllers,
 		OwnInformers:  cfg.OwnInformers,
+		StoreGate:     cfg.StoreGate,
 	}}
 }
 
@@ -62,11 +68,15 @@ func (c completedConfig) New() (*Server, error) {
 	apiGroupInfo := genericapiserver.NewDefaultAPIGroupInfo(example.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 	// Bodies whose quantities do not parse are answered with the field paths.
 	apiGroupInfo.NegotiatedSerializer = fieldNamingSerializer{NegotiatedSerializer: Codecs}
-	dbStorage, err := mydatabase.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter)
+	optsGetter := c.GenericConfig.RESTOptionsGetter
+	if c.StoreGate != nil {
+		optsGetter = storeguard.RESTOptionsGetter{RESTOptionsGetter: optsGetter, Gate: c.StoreGate}
+	}
+	dbStorage, err := mydatabase.NewStorage(Scheme, optsGetter)
 	if err != nil {
 		return nil, err
 	}
-	backupStorage, err := mydatabasebackup.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter, dbStorage.MyDatabase)
+	backupStorage, err := mydatabasebackup.NewStorage(Scheme, optsGetter, dbStorage.MyDatabase)
 	if err != nil {
 		return nil, err
 	}

@@ -50,6 +50,9 @@ type Options struct {
 	ComponentGlobalsRegistry basecompatibility.ComponentGlobalsRegistry
 	// Controller are the flags of the in-process MyDatabase controller.
 	Controller *ControllerOptions
+	// StoreGuard are the flags of the guard against an emptied, replaced
+	// or rolled-back etcd.
+	StoreGuard *StoreGuardOptions
 	// AlternateDNS are extra names for the self-signed serving certificate
 	// made when no certificate is given.
 	AlternateDNS []string
@@ -67,6 +70,7 @@ func NewOptions(out, errOut io.Writer) *Options {
 		ServerRun:                genericoptions.NewServerRunOptions(),
 		ComponentGlobalsRegistry: compatibility.DefaultComponentGlobalsRegistry,
 		Controller:               NewControllerOptions(),
+		StoreGuard:               NewStoreGuardOptions(),
 		StdOut:                   out,
 		StdErr:                   errOut,
 	}
@@ -83,6 +87,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	// Also adds the version and feature gate flags of ComponentGlobalsRegistry.
 	o.ServerRun.AddUniversalFlags(fss.FlagSet("server"))
 	o.Controller.AddFlags(fss.FlagSet("controller"))
+	o.StoreGuard.AddFlags(fss.FlagSet("storage guard"))
 	fss.FlagSet("generic").StringSliceVar(&o.AlternateDNS, "alternate-dns", o.AlternateDNS,
 		"Extra DNS names of the self-signed serving certificate made when --tls-cert-file is not set.")
 	return fss
@@ -132,6 +137,7 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.ServerRun.Validate()...)
 	errs = append(errs, o.ComponentGlobalsRegistry.Validate()...)
 	errs = append(errs, o.Controller.Validate(o.RecommendedOptions.CoreAPI != nil)...)
+	errs = append(errs, o.StoreGuard.Validate()...)
 	return utilerrors.NewAggregate(errs)
 }
 
@@ -177,8 +183,18 @@ func (o *Options) Config() (*apiserver.Config, error) {
 		return nil, err
 	}
 	apiserver.AddAuthenticationReadyzCheck(&serverConfig.Config)
+	guard, err := o.StoreGuard.apply(serverConfig, o.RecommendedOptions.Etcd.StorageConfig, serverConfig.ClientConfig)
+	if err != nil {
+		return nil, err
+	}
 	config := &apiserver.Config{GenericConfig: serverConfig, OwnInformers: ownInformers}
 	config.Controllers = o.Controller.ApplyTo(serverConfig.ClientConfig)
+	if guard != nil {
+		config.StoreGate = guard
+		if config.Controllers != nil {
+			config.Controllers.Gate = guard
+		}
+	}
 	return config, nil
 }
 

@@ -56,6 +56,17 @@ type Config struct {
 	Identity string
 	// Databases configures the MyDatabase controller.
 	Databases mydbcontroller.Config
+	// Gate, when set, holds the controllers while mydb's etcd is not the
+	// store the cluster knows (pkg/storeguard): acting on an emptied or
+	// rolled-back store would undo what the cluster holds.
+	Gate Gate
+}
+
+// Gate tells whether the controllers may act.
+type Gate interface {
+	// Verified tells whether they may, and returns a channel closed when
+	// that changes.
+	Verified() (bool, <-chan struct{})
 }
 
 // controller is what the manager needs of each controller it runs.
@@ -238,10 +249,46 @@ func (m *Manager) runElected(ctx context.Context) {
 
 // lead runs one term: the MyDatabase, backup and backup schedule
 // controllers, each with its own workers, until ctx ends or one of them
-// fails, which ends them all and is returned.
+// fails, which ends them all and is returned. While the gate is closed the
+// controllers do not run; they stop when it closes and start anew when it
+// opens.
 func (m *Manager) lead(ctx context.Context) error {
 	m.term.Lock()
 	defer m.term.Unlock()
+	logger := klog.FromContext(ctx)
+	for ctx.Err() == nil {
+		if m.config.Gate == nil {
+			return m.runControllers(ctx)
+		}
+		open, changed := m.config.Gate.Verified()
+		if !open {
+			logger.Info("The controllers wait: mydb's storage is not verified (see /readyz)")
+			select {
+			case <-ctx.Done():
+			case <-changed:
+			}
+			continue
+		}
+		gateCtx, closeGate := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-changed:
+				logger.Info("The controllers stop: mydb's storage is no longer verified (see /readyz)")
+				closeGate()
+			case <-gateCtx.Done():
+			}
+		}()
+		err := m.runControllers(gateCtx)
+		closeGate()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runControllers runs every controller until ctx ends or one fails.
+func (m *Manager) runControllers(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return nil // the term ended before it began
 	}

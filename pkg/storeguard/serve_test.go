@@ -1,0 +1,103 @@
+package storeguard
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/util/sets"
+	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/storage"
+)
+
+// stubGate refuses with err, and counts the confirmations asked of it.
+type stubGate struct {
+	err      error
+	confirms int
+}
+
+func (g *stubGate) Err() error { return g.err }
+func (g *stubGate) Confirm(context.Context) error {
+	g.confirms++
+	return g.err
+}
+
+func TestWithGuardRefusesResourceRequestsButNotDiscovery(t *testing.T) {
+	scheme := runtime.NewScheme()
+	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
+	codecs := serializer.NewCodecFactory(scheme)
+	gate := &stubGate{err: unavailable("mydb's storage holds no store identity")}
+	served := 0
+	handler := WithGuard(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served++ }), gate, "example.com", codecs)
+	resolver := &genericrequest.RequestInfoFactory{APIPrefixes: sets.NewString("apis", "api"), GrouplessAPIPrefixes: sets.NewString("api")}
+
+	do := func(path string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		info, err := resolver.NewRequestInfo(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req = req.WithContext(genericrequest.WithRequestInfo(req.Context(), info))
+		rec := httptest.NewRecorder()
+		handler.ServeHTTP(rec, req)
+		return rec
+	}
+	for _, path := range []string{"/apis/example.com/v1/namespaces/a/mydatabases/x", "/apis/example.com/v1/mydatabases", "/apis/example.com/v1/namespaces/a/mydatabasebackups?watch=true"} {
+		rec := do(path)
+		if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "holds no store identity") {
+			t.Errorf("GET %s while refused: %d %s, want 503 with the reason", path, rec.Code, rec.Body)
+		}
+	}
+	if served != 0 {
+		t.Fatalf("%d refused requests reached the API", served)
+	}
+	for _, path := range []string{"/apis/example.com/v1", "/apis", "/api/v1/namespaces/a/pods"} {
+		if rec := do(path); rec.Code != http.StatusOK {
+			t.Errorf("GET %s while refused: %d, want it served (discovery, other groups)", path, rec.Code)
+		}
+	}
+	gate.err = nil
+	if rec := do("/apis/example.com/v1/mydatabases"); rec.Code != http.StatusOK {
+		t.Errorf("a verified store must be served: %d", rec.Code)
+	}
+}
+
+// emptyStorage answers every get NotFound and every list empty, like a
+// wiped etcd.
+type emptyStorage struct{ storage.Interface }
+
+func (emptyStorage) Get(_ context.Context, key string, _ storage.GetOptions, _ runtime.Object) error {
+	return storage.NewKeyNotFoundError(key, 0)
+}
+func (emptyStorage) GetList(context.Context, string, storage.ListOptions, runtime.Object) error {
+	return nil
+}
+
+func TestGuardedStorageConfirmsReadsThatShowAbsence(t *testing.T) {
+	ctx := context.Background()
+	gate := &stubGate{}
+	s := guardedStorage{Interface: emptyStorage{}, gate: gate}
+	if err := s.Get(ctx, "/mydatabases/a/x", storage.GetOptions{}, nil); !storage.IsNotFound(err) {
+		t.Fatalf("a confirmed NotFound must stay NotFound: %v", err)
+	}
+	if err := s.GetList(ctx, "/mydatabases/a", storage.ListOptions{}, nil); err != nil {
+		t.Fatalf("a confirmed list: %v", err)
+	}
+	if gate.confirms != 2 {
+		t.Fatalf("%d confirmations, want one per read", gate.confirms)
+	}
+	gate.err = unavailable("mydb's storage holds no store identity")
+	if err := s.Get(ctx, "/mydatabases/a/x", storage.GetOptions{}, nil); !apierrors.IsServiceUnavailable(err) {
+		t.Fatalf("a NotFound the store cannot confirm must be a 503: %v", err)
+	}
+	if err := s.GetList(ctx, "/mydatabases/a", storage.ListOptions{}, nil); !apierrors.IsServiceUnavailable(err) {
+		t.Fatalf("a list the store cannot confirm must be a 503: %v", err)
+	}
+}
