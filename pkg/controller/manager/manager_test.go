@@ -165,3 +165,70 @@ func TestLeadReturnsTheFirstFailure(t *testing.T) {
 		t.Errorf("after a failure %d controllers still run; closed: %v", running.Load(), good.closed.Load())
 	}
 }
+
+// switchGate is a gate a test opens and closes.
+type switchGate struct {
+	mu      sync.Mutex
+	open    bool
+	changed chan struct{}
+}
+
+func (g *switchGate) Verified() (bool, <-chan struct{}) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.open, g.changed
+}
+
+func (g *switchGate) set(open bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.open = open
+	close(g.changed)
+	g.changed = make(chan struct{})
+}
+
+// TestClosedGateHoldsTheControllers: while the storage guard's gate is
+// closed no controller runs; one that runs stops when it closes, and new
+// ones start when it opens again.
+func TestClosedGateHoldsTheControllers(t *testing.T) {
+	m, _, _ := testManager(t)
+	gate := &switchGate{changed: make(chan struct{})}
+	m.config.Gate = gate
+	var running, maxSeen, builds atomic.Int32
+	m.build = func(context.Context) (map[string]controller, error) {
+		builds.Add(1)
+		return map[string]controller{"a": &fakeController{running: &running, maxSeen: &maxSeen}}, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- m.lead(ctx) }()
+
+	eventually := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	if builds.Load() != 0 {
+		t.Fatal("controllers were built while the gate was closed")
+	}
+	gate.set(true)
+	eventually("the controllers to run", func() bool { return running.Load() == 1 })
+	gate.set(false)
+	eventually("the controllers to stop", func() bool { return running.Load() == 0 })
+	time.Sleep(100 * time.Millisecond)
+	if builds.Load() != 1 {
+		t.Fatalf("%d builds while closed, want the first one only", builds.Load())
+	}
+	gate.set(true)
+	eventually("the controllers to run again", func() bool { return running.Load() == 1 && builds.Load() == 2 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("lead: %v", err)
+	}
+}
