@@ -85,6 +85,10 @@ type BackupPolicy struct {
 	FinalBackup bool
 }
 
+// DeleteDataFinalizer holds a MyDatabase whose spec.deletionPolicy is
+// Delete until the controller has deleted its claims and credentials.
+const DeleteDataFinalizer = "example.com/delete-data"
+
 // FinalBackupFinalizer holds a MyDatabase whose spec.backup.finalBackup is
 // set until its final backup has succeeded.
 const FinalBackupFinalizer = "example.com/final-backup"

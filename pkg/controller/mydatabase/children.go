@@ -54,6 +54,18 @@ func childMeta(db *examplev1.MyDatabase, name string) metav1.ObjectMeta {
 	}
 }
 
+// dataChildMeta is the metadata of a child that holds what the data needs:
+// the credentials. It carries no owner reference, so the garbage collector
+// never deletes it because its MyDatabase reads as absent (an emptied or
+// rolled-back etcd); the controller deletes it itself when the database is
+// deleted under deletionPolicy Delete (finalize). The claims, made by the
+// StatefulSet, carry none either (its retention policy is Retain).
+func dataChildMeta(db *examplev1.MyDatabase, name string) metav1.ObjectMeta {
+	meta := childMeta(db, name)
+	meta.OwnerReferences = nil
+	return meta
+}
+
 // newSecret returns the credentials Secret with fresh random passwords.
 func newSecret(db *examplev1.MyDatabase) (*corev1.Secret, error) {
 	data := map[string][]byte{
@@ -68,7 +80,7 @@ func newSecret(db *examplev1.MyDatabase) (*corev1.Secret, error) {
 		data[key] = password
 	}
 	return &corev1.Secret{
-		ObjectMeta: childMeta(db, names.Secret(db.Name)),
+		ObjectMeta: dataChildMeta(db, names.Secret(db.Name)),
 		Type:       corev1.SecretTypeOpaque,
 		Immutable:  ptr.To(true),
 		Data:       data,
@@ -128,10 +140,6 @@ func endpoint(db *examplev1.MyDatabase, eng engine.Engine) string {
 }
 
 func newStatefulSet(db *examplev1.MyDatabase, eng engine.Engine, instanceImage string, restore *restoreSource) *appsv1.StatefulSet {
-	whenDeleted := appsv1.RetainPersistentVolumeClaimRetentionPolicyType
-	if db.Spec.DeletionPolicy == examplev1.DeletionPolicyDelete {
-		whenDeleted = appsv1.DeletePersistentVolumeClaimRetentionPolicyType
-	}
 	meta := childMeta(db, names.StatefulSet(db.Name))
 	meta.Labels = versionedLabels(db)
 	return &appsv1.StatefulSet{
@@ -145,11 +153,14 @@ func newStatefulSet(db *examplev1.MyDatabase, eng engine.Engine, instanceImage s
 			// fails must not hold back the others' pods.
 			PodManagementPolicy: appsv1.ParallelPodManagement,
 			UpdateStrategy:      appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType},
-			// Each replica owns its claim; spec.deletionPolicy decides whether
-			// the claims outlive the database. Scaling down keeps them, so
-			// scaling back up finds the data.
+			// The claims are never owned: with WhenDeleted Delete the
+			// StatefulSet would own them, and the garbage collector would
+			// take them with it whenever the MyDatabase reads as absent.
+			// Under deletionPolicy Delete the controller deletes them when
+			// the database is deleted (finalize). Scaling down keeps them,
+			// so scaling back up finds the data.
 			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
-				WhenDeleted: whenDeleted,
+				WhenDeleted: appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
 				WhenScaled:  appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
 			},
 			Template: corev1.PodTemplateSpec{

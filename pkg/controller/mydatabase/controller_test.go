@@ -366,7 +366,15 @@ func TestCreatesChildren(t *testing.T) {
 		string(secret.Data["replication-password"]) == string(secret.Data["superuser-password"]) {
 		t.Errorf("secret passwords are weak or equal")
 	}
-	for _, obj := range []metav1.Object{sts, secret, applied[*corev1.Service](t, actions, "services"), applied[*policyv1.PodDisruptionBudget](t, actions, "poddisruptionbudgets")} {
+	// The credentials name no owner: a MyDatabase that merely reads as
+	// absent may not take them with it.
+	if len(secret.OwnerReferences) != 0 {
+		t.Errorf("the credentials Secret has owner references %+v, want none", secret.OwnerReferences)
+	}
+	if secret.Labels[names.LabelManagedBy] != names.ManagedBy || secret.Labels[names.LabelInstance] != "prod-mysql" {
+		t.Errorf("%s labels %v", secret.Name, secret.Labels)
+	}
+	for _, obj := range []metav1.Object{sts, applied[*corev1.Service](t, actions, "services"), applied[*policyv1.PodDisruptionBudget](t, actions, "poddisruptionbudgets")} {
 		ref := metav1.GetControllerOf(obj)
 		if ref == nil || ref.UID != "uid-1" || ref.Kind != "MyDatabase" || !*ref.BlockOwnerDeletion {
 			t.Errorf("%s has controller reference %+v", obj.GetName(), ref)
@@ -581,14 +589,123 @@ func TestDeletedDatabaseCostsNoWrites(t *testing.T) {
 	}
 }
 
-func TestDeletionPolicyDeleteRemovesClaimsWithTheStatefulSet(t *testing.T) {
+// deleteData is a database with deletionPolicy Delete, as the server
+// stores it: with the finalizer.
+func deleteData(d *examplev1.MyDatabase) {
+	d.Spec.DeletionPolicy = examplev1.DeletionPolicyDelete
+	d.Finalizers = append(d.Finalizers, examplev1.DeleteDataFinalizer)
+}
+
+// dataClaim is a claim the StatefulSet made for replica ordinal of db.
+func dataClaim(db *examplev1.MyDatabase, ordinal int) *corev1.PersistentVolumeClaim {
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("data-%s-%d", db.Name, ordinal), Namespace: db.Namespace,
+			Labels: SelectorLabels(db), UID: types.UID(fmt.Sprintf("claim-%d", ordinal))},
+		Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound},
+	}
+}
+
+// TestClaimsAreNeverOwned: under either policy the StatefulSet keeps its
+// claims unowned, so the garbage collector cannot take them with it.
+func TestClaimsAreNeverOwned(t *testing.T) {
+	for _, policy := range []examplev1.DeletionPolicy{examplev1.DeletionPolicyRetain, examplev1.DeletionPolicyDelete} {
+		f := newFixture(t, []*examplev1.MyDatabase{myDatabase(func(d *examplev1.MyDatabase) {
+			if policy == examplev1.DeletionPolicyDelete {
+				deleteData(d)
+			}
+		})})
+		if err := f.sync(); err != nil {
+			t.Fatal(err)
+		}
+		sts := applied[*appsv1.StatefulSet](t, f.kubeClient.Actions(), "statefulsets")
+		if p := sts.Spec.PersistentVolumeClaimRetentionPolicy; p.WhenDeleted != appsv1.RetainPersistentVolumeClaimRetentionPolicyType ||
+			p.WhenScaled != appsv1.RetainPersistentVolumeClaimRetentionPolicyType {
+			t.Errorf("deletionPolicy %s: claim retention %+v, want Retain for both", policy, p)
+		}
+	}
+}
+
+// TestDeleteDataFinalizerIsAddedToOlderDatabases: a database with
+// deletionPolicy Delete made before the server set the finalizer gets it
+// before anything else is done.
+func TestDeleteDataFinalizerIsAddedToOlderDatabases(t *testing.T) {
 	f := newFixture(t, []*examplev1.MyDatabase{myDatabase(func(d *examplev1.MyDatabase) { d.Spec.DeletionPolicy = examplev1.DeletionPolicyDelete })})
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
-	sts := applied[*appsv1.StatefulSet](t, f.kubeClient.Actions(), "statefulsets")
-	if got := sts.Spec.PersistentVolumeClaimRetentionPolicy.WhenDeleted; got != appsv1.DeletePersistentVolumeClaimRetentionPolicyType {
-		t.Errorf("WhenDeleted = %s, want Delete", got)
+	f.expectWrites(nil, []string{"update mydatabases prod-mysql"})
+	db := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "")
+	if !slices.Contains(db.Finalizers, examplev1.DeleteDataFinalizer) {
+		t.Errorf("finalizers %v, want %s", db.Finalizers, examplev1.DeleteDataFinalizer)
+	}
+}
+
+// TestDeletionDeletesTheDataUnderDeletionPolicyDelete: only a deletion of
+// the MyDatabase itself deletes its claims and credentials, after the
+// StatefulSet, and then lets the database go.
+func TestDeletionDeletesTheDataUnderDeletionPolicyDelete(t *testing.T) {
+	db, children, instances := convergedState(t, myDatabase(deleteData))
+	deleting := db.DeepCopy()
+	deleting.DeletionTimestamp = &metav1.Time{Time: now}
+	// Another database's claim and a foreign claim with a matching name
+	// are not this database's.
+	other := dataClaim(myDatabase(func(d *examplev1.MyDatabase) { d.Name = "other" }), 0)
+	children = append(children, dataClaim(db, 0), dataClaim(db, 1), dataClaim(db, 2), other)
+	f := newFixture(t, []*examplev1.MyDatabase{deleting}, children...)
+	f.instances = instances
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.expectWrites([]string{
+		"delete statefulsets prod-mysql",
+		"delete persistentvolumeclaims data-prod-mysql-0",
+		"delete persistentvolumeclaims data-prod-mysql-1",
+		"delete persistentvolumeclaims data-prod-mysql-2",
+		"delete secrets prod-mysql-credentials",
+	}, []string{"update mydatabases prod-mysql"})
+	if got := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "").Finalizers; slices.Contains(got, examplev1.DeleteDataFinalizer) {
+		t.Errorf("finalizers %v: the data is gone, the database must be let go", got)
+	}
+}
+
+// TestDeletionWaitsForTheFinalBackup: the final backup reads the data, so
+// nothing is deleted while its finalizer holds the database.
+func TestDeletionWaitsForTheFinalBackup(t *testing.T) {
+	db, children, instances := convergedState(t, myDatabase(deleteData))
+	deleting := db.DeepCopy()
+	deleting.DeletionTimestamp = &metav1.Time{Time: now}
+	deleting.Finalizers = append(deleting.Finalizers, examplev1.FinalBackupFinalizer)
+	f := newFixture(t, []*examplev1.MyDatabase{deleting}, append(children, dataClaim(db, 0))...)
+	f.instances = instances
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.expectWrites(nil, nil)
+}
+
+// TestOwnedSecretOfAnOlderVersionIsAdopted: a Secret an older mydb made
+// with an owner reference, to this database or to an earlier one of its
+// name (lost with its etcd and made again), loses the reference and is
+// kept as it is.
+func TestOwnedSecretOfAnOlderVersionIsAdopted(t *testing.T) {
+	for name, uid := range map[string]types.UID{"same database": "uid-1", "recreated database": "uid-old"} {
+		t.Run(name, func(t *testing.T) {
+			db, children, instances := convergedState(t, myDatabase())
+			secret := findObject[*corev1.Secret](children).DeepCopy()
+			secret.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(
+				myDatabase(func(d *examplev1.MyDatabase) { d.UID = uid }), examplev1.SchemeGroupVersion.WithKind("MyDatabase"))}
+			children = append(without[*corev1.Secret](children), secret)
+			f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
+			f.instances = instances
+			if err := f.sync(); err != nil {
+				t.Fatal(err)
+			}
+			f.expectWrites([]string{"update secrets prod-mysql-credentials"}, nil)
+			got := updated[*corev1.Secret](t, f.kubeClient.Actions(), "secrets", "")
+			if len(got.OwnerReferences) != 0 || string(got.Data["password"]) != string(secret.Data["password"]) {
+				t.Errorf("adopted Secret: owners %+v, same password %t", got.OwnerReferences, string(got.Data["password"]) == string(secret.Data["password"]))
+			}
+		})
 	}
 }
 

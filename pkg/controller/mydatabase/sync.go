@@ -3,8 +3,10 @@ package mydatabase
 import (
 	"context"
 	"fmt"
-	"github.com/mydb-dev/mydb/pkg/names"
+	"slices"
 	"sort"
+
+	"github.com/mydb-dev/mydb/pkg/names"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/engine"
@@ -14,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -58,7 +61,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		return err
 	}
 	if db.DeletionTimestamp != nil {
-		return nil
+		return c.finalize(ctx, db)
 	}
 	eng, ok := engine.Lookup(string(db.Spec.Engine))
 	if !ok {
@@ -67,6 +70,12 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	}
 	if db.Annotations[names.PausedAnnotation] == "true" {
 		return c.updateStatus(ctx, db, eng, nil, findings{}, true)
+	}
+
+	if db.Spec.DeletionPolicy == examplev1.DeletionPolicyDelete && !slices.Contains(db.Finalizers, examplev1.DeleteDataFinalizer) {
+		// Made before the server set the finalizer: without it, deleting
+		// the database would leave its data behind.
+		return c.setFinalizers(ctx, db, append(slices.Clone(db.Finalizers), examplev1.DeleteDataFinalizer))
 	}
 
 	var f findings
@@ -135,8 +144,7 @@ func (c *Controller) owned(db *examplev1.MyDatabase, child metav1.Object, kind s
 func (c *Controller) reconcileSecret(ctx context.Context, db *examplev1.MyDatabase, f *findings) error {
 	existing, err := c.secretLister.Secrets(db.Namespace).Get(names.Secret(db.Name))
 	if err == nil {
-		c.owned(db, existing, "Secret", f)
-		return nil
+		return c.adoptSecret(ctx, db, existing, f)
 	}
 	if !apierrors.IsNotFound(err) {
 		return err
@@ -166,14 +174,121 @@ func (c *Controller) reconcileSecret(ctx context.Context, db *examplev1.MyDataba
 		if err != nil {
 			return err
 		}
-		c.owned(db, existing, "Secret", f)
-		return nil
+		return c.adoptSecret(ctx, db, existing, f)
 	}
 	if err != nil {
 		return err
 	}
 	c.recorder.Eventf(db, corev1.EventTypeNormal, ReasonCreated, "Created Secret %q", secret.Name)
 	return nil
+}
+
+// ownsData tells whether a child that carries no owner reference (the
+// credentials, a claim) is db's: labelled as mydb's for a database of that
+// name, and controlled by nothing but a MyDatabase of that name. The UID
+// is not compared: a database recreated after its etcd was lost finds its
+// data again.
+func ownsData(db *examplev1.MyDatabase, child metav1.Object) bool {
+	l := child.GetLabels()
+	if l[names.LabelManagedBy] != names.ManagedBy || l[names.LabelInstance] != db.Name {
+		return false
+	}
+	ref := metav1.GetControllerOf(child)
+	return ref == nil || isMyDatabaseRef(*ref, db.Name)
+}
+
+func isMyDatabaseRef(ref metav1.OwnerReference, name string) bool {
+	return ref.Kind == "MyDatabase" && ref.APIVersion == examplev1.SchemeGroupVersion.String() && ref.Name == name
+}
+
+// adoptSecret keeps db's credentials, and drops owner references to a
+// MyDatabase that older versions of mydb set (the garbage collector would
+// delete the Secret whenever the database reads as absent, or when it is
+// recreated with a new UID). Someone else's Secret is a conflict.
+func (c *Controller) adoptSecret(ctx context.Context, db *examplev1.MyDatabase, secret *corev1.Secret, f *findings) error {
+	if !ownsData(db, secret) {
+		c.owned(db, secret, "Secret", f)
+		return nil
+	}
+	refs := slices.DeleteFunc(slices.Clone(secret.OwnerReferences), func(ref metav1.OwnerReference) bool { return isMyDatabaseRef(ref, db.Name) })
+	if len(refs) == len(secret.OwnerReferences) {
+		return nil
+	}
+	updated := secret.DeepCopy()
+	updated.OwnerReferences = refs
+	if _, err := c.kubeClient.CoreV1().Secrets(db.Namespace).Update(ctx, updated, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+		return err
+	}
+	c.recorder.Eventf(db, corev1.EventTypeNormal, ReasonUpdated, "Secret %q no longer names an owner: only deleting the database deletes it", secret.Name)
+	return nil
+}
+
+// finalize deletes, for a database deleted under deletionPolicy Delete,
+// what the garbage collector does not: its claims and its credentials.
+// The StatefulSet goes first, so the claims are not held by running pods;
+// a final backup, which reads the data, must have finished before.
+func (c *Controller) finalize(ctx context.Context, db *examplev1.MyDatabase) error {
+	if !slices.Contains(db.Finalizers, examplev1.DeleteDataFinalizer) ||
+		slices.Contains(db.Finalizers, examplev1.FinalBackupFinalizer) {
+		// Nothing to delete, or not yet: the final backup's finalizer
+		// going is an update that requeues the database.
+		return nil
+	}
+	logger := klog.FromContext(ctx)
+	preconditions := func(uid types.UID) metav1.DeleteOptions {
+		return metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
+	}
+	sts, err := c.stsLister.StatefulSets(db.Namespace).Get(names.StatefulSet(db.Name))
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if sts != nil && metav1.IsControlledBy(sts, db) {
+		err := c.kubeClient.AppsV1().StatefulSets(db.Namespace).Delete(ctx, sts.Name, preconditions(sts.UID))
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	claims, err := c.pvcLister.PersistentVolumeClaims(db.Namespace).List(labels.SelectorFromSet(SelectorLabels(db)))
+	if err != nil {
+		return err
+	}
+	sort.Slice(claims, func(i, j int) bool { return claims[i].Name < claims[j].Name })
+	deleted := 0
+	for _, claim := range claims {
+		if !ownsData(db, claim) {
+			continue
+		}
+		err := c.kubeClient.CoreV1().PersistentVolumeClaims(db.Namespace).Delete(ctx, claim.Name, preconditions(claim.UID))
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		deleted++
+	}
+	secret, err := c.secretLister.Secrets(db.Namespace).Get(names.Secret(db.Name))
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if secret != nil && ownsData(db, secret) {
+		err := c.kubeClient.CoreV1().Secrets(db.Namespace).Delete(ctx, secret.Name, preconditions(secret.UID))
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	logger.V(2).Info("Deleted the database's data (deletionPolicy Delete)", "claims", deleted)
+	c.recorder.Eventf(db, corev1.EventTypeNormal, ReasonDeleted,
+		"Deleted %d PersistentVolumeClaims and the credentials (deletionPolicy Delete)", deleted)
+	return c.setFinalizers(ctx, db, slices.DeleteFunc(slices.Clone(db.Finalizers), func(f string) bool { return f == examplev1.DeleteDataFinalizer }))
+}
+
+// setFinalizers writes db's finalizers through the main resource.
+func (c *Controller) setFinalizers(ctx context.Context, db *examplev1.MyDatabase, finalizers []string) error {
+	updated := db.DeepCopy()
+	updated.Finalizers = finalizers
+	_, err := c.mydbClient.ExampleV1().MyDatabases(db.Namespace).Update(ctx, updated, metav1.UpdateOptions{FieldManager: FieldManager})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
 }
 
 func (c *Controller) reconcileStatefulSet(ctx context.Context, db *examplev1.MyDatabase, eng engine.Engine, f *findings) (*appsv1.StatefulSet, error) {

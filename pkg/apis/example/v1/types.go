@@ -40,11 +40,18 @@ type DeletionPolicy string
 // The deletion policies.
 const (
 	// DeletionPolicyRetain keeps the PersistentVolumeClaims (and so the data)
-	// after the MyDatabase is deleted, like a StatefulSet does.
+	// and the credentials Secret after the MyDatabase is deleted.
 	DeletionPolicyRetain DeletionPolicy = "Retain"
-	// DeletionPolicyDelete deletes the PersistentVolumeClaims with the MyDatabase.
+	// DeletionPolicyDelete deletes the PersistentVolumeClaims and the
+	// credentials Secret with the MyDatabase.
 	DeletionPolicyDelete DeletionPolicy = "Delete"
 )
+
+// DeleteDataFinalizer holds a MyDatabase whose spec.deletionPolicy is
+// Delete until the controller has deleted its claims and credentials,
+// which carry no owner reference: the garbage collector would delete them
+// whenever their owner merely reads as absent (an emptied etcd, say).
+const DeleteDataFinalizer = "example.com/delete-data"
 
 // Condition types of a MyDatabase.
 const (
@@ -120,9 +127,11 @@ type MyDatabaseSpec struct {
 	// +optional
 	Resources corev1.ResourceRequirements `json:"resources,omitempty" protobuf:"bytes,6,opt,name=resources"`
 
-	// DeletionPolicy says what happens to the replicas' volumes when the
-	// MyDatabase is deleted: "Retain" (the default) keeps them, "Delete"
-	// deletes them.
+	// DeletionPolicy says what happens to the replicas' volumes and the
+	// credentials Secret when the MyDatabase is deleted: "Retain" (the
+	// default) keeps them, "Delete" deletes them (the server holds the
+	// MyDatabase with the example.com/delete-data finalizer until they are
+	// gone).
 	// +optional
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty" protobuf:"bytes,7,opt,name=deletionPolicy,casttype=DeletionPolicy"`
 

@@ -70,6 +70,7 @@ func (strategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
 	db.Generation = 1
 	examplev1.SetDefaultResources(&db.Spec.Resources)
 	syncFinalBackupFinalizer(db)
+	syncDeleteDataFinalizer(db)
 }
 
 // PrepareForUpdate keeps the stored status and bumps the generation when,
@@ -85,6 +86,23 @@ func (strategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	// finalizer by hand) lets the database go.
 	if db.DeletionTimestamp == nil {
 		syncFinalBackupFinalizer(db)
+	}
+	// A user may still choose to keep the data while the deletion waits.
+	if db.DeletionTimestamp == nil || db.Spec.DeletionPolicy != example.DeletionPolicyDelete {
+		syncDeleteDataFinalizer(db)
+	}
+}
+
+// syncDeleteDataFinalizer holds a database with deletionPolicy Delete
+// until the controller deleted its data, which nothing else deletes.
+func syncDeleteDataFinalizer(db *example.MyDatabase) {
+	want := db.Spec.DeletionPolicy == example.DeletionPolicyDelete
+	has := slices.Contains(db.Finalizers, example.DeleteDataFinalizer)
+	switch {
+	case want && !has:
+		db.Finalizers = append(db.Finalizers, example.DeleteDataFinalizer)
+	case !want && has:
+		db.Finalizers = slices.DeleteFunc(slices.Clone(db.Finalizers), func(f string) bool { return f == example.DeleteDataFinalizer })
 	}
 }
 

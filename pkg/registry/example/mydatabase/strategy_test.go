@@ -261,3 +261,40 @@ func TestFinalBackupFinalizer(t *testing.T) {
 		t.Errorf("the finalizer came back during deletion: %v", removedByHand.Finalizers)
 	}
 }
+
+func TestDeleteDataFinalizer(t *testing.T) {
+	s := newStrategy(t)
+	withDelete := func(d *example.MyDatabase) { d.Spec.DeletionPolicy = example.DeletionPolicyDelete }
+
+	db := myDatabase(withDelete)
+	s.PrepareForCreate(context.Background(), db)
+	if fmt.Sprint(db.Finalizers) != "[example.com/delete-data]" {
+		t.Errorf("finalizers on create %v", db.Finalizers)
+	}
+	retain := myDatabase()
+	s.PrepareForCreate(context.Background(), retain)
+	if len(retain.Finalizers) != 0 {
+		t.Errorf("a database that keeps its data got finalizers %v", retain.Finalizers)
+	}
+
+	kept := myDatabase(func(d *example.MyDatabase) { d.Finalizers = []string{"other", example.DeleteDataFinalizer} })
+	s.PrepareForUpdate(context.Background(), kept, myDatabase(withDelete))
+	if fmt.Sprint(kept.Finalizers) != "[other]" {
+		t.Errorf("turning to Retain left finalizers %v", kept.Finalizers)
+	}
+
+	// While the deletion waits, the controller removes the finalizer once
+	// the data is gone; a user may still switch to Retain and keep it.
+	now := metav1.Now()
+	deleting := func(d *example.MyDatabase) { d.DeletionTimestamp = &now }
+	done := myDatabase(withDelete, deleting)
+	s.PrepareForUpdate(context.Background(), done, myDatabase(withDelete, deleting))
+	if len(done.Finalizers) != 0 {
+		t.Errorf("the finalizer came back during deletion: %v", done.Finalizers)
+	}
+	changedMind := myDatabase(deleting, func(d *example.MyDatabase) { d.Finalizers = []string{example.DeleteDataFinalizer} })
+	s.PrepareForUpdate(context.Background(), changedMind, myDatabase(withDelete, deleting))
+	if len(changedMind.Finalizers) != 0 {
+		t.Errorf("switching to Retain during deletion left finalizers %v", changedMind.Finalizers)
+	}
+}
