@@ -92,7 +92,9 @@ func TestControllerLifecycle(t *testing.T) {
 		return nil
 	})
 
-	// Deleting the database lets the garbage collector remove its children.
+	// Deleting the database lets the garbage collector remove its children
+	// but the data: under deletionPolicy Retain the claims and the
+	// credentials they need stay (neither names an owner).
 	mustKubectl(t, "", "delete", "mdb", "prod-mysql", "-n", ns, "--wait=true")
 	eventually(t, reconcileTimeout, func() error {
 		if _, err := kube.AppsV1().StatefulSets(ns).Get(ctx, "prod-mysql", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -103,11 +105,14 @@ func TestControllerLifecycle(t *testing.T) {
 				return fmt.Errorf("service %s still there: %v", name, err)
 			}
 		}
-		if _, err := kube.CoreV1().Secrets(ns).Get(ctx, "prod-mysql-credentials", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("secret still there: %v", err)
-		}
 		return nil
 	})
+	if _, err := kube.CoreV1().Secrets(ns).Get(ctx, "prod-mysql-credentials", metav1.GetOptions{}); err != nil {
+		t.Errorf("the credentials of a database deleted under Retain must stay: %v", err)
+	}
+	if _, err := kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-prod-mysql-0", metav1.GetOptions{}); err != nil {
+		t.Errorf("the claims of a database deleted under Retain must stay: %v", err)
+	}
 }
 
 func TestPostgresChildren(t *testing.T) {

@@ -856,7 +856,7 @@ func schema_pkg_apis_example_v1_MyDatabaseSpec(ref common.ReferenceCallback) com
 					},
 					"deletionPolicy": {
 						SchemaProps: spec.SchemaProps{
-							Description: "DeletionPolicy says what happens to the replicas' volumes when the MyDatabase is deleted: \"Retain\" (the default) keeps them, \"Delete\" deletes them.\n\nPossible enum values:\n - `\"Delete\"` deletes the PersistentVolumeClaims with the MyDatabase.\n - `\"Retain\"` keeps the PersistentVolumeClaims (and so the data) after the MyDatabase is deleted, like a StatefulSet does.",
+							Description: "DeletionPolicy says what happens to the replicas' volumes and the credentials Secret when the MyDatabase is deleted: \"Retain\" (the default) keeps them, \"Delete\" deletes them (the server holds the MyDatabase with the example.com/delete-data finalizer until they are gone).\n\nPossible enum values:\n - `\"Delete\"` deletes the PersistentVolumeClaims and the credentials Secret with the MyDatabase.\n - `\"Retain\"` keeps the PersistentVolumeClaims (and so the data) and the credentials Secret after the MyDatabase is deleted.",
 							Type:        []string{"string"},
 							Format:      "",
 							Enum:        []interface{}{"Delete", "Retain"},

@@ -50,9 +50,11 @@ type MyDatabaseSpecApplyConfiguration struct {
 	// Defaults to requests of 250m CPU and 512Mi memory and limits of 1 CPU
 	// and 1Gi memory.
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
-	// DeletionPolicy says what happens to the replicas' volumes when the
-	// MyDatabase is deleted: "Retain" (the default) keeps them, "Delete"
-	// deletes them.
+	// DeletionPolicy says what happens to the replicas' volumes and the
+	// credentials Secret when the MyDatabase is deleted: "Retain" (the
+	// default) keeps them, "Delete" deletes them (the server holds the
+	// MyDatabase with the example.com/delete-data finalizer until they are
+	// gone).
 	DeletionPolicy *examplev1.DeletionPolicy `json:"deletionPolicy,omitempty"`
 	// Backup schedules backups of the database. No backups are taken on a
 	// schedule when it is empty; POST .../backup takes one at any time.
