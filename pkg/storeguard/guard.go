@@ -185,7 +185,7 @@ func (g *Guard) Confirm(ctx context.Context) error {
 		return unavailable(fmt.Sprintf("mydb cannot confirm its storage is the one %s names: %v", g.record, err))
 	}
 	if problem := compare(state.Marker, verified, "mydb's last check found"); problem != "" {
-		g.trip(ctx, problem, true)
+		g.trip(ctx, problem+g.acceptHint(state.Marker), true)
 		return g.Err()
 	}
 	return nil
@@ -243,13 +243,18 @@ func (g *Guard) Check(ctx context.Context) {
 		g.accept(ctx, rec, state)
 	default:
 		if problem := compare(state.Marker, &rec.Marker, "the record "+g.record.String()+" names"); problem != "" {
-			g.trip(ctx, problem+fmt.Sprintf("; if this storage is meant to be the one, accept it: "+
-				"kubectl annotate %s %s=%s --overwrite (docs/operations.md)", g.record.KubectlArgs(), AcceptAnnotation, Token(state.Marker)), true)
+			g.trip(ctx, problem+g.acceptHint(state.Marker), true)
 			return
 		}
 		g.pass(ctx, state)
 		g.advance(ctx, rec, state)
 	}
+}
+
+// acceptHint tells the operator how to accept the store holding m.
+func (g *Guard) acceptHint(m *Marker) string {
+	return fmt.Sprintf("; if this storage is meant to be the one, accept it: kubectl annotate %s %s=%s --overwrite (docs/operations.md)",
+		g.record.KubectlArgs(), AcceptAnnotation, Token(m))
 }
 
 // initialize gives a new store its identity: neither it nor the record

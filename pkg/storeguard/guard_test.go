@@ -302,7 +302,8 @@ func TestConfirmCatchesAStoreSwappedBetweenChecks(t *testing.T) {
 	}
 	_, changed := g.Verified()
 	r.store.wipe()
-	if err := g.Confirm(ctx); !apierrors.IsServiceUnavailable(err) || !strings.Contains(err.Error(), "holds no store identity") {
+	if err := g.Confirm(ctx); !apierrors.IsServiceUnavailable(err) || !strings.Contains(err.Error(), "holds no store identity") ||
+		!strings.Contains(err.Error(), AcceptAnnotation+"=empty") {
 		t.Fatalf("Confirm on a wiped store: %v, want 503 saying why", err)
 	}
 	mustRefuse(t, g, "holds no store identity")

@@ -35,8 +35,9 @@ func WithGuard(handler http.Handler, gate Gate, group string, codecs runtime.Neg
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		info, ok := genericrequest.RequestInfoFrom(req.Context())
 		if ok && info.IsResourceRequest && info.APIGroup == group {
+			// No Retry-After: client-go would retry in silence, and the
+			// reason would never reach a user.
 			if err := gate.Err(); err != nil {
-				w.Header().Set("Retry-After", "10")
 				responsewriters.ErrorNegotiated(err, codecs, schema.GroupVersion{Group: info.APIGroup, Version: info.APIVersion}, w, req)
 				return
 			}

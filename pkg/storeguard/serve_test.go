@@ -54,6 +54,9 @@ func TestWithGuardRefusesResourceRequestsButNotDiscovery(t *testing.T) {
 		if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "holds no store identity") {
 			t.Errorf("GET %s while refused: %d %s, want 503 with the reason", path, rec.Code, rec.Body)
 		}
+		if rec.Header().Get("Retry-After") != "" {
+			t.Errorf("GET %s while refused: Retry-After makes clients retry in silence instead of showing the reason", path)
+		}
 	}
 	if served != 0 {
 		t.Fatalf("%d refused requests reached the API", served)
