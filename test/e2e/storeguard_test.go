@@ -151,7 +151,7 @@ func TestStorageGuardAgainstAWipedAndRolledBackEtcd(t *testing.T) {
 	accepted := time.Now()
 	mustKubectl(t, "", "annotate", "-n", storeRecordNamespace, "configmap/"+storeRecordName, storeguard.AcceptAnnotation+"="+token, "--overwrite")
 	waitServed(t, direct, dbs, count, 2*time.Minute)
-	t.Logf("restore (--bump-revision): mydb served again %s after the acceptance", time.Since(accepted).Round(100*time.Millisecond))
+	t.Logf("restore (--bump-revision): mydb ready and serving again %s after the acceptance", time.Since(accepted).Round(100*time.Millisecond))
 	if got := waitAllReady(t, dbs, count, reconcileTimeout); !equalUIDs(got, dbUIDs) {
 		t.Errorf("the databases after the restore are not the ones before: %v, want %v", got, dbUIDs)
 	}
@@ -176,6 +176,7 @@ func TestStorageGuardAgainstAWipedAndRolledBackEtcd(t *testing.T) {
 	tripped = waitRefused(t, mydb, ns, count, "rolled back", time.Minute)
 	t.Logf("rollback without --bump-revision: refused %s after etcd started: %s", tripped.Round(100*time.Millisecond), lastRefusal)
 	assertUnready(t, direct, "rolled back")
+	accepted = time.Now()
 	mustKubectl(t, "", "annotate", "-n", storeRecordNamespace, "configmap/"+storeRecordName,
 		storeguard.AcceptAnnotation+"="+acceptToken(t, lastRefusal), "--overwrite")
 	// Revisions went back: mydb's watch cache must start anew.
@@ -183,6 +184,7 @@ func TestStorageGuardAgainstAWipedAndRolledBackEtcd(t *testing.T) {
 	server.stop(t)
 	server.start(t)
 	waitServed(t, direct, dbs, count, 2*time.Minute)
+	t.Logf("rollback without --bump-revision: accepted, mydb restarted, ready and serving %s after the acceptance", time.Since(accepted).Round(100*time.Millisecond))
 	if got := waitAllReady(t, dbs, count, reconcileTimeout); !equalUIDs(got, dbUIDs) {
 		t.Errorf("the databases after the second restore are not the ones before: %v", got)
 	}
@@ -285,13 +287,18 @@ func assertMismatchEvent(t *testing.T, kube kubernetes.Interface) {
 	})
 }
 
-// waitServed waits until mydb's guard passes and it lists every database.
+// waitServed waits until mydb is ready again (the guard passes, and the
+// informers of its admission plugins and controllers synced anew) and it
+// lists every database.
 func waitServed(t *testing.T, direct *rest.Config, dbs interface {
 	List(context.Context, metav1.ListOptions) (*examplev1.MyDatabaseList, error)
 }, count int, timeout time.Duration) {
 	t.Helper()
 	eventually(t, timeout, func() error {
 		if err := guardSays(direct, ""); err != nil {
+			return err
+		}
+		if err := ready(direct); err != nil {
 			return err
 		}
 		list, err := dbs.List(context.Background(), metav1.ListOptions{})
