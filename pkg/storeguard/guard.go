@@ -239,15 +239,18 @@ func (g *Guard) Check(ctx context.Context) {
 		}
 		g.record.Event("Normal", ReasonStoreRecorded, fmt.Sprintf("Recorded store %s at sequence %d again: the record was missing", state.Marker.UID, state.Marker.Sequence))
 		g.pass(ctx, state)
-	case rec.Accept != "":
-		g.accept(ctx, rec, state)
 	default:
-		if problem := compare(state.Marker, &rec.Marker, "the record "+g.record.String()+" names"); problem != "" {
+		problem := compare(state.Marker, &rec.Marker, "the record "+g.record.String()+" names")
+		switch {
+		case problem == "":
+			// An acceptance of a store that needs none changes nothing.
+			g.pass(ctx, state)
+			g.advance(ctx, rec, state)
+		case rec.Accept != "":
+			g.accept(ctx, rec, state)
+		default:
 			g.trip(ctx, problem+g.acceptHint(state.Marker), true)
-			return
 		}
-		g.pass(ctx, state)
-		g.advance(ctx, rec, state)
 	}
 }
 

@@ -363,3 +363,13 @@ func TestALostRecordIsWrittenAgain(t *testing.T) {
 		t.Fatalf("the record %+v must name the store %s again", rec, uid)
 	}
 }
+
+func TestAStrayAcceptanceDoesNotRefuseAGoodStore(t *testing.T) {
+	ctx := context.Background()
+	r := newRig()
+	g := r.guard()
+	g.Check(ctx)
+	r.annotate(t, "some-uid@3")
+	g.Check(ctx)
+	mustServe(t, g)
+}
