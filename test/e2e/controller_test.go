@@ -11,6 +11,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -291,5 +292,66 @@ func TestLostCredentialsAreNeverRemade(t *testing.T) {
 		t.Errorf("a new Secret %s replaced the deleted %s", s.UID, uid)
 	} else if !apierrors.IsNotFound(err) {
 		t.Fatal(err)
+	}
+}
+
+// TestDataHasNoOwnerAndGoesOnlyWithItsDatabase: the claims and the
+// credentials name no owner, so the garbage collector can never take them;
+// deleting a database with deletionPolicy Delete deletes them (through the
+// example.com/delete-data finalizer), and a database with Retain made again
+// under its old name finds the same Secret.
+func TestDataHasNoOwnerAndGoesOnlyWithItsDatabase(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	kube := kubeClient(t)
+	manifest := func(name, policy string) string {
+		return "apiVersion: example.com/v1\nkind: MyDatabase\nmetadata:\n  name: " + name +
+			"\nspec:\n  engine: postgres\n  storageSize: 1Gi\n  deletionPolicy: " + policy + "\n"
+	}
+	data := func(name string) (*corev1.PersistentVolumeClaim, *corev1.Secret, error) {
+		claim, err := kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-"+name+"-0", metav1.GetOptions{})
+		if err != nil {
+			return nil, nil, err
+		}
+		secret, err := kube.CoreV1().Secrets(ns).Get(ctx, name+"-credentials", metav1.GetOptions{})
+		return claim, secret, err
+	}
+	for _, name := range []string{"doomed", "kept"} {
+		policy := map[string]string{"doomed": "Delete", "kept": "Retain"}[name]
+		mustKubectl(t, manifest(name, policy), "apply", "-n", ns, "-f", "-")
+		eventually(t, reconcileTimeout, func() error {
+			claim, secret, err := data(name)
+			if err != nil {
+				return err
+			}
+			if len(claim.OwnerReferences) != 0 || len(secret.OwnerReferences) != 0 {
+				return fmt.Errorf("%s: claim owners %v, Secret owners %v: want none", name, claim.OwnerReferences, secret.OwnerReferences)
+			}
+			return nil
+		})
+	}
+	if got := mustKubectl(t, "", "get", "mdb/doomed", "-n", ns, "-o", "jsonpath={.metadata.finalizers}"); !strings.Contains(got, "example.com/delete-data") {
+		t.Errorf("finalizers of a Delete database %s", got)
+	}
+	_, keptSecret, _ := data("kept")
+
+	mustKubectl(t, "", "delete", "mdb/doomed", "mdb/kept", "-n", ns, "--timeout=2m")
+	eventually(t, reconcileTimeout, func() error {
+		if _, err := kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-doomed-0", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("the claim of a database deleted under Delete is still there: %v", err)
+		}
+		if _, err := kube.CoreV1().Secrets(ns).Get(ctx, "doomed-credentials", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("the Secret of a database deleted under Delete is still there: %v", err)
+		}
+		return nil
+	})
+	if _, _, err := data("kept"); err != nil {
+		t.Fatalf("the data of a database deleted under Retain: %v", err)
+	}
+
+	mustKubectl(t, manifest("kept", "Retain"), "apply", "-n", ns, "-f", "-")
+	mustKubectl(t, "", "wait", "--for=condition=Ready", "mdb/kept", "-n", ns, "--timeout=3m")
+	if _, secret, err := data("kept"); err != nil || secret.UID != keptSecret.UID {
+		t.Errorf("the database made again: Secret %v, err %v; want the old one %s", secret.UID, err, keptSecret.UID)
 	}
 }
