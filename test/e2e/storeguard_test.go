@@ -109,8 +109,8 @@ func TestStorageGuardAgainstAWipedAndRolledBackEtcd(t *testing.T) {
 	}
 	etcd.start(t)
 	emptyAt := time.Now()
-	tripped := waitRefused(t, mydb, ns, count, "holds no store identity", time.Minute)
-	t.Logf("wipe: mydb refused its resources %s after the empty etcd started: %s", tripped.Round(100*time.Millisecond), lastRefusal)
+	tripped, refusal := waitRefused(t, mydb, ns, count, "holds no store identity", time.Minute)
+	t.Logf("wipe: mydb refused its resources %s after the empty etcd started: %s", tripped.Round(100*time.Millisecond), refusal)
 	assertUnready(t, direct, "holds no store identity")
 	assertMismatchEvent(t, kube)
 
@@ -143,8 +143,8 @@ func TestStorageGuardAgainstAWipedAndRolledBackEtcd(t *testing.T) {
 	etcd.stop(t)
 	restoreSnapshot(t, etcd, snapshot, true)
 	etcd.start(t)
-	waitRefused(t, mydb, ns, count, "rolled back", time.Minute)
-	token := acceptToken(t, lastRefusal)
+	_, refusal = waitRefused(t, mydb, ns, count, "rolled back", time.Minute)
+	token := acceptToken(t, refusal)
 	if want := storeguard.Token(&storeguard.Marker{UID: recorded.UID, Sequence: inSnapshot}); token != want {
 		t.Errorf("the refusal names the store %q, want %q (the snapshot's)", token, want)
 	}
@@ -173,12 +173,12 @@ func TestStorageGuardAgainstAWipedAndRolledBackEtcd(t *testing.T) {
 	etcd.stop(t)
 	restoreSnapshot(t, etcd, older, false)
 	etcd.start(t)
-	tripped = waitRefused(t, mydb, ns, count, "rolled back", time.Minute)
-	t.Logf("rollback without --bump-revision: refused %s after etcd started: %s", tripped.Round(100*time.Millisecond), lastRefusal)
+	tripped, refusal = waitRefused(t, mydb, ns, count, "rolled back", time.Minute)
+	t.Logf("rollback without --bump-revision: refused %s after etcd started: %s", tripped.Round(100*time.Millisecond), refusal)
 	assertUnready(t, direct, "rolled back")
 	accepted = time.Now()
 	mustKubectl(t, "", "annotate", "-n", storeRecordNamespace, "configmap/"+storeRecordName,
-		storeguard.AcceptAnnotation+"="+acceptToken(t, lastRefusal), "--overwrite")
+		storeguard.AcceptAnnotation+"="+acceptToken(t, refusal), "--overwrite")
 	// Revisions went back: mydb's watch cache must start anew.
 	eventually(t, time.Minute, func() error { return guardSays(direct, "") })
 	server.stop(t)
@@ -191,9 +191,6 @@ func TestStorageGuardAgainstAWipedAndRolledBackEtcd(t *testing.T) {
 	assertSameChildren(t, kube, ns, before)
 }
 
-// lastRefusal is the message of the last 503 waitRefused saw.
-var lastRefusal string
-
 // refusedWith tells whether err is a 503 whose message says want.
 func refusedWith(err error, want string) bool {
 	return apierrors.IsServiceUnavailable(err) && strings.Contains(err.Error(), want)
@@ -202,8 +199,8 @@ func refusedWith(err error, want string) bool {
 // waitRefused polls mydb's resources through the aggregator until they are
 // refused with want, and fails if any list meanwhile answers with fewer
 // databases than there are: that is what the garbage collector must never
-// see. It returns how long the refusal took.
-func waitRefused(t *testing.T, mydb clientset.Interface, ns string, count int, want string, timeout time.Duration) time.Duration {
+// see. It returns how long the refusal took, and its message.
+func waitRefused(t *testing.T, mydb clientset.Interface, ns string, count int, want string, timeout time.Duration) (time.Duration, string) {
 	t.Helper()
 	start := time.Now()
 	for {
@@ -212,8 +209,7 @@ func waitRefused(t *testing.T, mydb clientset.Interface, ns string, count int, w
 		case err == nil && len(list.Items) < count:
 			t.Fatalf("mydb served %d of %d databases from a changed etcd", len(list.Items), count)
 		case refusedWith(err, want):
-			lastRefusal = err.Error()
-			return time.Since(start)
+			return time.Since(start), err.Error()
 		}
 		if _, err := mydb.ExampleV1().MyDatabases(ns).Get(context.Background(), "guard-00", metav1.GetOptions{}); apierrors.IsNotFound(err) {
 			t.Fatalf("mydb answered NotFound for a database from a changed etcd")
