@@ -247,6 +247,11 @@ const MaxBackupRetention = 100
 
 func validateBackupPolicy(p *example.BackupPolicy, fldPath *field.Path) field.ErrorList {
 	var allErrs field.ErrorList
+	if p.Destination != nil {
+		allErrs = append(allErrs, validateDestination(p.Destination, fldPath.Child("destination"))...)
+	} else if p.Schedule != "" || p.FinalBackup {
+		allErrs = append(allErrs, field.Required(fldPath.Child("destination"), "must say where backups are written when schedule or finalBackup is set"))
+	}
 	if p.Schedule == "" {
 		return allErrs // backups on demand and the final one only
 	}

@@ -162,19 +162,49 @@ func TestValidateMyDatabase(t *testing.T) {
 		{name: "unknown deletion policy", db: myDatabase(func(d *example.MyDatabase) { d.Spec.DeletionPolicy = "Snapshot" }),
 			want: []errorSummary{{field.ErrorTypeNotSupported, "spec.deletionPolicy"}}},
 		{name: "backup schedule", db: myDatabase(func(d *example.MyDatabase) {
-			d.Spec.Backup = &example.BackupPolicy{Schedule: "0 3 * * *", Retention: 7}
+			d.Spec.Backup = &example.BackupPolicy{Schedule: "0 3 * * *", Retention: 7, Destination: s3Destination()}
 		})},
+		{name: "schedule without a destination", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Backup = &example.BackupPolicy{Schedule: "0 3 * * *", Retention: 7}
+		}), want: []errorSummary{{field.ErrorTypeRequired, "spec.backup.destination"}}},
 		{name: "bad cron", db: myDatabase(func(d *example.MyDatabase) {
-			d.Spec.Backup = &example.BackupPolicy{Schedule: "every night", Retention: 7}
+			d.Spec.Backup = &example.BackupPolicy{Schedule: "every night", Retention: 7, Destination: s3Destination()}
 		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.backup.schedule"}}},
 		{name: "cron with a time zone", db: myDatabase(func(d *example.MyDatabase) {
-			d.Spec.Backup = &example.BackupPolicy{Schedule: "TZ=Asia/Tokyo 0 3 * * *", Retention: 7}
+			d.Spec.Backup = &example.BackupPolicy{Schedule: "TZ=Asia/Tokyo 0 3 * * *", Retention: 7, Destination: s3Destination()}
 		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.backup.schedule"}}},
 		{name: "final backup without a schedule", db: myDatabase(func(d *example.MyDatabase) {
-			d.Spec.Backup = &example.BackupPolicy{Retention: 7, FinalBackup: true}
+			d.Spec.Backup = &example.BackupPolicy{Retention: 7, FinalBackup: true, Destination: s3Destination()}
 		})},
+		{name: "final backup without a destination", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Backup = &example.BackupPolicy{Retention: 7, FinalBackup: true}
+		}), want: []errorSummary{{field.ErrorTypeRequired, "spec.backup.destination"}}},
+		{name: "a destination alone, for backups on demand", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Backup = &example.BackupPolicy{Retention: 7, Destination: s3Destination(func(s *example.S3Destination) {
+				s.Endpoint, s.Region, s.Prefix = "http://127.0.0.1:9000/", "eu-west-1", "prod/db"
+				s.CABundle = &example.CABundleSource{ConfigMapName: "store-ca", Key: "ca.crt"}
+			})}
+		})},
+		{name: "a destination naming nothing", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Backup = &example.BackupPolicy{Retention: 7, Destination: &example.BackupDestination{}}
+		}), want: []errorSummary{{field.ErrorTypeRequired, "spec.backup.destination.s3"}}},
+		{name: "every field of a destination wrong", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Backup = &example.BackupPolicy{Retention: 7, Destination: &example.BackupDestination{S3: &example.S3Destination{
+				Endpoint: "ftp://store", Bucket: "Backups_1", Prefix: "/prod/../x/",
+				CredentialsSecret: example.S3CredentialsSecret{Name: "Bad_Secret", AccessKeyIDKey: "a/b"},
+				CABundle:          &example.CABundleSource{SecretName: "a", ConfigMapName: "b", Key: "ca.crt"},
+			}}}
+		}), want: []errorSummary{
+			{field.ErrorTypeInvalid, "spec.backup.destination.s3.bucket"},
+			{field.ErrorTypeInvalid, "spec.backup.destination.s3.caBundle"},
+			{field.ErrorTypeInvalid, "spec.backup.destination.s3.credentialsSecret.accessKeyIDKey"},
+			{field.ErrorTypeInvalid, "spec.backup.destination.s3.credentialsSecret.name"},
+			{field.ErrorTypeInvalid, "spec.backup.destination.s3.endpoint"},
+			{field.ErrorTypeInvalid, "spec.backup.destination.s3.prefix"},
+			{field.ErrorTypeRequired, "spec.backup.destination.s3.credentialsSecret.secretAccessKeyKey"},
+		}},
 		{name: "retention out of bounds", db: myDatabase(func(d *example.MyDatabase) {
-			d.Spec.Backup = &example.BackupPolicy{Schedule: "@daily", Retention: 101}
+			d.Spec.Backup = &example.BackupPolicy{Schedule: "@daily", Retention: 101, Destination: s3Destination()}
 		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.backup.retention"}}},
 		{name: "restore from a backup", db: myDatabase(func(d *example.MyDatabase) {
 			d.Spec.RestoreFrom = &example.RestoreSource{BackupName: "prod-mysql-x7k2p"}
