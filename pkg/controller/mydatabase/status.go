@@ -94,6 +94,9 @@ func computeStatus(db *examplev1.MyDatabase, eng engine.Engine, sts *appsv1.Stat
 	if f.primaryChange != nil {
 		set(f.primaryChange.Type, f.primaryChange.Status, f.primaryChange.Reason, f.primaryChange.Message)
 	}
+	if f.restored != nil {
+		set(f.restored.Type, f.restored.Status, f.restored.Reason, f.restored.Message)
+	}
 
 	switch {
 	case len(f.conflicts) > 0:
