@@ -384,7 +384,9 @@ func TestDeletionPolicyDeleteTiesBackupsToTheDatabase(t *testing.T) {
 		wantOwner bool
 	}{
 		{name: "an ordinary backup", b: backup(running), wantOwner: true},
-		{name: "a final backup", b: backup(running, func(b *examplev1.MyDatabaseBackup) { b.Labels = map[string]string{names.FinalBackupLabel: "prod-mysql"} })},
+		{name: "a final backup", b: backup(running, func(b *examplev1.MyDatabaseBackup) {
+			b.Labels = map[string]string{names.FinalBackupLabel: "prod-mysql"}
+		})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, err := sync(t, &fakeManagers{answer: &instance.Operation{Phase: instance.OperationRunning}}, tc.b, db, credentials()...)
