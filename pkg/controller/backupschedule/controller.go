@@ -239,7 +239,7 @@ func (c *Controller) prune(ctx context.Context, db *examplev1.MyDatabase) error 
 // finalBackupName is the final backup of a deletion: a database deleted
 // again under the same name (a new one) gets another.
 func finalBackupName(db *examplev1.MyDatabase) string {
-	return names.FinalBackup(db.Name) + "-" + strconv.FormatInt(db.DeletionTimestamp.Unix(), 36)
+	return names.FinalBackup(db.Name, db.DeletionTimestamp.Unix())
 }
 
 // finalBackup lets a deleting database go once a final backup of it
