@@ -21,6 +21,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// nowhereDestination is a merge patch giving a database a backup
+// destination where nothing listens, for tests of the API alone.
+const nowhereDestination = `{"spec":{"backup":{"destination":{"s3":{"endpoint":"http://127.0.0.1:1","bucket":"backups","credentialsSecret":{"name":"s3"}}}}}}`
+
 // backupRaw posts a backup request through kubectl create --raw.
 func backupRaw(t *testing.T, ns, db, body string, as ...string) result {
 	t.Helper()
@@ -142,11 +146,9 @@ func TestBackupThroughTheAggregator(t *testing.T) {
 func TestBackupOnlyRole(t *testing.T) {
 	ctx := context.Background()
 	own, other := newNamespace(t), newNamespace(t)
-	// Nothing listens at the destination: only the API is under test.
-	withDestination := `{"spec":{"backup":{"destination":{"s3":{"endpoint":"http://127.0.0.1:1","bucket":"backups","credentialsSecret":{"name":"s3"}}}}}}`
 	for _, ns := range []string{own, other} {
 		mustKubectl(t, seedExample, "apply", "-n", ns, "-f", "-")
-		mustKubectl(t, "", "patch", "mdb/prod-mysql", "-n", ns, "--type=merge", "-p", withDestination)
+		mustKubectl(t, "", "patch", "mdb/prod-mysql", "-n", ns, "--type=merge", "-p", nowhereDestination)
 	}
 	kube := kubeClient(t)
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "backup-taker"}, Rules: []rbacv1.PolicyRule{{
