@@ -91,6 +91,8 @@ func mariadbBackup() backupSpec {
 		t.Helper()
 		cfg := mysql.NewConfig()
 		cfg.User, cfg.Net, cfg.Addr = "root", "unix", filepath.Join(n.runDir, "mariadbd.sock")
+		// The seq_1_to_N tables need a database.
+		cfg.DBName = "appdb"
 		db, err := sql.Open("mysql", cfg.FormatDSN())
 		if err != nil {
 			t.Fatal(err)

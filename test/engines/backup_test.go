@@ -331,12 +331,15 @@ func queryChecksums(t *testing.T, conn *sql.Conn, queries map[string]string, int
 	for _, name := range names {
 		var v sql.NullString
 		if err := conn.QueryRowContext(context.Background(), queries[name]).Scan(&v); err != nil {
-			t.Fatalf("checksum of %s: %v", name, err)
+			// A replica may not have the table yet: the comparison fails.
+			into[name] = "error: " + err.Error()
+			continue
 		}
-		if !v.Valid {
-			t.Fatalf("checksum of %s is NULL", name)
-		}
+		// NULL: an empty table (or a replica not there yet).
 		into[name] = v.String
+		if !v.Valid {
+			into[name] = "NULL"
+		}
 	}
 }
 
