@@ -95,8 +95,7 @@ func testBackupRestore(t *testing.T, b backupSpec) {
 		if size != op.Size || sum != op.SHA256 {
 			t.Fatalf("the object holds %d bytes %s, the backup says %d %s", size, sum, op.Size, op.SHA256)
 		}
-		secs := op.FinishTime.Sub(op.StartTime).Seconds()
-		fig = append(fig, fmt.Sprintf("backup from the %s: %.1f MiB in %.2fs, %.0f MiB/s (position %+v)", role, mib(op.Size), secs, mib(op.Size)/secs, *op.Position))
+		fig = append(fig, fmt.Sprintf("backup from the %s: %s (position %+v)", role, throughput(op), *op.Position))
 		backups[role] = op
 	}
 
@@ -170,8 +169,7 @@ func testBackupRestore(t *testing.T, b backupSpec) {
 		if op == nil || op.Phase != instance.OperationSucceeded || op.Bytes != good.Size || s.AwaitingRestore {
 			t.Fatalf("restore %+v", op)
 		}
-		secs := op.FinishTime.Sub(op.StartTime).Seconds()
-		fig = append(fig, fmt.Sprintf("restore (load, verify, recovery, credentials): %.1f MiB in %.2fs, %.0f MiB/s", mib(op.Size), secs, mib(op.Size)/secs))
+		fig = append(fig, "restore (load, verify, recovery, credentials): "+throughput(*op))
 		if got := b.checksums(t, dp); !equalMaps(got, want) {
 			t.Errorf("restored primary:\n got %v\nwant %v", got, want)
 		}
@@ -305,8 +303,6 @@ func digest(r io.Reader) (int64, string) {
 	n, _ := io.Copy(h, r)
 	return n, hex.EncodeToString(h.Sum(nil))
 }
-
-func mib(n int64) float64 { return float64(n) / (1 << 20) }
 
 func equalMaps(a, b map[string]string) bool {
 	if len(a) != len(b) {
