@@ -40,8 +40,10 @@ type backupSpec struct {
 	credentials func(t *testing.T, n *node, src *cluster)
 }
 
-func TestPostgresBackupRestore(t *testing.T) { testBackupRestore(t, postgresBackup()) }
-func TestMariaDBBackupRestore(t *testing.T)  { testBackupRestore(t, mariadbBackup()) }
+// The backup tests run alongside each other (after the engine suites,
+// which run alone): their databases and S3 servers share nothing.
+func TestPostgresBackupRestore(t *testing.T) { t.Parallel(); testBackupRestore(t, postgresBackup()) }
+func TestMariaDBBackupRestore(t *testing.T)  { t.Parallel(); testBackupRestore(t, mariadbBackup()) }
 
 // testBackupRestore backs a loaded database up from its primary and from
 // its replica into a real S3 server, then restores into new databases with
