@@ -314,6 +314,22 @@ func (m *Manager) restoreOrAwait(ctx context.Context) error {
 	return nil
 }
 
+// notAwaitingRestore clears the wait for a restore of an instance that is
+// no longer a primary without data, and fails a restore asked for but not
+// started.
+func (m *Manager) notAwaitingRestore(why string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.st.awaitingRestore = false
+	if m.ops.pending == nil {
+		return
+	}
+	now := time.Now().UTC()
+	op := m.ops.restore
+	op.Phase, op.Message, op.FinishTime = OperationFailed, "not started: "+why, &now
+	m.ops.pending = nil
+}
+
 // load streams the object into the engine's Restore, which lets the data
 // in only once the whole stream matched the backup's size and digest.
 func (m *Manager) load(ctx context.Context, b Backuper, p *pendingRestore, op *Operation) error {

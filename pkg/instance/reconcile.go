@@ -21,7 +21,7 @@ func (m *Manager) reconcile(ctx context.Context, t Topology, restartAt time.Time
 	m.update(func(s *managerState) { s.role, s.topology = role, t })
 
 	if why := t.fenceReason(m.opts.Name); why != "" {
-		m.update(func(s *managerState) { s.awaitingRestore = false })
+		m.notAwaitingRestore("it is fenced: " + why)
 		return m.fence(ctx, why, restartAt)
 	}
 	m.unfence(role)
@@ -125,7 +125,7 @@ func (m *Manager) unfence(role Role) {
 }
 
 func (m *Manager) reconcileReplica(ctx context.Context, t Topology, restartAt time.Time) error {
-	m.update(func(s *managerState) { s.awaitingRestore = false })
+	m.notAwaitingRestore("it is a replica now, which clones from its primary")
 	if m.child() == nil || m.servedAsPrimary() {
 		if reason := m.cloneReason(ctx, t); reason != "" {
 			if err := m.clone(ctx, t, reason); err != nil {
