@@ -691,7 +691,7 @@ func restoreBackup(phase examplev1.BackupPhase) *examplev1.MyDatabaseBackup {
 	return &examplev1.MyDatabaseBackup{
 		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "default", UID: "uid-nightly"},
 		Spec:       examplev1.MyDatabaseBackupSpec{DatabaseName: "prod-mysql"},
-		Status: examplev1.MyDatabaseBackupStatus{Phase: phase, SizeBytes: 4096, Checksum: "abc123",
+		Status: examplev1.MyDatabaseBackupStatus{Phase: phase, SizeBytes: 4096, Checksum: "abc123", Format: "mariadb-backup-xbstream",
 			Location: &examplev1.BackupLocation{S3: &examplev1.S3Location{
 				Endpoint: "http://127.0.0.1:9000", Bucket: "backups", Key: "default/prod-mysql/uid-1/nightly-uid-nightly",
 				CredentialsSecret: examplev1.S3CredentialsSecret{Name: "s3", AccessKeyIDKey: "id", SecretAccessKeyKey: "key"},
@@ -825,7 +825,7 @@ func TestRestoreSendsTheBackupToThePrimaryThatAwaitsIt(t *testing.T) {
 		ID: "uid-1-uid-nightly",
 		Source: instance.Destination{S3: &instance.S3Object{Endpoint: "http://127.0.0.1:9000", Bucket: "backups",
 			Key: "default/prod-mysql/uid-1/nightly-uid-nightly", AccessKeyID: "AKID", SecretAccessKey: "s3cret"}},
-		SHA256: "abc123", Size: 4096,
+		SHA256: "abc123", Size: 4096, Format: "mariadb-backup-xbstream",
 	}}
 	if diff := cmp.Diff(want, ops.restores); diff != "" {
 		t.Errorf("restore requests (-want +got):\n%s", diff)

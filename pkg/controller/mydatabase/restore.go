@@ -151,7 +151,7 @@ func (c *Controller) startRestore(ctx context.Context, db *examplev1.MyDatabase,
 	}
 	auth := instances.Auth{Password: string(secret.Data[engine.SecretKeyReplicationPassword])}
 	op, err := c.operations.StartRestore(ctx, in.Address, auth, instance.RestoreRequest{
-		ID: id, Source: instance.Destination{S3: source}, SHA256: b.Status.Checksum, Size: b.Status.SizeBytes,
+		ID: id, Source: instance.Destination{S3: source}, SHA256: b.Status.Checksum, Size: b.Status.SizeBytes, Format: b.Status.Format,
 	})
 	switch {
 	case errors.Is(err, instances.ErrBusy):
