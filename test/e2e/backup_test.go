@@ -201,7 +201,7 @@ func TestBackupOnlyRole(t *testing.T) {
 func TestRestoreWaitsForItsBackup(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
-	copyDB := "apiVersion: example.com/v1\nkind: MyDatabase\nmetadata:\n  name: copy\nspec:\n  engine: mysql\n  storageSize: 50Gi\n  restoreFrom:\n    backupName: snapshot\n"
+	copyDB := "apiVersion: example.com/v1\nkind: MyDatabase\nmetadata:\n  name: copy\nspec:\n  engine: postgres\n  storageSize: 50Gi\n  restoreFrom:\n    backupName: snapshot\n"
 	mustKubectl(t, copyDB, "apply", "-n", ns, "-f", "-")
 	eventually(t, time.Minute, func() error {
 		out := mustKubectl(t, "", "get", "mdb/copy", "-n", ns, "-o",

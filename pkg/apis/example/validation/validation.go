@@ -220,6 +220,9 @@ func validateSpec(spec *example.MyDatabaseSpec, fldPath *field.Path) field.Error
 			allErrs = append(allErrs, field.NotSupported(p, r.Mode, supportedReplicationModes))
 		}
 	}
+	if spec.RestoreFrom != nil && spec.Engine == example.EngineMySQL {
+		allErrs = append(allErrs, field.Forbidden(fldPath.Child("restoreFrom"), "may not be set for mysql: mydb-instance does not back up or restore mysql yet"))
+	}
 	if spec.RestoreFrom != nil {
 		p := fldPath.Child("restoreFrom", "backupName")
 		if spec.RestoreFrom.BackupName == "" {

@@ -206,10 +206,13 @@ func TestValidateMyDatabase(t *testing.T) {
 		{name: "retention out of bounds", db: myDatabase(func(d *example.MyDatabase) {
 			d.Spec.Backup = &example.BackupPolicy{Schedule: "@daily", Retention: 101, Destination: s3Destination()}
 		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.backup.retention"}}},
-		{name: "restore from a backup", db: myDatabase(func(d *example.MyDatabase) {
+		{name: "restore from a backup", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
 			d.Spec.RestoreFrom = &example.RestoreSource{BackupName: "prod-mysql-x7k2p"}
 		})},
-		{name: "restore from a bad name", db: myDatabase(func(d *example.MyDatabase) {
+		{name: "restore mysql", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.RestoreFrom = &example.RestoreSource{BackupName: "prod-mysql-x7k2p"}
+		}), want: []errorSummary{{field.ErrorTypeForbidden, "spec.restoreFrom"}}},
+		{name: "restore from a bad name", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
 			d.Spec.RestoreFrom = &example.RestoreSource{BackupName: "Bad_Name"}
 		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.restoreFrom.backupName"}}},
 		{name: "every spec field wrong", db: myDatabase(func(d *example.MyDatabase) {
@@ -277,8 +280,8 @@ func TestValidateMyDatabaseUpdate(t *testing.T) {
 		{name: "unsupported version on update", old: myDatabase(),
 			db:   myDatabase(func(d *example.MyDatabase) { d.Spec.Version = "9.9" }),
 			want: []errorSummary{{field.ErrorTypeNotSupported, "spec.version"}}},
-		{name: "add a restore source later", old: myDatabase(),
-			db:   myDatabase(func(d *example.MyDatabase) { d.Spec.RestoreFrom = &example.RestoreSource{BackupName: "b"} }),
+		{name: "add a restore source later", old: myDatabase(asPostgres),
+			db:   myDatabase(asPostgres, func(d *example.MyDatabase) { d.Spec.RestoreFrom = &example.RestoreSource{BackupName: "b"} }),
 			want: []errorSummary{{field.ErrorTypeInvalid, "spec.restoreFrom"}}},
 		{name: "rename", old: myDatabase(),
 			db:   myDatabase(func(d *example.MyDatabase) { d.Name = "other" }),
@@ -379,3 +382,5 @@ func TestWarnings(t *testing.T) {
 		})
 	}
 }
+
+func asPostgres(d *example.MyDatabase) { d.Spec.Engine, d.Spec.Version = example.EnginePostgres, "17" }
