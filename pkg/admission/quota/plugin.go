@@ -47,9 +47,9 @@ const ledgerTTL = 30 * time.Second
 // syncTimeout is how long a request waits for the caches after a restart.
 const syncTimeout = 10 * time.Second
 
-// Plugin refuses a MyDatabase create, update or /scale, and a backup, whose
-// children would exceed a ResourceQuota of the namespace, at once, instead
-// of the StatefulSet controller failing on the claim that does not fit.
+// Plugin refuses a MyDatabase create, update or /scale whose children would
+// exceed a ResourceQuota of the namespace, at once, instead of the
+// StatefulSet controller failing on the claim that does not fit.
 //
 // kube-apiserver charges the children themselves when they are created, so
 // this plugin charges nothing: it checks, per quota,
