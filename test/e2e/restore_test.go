@@ -5,15 +5,20 @@ package e2e
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/instance"
 	"github.com/mydb-dev/mydb/pkg/names"
 	"github.com/mydb-dev/mydb/pkg/registry/example/mydatabasebackup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -278,4 +283,96 @@ func TestBackupAndRestore(t *testing.T) {
 			dc.waitSums(t, &replicationHarness{t: t, tc: dc.replicationCase, ns: ns, db: "after"}, 1, wantFinal)
 		})
 	}
+}
+
+// managerStatus is what the instance manager at ip reports (nil when it
+// does not answer).
+func managerStatus(ip string) *instance.Status {
+	client := &http.Client{Timeout: 2 * time.Second}
+	resp, err := client.Get("http://" + net.JoinHostPort(ip, "8000") + "/v1/status")
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	var s instance.Status
+	if json.NewDecoder(resp.Body).Decode(&s) != nil {
+		return nil
+	}
+	return &s
+}
+
+// TestRestoreInterruptedByAKill, on postgres: the primary of a database
+// being restored is killed (kill -9 of the manager and its tools) in the
+// middle of the load. The database is not Ready and not Restored while
+// it is down; once the pod's instance runs again it awaits its data, the
+// controller asks it again, and the database holds the full data.
+func TestRestoreInterruptedByAKill(t *testing.T) {
+	dc := dataCases[0]
+	ctx := context.Background()
+	ns := newNamespace(t)
+	_, dest := startS3(t, ns, "kill")
+	admin := mydbClient(t, restConfig(t)).ExampleV1()
+	src := &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "src"}, Spec: examplev1.MyDatabaseSpec{
+		Engine: examplev1.EnginePostgres, Version: dc.version, Replicas: int32Ptr(1), StorageSize: quantity("1Gi"),
+		Backup: &examplev1.BackupPolicy{Destination: dest}}}
+	if _, err := admin.MyDatabases(ns).Create(ctx, src, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	startRig(t, ns, "src", dc.engine)
+	h := &replicationHarness{t: t, tc: dc.replicationCase, ns: ns, db: "src"}
+	status := h.waitStreaming(1)
+	primary := h.connect(status.CurrentPrimary)
+	for _, q := range dc.schema {
+		mustExec(t, primary, q)
+	}
+	dc.write(t, primary, 0, 1500) // some 100 MiB of blobs: a load that takes a while
+	want, err := dc.sums(t, primary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := backupRaw(t, ns, "src", `{"metadata":{"name":"snap"}}`); r.err != nil {
+		t.Fatal(r)
+	}
+	snap := waitBackup(t, ns, "snap", 5*time.Minute)
+	if snap.Status.Phase != examplev1.BackupPhaseSucceeded {
+		t.Fatalf("backup %s: %s", snap.Status.Phase, snap.Status.Message)
+	}
+	t.Logf("backup of %d bytes", snap.Status.SizeBytes)
+
+	copyDB := &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "copy"}, Spec: examplev1.MyDatabaseSpec{
+		Engine: examplev1.EnginePostgres, Version: dc.version, Replicas: int32Ptr(1), StorageSize: quantity("1Gi"),
+		RestoreFrom: &examplev1.RestoreSource{BackupName: "snap"}}}
+	if _, err := admin.MyDatabases(ns).Create(ctx, copyDB, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rig := startRig(t, ns, "copy", dc.engine)
+	var ip string
+	var loadedBytes int64
+	eventually(t, 3*time.Minute, func() error {
+		pod, err := kubeClient(t).CoreV1().Pods(ns).Get(ctx, "copy-0", metav1.GetOptions{})
+		if err != nil || pod.Status.PodIP == "" {
+			return fmt.Errorf("copy-0 has no IP yet: %v", err)
+		}
+		ip = pod.Status.PodIP
+		s := managerStatus(ip)
+		if s == nil || s.Restore == nil || s.Restore.Phase != instance.OperationRunning || s.Restore.Bytes == 0 {
+			return fmt.Errorf("copy-0 is not loading yet: %+v", s)
+		}
+		loadedBytes = s.Restore.Bytes
+		return nil
+	})
+	rig.kill("copy-0")
+	t.Logf("killed copy-0 %d bytes into the load of %d", loadedBytes, snap.Status.SizeBytes)
+	time.Sleep(3 * time.Second)
+	d, err := admin.MyDatabases(ns).Get(ctx, "copy", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if meta.IsStatusConditionTrue(d.Status.Conditions, examplev1.ConditionReady) || meta.IsStatusConditionTrue(d.Status.Conditions, examplev1.ConditionRestored) {
+		t.Fatalf("copy is Ready or Restored with its load killed: %+v", d.Status.Conditions)
+	}
+	rig.revive("copy-0")
+	took := restored(t, ns, "copy", 5*time.Minute)
+	t.Logf("restored %s after the instance came back", took.Round(100*time.Millisecond))
+	dc.waitSums(t, &replicationHarness{t: t, tc: dc.replicationCase, ns: ns, db: "copy"}, 1, want)
 }
