@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	instancesclient "github.com/mydb-dev/mydb/pkg/controller/internal/instances"
+	"github.com/mydb-dev/mydb/pkg/engine"
 	"reflect"
 	"slices"
 	"strings"
@@ -1245,5 +1246,34 @@ func TestOwnPositionWriteDoesNotRequeue(t *testing.T) {
 			key, _ := c.queue.Get()
 			c.queue.Done(key)
 		}
+	}
+}
+
+func TestRestoredDatabaseIsNotReadyBeforeItsData(t *testing.T) {
+	db := myDatabase(func(d *examplev1.MyDatabase) {
+		d.Spec.Replicas = ptr.To[int32](1)
+		d.Spec.RestoreFrom = &examplev1.RestoreSource{BackupName: "nightly"}
+	})
+	eng, _ := engine.Lookup(string(db.Spec.Engine))
+	// Every pod reports ready, as a pod whose readiness probe is not the
+	// instance's might.
+	sts := &appsv1.StatefulSet{Status: appsv1.StatefulSetStatus{Replicas: 1, ReadyReplicas: 1, UpdatedReplicas: 1}}
+	for _, tc := range []struct {
+		name       string
+		restored   *metav1.Condition
+		wantReady  metav1.ConditionStatus
+		wantReason string
+	}{
+		{name: "loading", restored: restoredCondition(metav1.ConditionFalse, ReasonRestoring, "loading"), wantReady: metav1.ConditionFalse, wantReason: ReasonRestoring},
+		{name: "failed", restored: restoredCondition(metav1.ConditionFalse, ReasonRestoreFailed, "sha256 mismatch"), wantReady: metav1.ConditionFalse, wantReason: ReasonRestoreFailed},
+		{name: "loaded", restored: restoredCondition(metav1.ConditionTrue, ReasonRestored, "loaded"), wantReady: metav1.ConditionTrue, wantReason: ReasonAllReplicasReady},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status := computeStatus(db, eng, sts, findings{restored: tc.restored}, false, metav1.NewTime(now))
+			c := meta.FindStatusCondition(status.Conditions, examplev1.ConditionReady)
+			if c == nil || c.Status != tc.wantReady || c.Reason != tc.wantReason {
+				t.Errorf("Ready = %+v, want %s/%s", c, tc.wantReady, tc.wantReason)
+			}
+		})
 	}
 }
