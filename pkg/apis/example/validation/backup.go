@@ -66,6 +66,29 @@ func ValidateMyDatabaseBackupStatusUpdate(b, old *example.MyDatabaseBackup) fiel
 		allErrs = append(allErrs, field.Invalid(statusPath.Child("completionTime"), s.CompletionTime, "may not be before status.startTime"))
 	}
 	allErrs = append(allErrs, validateLocation(s.Location, statusPath.Child("location"))...)
+	if s.Bytes < 0 {
+		allErrs = append(allErrs, field.Invalid(statusPath.Child("bytes"), s.Bytes, "may not be negative"))
+	}
+	if s.SizeBytes < 0 {
+		allErrs = append(allErrs, field.Invalid(statusPath.Child("sizeBytes"), s.SizeBytes, "may not be negative"))
+	}
+	if s.Checksum != "" && !sha256Hex.MatchString(s.Checksum) {
+		allErrs = append(allErrs, field.Invalid(statusPath.Child("checksum"), s.Checksum, "must be a SHA-256 in lowercase hex (64 characters)"))
+	}
+	if s.Role != "" && s.Role != example.InstanceRolePrimary && s.Role != example.InstanceRoleReplica {
+		allErrs = append(allErrs, field.NotSupported(statusPath.Child("role"), s.Role, []string{string(example.InstanceRolePrimary), string(example.InstanceRoleReplica)}))
+	}
+	if s.Instance != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(s.Instance) {
+			allErrs = append(allErrs, field.Invalid(statusPath.Child("instance"), s.Instance, msg))
+		}
+	}
+	if len(s.Format) > 63 {
+		allErrs = append(allErrs, field.TooLong(statusPath.Child("format"), "", 63))
+	}
+	if p := s.Position; p != nil && (len(p.LSN) > maxPositionLength || len(p.GTID) > maxPositionLength) {
+		allErrs = append(allErrs, field.TooLong(statusPath.Child("position"), "", maxPositionLength))
+	}
 	if old.Status.Phase == example.BackupPhaseSucceeded && s.Phase != example.BackupPhaseSucceeded {
 		allErrs = append(allErrs, field.Forbidden(statusPath.Child("phase"), "may not change once the backup succeeded"))
 	}
@@ -157,7 +180,10 @@ func validateBucket(bucket string, fldPath *field.Path) field.ErrorList {
 	return nil
 }
 
-var bucketName = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]*[a-z0-9]$`)
+var (
+	bucketName = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]*[a-z0-9]$`)
+	sha256Hex  = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
 
 // validateObjectPath checks a prefix or key: clean, relative, printable,
 // with no "." or ".." element, so that the keys of two databases can never

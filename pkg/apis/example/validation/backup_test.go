@@ -92,6 +92,19 @@ func TestValidateMyDatabaseBackupUpdates(t *testing.T) {
 				b.Status.Location.S3.Key = ""
 			}),
 			want: []errorSummary{{field.ErrorTypeRequired, "status.location.s3.key"}}},
+		{name: "a full success", old: myBackup(), validate: ValidateMyDatabaseBackupStatusUpdate,
+			b: myBackup(func(b *example.MyDatabaseBackup) {
+				b.Status = example.MyDatabaseBackupStatus{Phase: example.BackupPhaseSucceeded, StartTime: &earlier, CompletionTime: &later,
+					Location: s3Location(), Instance: "prod-mysql-1", Role: example.InstanceRoleReplica, Bytes: 10, SizeBytes: 10,
+					Checksum: strings.Repeat("ab", 32), Format: "mariadb-backup-xbstream", Position: &example.InstancePosition{GTID: "0-1-5"}}
+			})},
+		{name: "figures that cannot be", old: myBackup(), validate: ValidateMyDatabaseBackupStatusUpdate,
+			b: myBackup(func(b *example.MyDatabaseBackup) {
+				b.Status = example.MyDatabaseBackupStatus{Phase: example.BackupPhaseSucceeded, Bytes: -1, SizeBytes: -1,
+					Checksum: "ABC", Role: "Leader", Instance: "Pod_1"}
+			}),
+			want: []errorSummary{{field.ErrorTypeInvalid, "status.bytes"}, {field.ErrorTypeInvalid, "status.checksum"},
+				{field.ErrorTypeInvalid, "status.instance"}, {field.ErrorTypeInvalid, "status.sizeBytes"}, {field.ErrorTypeNotSupported, "status.role"}}},
 		{name: "a success is final",
 			old:      myBackup(func(b *example.MyDatabaseBackup) { b.Status.Phase = example.BackupPhaseSucceeded }),
 			b:        myBackup(func(b *example.MyDatabaseBackup) { b.Status.Phase = example.BackupPhaseFailed }),
