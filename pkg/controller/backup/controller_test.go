@@ -257,6 +257,16 @@ func TestBusyInstanceIsAskedAgainLater(t *testing.T) {
 	}
 }
 
+func TestRefusedBackupFailsAtOnce(t *testing.T) {
+	f, err := sync(t, &fakeManagers{err: fmt.Errorf("%w: 501 mysql backups are not supported", instances.ErrRefused)}, backup(assigned), myDatabase(), credentials()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := writtenStatus(t, f); s.Phase != examplev1.BackupPhaseFailed || !strings.Contains(s.Message, "not supported") {
+		t.Errorf("status %+v, want Failed with the manager's reason", s)
+	}
+}
+
 func TestPendingTooLongFails(t *testing.T) {
 	old := backup(assigned, func(b *examplev1.MyDatabaseBackup) {
 		b.CreationTimestamp = metav1.NewTime(now.Add(-time.Hour))

@@ -114,6 +114,9 @@ func (c *Controller) start(ctx context.Context, backup *examplev1.MyDatabaseBack
 	op, err := c.operations.StartBackup(ctx, address, auth, instance.BackupRequest{
 		ID: string(backup.UID), Destination: instance.Destination{S3: object},
 	})
+	if errors.Is(err, instances.ErrRefused) {
+		return 0, c.fail(ctx, backup, fmt.Sprintf("instance %s refused the backup: %v", status.Instance, err))
+	}
 	if err != nil {
 		status.Message = fmt.Sprintf("instance %s did not take the backup: %v", status.Instance, err)
 		return c.pollInterval, c.setStatus(ctx, backup, status)

@@ -898,6 +898,19 @@ func TestFailedRestoreIsAConditionAndAWarning(t *testing.T) {
 	expectEvent(t, f.recorder, "Warning RestoreFailed")
 }
 
+func TestRestoreRefusedByTheManagerFails(t *testing.T) {
+	f, ops := restoringState(t, instance.Status{AwaitingRestore: true}, nil)
+	ops.err = fmt.Errorf("%w: format: Unsupported value", instancesclient.ErrRefused)
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
+	if c := meta.FindStatusCondition(status.Conditions, examplev1.ConditionRestored); c == nil || c.Reason != ReasonRestoreFailed || !strings.Contains(c.Message, "Unsupported") {
+		t.Errorf("Restored = %+v, want RestoreFailed with the manager's reason", c)
+	}
+	expectEvent(t, f.recorder, "Warning RestoreFailed")
+}
+
 func TestRestoreOfAnotherDatabasesOperationIsNotOurs(t *testing.T) {
 	// The manager reports a restore with another ID: this database asks its own.
 	f, ops := restoringState(t, instance.Status{AwaitingRestore: true,

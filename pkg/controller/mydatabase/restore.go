@@ -154,6 +154,8 @@ func (c *Controller) startRestore(ctx context.Context, db *examplev1.MyDatabase,
 		ID: id, Source: instance.Destination{S3: source}, SHA256: b.Status.Checksum, Size: b.Status.SizeBytes, Format: b.Status.Format,
 	})
 	switch {
+	case errors.Is(err, instances.ErrRefused):
+		return restoredCondition(metav1.ConditionFalse, ReasonRestoreFailed, fmt.Sprintf("%s refused to load MyDatabaseBackup %q: %v", in.Name, b.Name, err))
 	case errors.Is(err, instances.ErrBusy):
 		return restoredCondition(metav1.ConditionFalse, ReasonRestoring, fmt.Sprintf("%s runs another operation: %v", in.Name, err))
 	case err != nil:

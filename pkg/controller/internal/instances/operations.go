@@ -26,6 +26,10 @@ var (
 	ErrUnknownOperation = errors.New("the instance manager knows no such operation")
 	// ErrBusy is a 409: the manager runs another backup or restore.
 	ErrBusy = errors.New("the instance manager runs another operation")
+	// ErrRefused is a 422 or a 501: the manager will never take this
+	// request (a destination it cannot use, another engine's format, an
+	// engine it cannot back up); asking again changes nothing.
+	ErrRefused = errors.New("the instance manager refused the request")
 )
 
 // Auth is the basic credentials of the endpoints: the replication user.
@@ -52,6 +56,8 @@ const Timeout = 10 * time.Second
 // HTTP talks to the managers over HTTP on their status port.
 type HTTP struct {
 	Client *http.Client
+	// Port is the managers' port; 0 is engine.StatusPort.
+	Port int
 }
 
 // NewHTTP returns a client whose requests time out after Timeout.
@@ -82,7 +88,11 @@ func (h HTTP) do(ctx context.Context, method, address, path string, auth Auth, b
 		}
 		r = bytes.NewReader(b)
 	}
-	url := "http://" + net.JoinHostPort(address, strconv.Itoa(engine.StatusPort)) + path
+	port := h.Port
+	if port == 0 {
+		port = engine.StatusPort
+	}
+	url := "http://" + net.JoinHostPort(address, strconv.Itoa(port)) + path
 	req, err := http.NewRequestWithContext(ctx, method, url, r)
 	if err != nil {
 		return nil, err
@@ -103,6 +113,8 @@ func (h HTTP) do(ctx context.Context, method, address, path string, auth Auth, b
 		return nil, ErrUnknownOperation
 	case http.StatusConflict:
 		return nil, fmt.Errorf("%w: %s", ErrBusy, readMessage(limited))
+	case http.StatusUnprocessableEntity, http.StatusNotImplemented:
+		return nil, fmt.Errorf("%w: %s", ErrRefused, readMessage(limited))
 	default:
 		return nil, fmt.Errorf("%s %s answered %s: %s", method, path, resp.Status, readMessage(limited))
 	}
