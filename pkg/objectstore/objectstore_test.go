@@ -46,13 +46,16 @@ func digest(r io.Reader) (int64, string) {
 // (hack/build-tools.sh weed).
 func TestObjectStore(t *testing.T) {
 	srv := s3server.Start(t, s3server.Options{})
-	for name, f := range map[string]func(*testing.T, *s3server.Server){
-		"an object larger than a part streams in and out": testStreamsAnObjectLargerThanAPart,
-		"a failed upload leaves no object and no parts":   testAFailedUploadLeavesNoObjectAndNoParts,
-		"wrong credentials are refused":                   testWrongCredentialsAreRefused,
-		"https with a CA bundle":                          testHTTPSWithACABundle,
+	for _, tc := range []struct {
+		name string
+		f    func(*testing.T, *s3server.Server)
+	}{
+		{"an object larger than a part streams in and out", testStreamsAnObjectLargerThanAPart},
+		{"a failed upload leaves no object and no parts", testAFailedUploadLeavesNoObjectAndNoParts},
+		{"wrong credentials are refused", testWrongCredentialsAreRefused},
+		{"https with a CA bundle", testHTTPSWithACABundle},
 	} {
-		t.Run(name, func(t *testing.T) { f(t, srv) })
+		t.Run(tc.name, func(t *testing.T) { tc.f(t, srv) })
 	}
 }
 
@@ -62,18 +65,18 @@ func testStreamsAnObjectLargerThanAPart(t *testing.T, srv *s3server.Server) {
 	const size = 40<<20 + 12345 // two full parts and a bit
 	wantSize, wantSum := digest(pseudoRandom(1, size))
 
-	obj, err := st.Put(ctx, "db/large.tar", pseudoRandom(1, size))
+	obj, err := st.Put(ctx, "stream/large.tar", pseudoRandom(1, size))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if obj.Size != wantSize || obj.SHA256 != wantSum {
 		t.Fatalf("Put measured %d bytes %s, want %d %s", obj.Size, obj.SHA256, wantSize, wantSum)
 	}
-	stat, err := st.Stat(ctx, "db/large.tar")
+	stat, err := st.Stat(ctx, "stream/large.tar")
 	if err != nil || stat.Size != wantSize {
 		t.Fatalf("Stat: %+v, %v", stat, err)
 	}
-	r, err := st.Get(ctx, "db/large.tar")
+	r, err := st.Get(ctx, "stream/large.tar")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,27 +85,27 @@ func testStreamsAnObjectLargerThanAPart(t *testing.T, srv *s3server.Server) {
 	if gotSize != wantSize || gotSum != wantSum {
 		t.Fatalf("Get read %d bytes %s, want %d %s", gotSize, gotSum, wantSize, wantSum)
 	}
-	if _, err := st.Put(ctx, "db/small", strings.NewReader("small")); err != nil {
+	if _, err := st.Put(ctx, "stream/small", strings.NewReader("small")); err != nil {
 		t.Fatal(err)
 	}
-	list, err := st.List(ctx, "db/")
+	list, err := st.List(ctx, "stream/")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(list) != 2 || list[0].Key != "db/large.tar" || list[0].Size != wantSize || list[1].Key != "db/small" {
+	if len(list) != 2 || list[0].Key != "stream/large.tar" || list[0].Size != wantSize || list[1].Key != "stream/small" {
 		t.Errorf("List: %+v", list)
 	}
-	if err := st.Delete(ctx, "db/large.tar"); err != nil {
+	if err := st.Delete(ctx, "stream/large.tar"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Stat(ctx, "db/large.tar"); !errors.Is(err, objectstore.ErrNotFound) {
+	if _, err := st.Stat(ctx, "stream/large.tar"); !errors.Is(err, objectstore.ErrNotFound) {
 		t.Errorf("Stat after Delete: %v, want ErrNotFound", err)
 	}
-	if _, err := st.Get(ctx, "db/large.tar"); !errors.Is(err, objectstore.ErrNotFound) {
+	if _, err := st.Get(ctx, "stream/large.tar"); !errors.Is(err, objectstore.ErrNotFound) {
 		t.Errorf("Get after Delete: %v, want ErrNotFound", err)
 	}
 	// Deleting what is gone is fine: retention may run twice.
-	if err := st.Delete(ctx, "db/large.tar"); err != nil {
+	if err := st.Delete(ctx, "stream/large.tar"); err != nil {
 		t.Errorf("Delete of a missing key: %v", err)
 	}
 	if err := st.Delete(ctx, "never/was"); err != nil {

@@ -141,9 +141,9 @@ func Start(t testing.TB, o Options) *Server {
 		// The data is thrown away: no clean shutdown is needed.
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-exited
-		// weed also listens on unix sockets named by its gRPC ports.
-		for _, p := range []string{ports[1], ports[3], ports[5], ports[7]} {
-			matches, _ := filepath.Glob("/tmp/seaweedfs-*-grpc-" + p + ".sock")
+		// weed also listens on unix sockets in /tmp named by its ports.
+		for _, p := range ports {
+			matches, _ := filepath.Glob("/tmp/seaweedfs-*-" + p + ".sock")
 			for _, m := range matches {
 				_ = os.Remove(m)
 			}
