@@ -191,8 +191,9 @@ func (c *Controller) takeBackup(ctx context.Context, db *examplev1.MyDatabase, d
 
 // prune keeps the newest spec.backup.retention succeeded scheduled backups
 // of this database and deletes the older succeeded ones (their finalizer
-// deletes their dumps), and the failed ones older than the oldest kept:
-// failures never push a good backup out. Running backups, backups taken by
+// deletes their dumps), and the failed ones older than the oldest kept or
+// beyond the newest spec.backup.retention failures: failures never push a
+// good backup out, nor pile up. Running backups, backups taken by
 // hand and those of an earlier database of the same name are never
 // deleted.
 func (c *Controller) prune(ctx context.Context, db *examplev1.MyDatabase) error {
@@ -214,14 +215,18 @@ func (c *Controller) prune(ctx context.Context, db *examplev1.MyDatabase) error 
 	}
 	newestFirst := func(a, b *examplev1.MyDatabaseBackup) int { return b.Status.StartTime.Compare(a.Status.StartTime.Time) }
 	slices.SortFunc(succeeded, newestFirst)
+	slices.SortFunc(failed, newestFirst)
 	keep := int(ptr.Deref(db.Spec.Backup.Retention, examplev1.DefaultBackupRetention))
-	if len(succeeded) <= keep {
-		return nil
+	var prune []*examplev1.MyDatabaseBackup
+	var oldestKept time.Time
+	if len(succeeded) > keep {
+		prune = succeeded[keep:]
+		oldestKept = succeeded[keep-1].Status.StartTime.Time
 	}
-	oldestKept := succeeded[keep-1].Status.StartTime.Time
-	prune := succeeded[keep:]
-	for _, b := range failed {
-		if b.Status.StartTime.Time.Before(oldestKept) {
+	for i, b := range failed {
+		// As many failures as successes are kept, the newest, so that a
+		// schedule that keeps failing does not pile them up.
+		if i >= keep || b.Status.StartTime.Time.Before(oldestKept) {
 			prune = append(prune, b)
 		}
 	}

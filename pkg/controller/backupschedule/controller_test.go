@@ -152,6 +152,12 @@ func TestSchedule(t *testing.T) {
 				scheduled(at("11:00"), succeeded), scheduled(at("12:00"), failed), scheduled(at("13:00"), failed), scheduled(at("14:00"), succeeded),
 			},
 			wantNext: at("15:00")},
+		{name: "a schedule that keeps failing keeps only the newest failures", now: at("14:30"), db: database(2, lastScheduled("14:00")),
+			backups: []*examplev1.MyDatabaseBackup{
+				scheduled(at("11:00"), failed), scheduled(at("12:00"), failed), scheduled(at("13:00"), failed), scheduled(at("14:00"), failed),
+			},
+			wantWrites: []string{"delete " + scheduled(at("12:00"), "").Name, "delete " + scheduled(at("11:00"), "").Name},
+			wantNext:   at("15:00")},
 		{name: "a running backup is not cut short", now: at("13:30"), db: database(1, lastScheduled("13:00")),
 			backups: []*examplev1.MyDatabaseBackup{
 				scheduled(at("12:00"), examplev1.BackupPhaseRunning), scheduled(at("13:00"), succeeded),

@@ -161,24 +161,27 @@ func TestValidateMyDatabase(t *testing.T) {
 			want: []errorSummary{{field.ErrorTypeNotSupported, "spec.deletionPolicy"}}},
 		{name: "unknown deletion policy", db: myDatabase(func(d *example.MyDatabase) { d.Spec.DeletionPolicy = "Snapshot" }),
 			want: []errorSummary{{field.ErrorTypeNotSupported, "spec.deletionPolicy"}}},
-		{name: "backup schedule", db: myDatabase(func(d *example.MyDatabase) {
+		{name: "backup schedule", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
 			d.Spec.Backup = &example.BackupPolicy{Schedule: "0 3 * * *", Retention: 7, Destination: s3Destination()}
 		})},
-		{name: "schedule without a destination", db: myDatabase(func(d *example.MyDatabase) {
+		{name: "schedule without a destination", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
 			d.Spec.Backup = &example.BackupPolicy{Schedule: "0 3 * * *", Retention: 7}
 		}), want: []errorSummary{{field.ErrorTypeRequired, "spec.backup.destination"}}},
-		{name: "bad cron", db: myDatabase(func(d *example.MyDatabase) {
+		{name: "bad cron", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
 			d.Spec.Backup = &example.BackupPolicy{Schedule: "every night", Retention: 7, Destination: s3Destination()}
 		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.backup.schedule"}}},
-		{name: "cron with a time zone", db: myDatabase(func(d *example.MyDatabase) {
+		{name: "cron with a time zone", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
 			d.Spec.Backup = &example.BackupPolicy{Schedule: "TZ=Asia/Tokyo 0 3 * * *", Retention: 7, Destination: s3Destination()}
 		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.backup.schedule"}}},
-		{name: "final backup without a schedule", db: myDatabase(func(d *example.MyDatabase) {
+		{name: "final backup without a schedule", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
 			d.Spec.Backup = &example.BackupPolicy{Retention: 7, FinalBackup: true, Destination: s3Destination()}
 		})},
-		{name: "final backup without a destination", db: myDatabase(func(d *example.MyDatabase) {
+		{name: "final backup without a destination", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
 			d.Spec.Backup = &example.BackupPolicy{Retention: 7, FinalBackup: true}
 		}), want: []errorSummary{{field.ErrorTypeRequired, "spec.backup.destination"}}},
+		{name: "mysql: no schedule and no final backup", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Backup = &example.BackupPolicy{Schedule: "0 3 * * *", Retention: 7, FinalBackup: true, Destination: s3Destination()}
+		}), want: []errorSummary{{field.ErrorTypeForbidden, "spec.backup.finalBackup"}, {field.ErrorTypeForbidden, "spec.backup.schedule"}}},
 		{name: "a destination alone, for backups on demand", db: myDatabase(func(d *example.MyDatabase) {
 			d.Spec.Backup = &example.BackupPolicy{Retention: 7, Destination: s3Destination(func(s *example.S3Destination) {
 				s.Endpoint, s.Region, s.Prefix = "http://127.0.0.1:9000/", "eu-west-1", "prod/db"
@@ -203,7 +206,7 @@ func TestValidateMyDatabase(t *testing.T) {
 			{field.ErrorTypeInvalid, "spec.backup.destination.s3.prefix"},
 			{field.ErrorTypeRequired, "spec.backup.destination.s3.credentialsSecret.secretAccessKeyKey"},
 		}},
-		{name: "retention out of bounds", db: myDatabase(func(d *example.MyDatabase) {
+		{name: "retention out of bounds", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
 			d.Spec.Backup = &example.BackupPolicy{Schedule: "@daily", Retention: 101, Destination: s3Destination()}
 		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.backup.retention"}}},
 		{name: "restore from a backup", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
