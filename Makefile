@@ -16,17 +16,18 @@ build: ## Build mydb-apiserver, mydb-instance and the kubectl-mydb plugin into _
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/kubectl-mydb ./cmd/kubectl-mydb
 
 .PHONY: tools
-tools: ## Build the control-plane binaries (etcd, kube-*, kubectl, kwok) once into _output/bin.
+tools: ## Build the control-plane binaries (etcd, kube-*, kubectl, kwok) and the test S3 server (weed) once into _output/bin.
 	hack/build-tools.sh
 
 .PHONY: test
-test: ## Unit and integration tests (integration starts a real etcd).
-	hack/build-tools.sh etcd
+test: ## Unit and integration tests (integration starts a real etcd, the object store tests a real S3 server).
+	hack/build-tools.sh etcd weed
 	go test $(GOFLAGS_TEST) ./pkg/... ./cmd/... ./test/integration/...
 
 .PHONY: test-engines
-test-engines: ## The instance manager against real PostgreSQL and MariaDB (as root; hack/install-deps.sh installs them).
+test-engines: ## The instance manager against real PostgreSQL and MariaDB and a real S3 server (as root; hack/install-deps.sh installs them).
 	hack/install-deps.sh
+	hack/build-tools.sh weed
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/mydb-instance ./cmd/mydb-instance
 	MYDB_INSTANCE_BIN=$(abspath $(BIN)/mydb-instance) go test $(GOFLAGS_TEST) -v -timeout 10m -tags engines ./test/engines/...
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the control-plane binaries that local-up and the e2e suite run
 # (etcd, etcdutl, kube-apiserver, kube-controller-manager, kube-scheduler,
-# kubectl, kwok)
-# from the Go module proxy at pinned versions, once per machine: each binary is
+# kubectl, kwok), and the S3 server the backup tests store to (weed,
+# SeaweedFS), from the Go module proxy at pinned versions, once per machine: each binary is
 # cached under _output/bin/<name>-<version> and skipped when present.
 # With arguments, builds only the named binaries (hack/build-tools.sh etcd).
 set -o errexit -o nounset -o pipefail
@@ -12,18 +12,26 @@ BIN_DIR=${BIN_DIR:-"${ROOT}/_output/bin"}
 KUBE_VERSION=v1.37.2
 ETCD_VERSION=$(cd "${ROOT}/hack/tools" && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)
 KWOK_VERSION=$(cd "${ROOT}/hack/tools/kwok" && go list -m -f '{{.Version}}' sigs.k8s.io/kwok)
+# SeaweedFS has replace directives, so neither `go install mod@version` nor a
+# require in hack/tools can build it: it is built as its own main module.
+WEED_MODULE=github.com/seaweedfs/seaweedfs
+WEED_VERSION=v0.0.0-20261109003541-7506e5f91cd6
 mkdir -p "${BIN_DIR}"
 
 log() { printf '[build-tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+# cached <name> <version>: links _output/bin/<name> to a binary built before.
+cached() {
+  local out="${BIN_DIR}/$1-$2"
+  [[ -x "${out}" ]] || return 1
+  ln -sf "$(basename "${out}")" "${BIN_DIR}/$1"
+}
 
 # build <module dir> <package> <name> <version> [ldflags]
 build() {
   local dir=$1 pkg=$2 name=$3 version=$4 ldflags=${5:-}
   local out="${BIN_DIR}/${name}-${version}"
-  if [[ -x "${out}" ]]; then
-    ln -sf "$(basename "${out}")" "${BIN_DIR}/${name}"
-    return
-  fi
+  cached "${name}" "${version}" && return
   log "building ${name} ${version} (cold builds of Kubernetes binaries take several minutes)"
   local start=${SECONDS}
   (cd "${dir}" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w ${ldflags}" -o "${out}.tmp" "${pkg}")
@@ -32,13 +40,19 @@ build() {
   log "built ${name} in $((SECONDS - start))s"
 }
 
+# weed_dir downloads SeaweedFS's module (once per module cache) and prints
+# its directory.
+weed_dir() {
+  go mod download -json "${WEED_MODULE}@${WEED_VERSION}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])'
+}
+
 kube_ldflags() {
   local v=k8s.io/component-base/version
   echo "-X ${v}.gitVersion=${KUBE_VERSION} -X ${v}.gitMajor=1 -X ${v}.gitMinor=37 -X ${v}.gitTreeState=clean -X ${v}.buildDate=1970-01-01T00:00:00Z"
 }
 
 wanted=("$@")
-[[ ${#wanted[@]} -gt 0 ]] || wanted=(etcd etcdutl kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
+[[ ${#wanted[@]} -gt 0 ]] || wanted=(etcd etcdutl kube-apiserver kube-controller-manager kube-scheduler kubectl kwok weed)
 for name in "${wanted[@]}"; do
   case "${name}" in
     etcd) build "${ROOT}/hack/tools" go.etcd.io/etcd/server/v3 etcd "${ETCD_VERSION}" ;;
@@ -47,6 +61,7 @@ for name in "${wanted[@]}"; do
     kube-apiserver | kube-controller-manager | kube-scheduler | kubectl)
       build "${ROOT}/hack/tools" "k8s.io/kubernetes/cmd/${name}" "${name}" "${KUBE_VERSION}" "$(kube_ldflags)" ;;
     kwok) build "${ROOT}/hack/tools/kwok" sigs.k8s.io/kwok/cmd/kwok kwok "${KWOK_VERSION}" ;;
+    weed) cached weed "${WEED_VERSION}" || GOFLAGS=-mod=mod build "$(weed_dir)" ./weed weed "${WEED_VERSION}" ;;
     *) echo "unknown tool ${name}" >&2; exit 2 ;;
   esac
 done

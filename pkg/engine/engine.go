@@ -69,12 +69,6 @@ type Engine struct {
 	DataPath string
 	// UID is the user the engine's image runs as.
 	UID int64
-	// DumpEnv returns the environment of a backup Job, with credentials
-	// from the Secret named secretName.
-	DumpEnv func(secretName string) []corev1.EnvVar
-	// DumpCommand dumps every database of the server at host into file,
-	// with the engine's own tool.
-	DumpCommand func(host, file string) []string
 }
 
 var engines = map[string]Engine{}
@@ -127,14 +121,6 @@ func InitContainerResources() corev1.ResourceRequirements {
 	return corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
 		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
-	}
-}
-
-// BackupJobResources are those of the one container of a backup Job's pod.
-func BackupJobResources() corev1.ResourceRequirements {
-	return corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
-		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("512Mi")},
 	}
 }
 

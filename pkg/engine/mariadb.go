@@ -1,7 +1,5 @@
 package engine
 
-import corev1 "k8s.io/api/core/v1"
-
 func init() {
 	register(Engine{
 		Name:           "mariadb",
@@ -16,12 +14,5 @@ func init() {
 		Port:     3306,
 		DataPath: "/var/lib/mysql",
 		UID:      999,
-		DumpEnv: func(secret string) []corev1.EnvVar {
-			return []corev1.EnvVar{fromSecret("MYSQL_PWD", secret, SecretKeySuperuserPassword)}
-		},
-		DumpCommand: func(host, file string) []string {
-			return []string{"mariadb-dump", "--host=" + host, "--user=root", "--all-databases",
-				"--single-transaction", "--routines", "--events", "--gtid", "--result-file=" + file}
-		},
 	})
 }

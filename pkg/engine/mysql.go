@@ -1,7 +1,5 @@
 package engine
 
-import corev1 "k8s.io/api/core/v1"
-
 func init() {
 	register(Engine{
 		Name:           "mysql",
@@ -17,12 +15,5 @@ func init() {
 		DataPath: "/var/lib/mysql",
 		UID:      999,
 		// MYSQL_PWD keeps the password out of the process list.
-		DumpEnv: func(secret string) []corev1.EnvVar {
-			return []corev1.EnvVar{fromSecret("MYSQL_PWD", secret, SecretKeySuperuserPassword)}
-		},
-		DumpCommand: func(host, file string) []string {
-			return []string{"mysqldump", "--host=" + host, "--user=root", "--all-databases",
-				"--single-transaction", "--routines", "--events", "--result-file=" + file}
-		},
 	})
 }

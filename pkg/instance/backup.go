@@ -33,6 +33,9 @@ type RestoreRequest struct {
 	// does not match them fails and leaves no data.
 	SHA256 string `json:"sha256"`
 	Size   int64  `json:"size"`
+	// Format is the backup's Operation.Format; when set, an instance of
+	// another engine refuses the restore (422) before loading anything.
+	Format string `json:"format,omitempty"`
 }
 
 // Destination is where a backup is written or read: one object in an

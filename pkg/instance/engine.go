@@ -79,6 +79,26 @@ type CloneServer interface {
 	ServeClone(w http.ResponseWriter, r *http.Request)
 }
 
+// Backuper is implemented by engines that back their data up and restore
+// it (Postgres and MariaDB; MySQL not yet).
+type Backuper interface {
+	// BackupFormat names the format Backup writes and Restore reads
+	// (Operation.Format).
+	BackupFormat() string
+	// Backup streams a consistent physical backup of the running server,
+	// a primary or a replica, to w and returns the position it holds. It
+	// may run while the Manager's loop goes on.
+	Backup(ctx context.Context, w io.Writer) (Position, error)
+	// Restore loads a backup read from r into a scratch directory: it reads
+	// r to its end, then calls verify, and only when verify accepts the
+	// stream does it finish the load (recovery to a consistent state, this
+	// instance's credentials) and rename the data into place with its
+	// completion marker. On error the scratch is gone and HasData is false.
+	Restore(ctx context.Context, r io.Reader, verify func() error) error
+	// DiscardRestore removes what an interrupted Restore left.
+	DiscardRestore() error
+}
+
 // RestartRequester is implemented by engines whose server may exit asking
 // to be started again (MySQL exits with status 16 after RESTART or a clone
 // into its own data directory, when a supervisor announced itself). The

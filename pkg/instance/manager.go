@@ -29,11 +29,13 @@ type Options struct {
 	MaxReadyLagBytes int64
 	// ReplicationPassword returns the password clone clients must present.
 	ReplicationPassword func() (string, error)
-	// RestoreFrom is a dump the new database is to start from. Loading one
-	// is not built yet, so a primary with no data and a dump to load stays
-	// empty and unready instead of serving without the data.
-	RestoreFrom string
-	Log         *slog.Logger
+	// Restore makes a primary without data wait for POST /v1/restore and
+	// load that backup instead of bootstrapping a new data set. Replicas
+	// clone from their primary whatever it says.
+	Restore bool
+	// OpenStore opens the bucket of a backup or restore (default OpenS3).
+	OpenStore func(S3Object) (ObjectStore, error)
+	Log       *slog.Logger
 }
 
 // Manager runs one database instance: it acts on the topology it is given
@@ -50,9 +52,15 @@ type Manager struct {
 	// recorded is the state file's content as last written.
 	recorded *stateFile
 
+	// wake makes the loop reconcile at once (a restore was asked for).
+	wake chan struct{}
+
 	mu       sync.Mutex
 	st       managerState
 	stopping bool
+	ops      operations
+	// runCtx is Run's context: backups end with the manager.
+	runCtx context.Context
 }
 
 // managerState is the part of the status the loop owns.
@@ -72,6 +80,9 @@ type managerState struct {
 	fenced      string
 	fencedPos   *Position
 	fencedChild *child
+	// awaitingRestore tells that the instance, a primary with no data
+	// started with --restore, waits for POST /v1/restore.
+	awaitingRestore bool
 }
 
 // NewManager returns a Manager for eng, acting on the topologies source sends.
@@ -86,6 +97,7 @@ func NewManager(opts Options, eng Engine, source TopologySource) *Manager {
 		log:    opts.Log,
 		http:   &http.Client{Timeout: 3 * time.Second},
 		st:     managerState{role: RoleWaiting},
+		wake:   make(chan struct{}, 1),
 		reap:   os.Getpid() == 1,
 	}
 }
@@ -94,6 +106,7 @@ func NewManager(opts Options, eng Engine, source TopologySource) *Manager {
 // the engine cleanly. It returns nil when the engine stopped cleanly (or
 // never ran).
 func (m *Manager) Run(ctx context.Context) error {
+	m.update(func(*managerState) { m.runCtx = ctx })
 	srv, err := m.serve()
 	if err != nil {
 		return err
@@ -158,6 +171,7 @@ func (m *Manager) Run(ctx context.Context) error {
 			})
 			continue
 		case <-restart:
+		case <-m.wake:
 		case <-tick.C:
 			if m.reap {
 				pid := 0
@@ -171,7 +185,7 @@ func (m *Manager) Run(ctx context.Context) error {
 			continue
 		}
 		err := m.reconcile(ctx, *want, restartAt)
-		if err != nil && ctx.Err() == nil && !errors.Is(err, errBackoff) {
+		if err != nil && ctx.Err() == nil && !errors.Is(err, errBackoff) && !errors.Is(err, errAwaitingRestore) {
 			m.log.Warn("reconcile", "err", err)
 		}
 		m.update(func(s *managerState) {

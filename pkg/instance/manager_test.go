@@ -493,24 +493,3 @@ func TestPositionReached(t *testing.T) {
 		t.Error(FormatLSN(0x1_0000_0001))
 	}
 }
-
-// TestARestoreItCannotLoadKeepsThePrimaryUnready: told to start from a dump,
-// which it cannot load yet, a new primary bootstraps nothing and says why,
-// rather than serve an empty database as if restored.
-func TestARestoreItCannotLoadKeepsThePrimaryUnready(t *testing.T) {
-	eng := &fakeEngine{}
-	h := startManagerWith(t, eng, eng, "db-0", func(o *Options) { o.RestoreFrom = "/docker-entrypoint-initdb.d/restore.sql" })
-	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432}
-	s := h.wait("the refusal", func(s Status) bool { return strings.Contains(s.Reason, "cannot load a dump") })
-	if s.Ready || s.EngineRunning {
-		t.Errorf("status %+v: want an unready primary with no engine", s)
-	}
-	var bootstraps int
-	eng.locked(func() { bootstraps = eng.bootstraps })
-	if bootstraps != 0 {
-		t.Errorf("bootstrapped %d times", bootstraps)
-	}
-	if code := h.get("/readyz", "", ""); code != http.StatusServiceUnavailable {
-		t.Errorf("/readyz = %d", code)
-	}
-}

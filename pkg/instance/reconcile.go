@@ -21,6 +21,7 @@ func (m *Manager) reconcile(ctx context.Context, t Topology, restartAt time.Time
 	m.update(func(s *managerState) { s.role, s.topology = role, t })
 
 	if why := t.fenceReason(m.opts.Name); why != "" {
+		m.notAwaitingRestore("it is fenced: " + why)
 		return m.fence(ctx, why, restartAt)
 	}
 	m.unfence(role)
@@ -36,11 +37,13 @@ func (m *Manager) reconcilePrimary(ctx context.Context, t Topology, restartAt ti
 		if err != nil {
 			return err
 		}
-		if !has && m.opts.RestoreFrom != "" {
-			return fmt.Errorf("the database is to start from the dump %s, and mydb-instance cannot load a dump yet: "+
-				"it stays empty and unready rather than serve without that data", m.opts.RestoreFrom)
-		}
-		if !has {
+		if !has && m.opts.Restore {
+			// The database starts from a backup: until one is loaded
+			// completely there is no data to serve, and no bootstrap.
+			if err := m.restoreOrAwait(ctx); err != nil {
+				return err
+			}
+		} else if !has {
 			// The controller names as primary only an instance whose data
 			// it trusts; an empty one is a new database.
 			m.log.Info("bootstrapping a new data set")
@@ -122,6 +125,7 @@ func (m *Manager) unfence(role Role) {
 }
 
 func (m *Manager) reconcileReplica(ctx context.Context, t Topology, restartAt time.Time) error {
+	m.notAwaitingRestore("it is a replica now, which clones from its primary")
 	if m.child() == nil || m.servedAsPrimary() {
 		if reason := m.cloneReason(ctx, t); reason != "" {
 			if err := m.clone(ctx, t, reason); err != nil {

@@ -49,6 +49,7 @@ func (m *Manager) serve() (*http.Server, error) {
 			cs.ServeClone(w, r)
 		}))
 	}
+	m.handleBackups(mux)
 	ln, err := net.Listen("tcp", m.opts.StatusAddress)
 	if err != nil {
 		return nil, fmt.Errorf("status server: %w", err)
@@ -88,6 +89,7 @@ func (m *Manager) authenticated(h http.HandlerFunc) http.HandlerFunc {
 func (m *Manager) Status(ctx context.Context) Status {
 	m.mu.Lock()
 	st, stopping := m.st, m.stopping
+	backup, restore := m.ops.backupOp(), m.ops.restoreOp()
 	m.mu.Unlock()
 
 	s := Status{
@@ -97,7 +99,11 @@ func (m *Manager) Status(ctx context.Context) Status {
 		Primary:  st.topology.Primary,
 		Restarts: st.restarts,
 		LastExit: st.lastExit,
+		Backup:   backup,
+		Restore:  restore,
 	}
+	restoring := restore != nil && restore.Phase == OperationRunning
+	s.AwaitingRestore = st.awaitingRestore && !restoring
 	if !st.exitTime.IsZero() {
 		t := st.exitTime.UTC()
 		s.LastExitTime = &t
@@ -128,6 +134,15 @@ func (m *Manager) Status(ctx context.Context) Status {
 		return s
 	case st.role == RoleWaiting:
 		s.Reason = "waiting for a topology"
+		return s
+	case restoring && st.child == nil:
+		s.Reason = fmt.Sprintf("restoring backup %s: %d of %d bytes loaded", restore.ID, restore.Bytes, restore.Size)
+		return s
+	case s.AwaitingRestore:
+		s.Reason = errAwaitingRestore.Error()
+		if restore != nil && restore.Phase == OperationFailed {
+			s.Reason += "; restore " + restore.ID + " failed: " + restore.Message
+		}
 		return s
 	case st.child == nil:
 		s.Reason = "engine not running"

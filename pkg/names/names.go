@@ -10,6 +10,7 @@ package names
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -39,7 +40,6 @@ const (
 // Values of LabelComponent.
 const (
 	ComponentDatabase = "database"
-	ComponentBackup   = "backup"
 )
 
 // Annotations and labels users and the controllers set on mydb's own objects.
@@ -69,10 +69,8 @@ const (
 	anyInstanceSuffix = "-r"
 	instanceSuffix    = "-instance"
 	secretSuffix      = "-credentials"
-	backupsSuffix     = "-backups"
 	finalSuffix       = "-final"
 	dataVolume        = "data"
-	backupJobPre      = "backup-"
 )
 
 // ReservedSuffix returns the suffix of Suffixes that name ends in, or "".
@@ -125,11 +123,10 @@ func DataClaim(db string, ordinal int) string {
 	return fmt.Sprintf("%s-%s-%d", dataVolume, StatefulSet(db), ordinal)
 }
 
-// BackupVolume is the claim that holds the database's dumps.
-func BackupVolume(db string) string { return db + backupsSuffix }
-
-// FinalBackup is the backup taken before the database is deleted.
-func FinalBackup(db string) string { return db + finalSuffix }
-
-// BackupJob is the Job that runs the backup named backup.
-func BackupJob(backup string) string { return backupJobPre + backup }
+// FinalBackup is the backup taken before the database is deleted, at the
+// deletion that began at unix seconds: a database of the same name deleted
+// later gets another. (Base 36 has no "-", so the names of two databases'
+// final backups never meet.)
+func FinalBackup(db string, deletion int64) string {
+	return db + finalSuffix + "-" + strconv.FormatInt(deletion, 36)
+}

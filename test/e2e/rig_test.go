@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -170,9 +171,13 @@ func (r *rig) loop() {
 		pods, err := r.kube.CoreV1().Pods(r.ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
 		if err == nil {
 			want := map[string]string{}
+			restore := map[string]bool{}
 			for _, p := range pods.Items {
 				if p.DeletionTimestamp == nil && p.Status.PodIP != "" && strings.HasPrefix(p.Status.PodIP, "127.") {
 					want[p.Name] = p.Status.PodIP
+					// The one flag of the pod's the rig passes on: the
+					// others name the pod's paths, which the rig sets.
+					restore[p.Name] = len(p.Spec.Containers) > 0 && slices.Contains(p.Spec.Containers[0].Args, "--restore")
 				}
 			}
 			r.mu.Lock()
@@ -183,7 +188,7 @@ func (r *rig) loop() {
 			}
 			for name, ip := range want {
 				if _, running := r.procs[name]; !running {
-					r.startProcess(name, ip)
+					r.startProcess(name, ip, restore[name])
 				}
 			}
 			r.mu.Unlock()
@@ -198,7 +203,7 @@ func (r *rig) loop() {
 
 // startProcess runs mydb-instance for pod name; its data directory is the
 // pod's claim's, so it outlives the process as the claim outlives the pod.
-func (r *rig) startProcess(name, ip string) {
+func (r *rig) startProcess(name, ip string, restore bool) {
 	claim := filepath.Join(r.dir, "data-"+name)
 	run := filepath.Join(r.dir, "run-"+name)
 	for _, d := range []string{claim, run} {
@@ -224,6 +229,9 @@ func (r *rig) startProcess(name, ip string) {
 	}
 	if r.engine.binDir != "" {
 		args = append(args, "--bin-dir="+r.engine.binDir)
+	}
+	if restore {
+		args = append(args, "--restore")
 	}
 	cmd := exec.Command(filepath.Join(repoRoot, "_output", "bin", "mydb-instance"), args...)
 	cmd.Dir = run

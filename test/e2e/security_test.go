@@ -77,7 +77,11 @@ func TestRBACMatrix(t *testing.T) {
 	}
 	admin := mydbClient(t, restConfig(t)).ExampleV1()
 	for _, ns := range []string{nsA, nsB} {
-		if _, err := admin.MyDatabases(ns).Create(ctx, newDB("victim", examplev1.EngineMySQL, nil), metav1.CreateOptions{}); err != nil {
+		victim := newDB("victim", examplev1.EngineMySQL, nil)
+		// A destination, so that the backup action is RBAC's alone to refuse.
+		victim.Spec.Backup = &examplev1.BackupPolicy{Destination: &examplev1.BackupDestination{S3: &examplev1.S3Destination{
+			Endpoint: "http://127.0.0.1:1", Bucket: "backups", CredentialsSecret: examplev1.S3CredentialsSecret{Name: "s3"}}}}
+		if _, err := admin.MyDatabases(ns).Create(ctx, victim, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -74,6 +74,8 @@ type node struct {
 	dataRoot   string
 	runDir     string
 	logPath    string
+	// extraArgs are more mydb-instance flags (--restore).
+	extraArgs []string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -88,11 +90,18 @@ func randomSecret(prefix string) string {
 
 func newCluster(t *testing.T, spec engineSpec, n int) *cluster {
 	t.Helper()
+	return newClusterIn(t, spec, spec.name, spec.ipPrefix, n)
+}
+
+// newClusterIn is a cluster in root/dir with addresses ipPrefix(n+1); dir
+// must not be a prefix of another cluster's (killUnder matches it).
+func newClusterIn(t *testing.T, spec engineSpec, dir, ipPrefix string, n int) *cluster {
+	t.Helper()
 	u, err := user.Lookup(spec.osUser)
 	if err != nil {
 		t.Fatalf("user %s: %v (run hack/install-deps.sh)", spec.osUser, err)
 	}
-	c := &cluster{t: t, spec: spec, dir: filepath.Join(root, spec.name)}
+	c := &cluster{t: t, spec: spec, dir: filepath.Join(root, dir)}
 	c.uid, _ = strconv.Atoi(u.Uid)
 	c.gid, _ = strconv.Atoi(u.Gid)
 	c.secrets = map[string]string{
@@ -114,7 +123,7 @@ func newCluster(t *testing.T, spec engineSpec, n int) *cluster {
 	c.topology = filepath.Join(c.dir, "topology.json")
 	for i := range n {
 		name := fmt.Sprintf("db-%d", i)
-		host := fmt.Sprintf("%s%d", spec.ipPrefix, i+1)
+		host := fmt.Sprintf("%s%d", ipPrefix, i+1)
 		nd := &node{
 			c: c, name: name, host: host, port: freePort(t, host),
 			statusAddr: net.JoinHostPort(host, strconv.Itoa(freePort(t, host))),
@@ -244,6 +253,7 @@ func (n *node) start() {
 	if n.c.spec.binDir != "" {
 		cmd.Args = append(cmd.Args, "--bin-dir", n.c.spec.binDir)
 	}
+	cmd.Args = append(cmd.Args, n.extraArgs...)
 	cmd.Dir = n.runDir
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + n.runDir, "LANG=C.UTF-8"}
 	cmd.Stdout, cmd.Stderr = logf, logf

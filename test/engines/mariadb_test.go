@@ -18,8 +18,10 @@ import (
 	"github.com/mydb-dev/mydb/pkg/instance"
 )
 
-func TestMariaDB(t *testing.T) {
-	runSuite(t, engineSpec{
+func TestMariaDB(t *testing.T) { runSuite(t, mariadbSpec()) }
+
+func mariadbSpec() engineSpec {
+	return engineSpec{
 		name:       "mariadb",
 		osUser:     "mysql",
 		dataSubdir: "mariadb",
@@ -164,7 +166,7 @@ func TestMariaDB(t *testing.T) {
 			}
 			return sum
 		},
-	})
+	}
 }
 
 func isMyCode(err error, code uint16) bool {

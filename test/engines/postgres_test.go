@@ -22,8 +22,10 @@ import (
 
 const pgBin = "/usr/lib/postgresql/15/bin"
 
-func TestPostgres(t *testing.T) {
-	runSuite(t, engineSpec{
+func TestPostgres(t *testing.T) { runSuite(t, postgresSpec()) }
+
+func postgresSpec() engineSpec {
+	return engineSpec{
 		name:       "postgres",
 		osUser:     "postgres",
 		binDir:     pgBin,
@@ -153,7 +155,7 @@ func TestPostgres(t *testing.T) {
 			l, _ := strconv.ParseUint(lo, 16, 32)
 			return h<<32 | l
 		},
-	})
+	}
 }
 
 func isPgCode(err error, code string) bool {

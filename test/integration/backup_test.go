@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/names"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -15,7 +18,7 @@ func TestBackupAction(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	client := newClient(t).ExampleV1()
-	if _, err := client.MyDatabases(ns).Create(ctx, newMyDatabase("prod-mysql"), metav1.CreateOptions{}); err != nil {
+	if _, err := client.MyDatabases(ns).Create(ctx, newMyDatabase("prod-mysql", withDestination), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	dbs := client.MyDatabases(ns)
@@ -32,6 +35,37 @@ func TestBackupAction(t *testing.T) {
 		}
 		if b.Kind != "MyDatabaseBackup" || b.Spec.DatabaseName != "prod-mysql" || len(b.Name) != len("prod-mysql-")+5 || b.Namespace != ns {
 			t.Errorf("backup %+v", b)
+		}
+		if b.Spec.Target != examplev1.BackupTargetPreferReplica || !slices.Contains(b.Finalizers, examplev1.BackupFinalizer) {
+			t.Errorf("backup target %q finalizers %v, want PreferReplica and %s", b.Spec.Target, b.Finalizers, examplev1.BackupFinalizer)
+		}
+	})
+	t.Run("the target from the body", func(t *testing.T) {
+		b, err := dbs.Backup(ctx, "prod-mysql", &examplev1.MyDatabaseBackup{Spec: examplev1.MyDatabaseBackupSpec{Target: examplev1.BackupTargetPrimary}}, metav1.CreateOptions{})
+		if err != nil || b.Spec.Target != examplev1.BackupTargetPrimary {
+			t.Errorf("backup %+v: %v, want target Primary", b, err)
+		}
+		if _, err := dbs.Backup(ctx, "prod-mysql", &examplev1.MyDatabaseBackup{Spec: examplev1.MyDatabaseBackupSpec{Target: "Replica"}}, metav1.CreateOptions{}); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.target") {
+			t.Errorf("an unknown target: %v, want 422 on spec.target", err)
+		}
+	})
+	t.Run("a database without a destination", func(t *testing.T) {
+		if _, err := dbs.Create(ctx, newMyDatabase("nowhere"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := dbs.Backup(ctx, "nowhere", &examplev1.MyDatabaseBackup{}, metav1.CreateOptions{})
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.backup.destination") || !strings.Contains(err.Error(), "no backup destination") {
+			t.Errorf("%v, want 422 naming spec.backup.destination", err)
+		}
+	})
+	t.Run("the schedule's labels are the controller's", func(t *testing.T) {
+		b, err := dbs.Backup(ctx, "prod-mysql", &examplev1.MyDatabaseBackup{ObjectMeta: metav1.ObjectMeta{Name: "forged",
+			Labels: map[string]string{names.ScheduleLabel: "prod-mysql", names.FinalBackupLabel: "prod-mysql", "team": "a"}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := b.Labels[names.ScheduleLabel]; ok || b.Labels[names.FinalBackupLabel] != "" || b.Labels["team"] != "a" {
+			t.Errorf("labels %v, want only team", b.Labels)
 		}
 	})
 	t.Run("name and labels from the body", func(t *testing.T) {
@@ -105,8 +139,8 @@ func TestBackupAction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(list.Items) != 3 {
-		t.Errorf("backups of prod-mysql: %d, want 3", len(list.Items))
+	if len(list.Items) != 5 {
+		t.Errorf("backups of prod-mysql: %d, want 5", len(list.Items))
 	}
 	res := do(t, http.MethodGet, "/apis/example.com/v1/namespaces/"+ns+"/mydatabasebackups", "", nil, "Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
 	var table metav1.Table
@@ -119,8 +153,8 @@ func TestBackupAction(t *testing.T) {
 			headers = append(headers, c.Name)
 		}
 	}
-	if got := len(headers); got != 6 || headers[1] != "Database" || headers[2] != "Status" {
-		t.Errorf("backup columns %v", headers)
+	if want := []string{"Name", "Database", "Status", "Instance", "Size", "SHA256", "Duration", "Age"}; !slices.Equal(headers, want) {
+		t.Errorf("backup columns %v, want %v", headers, want)
 	}
 	// A backup's spec may not change.
 	b := list.Items[0]
@@ -128,4 +162,13 @@ func TestBackupAction(t *testing.T) {
 	if _, err := client.MyDatabaseBackups(ns).Update(ctx, &b, metav1.UpdateOptions{}); err == nil {
 		t.Error("a backup's spec changed")
 	}
+}
+
+// withDestination gives a database a backup destination (nothing listens
+// there: these tests talk to the API only).
+func withDestination(db *examplev1.MyDatabase) {
+	db.Spec.Backup = &examplev1.BackupPolicy{Destination: &examplev1.BackupDestination{S3: &examplev1.S3Destination{
+		Endpoint: "http://127.0.0.1:1", Bucket: "backups",
+		CredentialsSecret: examplev1.S3CredentialsSecret{Name: "s3"},
+	}}}
 }

@@ -20,7 +20,7 @@ func TestPluginBackup(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	client := newClient(t).ExampleV1()
-	if _, err := client.MyDatabases(ns).Create(ctx, newMyDatabase("prod-mysql"), metav1.CreateOptions{}); err != nil {
+	if _, err := client.MyDatabases(ns).Create(ctx, newMyDatabase("prod-mysql", withDestination), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	ca := filepath.Join(t.TempDir(), "ca.crt")

@@ -21,7 +21,6 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/admission"
@@ -139,37 +138,13 @@ func Default(r *corev1.ResourceRequirements, items []corev1.LimitRangeItem) {
 // Validate refuses a database whose pods or claims the namespace's
 // LimitRanges would refuse: at create, and at an update (or /scale) that
 // makes pods or claims anew (more replicas, other resources or version,
-// more storage); and a backup (POST mydatabases/<name>/backup) whose Job's
-// pod they would refuse.
+// more storage). A backup makes no pod: it is not checked.
 func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
 	if a.GetResource().GroupResource() != databases {
 		return nil
 	}
 	var db, old *example.MyDatabase
 	switch a.GetSubresource() {
-	case "backup":
-		if a.GetOperation() != admission.Create {
-			return nil
-		}
-		if !p.WaitForReady() {
-			return admission.NewForbidden(a, fmt.Errorf("not yet ready to handle request"))
-		}
-		items, err := p.items(a.GetNamespace())
-		if err != nil {
-			return err
-		}
-		if errs := CheckBackupPod(items); len(errs) > 0 {
-			// Named as the backup, as the quota's refusals of it are.
-			name := ""
-			if b, ok := a.GetObject().(*example.MyDatabaseBackup); ok {
-				name = b.Name
-			}
-			backup := admission.NewAttributesRecord(a.GetObject(), nil, a.GetKind(), a.GetNamespace(), name,
-				schema.GroupVersionResource{Group: example.GroupName, Version: a.GetResource().Version, Resource: "mydatabasebackups"},
-				"", admission.Create, a.GetOperationOptions(), a.IsDryRun(), a.GetUserInfo())
-			return admission.NewForbidden(backup, utilerrors.NewAggregate(errs))
-		}
-		return nil
 	case "":
 		db, _ = a.GetObject().(*example.MyDatabase)
 		old, _ = a.GetOldObject().(*example.MyDatabase)
@@ -233,27 +208,6 @@ func Check(spec *example.MyDatabaseSpec, items []corev1.LimitRangeItem) []error 
 			size := corev1.ResourceList{corev1.ResourceStorage: spec.StorageSize}
 			errs = append(errs, bound(string(corev1.LimitTypePersistentVolumeClaim), item, size, nil,
 				func(string, corev1.ResourceName) *field.Path { return specPath.Child("storageSize") })...)
-		}
-	}
-	return errs
-}
-
-// CheckBackupPod returns what of items a backup Job's pod would break.
-func CheckBackupPod(items []corev1.LimitRangeItem) []error {
-	var errs []error
-	job := engine.BackupJobResources()
-	pod := quota.BackupPod()
-	for _, item := range items {
-		var found []error
-		switch item.Type {
-		case corev1.LimitTypeContainer:
-			found = bound(string(corev1.LimitTypeContainer), item, job.Requests, job.Limits, nil)
-		case corev1.LimitTypePod:
-			found = bound(string(corev1.LimitTypePod), item, resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}),
-				resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{}), nil)
-		}
-		for _, err := range found {
-			errs = append(errs, fmt.Errorf("the backup Job's pod (%s): %v", describe(job), err))
 		}
 	}
 	return errs

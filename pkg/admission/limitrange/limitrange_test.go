@@ -205,14 +205,3 @@ func TestPlugin(t *testing.T) {
 		t.Errorf("scaling up through /scale: %v, want %s", err, wantErr)
 	}
 }
-
-func TestCheckBackupPod(t *testing.T) {
-	items := []corev1.LimitRangeItem{container(corev1.LimitRangeItem{Max: list("cpu", "500m")})}
-	want := []string{"the backup Job's pod (requests cpu=100m,memory=128Mi, limits cpu=1,memory=512Mi): maximum cpu usage per Container is 500m, but limit is 1"}
-	if diff := cmp.Diff(want, errStrings(CheckBackupPod(items))); diff != "" {
-		t.Errorf("errors (-want +got):\n%s", diff)
-	}
-	if errs := CheckBackupPod([]corev1.LimitRangeItem{container(corev1.LimitRangeItem{Max: list("cpu", "2")})}); len(errs) != 0 {
-		t.Errorf("within max: %v", errs)
-	}
-}

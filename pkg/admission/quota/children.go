@@ -22,8 +22,6 @@ type Shape struct {
 	StorageSize      resource.Quantity
 	StorageClassName *string
 	Resources        corev1.ResourceRequirements
-	// Scheduled databases get their backup volume before their first backup.
-	Scheduled bool
 	// Deleting databases create nothing more.
 	Deleting bool
 }
@@ -32,7 +30,7 @@ type Shape struct {
 func ShapeOf(db *example.MyDatabase) Shape {
 	return Shape{
 		Name: db.Name, Replicas: db.Spec.Replicas, StorageSize: db.Spec.StorageSize, StorageClassName: db.Spec.StorageClassName,
-		Resources: db.Spec.Resources, Scheduled: db.Spec.Backup != nil, Deleting: db.DeletionTimestamp != nil,
+		Resources: db.Spec.Resources, Deleting: db.DeletionTimestamp != nil,
 	}
 }
 
@@ -40,7 +38,7 @@ func ShapeOf(db *example.MyDatabase) Shape {
 func ShapeOfV1(db *examplev1.MyDatabase) Shape {
 	return Shape{
 		Name: db.Name, Replicas: ptr.Deref(db.Spec.Replicas, 1), StorageSize: db.Spec.StorageSize, StorageClassName: db.Spec.StorageClassName,
-		Resources: db.Spec.Resources, Scheduled: db.Spec.Backup != nil, Deleting: db.DeletionTimestamp != nil,
+		Resources: db.Spec.Resources, Deleting: db.DeletionTimestamp != nil,
 	}
 }
 
@@ -51,14 +49,6 @@ func DatabasePod(resources corev1.ResourceRequirements) *corev1.Pod {
 	return &corev1.Pod{Spec: corev1.PodSpec{
 		InitContainers: []corev1.Container{{Name: "copy-instance-manager", Resources: engine.InitContainerResources()}},
 		Containers:     []corev1.Container{{Name: "database", Resources: *resources.DeepCopy()}},
-	}}
-}
-
-// BackupPod is the pod of a backup Job.
-func BackupPod() *corev1.Pod {
-	return &corev1.Pod{Spec: corev1.PodSpec{
-		RestartPolicy: corev1.RestartPolicyNever,
-		Containers:    []corev1.Container{{Name: "backup", Resources: engine.BackupJobResources()}},
 	}}
 }
 
@@ -140,9 +130,8 @@ func (s Shape) class(c Children) string {
 
 // Pending is what a database's children will still be charged beyond what
 // the existing ones already are (and so is in the quota's status.used):
-// for each replica, its claim and its pod, each less what exists of it, and
-// the backup volume of a scheduled database that has none yet. Never
-// negative: a claim larger than the spec (or a pod bigger) frees nothing.
+// for each replica, its claim and its pod, each less what exists of it
+// (backups stream to object storage: they use neither). Never negative: a claim larger than the spec (or a pod bigger) frees nothing.
 func Pending(s Shape, c Children) corev1.ResourceList {
 	pending := corev1.ResourceList{}
 	if s.Deleting {
@@ -162,20 +151,7 @@ func Pending(s Shape, c Children) corev1.ResourceList {
 		}
 		pending = quota.Add(pending, quota.Add(claim, pod))
 	}
-	if s.Scheduled {
-		pending = quota.Add(pending, BackupVolumePending(s, c))
-	}
 	return quota.RemoveZeros(pending)
-}
-
-// BackupVolumePending is the database's backup volume if it does not exist
-// yet: the backup controller makes it, as large as one replica's volume,
-// before the first backup.
-func BackupVolumePending(s Shape, c Children) corev1.ResourceList {
-	if _, ok := c.Claims[names.BackupVolume(s.Name)]; ok {
-		return corev1.ResourceList{}
-	}
-	return ClaimUsage(s.class(c), s.StorageSize)
 }
 
 // chargedResources are the quota resources a database's children are charged.

@@ -47,9 +47,9 @@ const ledgerTTL = 30 * time.Second
 // syncTimeout is how long a request waits for the caches after a restart.
 const syncTimeout = 10 * time.Second
 
-// Plugin refuses a MyDatabase create, update or /scale, and a backup, whose
-// children would exceed a ResourceQuota of the namespace, at once, instead
-// of the StatefulSet controller failing on the claim that does not fit.
+// Plugin refuses a MyDatabase create, update or /scale whose children would
+// exceed a ResourceQuota of the namespace, at once, instead of the
+// StatefulSet controller failing on the claim that does not fit.
 //
 // kube-apiserver charges the children themselves when they are created, so
 // this plugin charges nothing: it checks, per quota,
@@ -190,24 +190,18 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, o admissi
 		}
 		return p.checkDatabase(ctx, a, scaled.New, scaled.Old)
 	case gr == databasesResource && sub == "backup" && op == admission.Create:
+		// A backup makes no pod and no claim (the instance manager streams
+		// it to object storage): only its count is charged.
 		backup, ok := a.GetObject().(*example.MyDatabaseBackup)
 		if !ok {
 			return nil
 		}
-		if err := p.checkBackup(ctx, a, backup, a.GetName()); err != nil {
+		if err := p.waitForCaches(ctx); err != nil {
 			return err
 		}
-		// Charged last, so a refusal above leaves no charge behind.
 		return p.counts.Validate(ctx, admission.NewAttributesRecord(backup, nil, v1.WithKind("MyDatabaseBackup"),
 			a.GetNamespace(), backup.Name, v1.WithResource("mydatabasebackups"), "", admission.Create,
 			a.GetOperationOptions(), a.IsDryRun(), a.GetUserInfo()), o)
-	case gr == backupsResource && sub == "" && op == admission.Create:
-		// The ResourceQuota plugin charges the count of a direct create.
-		backup, ok := a.GetObject().(*example.MyDatabaseBackup)
-		if !ok {
-			return nil
-		}
-		return p.checkBackup(ctx, a, backup, backup.Spec.DatabaseName)
 	}
 	return nil
 }
@@ -374,45 +368,6 @@ func (p *Plugin) checkDatabase(ctx context.Context, a admission.Attributes, db, 
 	return nil
 }
 
-// checkBackup refuses a backup whose Job pod, or the backup volume it would
-// be the first to need, does not fit.
-func (p *Plugin) checkBackup(ctx context.Context, a admission.Attributes, backup *example.MyDatabaseBackup, database string) error {
-	if err := p.waitForCaches(ctx); err != nil {
-		return err
-	}
-	ns := a.GetNamespace()
-	quotas, err := p.quotasOf(ns)
-	if err != nil || len(quotas) == 0 {
-		return err
-	}
-	db, err := p.databases.MyDatabases(ns).Get(database)
-	if apierrors.IsNotFound(err) {
-		return nil // storage answers 404
-	}
-	if err != nil {
-		return err
-	}
-	p.lock.Lock()
-	defer p.lock.Unlock()
-	c, err := p.children(ns)
-	if err != nil {
-		return err
-	}
-	pending, err := p.pendingOthers(ns, "", c)
-	if err != nil {
-		return err
-	}
-	withPending(quotas, pending)
-	usage := PodUsage(BackupPod())
-	if shape := ShapeOfV1(db); !shape.Scheduled { // a scheduled database's volume is pending already
-		usage = quota.Add(usage, BackupVolumePending(shape, c))
-	}
-	attrs := admission.NewAttributesRecord(backup, nil, v1.WithKind("MyDatabaseBackup"), ns, backup.Name,
-		v1.WithResource("mydatabasebackups"), "", admission.Create, a.GetOperationOptions(), a.IsDryRun(), a.GetUserInfo())
-	_, err = resourcequota.CheckRequest(quotas, attrs, &fixedEvaluator{usage: usage}, nil)
-	return err
-}
-
 // Evaluator is the quota evaluator of a MyDatabase's children: a
 // database's usage is what its children will still be charged (Pending).
 type Evaluator struct {
@@ -460,15 +415,4 @@ func matchesScope(scope corev1.ScopedResourceSelectorRequirement, _ runtime.Obje
 		return scope.Operator == corev1.ScopeSelectorOpDoesNotExist || scope.Operator == corev1.ScopeSelectorOpNotIn, nil
 	}
 	return false, nil
-}
-
-// fixedEvaluator charges what a backup's children need.
-type fixedEvaluator struct {
-	Evaluator
-	usage corev1.ResourceList
-}
-
-func (e *fixedEvaluator) GroupResource() schema.GroupResource { return backupsResource }
-func (e *fixedEvaluator) Usage(runtime.Object) (corev1.ResourceList, error) {
-	return e.usage, nil
 }

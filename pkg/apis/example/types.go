@@ -4,6 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Engine is a database engine.
@@ -30,6 +31,7 @@ const (
 	ConditionReady       = "Ready"
 	ConditionProgressing = "Progressing"
 	ConditionDegraded    = "Degraded"
+	ConditionRestored    = "Restored"
 )
 
 // +genclient
@@ -83,6 +85,36 @@ type BackupPolicy struct {
 	Schedule    string
 	Retention   int32
 	FinalBackup bool
+	Destination *BackupDestination
+}
+
+// BackupDestination is where backups are written.
+type BackupDestination struct {
+	S3 *S3Destination
+}
+
+// S3Destination is a bucket, and a prefix in it, of an S3-compatible store.
+type S3Destination struct {
+	Endpoint          string
+	Region            string
+	Bucket            string
+	Prefix            string
+	CredentialsSecret S3CredentialsSecret
+	CABundle          *CABundleSource
+}
+
+// S3CredentialsSecret names a Secret and its keys of an S3 access key.
+type S3CredentialsSecret struct {
+	Name               string
+	AccessKeyIDKey     string
+	SecretAccessKeyKey string
+}
+
+// CABundleSource is a key of a Secret or of a ConfigMap.
+type CABundleSource struct {
+	SecretName    string
+	ConfigMapName string
+	Key           string
 }
 
 // DeleteDataFinalizer holds a MyDatabase whose spec.deletionPolicy is
@@ -110,6 +142,7 @@ type MyDatabaseStatus struct {
 	TargetPrimary       string
 	TargetPrimaryTime   *metav1.MicroTime
 	TargetPrimaryReason string
+	LastScheduleTime    *metav1.Time
 }
 
 // The reasons status.targetPrimary is set for.
@@ -177,9 +210,22 @@ type MyDatabaseBackup struct {
 	Status MyDatabaseBackupStatus
 }
 
+// BackupTarget says which instance of a database a backup reads.
+type BackupTarget string
+
+// The backup targets.
+const (
+	BackupTargetPrimary       BackupTarget = "Primary"
+	BackupTargetPreferReplica BackupTarget = "PreferReplica"
+)
+
+// BackupFinalizer holds a backup until its dump is deleted.
+const BackupFinalizer = "example.com/backup-data"
+
 // MyDatabaseBackupSpec is what to back up.
 type MyDatabaseBackupSpec struct {
 	DatabaseName string
+	Target       BackupTarget
 }
 
 // MyDatabaseBackupStatus is how the backup went.
@@ -189,25 +235,37 @@ type MyDatabaseBackupStatus struct {
 	CompletionTime *metav1.Time
 	Location       *BackupLocation
 	Message        string
+	DatabaseUID    types.UID
+	Instance       string
+	Role           InstanceRole
+	Bytes          int64
+	SizeBytes      int64
+	Checksum       string
+	Format         string
+	Position       *InstancePosition
 }
 
 // BackupLocation is where a backup's dump is stored.
 type BackupLocation struct {
-	Volume *VolumeLocation
+	S3 *S3Location
 }
 
-// URI is the location as kubectl shows it: pvc://<claim>/<path>.
+// URI is the location as kubectl shows it: s3://<bucket>/<key>.
 func (l *BackupLocation) URI() string {
-	if l == nil || l.Volume == nil {
+	if l == nil || l.S3 == nil {
 		return ""
 	}
-	return "pvc://" + l.Volume.ClaimName + "/" + l.Volume.Path
+	return "s3://" + l.S3.Bucket + "/" + l.S3.Key
 }
 
-// VolumeLocation is a file on a PersistentVolumeClaim.
-type VolumeLocation struct {
-	ClaimName string
-	Path      string
+// S3Location is one object of a bucket, and what it takes to read it.
+type S3Location struct {
+	Endpoint          string
+	Region            string
+	Bucket            string
+	Key               string
+	CredentialsSecret S3CredentialsSecret
+	CABundle          *CABundleSource
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -56,7 +56,7 @@ func (o *options) client() (clientset.Interface, string, error) {
 }
 
 func (o *options) backupCommand() *cobra.Command {
-	var name string
+	var name, target string
 	var waitFor time.Duration
 	cmd := &cobra.Command{
 		Use:   "backup DATABASE",
@@ -67,7 +67,8 @@ func (o *options) backupCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			req := &examplev1.MyDatabaseBackup{ObjectMeta: metav1.ObjectMeta{Name: name}}
+			req := &examplev1.MyDatabaseBackup{ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec: examplev1.MyDatabaseBackupSpec{Target: examplev1.BackupTarget(target)}}
 			result, err := c.ExampleV1().MyDatabases(ns).Backup(cmd.Context(), args[0], req, metav1.CreateOptions{})
 			if err != nil {
 				return err
@@ -81,6 +82,7 @@ func (o *options) backupCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&name, "name", "", "name of the backup (default: the database's name and a random suffix)")
 	cmd.Flags().DurationVar(&waitFor, "wait", 0, "wait this long for the backup to finish")
+	cmd.Flags().StringVar(&target, "target", "", "the instance to back up: Primary or PreferReplica (the default)")
 	return cmd
 }
 
@@ -167,7 +169,8 @@ func (o *options) waitForBackup(ctx context.Context, c clientset.Interface, ns, 
 	if b.Status.Phase == examplev1.BackupPhaseFailed {
 		return fmt.Errorf("backup %s failed: %s", name, b.Status.Message)
 	}
-	fmt.Fprintf(o.streams.Out, "mydatabasebackup.example.com/%s succeeded: %s\n", name, b.Status.Location.URI())
+	fmt.Fprintf(o.streams.Out, "mydatabasebackup.example.com/%s succeeded: %s (%d bytes, sha256 %s, from %s)\n",
+		name, b.Status.Location.URI(), b.Status.SizeBytes, b.Status.Checksum, b.Status.Instance)
 	return nil
 }
 

@@ -1,24 +1,26 @@
-// Package backup is the controller that runs every MyDatabaseBackup as a Job
-// of the engine's dump tool, writing to a volume of the database's
-// namespace, and reports how it went through the backup's /status.
+// Package backup is the controller that runs every MyDatabaseBackup: it
+// picks the instance its target asks for, has that instance's manager
+// stream a backup to the database's destination (POST /v1/backups), follows
+// it until it ends and reports how it went through the backup's /status.
+// Deleting a backup deletes its dump from the bucket first.
 package backup
 
 import (
 	"context"
+	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/controller/internal/instances"
 	"github.com/mydb-dev/mydb/pkg/controller/runner"
 	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
 	exampleinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions/example/v1"
 	examplelisters "github.com/mydb-dev/mydb/pkg/generated/listers/example/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"github.com/mydb-dev/mydb/pkg/objectstore"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
-	batchinformers "k8s.io/client-go/informers/batch/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
-	batchlisters "k8s.io/client-go/listers/batch/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -28,51 +30,79 @@ import (
 
 // Event reasons.
 const (
-	ReasonJobCreated       = "BackupJobCreated"
-	ReasonVolumeCreated    = "BackupVolumeCreated"
-	ReasonBackupSucceeded  = "BackupSucceeded"
-	ReasonBackupFailed     = "BackupFailed"
-	ReasonResourceConflict = "ErrResourceExists"
+	ReasonBackupStarted   = "BackupStarted"
+	ReasonBackupSucceeded = "BackupSucceeded"
+	ReasonBackupFailed    = "BackupFailed"
+	ReasonDumpDeleted     = "DumpDeleted"
+	ReasonDumpKept        = "DumpNotDeleted"
 )
 
-// Informers are the shared informers the controller reads from; Jobs and
-// PVCs should be filtered to app.kubernetes.io/managed-by=mydb.
+// Informers are the shared informers the controller reads from; Secrets
+// should be filtered to app.kubernetes.io/managed-by=mydb (the controller
+// reads only the databases' own credentials through them).
 type Informers struct {
-	Backups                exampleinformers.MyDatabaseBackupInformer
-	MyDatabases            exampleinformers.MyDatabaseInformer
-	Jobs                   batchinformers.JobInformer
-	PersistentVolumeClaims coreinformers.PersistentVolumeClaimInformer
+	Backups     exampleinformers.MyDatabaseBackupInformer
+	MyDatabases exampleinformers.MyDatabaseInformer
+	Secrets     coreinformers.SecretInformer
 }
 
 // NewInformers takes the controller's informers from factories: kube
 // filtered to mydb's label, own for mydb's API.
 func NewInformers(kube informers.SharedInformerFactory, own mydbinformers.SharedInformerFactory) Informers {
 	return Informers{
-		Backups:                own.Example().V1().MyDatabaseBackups(),
-		MyDatabases:            own.Example().V1().MyDatabases(),
-		Jobs:                   kube.Batch().V1().Jobs(),
-		PersistentVolumeClaims: kube.Core().V1().PersistentVolumeClaims(),
+		Backups:     own.Example().V1().MyDatabaseBackups(),
+		MyDatabases: own.Example().V1().MyDatabases(),
+		Secrets:     kube.Core().V1().Secrets(),
 	}
 }
 
 // All are every informer the controller reads.
 func (i Informers) All() []cache.SharedIndexInformer {
-	return []cache.SharedIndexInformer{i.Backups.Informer(), i.MyDatabases.Informer(), i.Jobs.Informer(), i.PersistentVolumeClaims.Informer()}
+	return []cache.SharedIndexInformer{i.Backups.Informer(), i.MyDatabases.Informer(), i.Secrets.Informer()}
+}
+
+// ObjectStores deletes objects from buckets.
+type ObjectStores interface {
+	Delete(ctx context.Context, cfg objectstore.Config, key string) error
+}
+
+// Buckets deletes through the objectstore package.
+type Buckets struct{}
+
+// Delete implements ObjectStores.
+func (Buckets) Delete(ctx context.Context, cfg objectstore.Config, key string) error {
+	s, err := objectstore.New(cfg)
+	if err != nil {
+		return err
+	}
+	return s.Delete(ctx, key)
+}
+
+// Options are the controller's connections to the instance managers and
+// the buckets; tests inject fakes, nil fields are the real ones.
+type Options struct {
+	Operations instances.Operations
+	Stores     ObjectStores
+	// PollInterval is how often a running backup is read; 0 is 5s.
+	PollInterval time.Duration
 }
 
 // Controller runs backups.
 type Controller struct {
-	// kubeClient writes Jobs and volumes in the main cluster.
+	// kubeClient reads the destinations' Secrets in the main cluster.
 	kubeClient kubernetes.Interface
 	// mydbClient writes backups through mydb's own API.
 	mydbClient clientset.Interface
 
 	backupLister examplelisters.MyDatabaseBackupLister
 	dbLister     examplelisters.MyDatabaseLister
-	jobLister    batchlisters.JobLister
-	pvcLister    corelisters.PersistentVolumeClaimLister
+	secretLister corelisters.SecretLister
 	informers    Informers
 	handlers     runner.Handlers
+
+	operations   instances.Operations
+	stores       ObjectStores
+	pollInterval time.Duration
 
 	// queue holds the backups to look at.
 	queue workqueue.TypedRateLimitingInterface[cache.ObjectName]
@@ -84,15 +114,26 @@ type Controller struct {
 
 // NewController returns a controller reading from informers; it does nothing until Run.
 func NewController(kubeClient kubernetes.Interface, mydbClient clientset.Interface, informers Informers,
-	recorder record.EventRecorder, clk clock.PassiveClock) (*Controller, error) {
+	recorder record.EventRecorder, clk clock.PassiveClock, opts Options) (*Controller, error) {
+	if opts.Operations == nil {
+		opts.Operations = instances.NewHTTP()
+	}
+	if opts.Stores == nil {
+		opts.Stores = Buckets{}
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = 5 * time.Second
+	}
 	c := &Controller{
 		kubeClient:   kubeClient,
 		mydbClient:   mydbClient,
 		backupLister: informers.Backups.Lister(),
 		dbLister:     informers.MyDatabases.Lister(),
-		jobLister:    informers.Jobs.Lister(),
-		pvcLister:    informers.PersistentVolumeClaims.Lister(),
+		secretLister: informers.Secrets.Lister(),
 		informers:    informers,
+		operations:   opts.Operations,
+		stores:       opts.Stores,
+		pollInterval: opts.PollInterval,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "mydatabasebackup"}),
@@ -105,20 +146,12 @@ func NewController(kubeClient kubernetes.Interface, mydbClient clientset.Interfa
 	}); err != nil {
 		return nil, err
 	}
-	if err := c.handlers.Add(informers.Jobs.Informer(), cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.handleJob,
-		UpdateFunc: func(_, obj interface{}) { c.handleJob(obj) },
-		DeleteFunc: c.handleJob,
-	}); err != nil {
-		c.Close()
-		return nil, err
-	}
-	// A database whose deletion policy changes changes who owns its backups.
+	// A database whose deletion policy changes changes who owns its
+	// backups; one whose instances change may let a pending backup start.
 	if err := c.handlers.Add(informers.MyDatabases.Informer(), cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(old, obj interface{}) {
-			if old.(*examplev1.MyDatabase).Spec.DeletionPolicy != obj.(*examplev1.MyDatabase).Spec.DeletionPolicy {
-				c.enqueueBackupsOf(obj.(*examplev1.MyDatabase))
-			}
+			db := obj.(*examplev1.MyDatabase)
+			c.enqueueBackupsOf(db, old.(*examplev1.MyDatabase).Spec.DeletionPolicy != db.Spec.DeletionPolicy)
 		},
 	}); err != nil {
 		c.Close()
@@ -132,10 +165,19 @@ func (c *Controller) Close() { c.handlers.RemoveAll() }
 
 // Run reconciles backups with workers goroutines until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) error {
-	return runner.Run(ctx, c.queue, workers, c.sync, func() ([]cache.ObjectName, error) {
+	return runner.Run(ctx, c.queue, workers, c.syncAndRequeue, func() ([]cache.ObjectName, error) {
 		backups, err := c.backupLister.List(labels.Everything())
 		return runner.Keys(backups), err
 	}, c.informers.All()...)
+}
+
+// syncAndRequeue syncs a backup and comes back to it while it runs.
+func (c *Controller) syncAndRequeue(ctx context.Context, key cache.ObjectName) error {
+	after, err := c.sync(ctx, key)
+	if err == nil && after > 0 {
+		c.queue.AddAfter(key, after)
+	}
+	return err
 }
 
 func (c *Controller) enqueue(obj interface{}) {
@@ -144,28 +186,16 @@ func (c *Controller) enqueue(obj interface{}) {
 	}
 }
 
-func (c *Controller) enqueueBackupsOf(db *examplev1.MyDatabase) {
+// enqueueBackupsOf enqueues the unfinished backups of a database, or all
+// of them.
+func (c *Controller) enqueueBackupsOf(db *examplev1.MyDatabase, all bool) {
 	backups, err := c.backupLister.MyDatabaseBackups(db.Namespace).List(labels.Everything())
 	if err != nil {
 		return
 	}
 	for _, b := range backups {
-		if b.Spec.DatabaseName == db.Name {
+		if b.Spec.DatabaseName == db.Name && (all || !finished(b) || b.DeletionTimestamp != nil) {
 			c.enqueue(b)
 		}
-	}
-}
-
-// handleJob enqueues the backup that controls a Job.
-func (c *Controller) handleJob(obj interface{}) {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
-	job, ok := obj.(metav1.Object)
-	if !ok {
-		return
-	}
-	if owner := metav1.GetControllerOf(job); owner != nil && owner.Kind == "MyDatabaseBackup" && owner.APIVersion == examplev1.SchemeGroupVersion.String() {
-		c.queue.Add(cache.ObjectName{Namespace: job.GetNamespace(), Name: owner.Name})
 	}
 }

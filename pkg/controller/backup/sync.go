@@ -2,141 +2,346 @@ package backup
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
-	"github.com/mydb-dev/mydb/pkg/names"
-
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/controller/internal/instances"
 	"github.com/mydb-dev/mydb/pkg/engine"
-	batchv1 "k8s.io/api/batch/v1"
+	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/names"
+	"github.com/mydb-dev/mydb/pkg/objectstore"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/utils/ptr"
 )
 
 const (
-	// backupMountPath is where a backup Job mounts the backups volume.
-	backupMountPath = "/backups"
 	// cacheGrace is how long a backup waits for its database to appear in
 	// the cache before it fails for want of one.
 	cacheGrace = 30 * time.Second
+	// startDeadline is how long a backup waits for an instance to take it
+	// (none ready, or the one chosen busy or unreachable) before it fails.
+	startDeadline = 10 * time.Minute
+	// maxMessageLength bounds what an instance's message puts in the status.
+	maxMessageLength = 1024
 )
 
-// dumpFile is the dump's file name on the backups volume.
-func dumpFile(b *examplev1.MyDatabaseBackup) string { return b.Name + ".sql" }
-
-// location is where a backup's dump is kept.
-func location(db *examplev1.MyDatabase, b *examplev1.MyDatabaseBackup) *examplev1.BackupLocation {
-	return &examplev1.BackupLocation{Volume: &examplev1.VolumeLocation{ClaimName: names.BackupVolume(db.Name), Path: dumpFile(b)}}
-}
-
-// sync moves one backup along: it makes sure its volume and Job exist and
-// copies the Job's outcome into the backup's status. A finished backup is
-// never touched again.
-func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
+// sync moves one backup along and returns when to look at it again (0:
+// when something changes). A pending backup is given an instance; the
+// instance is recorded in the status before it is asked, so a backup is
+// never asked of two instances. A running one is read from its instance; a
+// finished one is never touched again, but for its deletion.
+func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Duration, error) {
 	backup, err := c.backupLister.MyDatabaseBackups(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
-		return nil // its Job goes with it (owner reference)
+		return 0, nil
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if backup.DeletionTimestamp != nil || finished(backup) {
-		return nil
+	if backup.DeletionTimestamp != nil {
+		return c.deleteDump(ctx, backup)
+	}
+	if finished(backup) {
+		return 0, nil
 	}
 	db, err := c.dbLister.MyDatabases(backup.Namespace).Get(backup.Spec.DatabaseName)
 	if apierrors.IsNotFound(err) {
 		// A database created just before its backup may not be cached yet.
 		if c.clock.Since(backup.CreationTimestamp.Time) < cacheGrace {
-			return fmt.Errorf("MyDatabase %q is not in the cache yet", backup.Spec.DatabaseName)
+			return 0, fmt.Errorf("MyDatabase %q is not in the cache yet", backup.Spec.DatabaseName)
 		}
-		return c.setStatus(ctx, backup, failed(backup, c.now(), fmt.Sprintf("MyDatabase %q does not exist", backup.Spec.DatabaseName)))
+		return 0, c.fail(ctx, backup, fmt.Sprintf("MyDatabase %q does not exist", backup.Spec.DatabaseName))
 	}
 	if err != nil {
-		return err
+		return 0, err
+	}
+	if uid := backup.Status.DatabaseUID; uid != "" && uid != db.UID {
+		return 0, c.fail(ctx, backup, fmt.Sprintf("MyDatabase %q was deleted and created again during the backup", db.Name))
 	}
 	if err := c.reconcileOwner(ctx, backup, db); err != nil {
-		return err
+		return 0, err
 	}
-	eng, ok := engine.Lookup(string(db.Spec.Engine))
-	if !ok {
-		return nil
+	if backup.Status.Phase == examplev1.BackupPhaseRunning {
+		return c.follow(ctx, backup, db)
 	}
-	if err := c.ensureVolume(ctx, db); err != nil {
-		return err
+	return c.start(ctx, backup, db)
+}
+
+// start chooses the backup's instance, records it, and asks it to back up.
+func (c *Controller) start(ctx context.Context, backup *examplev1.MyDatabaseBackup, db *examplev1.MyDatabase) (time.Duration, error) {
+	if db.Spec.Backup == nil || db.Spec.Backup.Destination == nil || db.Spec.Backup.Destination.S3 == nil {
+		return 0, c.fail(ctx, backup, fmt.Sprintf("MyDatabase %q has no backup destination: set spec.backup.destination", db.Name))
 	}
-	job, err := c.jobLister.Jobs(backup.Namespace).Get(names.BackupJob(backup.Name))
-	if apierrors.IsNotFound(err) {
-		job, err = c.kubeClient.BatchV1().Jobs(backup.Namespace).Create(ctx, newJob(backup, db, eng), metav1.CreateOptions{})
-		if err != nil {
-			return err
+	if c.clock.Since(backup.CreationTimestamp.Time) > startDeadline {
+		msg := fmt.Sprintf("no instance took the backup within %s", startDeadline)
+		if backup.Status.Message != "" {
+			msg += ": " + backup.Status.Message
 		}
-		c.recorder.Eventf(backup, corev1.EventTypeNormal, ReasonJobCreated, "Created Job %q", job.Name)
-	} else if err != nil {
-		return err
+		return 0, c.fail(ctx, backup, msg)
 	}
-	if !metav1.IsControlledBy(job, backup) {
-		msg := fmt.Sprintf("Job %q already exists and is not managed by this backup", job.Name)
-		c.recorder.Event(backup, corev1.EventTypeWarning, ReasonResourceConflict, msg)
-		return c.setStatus(ctx, backup, failed(backup, c.now(), msg))
+	status := *backup.Status.DeepCopy()
+	status.Phase = examplev1.BackupPhasePending
+	if status.Instance == "" {
+		target := chooseInstance(db, backup.Spec.Target)
+		if target == nil {
+			status.Message = "waiting for a ready instance to back up"
+			return c.pollInterval, c.setStatus(ctx, backup, status)
+		}
+		status.Instance, status.Role, status.DatabaseUID = target.Name, target.Role, db.UID
+		status.Location = instances.LocationOf(db.Spec.Backup.Destination.S3, db, backup)
+		status.Message = "asking " + target.Name + " to back up"
+		// Recorded before the instance is asked: a retry asks the same one.
+		return 0, c.setStatus(ctx, backup, status)
 	}
-	status := statusFromJob(backup, db, job)
-	switch status.Phase {
-	case examplev1.BackupPhaseSucceeded:
-		c.recorder.Eventf(backup, corev1.EventTypeNormal, ReasonBackupSucceeded, "Backup of %q stored at %s", db.Name, status.Location.URI())
-	case examplev1.BackupPhaseFailed:
-		c.recorder.Eventf(backup, corev1.EventTypeWarning, ReasonBackupFailed, "Backup of %q failed: %s", db.Name, status.Message)
+	address, auth, err := c.reach(db, status.Instance)
+	if err != nil {
+		status.Message = err.Error()
+		return c.pollInterval, c.setStatus(ctx, backup, status)
 	}
-	return c.setStatus(ctx, backup, status)
+	object, err := instances.S3Object(ctx, c.kubeClient, backup.Namespace, status.Location.S3)
+	if err != nil {
+		if apierrors.IsNotFound(err) || !isAPIError(err) {
+			return 0, c.fail(ctx, backup, err.Error())
+		}
+		return 0, err
+	}
+	op, err := c.operations.StartBackup(ctx, address, auth, instance.BackupRequest{
+		ID: string(backup.UID), Destination: instance.Destination{S3: object},
+	})
+	if errors.Is(err, instances.ErrRefused) {
+		return 0, c.fail(ctx, backup, fmt.Sprintf("instance %s refused the backup: %v", status.Instance, err))
+	}
+	if err != nil {
+		status.Message = fmt.Sprintf("instance %s did not take the backup: %v", status.Instance, err)
+		return c.pollInterval, c.setStatus(ctx, backup, status)
+	}
+	c.recorder.Eventf(backup, corev1.EventTypeNormal, ReasonBackupStarted, "Backing up %s (%s) to %s", status.Instance, status.Role, status.Location.URI())
+	return c.record(ctx, backup, db, status, op)
+}
+
+// follow reads a running backup from its instance.
+func (c *Controller) follow(ctx context.Context, backup *examplev1.MyDatabaseBackup, db *examplev1.MyDatabase) (time.Duration, error) {
+	status := *backup.Status.DeepCopy()
+	address, auth, err := c.reach(db, status.Instance)
+	if err != nil {
+		status.Message = err.Error()
+		return c.pollInterval, c.setStatus(ctx, backup, status)
+	}
+	op, err := c.operations.Backup(ctx, address, auth, string(backup.UID))
+	switch {
+	case errors.Is(err, instances.ErrUnknownOperation):
+		return 0, c.fail(ctx, backup, fmt.Sprintf("the instance %s restarted during the backup", status.Instance))
+	case err != nil:
+		status.Message = fmt.Sprintf("reading the backup from %s: %v", status.Instance, err)
+		return c.pollInterval, c.setStatus(ctx, backup, status)
+	}
+	return c.record(ctx, backup, db, status, op)
+}
+
+// record writes what the instance reported of the backup.
+func (c *Controller) record(ctx context.Context, backup *examplev1.MyDatabaseBackup, db *examplev1.MyDatabase, status examplev1.MyDatabaseBackupStatus, op *instance.Operation) (time.Duration, error) {
+	status.Phase, status.Message = examplev1.BackupPhaseRunning, ""
+	if !op.StartTime.IsZero() {
+		status.StartTime = &metav1.Time{Time: op.StartTime}
+	} else if status.StartTime == nil {
+		status.StartTime = ptrTime(c.now())
+	}
+	status.Bytes = op.Bytes
+	switch op.Phase {
+	case instance.OperationRunning:
+		return c.pollInterval, c.setStatus(ctx, backup, status)
+	case instance.OperationSucceeded:
+		status.Phase = examplev1.BackupPhaseSucceeded
+		status.SizeBytes, status.Checksum, status.Format = op.Size, op.SHA256, op.Format
+		if p := op.Position; p != nil {
+			status.Position = &examplev1.InstancePosition{Timeline: int32(p.Timeline), LSN: p.LSN, GTID: p.GTID}
+		}
+		status.CompletionTime = completion(op, c.now(), status.StartTime)
+		if err := c.setStatus(ctx, backup, status); err != nil {
+			return 0, err
+		}
+		c.recorder.Eventf(backup, corev1.EventTypeNormal, ReasonBackupSucceeded, "Backup of %s (%s, %d bytes, sha256 %s) stored at %s",
+			status.Instance, db.Name, status.SizeBytes, status.Checksum, status.Location.URI())
+		return 0, nil
+	default:
+		status.Phase = examplev1.BackupPhaseFailed
+		status.Message = truncate("the instance manager reported: " + op.Message)
+		status.CompletionTime = completion(op, c.now(), status.StartTime)
+		if err := c.setStatus(ctx, backup, status); err != nil {
+			return 0, err
+		}
+		c.recorder.Eventf(backup, corev1.EventTypeWarning, ReasonBackupFailed, "Backup of %s failed: %s", db.Name, status.Message)
+		return 0, nil
+	}
+}
+
+// reach is the address of one of db's instances and the credentials of its
+// manager's endpoints.
+func (c *Controller) reach(db *examplev1.MyDatabase, name string) (string, instances.Auth, error) {
+	i := slices.IndexFunc(db.Status.Instances, func(in examplev1.InstanceStatus) bool { return in.Name == name })
+	if i < 0 || db.Status.Instances[i].Address == "" {
+		return "", instances.Auth{}, fmt.Errorf("waiting for the instance %s to have an address", name)
+	}
+	secret, err := c.secretLister.Secrets(db.Namespace).Get(names.Secret(db.Name))
+	if err != nil {
+		return "", instances.Auth{}, fmt.Errorf("reading the credentials Secret %q: %v", names.Secret(db.Name), err)
+	}
+	password := string(secret.Data[engine.SecretKeyReplicationPassword])
+	if password == "" {
+		return "", instances.Auth{}, fmt.Errorf("the credentials Secret %q has no %s", names.Secret(db.Name), engine.SecretKeyReplicationPassword)
+	}
+	return db.Status.Instances[i].Address, instances.Auth{Password: password}, nil
+}
+
+// chooseInstance picks the instance a backup reads. PreferReplica takes the
+// ready replica whose position is furthest along (a ready replica streams
+// from the primary within the lag bound), and the ready primary when no
+// replica is ready; Primary takes the ready primary. A fenced primary
+// takes no backup: a switchover or failover is under way.
+func chooseInstance(db *examplev1.MyDatabase, target examplev1.BackupTarget) *examplev1.InstanceStatus {
+	var primary, replica *examplev1.InstanceStatus
+	for i := range db.Status.Instances {
+		in := &db.Status.Instances[i]
+		if !in.Ready || in.Address == "" {
+			continue
+		}
+		switch {
+		case in.Role == examplev1.InstanceRolePrimary && in.Name == db.Status.CurrentPrimary && !in.Fenced:
+			primary = in
+		case in.Role == examplev1.InstanceRoleReplica:
+			if replica == nil || ahead(in.Position, replica.Position) {
+				replica = in
+			}
+		}
+	}
+	if target != examplev1.BackupTargetPrimary && replica != nil {
+		return replica
+	}
+	return primary
+}
+
+// ahead tells whether position p is past q.
+func ahead(p, q *examplev1.InstancePosition) bool {
+	if p == nil || q == nil {
+		return p != nil
+	}
+	return toPosition(p).Compare(toPosition(q)) > 0
+}
+
+func toPosition(p *examplev1.InstancePosition) instance.Position {
+	return instance.Position{Timeline: uint32(p.Timeline), LSN: p.LSN, GTID: p.GTID}
+}
+
+// deleteDump deletes a deleted backup's object from its bucket, then lets
+// the backup go. A running backup is first left to end, so its upload
+// cannot land after the delete. When the Secret that reads the bucket is
+// gone, the dump cannot be deleted: a Warning says it stays.
+func (c *Controller) deleteDump(ctx context.Context, backup *examplev1.MyDatabaseBackup) (time.Duration, error) {
+	if !slices.Contains(backup.Finalizers, examplev1.BackupFinalizer) {
+		return 0, nil
+	}
+	if backup.Status.Phase == examplev1.BackupPhaseRunning {
+		if running, err := c.stillRunning(ctx, backup); running {
+			return c.pollInterval, err
+		}
+	}
+	if loc := backup.Status.Location; loc != nil && loc.S3 != nil {
+		object, err := instances.S3Object(ctx, c.kubeClient, backup.Namespace, loc.S3)
+		switch {
+		case apierrors.IsNotFound(err):
+			c.recorder.Eventf(backup, corev1.EventTypeWarning, ReasonDumpKept, "The dump at %s stays in its bucket: %v", loc.URI(), err)
+		case err != nil:
+			return 0, err
+		default:
+			if err := c.stores.Delete(ctx, instances.StoreConfig(object), loc.S3.Key); err != nil && !errors.Is(err, objectstore.ErrNotFound) {
+				c.recorder.Eventf(backup, corev1.EventTypeWarning, ReasonDumpKept, "Deleting the dump at %s: %v", loc.URI(), err)
+				return 0, err
+			}
+			c.recorder.Eventf(backup, corev1.EventTypeNormal, ReasonDumpDeleted, "Deleted the dump at %s", loc.URI())
+		}
+	}
+	updated := backup.DeepCopy()
+	updated.Finalizers = slices.DeleteFunc(updated.Finalizers, func(f string) bool { return f == examplev1.BackupFinalizer })
+	_, err := c.mydbClient.ExampleV1().MyDatabaseBackups(backup.Namespace).Update(ctx, updated, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		return 0, nil
+	}
+	return 0, err
+}
+
+// stillRunning tells whether a deleted backup's instance still runs it.
+func (c *Controller) stillRunning(ctx context.Context, backup *examplev1.MyDatabaseBackup) (bool, error) {
+	db, err := c.dbLister.MyDatabases(backup.Namespace).Get(backup.Spec.DatabaseName)
+	if err != nil || db.UID != backup.Status.DatabaseUID {
+		return false, nil // no database, no instance to run it
+	}
+	address, auth, err := c.reach(db, backup.Status.Instance)
+	if err != nil {
+		return false, nil
+	}
+	op, err := c.operations.Backup(ctx, address, auth, string(backup.UID))
+	if errors.Is(err, instances.ErrUnknownOperation) {
+		return false, nil
+	}
+	if err != nil {
+		return true, err // try again: an upload may still be on its way
+	}
+	return op.Phase == instance.OperationRunning, nil
 }
 
 func (c *Controller) now() metav1.Time { return metav1.NewTime(c.clock.Now()) }
+
+func ptrTime(t metav1.Time) *metav1.Time { return &t }
 
 func finished(b *examplev1.MyDatabaseBackup) bool {
 	return b.Status.Phase == examplev1.BackupPhaseSucceeded || b.Status.Phase == examplev1.BackupPhaseFailed
 }
 
-func failed(b *examplev1.MyDatabaseBackup, now metav1.Time, msg string) examplev1.MyDatabaseBackupStatus {
+// completion is when an operation finished, never before it started.
+func completion(op *instance.Operation, now metav1.Time, start *metav1.Time) *metav1.Time {
+	t := now
+	if op.FinishTime != nil {
+		t = metav1.NewTime(*op.FinishTime)
+	}
+	if start != nil && t.Before(start) {
+		t = *start
+	}
+	return &t
+}
+
+// fail ends a backup as Failed with msg.
+func (c *Controller) fail(ctx context.Context, b *examplev1.MyDatabaseBackup, msg string) error {
+	now := c.now()
 	s := *b.Status.DeepCopy()
-	s.Phase, s.Message, s.CompletionTime = examplev1.BackupPhaseFailed, msg, &now
+	s.Phase, s.Message, s.CompletionTime = examplev1.BackupPhaseFailed, truncate(msg), &now
 	if s.StartTime == nil || s.StartTime.After(now.Time) {
 		s.StartTime = &now
+	}
+	if err := c.setStatus(ctx, b, s); err != nil {
+		return err
+	}
+	c.recorder.Eventf(b, corev1.EventTypeWarning, ReasonBackupFailed, "Backup of %s failed: %s", b.Spec.DatabaseName, s.Message)
+	return nil
+}
+
+func truncate(s string) string {
+	if len(s) > maxMessageLength {
+		return s[:maxMessageLength]
 	}
 	return s
 }
 
-// statusFromJob reads a backup's state off its Job.
-func statusFromJob(b *examplev1.MyDatabaseBackup, db *examplev1.MyDatabase, job *batchv1.Job) examplev1.MyDatabaseBackupStatus {
-	s := *b.Status.DeepCopy()
-	s.StartTime = job.Status.StartTime
-	for _, cond := range job.Status.Conditions {
-		if cond.Status != corev1.ConditionTrue {
-			continue
-		}
-		switch cond.Type {
-		case batchv1.JobComplete:
-			s.Phase, s.Message = examplev1.BackupPhaseSucceeded, ""
-			s.CompletionTime = job.Status.CompletionTime
-			if s.CompletionTime == nil {
-				s.CompletionTime = &cond.LastTransitionTime
-			}
-			s.Location = location(db, b)
-			return s
-		case batchv1.JobFailed:
-			s.Phase, s.Message = examplev1.BackupPhaseFailed, fmt.Sprintf("Job %s failed: %s: %s", job.Name, cond.Reason, cond.Message)
-			s.CompletionTime = &cond.LastTransitionTime
-			return s
-		}
-	}
-	s.Phase, s.Message = examplev1.BackupPhasePending, "waiting for Job "+job.Name+" to start"
-	if job.Status.StartTime != nil {
-		s.Phase, s.Message = examplev1.BackupPhaseRunning, ""
-	}
-	return s
+// isAPIError tells an error of the API server (which may pass) from one of
+// the Secret's content (which will not).
+func isAPIError(err error) bool {
+	var status apierrors.APIStatus
+	return errors.As(err, &status)
 }
 
 // setStatus writes status through /status when it changed.
@@ -151,11 +356,12 @@ func (c *Controller) setStatus(ctx context.Context, b *examplev1.MyDatabaseBacku
 }
 
 // reconcileOwner ties the backup to its database when the database's
-// deletionPolicy is Delete, so the garbage collector removes backups with
-// it; with Retain, backups outlive the database.
+// deletionPolicy is Delete, so the garbage collector removes backups (and,
+// through their finalizer, their dumps) with it; with Retain, backups
+// outlive the database. A final backup is never owned: it exists to
+// outlive its database.
 func (c *Controller) reconcileOwner(ctx context.Context, b *examplev1.MyDatabaseBackup, db *examplev1.MyDatabase) error {
-	// A final backup exists to outlive its database.
-	want := db.Spec.DeletionPolicy == examplev1.DeletionPolicyDelete && b.Labels[names.FinalBackupLabel] == ""
+	want := db.Spec.DeletionPolicy == examplev1.DeletionPolicyDelete && b.Labels[names.FinalBackupLabel] == "" && db.DeletionTimestamp == nil
 	var refs []metav1.OwnerReference
 	has := false
 	for _, ref := range b.OwnerReferences {
@@ -165,7 +371,7 @@ func (c *Controller) reconcileOwner(ctx context.Context, b *examplev1.MyDatabase
 		}
 		refs = append(refs, ref)
 	}
-	if has == want {
+	if has == want || (has && db.DeletionTimestamp != nil) {
 		return nil
 	}
 	if want {
@@ -181,81 +387,4 @@ func (c *Controller) reconcileOwner(ctx context.Context, b *examplev1.MyDatabase
 // backups' lifetime, not their reconciling.
 func ownerRef(db *examplev1.MyDatabase) metav1.OwnerReference {
 	return metav1.OwnerReference{APIVersion: examplev1.SchemeGroupVersion.String(), Kind: "MyDatabase", Name: db.Name, UID: db.UID}
-}
-
-// ensureVolume creates the claim that keeps a database's backups, as large
-// as one replica's volume. Like the backups, it outlives the database unless
-// its deletionPolicy is Delete.
-func (c *Controller) ensureVolume(ctx context.Context, db *examplev1.MyDatabase) error {
-	if _, err := c.pvcLister.PersistentVolumeClaims(db.Namespace).Get(names.BackupVolume(db.Name)); !apierrors.IsNotFound(err) {
-		return err
-	}
-	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: names.BackupVolume(db.Name), Namespace: db.Namespace, Labels: backupLabels(db)},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			StorageClassName: db.Spec.StorageClassName,
-			Resources: corev1.VolumeResourceRequirements{
-				Requests: corev1.ResourceList{corev1.ResourceStorage: db.Spec.StorageSize.DeepCopy()},
-			},
-		},
-	}
-	if db.Spec.DeletionPolicy == examplev1.DeletionPolicyDelete {
-		pvc.OwnerReferences = []metav1.OwnerReference{ownerRef(db)}
-	}
-	_, err := c.kubeClient.CoreV1().PersistentVolumeClaims(db.Namespace).Create(ctx, pvc, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		return nil
-	}
-	if err == nil {
-		c.recorder.Eventf(db, corev1.EventTypeNormal, ReasonVolumeCreated, "Created PersistentVolumeClaim %q for backups", pvc.Name)
-	}
-	return err
-}
-
-func backupLabels(db *examplev1.MyDatabase) map[string]string {
-	return map[string]string{
-		names.LabelManagedBy: names.ManagedBy,
-		names.LabelInstance:  db.Name,
-		names.LabelComponent: names.ComponentBackup,
-	}
-}
-
-// newJob runs the engine's dump tool against the database's client Service.
-func newJob(b *examplev1.MyDatabaseBackup, db *examplev1.MyDatabase, eng engine.Engine) *batchv1.Job {
-	host := fmt.Sprintf("%s.%s.svc", names.ClientService(db.Name), db.Namespace)
-	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: names.BackupJob(b.Name), Namespace: b.Namespace, Labels: backupLabels(db),
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(b, examplev1.SchemeGroupVersion.WithKind("MyDatabaseBackup"))},
-		},
-		Spec: batchv1.JobSpec{
-			BackoffLimit:          ptr.To[int32](2),
-			ActiveDeadlineSeconds: ptr.To[int64](3600),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: backupLabels(db)},
-				Spec: corev1.PodSpec{
-					RestartPolicy:                corev1.RestartPolicyNever,
-					AutomountServiceAccountToken: ptr.To(false),
-					SecurityContext:              eng.PodSecurityContext(),
-					Containers: []corev1.Container{{
-						Name:      "dump",
-						Image:     eng.Images[db.Spec.Version],
-						Command:   eng.DumpCommand(host, backupMountPath+"/"+dumpFile(b)),
-						Env:       eng.DumpEnv(names.Secret(db.Name)),
-						Resources: engine.BackupJobResources(),
-						VolumeMounts: []corev1.VolumeMount{
-							{Name: "backups", MountPath: backupMountPath},
-							{Name: "tmp", MountPath: "/tmp"},
-						},
-						SecurityContext: engine.ContainerSecurityContext(),
-					}},
-					Volumes: []corev1.Volume{
-						{Name: "backups", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: names.BackupVolume(db.Name)}}},
-						{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-					},
-				},
-			},
-		},
-	}
 }

@@ -7,7 +7,6 @@ package backupschedule
 import (
 	"context"
 	"slices"
-	"sort"
 	"strconv"
 	"time"
 
@@ -62,16 +61,10 @@ func NewController(mydbClient clientset.Interface, dbs exampleinformers.MyDataba
 		return nil, err
 	}
 	// A backup that finishes may let an older one be pruned, or a deleting
-	// database go.
+	// database go; one deleted may have to be taken again.
 	if err := c.handlers.Add(backups.Informer(), cache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(_, obj interface{}) {
-			b := obj.(*examplev1.MyDatabaseBackup)
-			for _, label := range []string{names.ScheduleLabel, names.FinalBackupLabel} {
-				if db := b.Labels[label]; db != "" {
-					c.queue.Add(cache.ObjectName{Namespace: b.Namespace, Name: db})
-				}
-			}
-		},
+		UpdateFunc: func(_, obj interface{}) { c.enqueueDatabaseOf(obj) },
+		DeleteFunc: c.enqueueDatabaseOf,
 	}); err != nil {
 		c.Close()
 		return nil, err
@@ -97,6 +90,23 @@ func (c *Controller) syncAndSchedule(ctx context.Context, key cache.ObjectName) 
 	return err
 }
 
+// enqueueDatabaseOf enqueues the database a backup was scheduled or taken
+// last for.
+func (c *Controller) enqueueDatabaseOf(obj interface{}) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	b, ok := obj.(*examplev1.MyDatabaseBackup)
+	if !ok {
+		return
+	}
+	for _, label := range []string{names.ScheduleLabel, names.FinalBackupLabel} {
+		if db := b.Labels[label]; db != "" {
+			c.queue.Add(cache.ObjectName{Namespace: b.Namespace, Name: db})
+		}
+	}
+}
+
 func (c *Controller) enqueue(obj interface{}) {
 	if name, err := cache.ObjectToName(obj); err == nil {
 		c.queue.Add(name)
@@ -106,7 +116,9 @@ func (c *Controller) enqueue(obj interface{}) {
 // sync takes the backup that is due, if one is, prunes scheduled backups
 // beyond retention, and returns when the next backup is due (zero: never).
 // Backups are named after their due time, so taking one twice, by two
-// leaders or after a crash, creates it once.
+// leaders or after a crash, creates it once. The last due time taken is
+// kept in the database's status, which only mydb writes: no backup a user
+// creates or labels can move the schedule.
 func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Time, error) {
 	db, err := c.dbLister.MyDatabases(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
@@ -125,16 +137,12 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Time,
 	if err != nil {
 		return time.Time{}, nil // validation refuses such a database
 	}
-	scheduled, err := c.scheduledBackups(db)
-	if err != nil {
-		return time.Time{}, err
-	}
 
 	// The latest due time since the last scheduled backup (or since the
 	// database was created); missed ones before it are skipped.
 	last := db.CreationTimestamp.Time
-	if len(scheduled) > 0 {
-		last = scheduledFor(scheduled[len(scheduled)-1])
+	if db.Status.LastScheduleTime != nil {
+		last = db.Status.LastScheduleTime.Time
 	}
 	now := c.clock.Now()
 	var due time.Time
@@ -142,37 +150,28 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Time,
 		due = t
 	}
 	if !due.IsZero() {
-		b, err := c.takeBackup(ctx, db, due)
-		if err != nil {
+		if err := c.takeBackup(ctx, db, due); err != nil {
 			return time.Time{}, err
 		}
-		scheduled = append(scheduled, b)
+		if err := c.recordSchedule(ctx, db, due); err != nil {
+			return time.Time{}, err
+		}
 	}
-	if err := c.prune(ctx, db, scheduled); err != nil {
+	if err := c.prune(ctx, db); err != nil {
 		return time.Time{}, err
 	}
 	return schedule.Next(now), nil
 }
 
-// scheduledBackups returns the database's scheduled backups, oldest first.
-func (c *Controller) scheduledBackups(db *examplev1.MyDatabase) ([]*examplev1.MyDatabaseBackup, error) {
-	backups, err := c.backupLister.MyDatabaseBackups(db.Namespace).List(labels.SelectorFromSet(labels.Set{names.ScheduleLabel: db.Name}))
-	if err != nil {
-		return nil, err
-	}
-	sort.Slice(backups, func(i, j int) bool { return scheduledFor(backups[i]).Before(scheduledFor(backups[j])) })
-	return backups, nil
+// recordSchedule writes the due time just taken into the database's status.
+func (c *Controller) recordSchedule(ctx context.Context, db *examplev1.MyDatabase, due time.Time) error {
+	updated := db.DeepCopy()
+	updated.Status.LastScheduleTime = &metav1.Time{Time: due}
+	_, err := c.mydbClient.ExampleV1().MyDatabases(db.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+	return err
 }
 
-func scheduledFor(b *examplev1.MyDatabaseBackup) time.Time {
-	t, err := time.Parse(time.RFC3339, b.Annotations[names.ScheduledForAnnotation])
-	if err != nil {
-		return b.CreationTimestamp.Time
-	}
-	return t
-}
-
-func (c *Controller) takeBackup(ctx context.Context, db *examplev1.MyDatabase, due time.Time) (*examplev1.MyDatabaseBackup, error) {
+func (c *Controller) takeBackup(ctx context.Context, db *examplev1.MyDatabase, due time.Time) error {
 	b := &examplev1.MyDatabaseBackup{
 		ObjectMeta: metav1.ObjectMeta{
 			// Unique per due time; base 36 keeps it within the name limit.
@@ -181,24 +180,57 @@ func (c *Controller) takeBackup(ctx context.Context, db *examplev1.MyDatabase, d
 			Labels:      map[string]string{names.ScheduleLabel: db.Name},
 			Annotations: map[string]string{names.ScheduledForAnnotation: due.UTC().Format(time.RFC3339)},
 		},
-		Spec: examplev1.MyDatabaseBackupSpec{DatabaseName: db.Name},
+		Spec: examplev1.MyDatabaseBackupSpec{DatabaseName: db.Name, Target: examplev1.BackupTargetPreferReplica},
 	}
-	created, err := c.mydbClient.ExampleV1().MyDatabaseBackups(db.Namespace).Create(ctx, b, metav1.CreateOptions{})
+	_, err := c.mydbClient.ExampleV1().MyDatabaseBackups(db.Namespace).Create(ctx, b, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
-		return b, nil
+		return nil
 	}
-	return created, err
+	return err
 }
 
-// prune deletes the oldest finished scheduled backups beyond retention;
-// running ones are never cut short, and backups taken by hand never count.
-func (c *Controller) prune(ctx context.Context, db *examplev1.MyDatabase, scheduled []*examplev1.MyDatabaseBackup) error {
-	excess := len(scheduled) - int(ptr.Deref(db.Spec.Backup.Retention, examplev1.DefaultBackupRetention))
-	for i := 0; i < excess; i++ {
-		b := scheduled[i]
-		if b.Status.Phase != examplev1.BackupPhaseSucceeded && b.Status.Phase != examplev1.BackupPhaseFailed {
+// prune keeps the newest spec.backup.retention succeeded scheduled backups
+// of this database and deletes the older succeeded ones (their finalizer
+// deletes their dumps), and the failed ones older than the oldest kept or
+// beyond the newest spec.backup.retention failures: failures never push a
+// good backup out, nor pile up. Running backups, backups taken by
+// hand and those of an earlier database of the same name are never
+// deleted.
+func (c *Controller) prune(ctx context.Context, db *examplev1.MyDatabase) error {
+	backups, err := c.backupLister.MyDatabaseBackups(db.Namespace).List(labels.SelectorFromSet(labels.Set{names.ScheduleLabel: db.Name}))
+	if err != nil {
+		return err
+	}
+	var succeeded, failed []*examplev1.MyDatabaseBackup
+	for _, b := range backups {
+		if b.Spec.DatabaseName != db.Name || b.Status.DatabaseUID != db.UID || b.DeletionTimestamp != nil || b.Status.StartTime == nil {
 			continue
 		}
+		switch b.Status.Phase {
+		case examplev1.BackupPhaseSucceeded:
+			succeeded = append(succeeded, b)
+		case examplev1.BackupPhaseFailed:
+			failed = append(failed, b)
+		}
+	}
+	newestFirst := func(a, b *examplev1.MyDatabaseBackup) int { return b.Status.StartTime.Compare(a.Status.StartTime.Time) }
+	slices.SortFunc(succeeded, newestFirst)
+	slices.SortFunc(failed, newestFirst)
+	keep := int(ptr.Deref(db.Spec.Backup.Retention, examplev1.DefaultBackupRetention))
+	var prune []*examplev1.MyDatabaseBackup
+	var oldestKept time.Time
+	if len(succeeded) > keep {
+		prune = succeeded[keep:]
+		oldestKept = succeeded[keep-1].Status.StartTime.Time
+	}
+	for i, b := range failed {
+		// As many failures as successes are kept, the newest, so that a
+		// schedule that keeps failing does not pile them up.
+		if i >= keep || b.Status.StartTime.Time.Before(oldestKept) {
+			prune = append(prune, b)
+		}
+	}
+	for _, b := range prune {
 		err := c.mydbClient.ExampleV1().MyDatabaseBackups(b.Namespace).Delete(ctx, b.Name, metav1.DeleteOptions{
 			Preconditions: &metav1.Preconditions{UID: &b.UID},
 		})
@@ -209,9 +241,16 @@ func (c *Controller) prune(ctx context.Context, db *examplev1.MyDatabase, schedu
 	return nil
 }
 
-// finalBackup lets a deleting database go once its final backup succeeded,
-// or at once when the user skips it. A failed final backup keeps the
-// database (and its running replicas) until the user decides.
+// finalBackupName is the final backup of a deletion: a database deleted
+// again under the same name (a new one) gets another.
+func finalBackupName(db *examplev1.MyDatabase) string {
+	return names.FinalBackup(db.Name, db.DeletionTimestamp.Unix())
+}
+
+// finalBackup lets a deleting database go once a final backup of it
+// succeeded, or at once when the user skips it. A failed final backup
+// keeps the database (and its running replicas) until the user decides:
+// skip it, or delete the failed backup to have another taken.
 func (c *Controller) finalBackup(ctx context.Context, db *examplev1.MyDatabase) error {
 	if !slices.Contains(db.Finalizers, examplev1.FinalBackupFinalizer) {
 		return nil
@@ -219,26 +258,42 @@ func (c *Controller) finalBackup(ctx context.Context, db *examplev1.MyDatabase) 
 	if db.Annotations[examplev1.SkipFinalBackupAnnotation] == "true" {
 		return c.release(ctx, db)
 	}
-	b, err := c.backupLister.MyDatabaseBackups(db.Namespace).Get(names.FinalBackup(db.Name))
-	if apierrors.IsNotFound(err) {
-		final := &examplev1.MyDatabaseBackup{
-			ObjectMeta: metav1.ObjectMeta{Name: names.FinalBackup(db.Name), Namespace: db.Namespace,
-				Labels: map[string]string{names.FinalBackupLabel: db.Name}},
-			Spec: examplev1.MyDatabaseBackupSpec{DatabaseName: db.Name},
-		}
-		_, err := c.mydbClient.ExampleV1().MyDatabaseBackups(db.Namespace).Create(ctx, final, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			return nil
-		}
-		return err
-	}
+	backups, err := c.backupLister.MyDatabaseBackups(db.Namespace).List(labels.SelectorFromSet(labels.Set{names.FinalBackupLabel: db.Name}))
 	if err != nil {
 		return err
 	}
-	if b.Status.Phase == examplev1.BackupPhaseSucceeded {
+	if slices.ContainsFunc(backups, func(b *examplev1.MyDatabaseBackup) bool { return isFinalBackupOf(b, db) }) {
 		return c.release(ctx, db)
 	}
-	return nil // the backup's update requeues the database
+	if _, err := c.backupLister.MyDatabaseBackups(db.Namespace).Get(finalBackupName(db)); !apierrors.IsNotFound(err) {
+		return err // it runs, or failed (the backup's update requeues the database)
+	}
+	final := &examplev1.MyDatabaseBackup{
+		ObjectMeta: metav1.ObjectMeta{Name: finalBackupName(db), Namespace: db.Namespace,
+			Labels: map[string]string{names.FinalBackupLabel: db.Name}},
+		// The primary: the final backup holds every acknowledged commit.
+		Spec: examplev1.MyDatabaseBackupSpec{DatabaseName: db.Name, Target: examplev1.BackupTargetPrimary},
+	}
+	_, err = c.mydbClient.ExampleV1().MyDatabaseBackups(db.Namespace).Create(ctx, final, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// isFinalBackupOf tells whether b is a backup that lets db go: a
+// succeeded backup of this database (its UID, which the backup controller
+// records; not an earlier database's of the same name), begun after the
+// deletion began (so it holds the data as it ends, not an older copy), and
+// not owned by the database (so it outlives it). Every fact but the name
+// and label is in the status, which only mydb's controllers write: neither
+// a leftover <database>-final nor a lookalike a user creates passes.
+func isFinalBackupOf(b *examplev1.MyDatabaseBackup, db *examplev1.MyDatabase) bool {
+	s := b.Status
+	return b.Spec.DatabaseName == db.Name && b.DeletionTimestamp == nil &&
+		s.Phase == examplev1.BackupPhaseSucceeded && s.DatabaseUID == db.UID &&
+		s.StartTime != nil && !s.StartTime.Before(db.DeletionTimestamp) &&
+		!slices.ContainsFunc(b.OwnerReferences, func(ref metav1.OwnerReference) bool { return ref.UID == db.UID })
 }
 
 // release removes the final-backup finalizer.

@@ -32,29 +32,48 @@ func at(hhmm string) time.Time {
 	return created.Add(time.Duration(t.Hour())*time.Hour + time.Duration(t.Minute())*time.Minute - 10*time.Hour)
 }
 
-func database(retention int32) *examplev1.MyDatabase {
-	return &examplev1.MyDatabase{
-		ObjectMeta: metav1.ObjectMeta{Name: "prod-mysql", Namespace: "default", CreationTimestamp: metav1.NewTime(created)},
+func database(retention int32, mods ...func(*examplev1.MyDatabase)) *examplev1.MyDatabase {
+	db := &examplev1.MyDatabase{
+		ObjectMeta: metav1.ObjectMeta{Name: "prod-mysql", Namespace: "default", UID: "uid-1", CreationTimestamp: metav1.NewTime(created)},
 		Spec: examplev1.MyDatabaseSpec{Engine: examplev1.EngineMySQL, Version: "8.4", Replicas: ptr.To[int32](1),
 			StorageSize: resource.MustParse("1Gi"), Backup: &examplev1.BackupPolicy{Schedule: "0 * * * *", Retention: ptr.To(retention)}},
 	}
+	for _, mod := range mods {
+		mod(db)
+	}
+	return db
 }
 
-// scheduled is a backup the controller took for due.
-func scheduled(due time.Time, phase examplev1.BackupPhase) *examplev1.MyDatabaseBackup {
-	return &examplev1.MyDatabaseBackup{
+// lastScheduled says the schedule last took the backup due at hhmm.
+func lastScheduled(hhmm string) func(*examplev1.MyDatabase) {
+	return func(d *examplev1.MyDatabase) { d.Status.LastScheduleTime = &metav1.Time{Time: at(hhmm)} }
+}
+
+// scheduled is a backup the controller took of the database for due, which
+// started a minute later unless it is pending.
+func scheduled(due time.Time, phase examplev1.BackupPhase, mods ...func(*examplev1.MyDatabaseBackup)) *examplev1.MyDatabaseBackup {
+	b := &examplev1.MyDatabaseBackup{
 		ObjectMeta: metav1.ObjectMeta{Name: "prod-mysql-" + strconv.FormatInt(due.Unix(), 36), Namespace: "default",
 			UID:         types.UID("uid-" + due.Format("1504")),
 			Labels:      map[string]string{names.ScheduleLabel: "prod-mysql"},
 			Annotations: map[string]string{names.ScheduledForAnnotation: due.Format(time.RFC3339)}},
 		Spec:   examplev1.MyDatabaseBackupSpec{DatabaseName: "prod-mysql"},
-		Status: examplev1.MyDatabaseBackupStatus{Phase: phase},
+		Status: examplev1.MyDatabaseBackupStatus{Phase: phase, DatabaseUID: "uid-1"},
 	}
+	if phase != examplev1.BackupPhasePending {
+		b.Status.StartTime = &metav1.Time{Time: due.Add(time.Minute)}
+	}
+	for _, mod := range mods {
+		mod(b)
+	}
+	return b
 }
 
 func manual(name string) *examplev1.MyDatabaseBackup {
 	return &examplev1.MyDatabaseBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec: examplev1.MyDatabaseBackupSpec{DatabaseName: "prod-mysql"}, Status: examplev1.MyDatabaseBackupStatus{Phase: examplev1.BackupPhaseSucceeded}}
+		Spec: examplev1.MyDatabaseBackupSpec{DatabaseName: "prod-mysql"},
+		Status: examplev1.MyDatabaseBackupStatus{Phase: examplev1.BackupPhaseSucceeded, DatabaseUID: "uid-1",
+			StartTime: &metav1.Time{Time: created}}}
 }
 
 // run syncs the database at now and returns the writes and the next due time.
@@ -88,6 +107,9 @@ func run(t *testing.T, now time.Time, db *examplev1.MyDatabase, backups ...*exam
 		case "create":
 			b := a.(core.CreateAction).GetObject().(*examplev1.MyDatabaseBackup)
 			writes = append(writes, "create for "+b.Annotations[names.ScheduledForAnnotation][11:16])
+		case "update":
+			db := a.(core.UpdateAction).GetObject().(*examplev1.MyDatabase)
+			writes = append(writes, "last scheduled "+db.Status.LastScheduleTime.UTC().Format("15:04"))
 		case "delete":
 			writes = append(writes, "delete "+a.(core.DeleteAction).GetName())
 		}
@@ -96,6 +118,7 @@ func run(t *testing.T, now time.Time, db *examplev1.MyDatabase, backups ...*exam
 }
 
 func TestSchedule(t *testing.T) {
+	succeeded, failed := examplev1.BackupPhaseSucceeded, examplev1.BackupPhaseFailed
 	tests := []struct {
 		name       string
 		now        time.Time
@@ -105,26 +128,48 @@ func TestSchedule(t *testing.T) {
 		wantNext   time.Time
 	}{
 		{name: "first backup an hour after creation", now: at("11:05"), db: database(7),
-			wantWrites: []string{"create for 11:00"}, wantNext: at("12:00")},
+			wantWrites: []string{"create for 11:00", "last scheduled 11:00"}, wantNext: at("12:00")},
 		{name: "nothing due before the first time", now: at("10:30"), db: database(7), wantNext: at("11:00")},
-		{name: "nothing due after a backup", now: at("11:30"), db: database(7),
+		{name: "nothing due after a backup", now: at("11:30"), db: database(7, lastScheduled("11:00")),
 			backups: []*examplev1.MyDatabaseBackup{scheduled(at("11:00"), examplev1.BackupPhaseRunning)}, wantNext: at("12:00")},
-		{name: "missed times: only the latest is taken", now: at("14:10"), db: database(7),
-			backups:    []*examplev1.MyDatabaseBackup{scheduled(at("11:00"), examplev1.BackupPhaseSucceeded)},
-			wantWrites: []string{"create for 14:00"}, wantNext: at("15:00")},
-		{name: "retention prunes the oldest finished", now: at("14:01"), db: database(2),
+		{name: "missed times: only the latest is taken", now: at("14:10"), db: database(7, lastScheduled("11:00")),
+			backups:    []*examplev1.MyDatabaseBackup{scheduled(at("11:00"), succeeded)},
+			wantWrites: []string{"create for 14:00", "last scheduled 14:00"}, wantNext: at("15:00")},
+		{name: "a backup labelled and annotated by a user does not move the schedule", now: at("12:05"), db: database(7, lastScheduled("11:00")),
+			backups: []*examplev1.MyDatabaseBackup{scheduled(at("23:00").Add(365*24*time.Hour), examplev1.BackupPhasePending, func(b *examplev1.MyDatabaseBackup) {
+				b.Name, b.Status.DatabaseUID = "forged", ""
+			})},
+			wantWrites: []string{"create for 12:00", "last scheduled 12:00"}, wantNext: at("13:00")},
+		{name: "retention keeps the newest succeeded and prunes older ones, failed ones included", now: at("14:30"), db: database(2, lastScheduled("14:00")),
 			backups: []*examplev1.MyDatabaseBackup{
-				scheduled(at("11:00"), examplev1.BackupPhaseSucceeded), scheduled(at("12:00"), examplev1.BackupPhaseFailed),
-				scheduled(at("13:00"), examplev1.BackupPhaseSucceeded), manual("by-hand"),
+				scheduled(at("11:00"), succeeded), scheduled(at("12:00"), failed),
+				scheduled(at("13:00"), succeeded), scheduled(at("14:00"), succeeded), manual("by-hand"),
 			},
-			wantWrites: []string{"create for 14:00", "delete " + scheduled(at("11:00"), "").Name, "delete " + scheduled(at("12:00"), "").Name},
+			wantWrites: []string{"delete " + scheduled(at("11:00"), "").Name, "delete " + scheduled(at("12:00"), "").Name},
 			wantNext:   at("15:00")},
-		{name: "a running backup is not cut short", now: at("13:30"), db: database(1),
+		{name: "failures never push a good backup out", now: at("14:30"), db: database(2, lastScheduled("14:00")),
 			backups: []*examplev1.MyDatabaseBackup{
-				scheduled(at("12:00"), examplev1.BackupPhaseRunning), scheduled(at("13:00"), examplev1.BackupPhaseSucceeded),
+				scheduled(at("11:00"), succeeded), scheduled(at("12:00"), failed), scheduled(at("13:00"), failed), scheduled(at("14:00"), succeeded),
 			},
-			wantWrites: nil, wantNext: at("14:00")},
-		{name: "no schedule", now: at("13:30"), db: func() *examplev1.MyDatabase { d := database(1); d.Spec.Backup = nil; return d }()},
+			wantNext: at("15:00")},
+		{name: "a schedule that keeps failing keeps only the newest failures", now: at("14:30"), db: database(2, lastScheduled("14:00")),
+			backups: []*examplev1.MyDatabaseBackup{
+				scheduled(at("11:00"), failed), scheduled(at("12:00"), failed), scheduled(at("13:00"), failed), scheduled(at("14:00"), failed),
+			},
+			wantWrites: []string{"delete " + scheduled(at("12:00"), "").Name, "delete " + scheduled(at("11:00"), "").Name},
+			wantNext:   at("15:00")},
+		{name: "a running backup is not cut short", now: at("13:30"), db: database(1, lastScheduled("13:00")),
+			backups: []*examplev1.MyDatabaseBackup{
+				scheduled(at("12:00"), examplev1.BackupPhaseRunning), scheduled(at("13:00"), succeeded),
+			},
+			wantNext: at("14:00")},
+		{name: "an earlier database's backups are not this one's", now: at("13:30"), db: database(1, lastScheduled("13:00")),
+			backups: []*examplev1.MyDatabaseBackup{
+				scheduled(at("11:00"), succeeded, func(b *examplev1.MyDatabaseBackup) { b.Status.DatabaseUID = "uid-0" }),
+				scheduled(at("12:00"), succeeded), scheduled(at("13:00"), succeeded),
+			},
+			wantWrites: []string{"delete " + scheduled(at("12:00"), "").Name}, wantNext: at("14:00")},
+		{name: "no schedule", now: at("13:30"), db: database(1, func(d *examplev1.MyDatabase) { d.Spec.Backup = nil })},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -162,33 +207,61 @@ func TestTakingTheSameBackupTwiceIsHarmless(t *testing.T) {
 }
 
 func TestFinalBackup(t *testing.T) {
+	deletedAt := at("12:00")
 	deleting := func(annotations map[string]string) *examplev1.MyDatabase {
-		db := database(7)
-		db.Spec.Backup = &examplev1.BackupPolicy{FinalBackup: true, Retention: ptr.To[int32](7)}
-		db.Finalizers = []string{examplev1.FinalBackupFinalizer}
-		db.DeletionTimestamp = &metav1.Time{Time: at("12:00")}
-		db.Annotations = annotations
-		return db
+		return database(7, func(db *examplev1.MyDatabase) {
+			db.Spec.Backup = &examplev1.BackupPolicy{FinalBackup: true, Retention: ptr.To[int32](7)}
+			db.Finalizers = []string{examplev1.FinalBackupFinalizer}
+			db.DeletionTimestamp = &metav1.Time{Time: deletedAt}
+			db.Annotations = annotations
+		})
 	}
-	final := func(phase examplev1.BackupPhase) *examplev1.MyDatabaseBackup {
-		return &examplev1.MyDatabaseBackup{
-			ObjectMeta: metav1.ObjectMeta{Name: "prod-mysql-final", Namespace: "default", Labels: map[string]string{names.FinalBackupLabel: "prod-mysql"}},
-			Spec:       examplev1.MyDatabaseBackupSpec{DatabaseName: "prod-mysql"}, Status: examplev1.MyDatabaseBackupStatus{Phase: phase},
+	ours := "prod-mysql-final-" + strconv.FormatInt(deletedAt.Unix(), 36)
+	// final is a final backup of the database named name, started at start.
+	final := func(name string, phase examplev1.BackupPhase, start time.Time, mods ...func(*examplev1.MyDatabaseBackup)) *examplev1.MyDatabaseBackup {
+		b := &examplev1.MyDatabaseBackup{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: map[string]string{names.FinalBackupLabel: "prod-mysql"}},
+			Spec:       examplev1.MyDatabaseBackupSpec{DatabaseName: "prod-mysql", Target: examplev1.BackupTargetPrimary},
+			Status:     examplev1.MyDatabaseBackupStatus{Phase: phase, DatabaseUID: "uid-1", StartTime: &metav1.Time{Time: start}},
 		}
+		for _, mod := range mods {
+			mod(b)
+		}
+		return b
 	}
+	after, before := deletedAt.Add(30*time.Second), deletedAt.Add(-time.Hour)
+	release := []string{"update prod-mysql finalizers []"}
+	take := []string{"create " + ours + " target Primary owners 0"}
 	tests := []struct {
 		name    string
 		db      *examplev1.MyDatabase
 		backups []*examplev1.MyDatabaseBackup
 		want    []string
 	}{
-		{name: "takes the final backup", db: deleting(nil), want: []string{"create prod-mysql-final"}},
-		{name: "waits for it", db: deleting(nil), backups: []*examplev1.MyDatabaseBackup{final(examplev1.BackupPhaseRunning)}},
-		{name: "a failed one holds the database", db: deleting(nil), backups: []*examplev1.MyDatabaseBackup{final(examplev1.BackupPhaseFailed)}},
-		{name: "releases it once it succeeded", db: deleting(nil), backups: []*examplev1.MyDatabaseBackup{final(examplev1.BackupPhaseSucceeded)},
-			want: []string{"update prod-mysql finalizers []"}},
-		{name: "the user skips it", db: deleting(map[string]string{examplev1.SkipFinalBackupAnnotation: "true"}),
-			want: []string{"update prod-mysql finalizers []"}},
+		{name: "takes the final backup of the primary, owned by nothing", db: deleting(nil), want: take},
+		{name: "waits for it", db: deleting(nil), backups: []*examplev1.MyDatabaseBackup{final(ours, examplev1.BackupPhaseRunning, after)}},
+		{name: "a failed one holds the database", db: deleting(nil), backups: []*examplev1.MyDatabaseBackup{final(ours, examplev1.BackupPhaseFailed, after)}},
+		{name: "releases it once it succeeded", db: deleting(nil), backups: []*examplev1.MyDatabaseBackup{final(ours, examplev1.BackupPhaseSucceeded, after)},
+			want: release},
+		{name: "an earlier database's final backup does not release it", db: deleting(nil),
+			backups: []*examplev1.MyDatabaseBackup{final("prod-mysql-final", examplev1.BackupPhaseSucceeded, after, func(b *examplev1.MyDatabaseBackup) {
+				b.Status.DatabaseUID = "uid-0"
+			})},
+			want: take},
+		{name: "a backup of this database from before the deletion does not release it", db: deleting(nil),
+			backups: []*examplev1.MyDatabaseBackup{final("prod-mysql-final", examplev1.BackupPhaseSucceeded, before)},
+			want:    take},
+		{name: "a user's lookalike the controller never ran does not release it", db: deleting(nil),
+			backups: []*examplev1.MyDatabaseBackup{final("prod-mysql-final", examplev1.BackupPhaseSucceeded, after, func(b *examplev1.MyDatabaseBackup) {
+				b.Status.DatabaseUID = ""
+			})},
+			want: take},
+		{name: "a backup the database owns does not release it: it would go with it", db: deleting(nil),
+			backups: []*examplev1.MyDatabaseBackup{final("prod-mysql-nightly", examplev1.BackupPhaseSucceeded, after, func(b *examplev1.MyDatabaseBackup) {
+				b.OwnerReferences = []metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "MyDatabase", Name: "prod-mysql", UID: "uid-1"}}
+			})},
+			want: take},
+		{name: "the user skips it", db: deleting(map[string]string{examplev1.SkipFinalBackupAnnotation: "true"}), want: release},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -217,7 +290,8 @@ func TestFinalBackup(t *testing.T) {
 			for _, a := range client.Actions() {
 				switch a.GetVerb() {
 				case "create":
-					got = append(got, "create "+a.(core.CreateAction).GetObject().(*examplev1.MyDatabaseBackup).Name)
+					b := a.(core.CreateAction).GetObject().(*examplev1.MyDatabaseBackup)
+					got = append(got, fmt.Sprintf("create %s target %s owners %d", b.Name, b.Spec.Target, len(b.OwnerReferences)))
 				case "update":
 					db := a.(core.UpdateAction).GetObject().(*examplev1.MyDatabase)
 					got = append(got, fmt.Sprintf("update %s finalizers %v", db.Name, db.Finalizers))

@@ -139,7 +139,7 @@ func endpoint(db *examplev1.MyDatabase, eng engine.Engine) string {
 	return fmt.Sprintf("%s.%s.svc:%d", names.ClientService(db.Name), db.Namespace, eng.Port)
 }
 
-func newStatefulSet(db *examplev1.MyDatabase, eng engine.Engine, instanceImage string, restore *restoreSource) *appsv1.StatefulSet {
+func newStatefulSet(db *examplev1.MyDatabase, eng engine.Engine, instanceImage string, restore bool) *appsv1.StatefulSet {
 	meta := childMeta(db, names.StatefulSet(db.Name))
 	meta.Labels = versionedLabels(db)
 	return &appsv1.StatefulSet{
@@ -193,7 +193,7 @@ const (
 // entrypoint: an init container copies the manager out of mydb's image into
 // an emptyDir, and the manager bootstraps or clones, runs and follows the
 // engine, taking its role from the database's status.
-func podSpec(db *examplev1.MyDatabase, eng engine.Engine, instanceImage string, restore *restoreSource) corev1.PodSpec {
+func podSpec(db *examplev1.MyDatabase, eng engine.Engine, instanceImage string, restore bool) corev1.PodSpec {
 	emptyDir := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
 	statusProbe := func(path string) corev1.ProbeHandler {
 		return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString(engine.StatusPortName)}}

@@ -7,6 +7,7 @@ package mydatabase
 import (
 	"context"
 	"fmt"
+	instancesclient "github.com/mydb-dev/mydb/pkg/controller/internal/instances"
 	"net/http"
 	"time"
 
@@ -112,8 +113,10 @@ type Config struct {
 	InstanceImage string
 	// PollInterval is how often every instance manager is read.
 	PollInterval time.Duration
-	// Instances reads the instance managers; tests replace it.
-	Instances InstanceClient
+	// Instances reads the instance managers, and Operations starts and
+	// reads their restores; tests replace them.
+	Instances  InstanceClient
+	Operations instancesclient.Operations
 	// SwitchoverTimeout bounds a switchover (DefaultSwitchoverTimeout when 0).
 	SwitchoverTimeout time.Duration
 }
@@ -150,8 +153,9 @@ type Controller struct {
 	// clock stamps conditions; tests inject a fake one.
 	clock clock.PassiveClock
 	// config holds the settings; instances reads the instance managers.
-	config    Config
-	instances InstanceClient
+	config     Config
+	instances  InstanceClient
+	operations instancesclient.Operations
 	// unready times the primaries that are not ready, for failover.
 	unready unreadyTracker
 }
@@ -166,6 +170,10 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, mydbCli
 	instances := config.Instances
 	if instances == nil {
 		instances = HTTPInstances{Client: &http.Client{Timeout: statusTimeout}}
+	}
+	operations := config.Operations
+	if operations == nil {
+		operations = instancesclient.NewHTTP()
 	}
 	c := &Controller{
 		kubeClient:   kubeClient,
@@ -186,10 +194,11 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, mydbCli
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "mydatabase"}),
-		recorder:  recorder,
-		clock:     clk,
-		config:    config,
-		instances: instances,
+		recorder:   recorder,
+		clock:      clk,
+		config:     config,
+		instances:  instances,
+		operations: operations,
 	}
 
 	logger := klog.FromContext(ctx)

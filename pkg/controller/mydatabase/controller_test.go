@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	instancesclient "github.com/mydb-dev/mydb/pkg/controller/internal/instances"
+	"github.com/mydb-dev/mydb/pkg/engine"
 	"reflect"
 	"slices"
 	"strings"
@@ -58,8 +60,9 @@ type fixture struct {
 	dbs         []*examplev1.MyDatabase
 	kubeObjects []runtime.Object
 	// instances answer for the instance managers, by pod IP; the others
-	// do not answer.
-	instances fakeInstances
+	// do not answer. operations answers their restore endpoints.
+	instances  fakeInstances
+	operations instancesclient.Operations
 }
 
 func newFixture(t *testing.T, dbs []*examplev1.MyDatabase, kubeObjects ...runtime.Object) *fixture {
@@ -124,7 +127,7 @@ func (f *fixture) newController() *Controller {
 	mydbInf := mydbinformers.NewSharedInformerFactory(f.mydbClient, 0)
 	informers := NewInformers(kubeInf, kubeInf, mydbInf)
 	c, err := NewController(context.Background(), f.kubeClient, f.mydbClient, informers, f.recorder, clocktesting.NewFakePassiveClock(now),
-		Config{InstanceImage: "mydb:test", PollInterval: 10 * time.Second, Instances: f.instances})
+		Config{InstanceImage: "mydb:test", PollInterval: 10 * time.Second, Instances: f.instances, Operations: f.operations})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -801,26 +804,39 @@ func TestPausedDatabaseIsNotReconciled(t *testing.T) {
 	}
 }
 
+// restoreBackup is a succeeded backup of another database, in S3.
+func restoreBackup(phase examplev1.BackupPhase) *examplev1.MyDatabaseBackup {
+	return &examplev1.MyDatabaseBackup{
+		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "default", UID: "uid-nightly"},
+		Spec:       examplev1.MyDatabaseBackupSpec{DatabaseName: "prod-mysql"},
+		Status: examplev1.MyDatabaseBackupStatus{Phase: phase, SizeBytes: 4096, Checksum: "abc123", Format: "mariadb-backup-xbstream",
+			Location: &examplev1.BackupLocation{S3: &examplev1.S3Location{
+				Endpoint: "http://127.0.0.1:9000", Bucket: "backups", Key: "default/prod-mysql/uid-1/nightly-uid-nightly",
+				CredentialsSecret: examplev1.S3CredentialsSecret{Name: "s3", AccessKeyIDKey: "id", SecretAccessKeyKey: "key"},
+			}}},
+	}
+}
+
+// s3Secret is the user's Secret of the bucket's access key: not mydb's, so
+// no informer caches it.
+func s3Secret() *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3", Namespace: "default"},
+		Data: map[string][]byte{"id": []byte("AKID"), "key": []byte("s3cret")}}
+}
+
 func TestRestoreWaitsForItsBackup(t *testing.T) {
 	restoring := myDatabase(func(d *examplev1.MyDatabase) {
 		d.Name = "copy"
 		d.Spec.RestoreFrom = &examplev1.RestoreSource{BackupName: "nightly"}
 	})
-	backup := func(phase examplev1.BackupPhase) *examplev1.MyDatabaseBackup {
-		return &examplev1.MyDatabaseBackup{
-			ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "default"},
-			Spec:       examplev1.MyDatabaseBackupSpec{DatabaseName: "prod-mysql"},
-			Status:     examplev1.MyDatabaseBackupStatus{Phase: phase, Location: &examplev1.BackupLocation{Volume: &examplev1.VolumeLocation{ClaimName: "prod-mysql-backups", Path: "nightly.sql"}}},
-		}
-	}
 	for _, tc := range []struct {
 		name    string
 		objects []runtime.Object
 		wantSTS bool
 	}{
 		{name: "no backup yet"},
-		{name: "backup running", objects: []runtime.Object{backup(examplev1.BackupPhaseRunning)}},
-		{name: "backup succeeded", objects: []runtime.Object{backup(examplev1.BackupPhaseSucceeded)}, wantSTS: true},
+		{name: "backup running", objects: []runtime.Object{restoreBackup(examplev1.BackupPhaseRunning)}},
+		{name: "backup succeeded", objects: []runtime.Object{restoreBackup(examplev1.BackupPhaseSucceeded)}, wantSTS: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, []*examplev1.MyDatabase{restoring}, tc.objects...)
@@ -833,31 +849,242 @@ func TestRestoreWaitsForItsBackup(t *testing.T) {
 			}
 			status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
 			progressing := meta.FindStatusCondition(status.Conditions, examplev1.ConditionProgressing)
+			restored := meta.FindStatusCondition(status.Conditions, examplev1.ConditionRestored)
 			if !tc.wantSTS {
 				if sts != nil {
-					t.Fatal("a StatefulSet was created before its dump was ready")
+					t.Fatal("a StatefulSet was created before its backup was ready")
 				}
 				if progressing.Reason != ReasonWaitingForRestore {
 					t.Errorf("Progressing = %+v", progressing)
+				}
+				if restored == nil || restored.Status != metav1.ConditionFalse || restored.Reason != ReasonWaitingForBackup {
+					t.Errorf("Restored = %+v, want False/%s", restored, ReasonWaitingForBackup)
 				}
 				return
 			}
 			if sts == nil {
 				t.Fatal("no StatefulSet")
 			}
-			var mount *corev1.VolumeMount
-			for i, m := range sts.Spec.Template.Spec.Containers[0].VolumeMounts {
-				if m.Name == restoreVolume {
-					mount = &sts.Spec.Template.Spec.Containers[0].VolumeMounts[i]
+			if args := sts.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--restore") {
+				t.Errorf("instance manager args %v: want --restore", args)
+			}
+			for _, v := range sts.Spec.Template.Spec.Volumes {
+				if v.PersistentVolumeClaim != nil {
+					t.Errorf("the pods mount the claim %q: a restore reads its bucket, no shared volume", v.PersistentVolumeClaim.ClaimName)
 				}
 			}
-			if mount == nil || mount.SubPath != "nightly.sql" || mount.MountPath != "/docker-entrypoint-initdb.d/restore.sql" || !mount.ReadOnly {
-				t.Errorf("restore mount %+v", mount)
-			}
-			if args := sts.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--restore-from=/docker-entrypoint-initdb.d/restore.sql") {
-				t.Errorf("instance manager args %v: want it told of the dump", args)
-			}
 		})
+	}
+}
+
+// fakeOperations answers the restore endpoints and records the requests.
+type fakeOperations struct {
+	restores []instance.RestoreRequest
+	auth     []string
+	answer   *instance.Operation
+	err      error
+}
+
+func (f *fakeOperations) StartBackup(context.Context, string, instancesclient.Auth, instance.BackupRequest) (*instance.Operation, error) {
+	return nil, fmt.Errorf("no backups here")
+}
+
+func (f *fakeOperations) Backup(context.Context, string, instancesclient.Auth, string) (*instance.Operation, error) {
+	return nil, instancesclient.ErrUnknownOperation
+}
+
+func (f *fakeOperations) StartRestore(_ context.Context, address string, auth instancesclient.Auth, req instance.RestoreRequest) (*instance.Operation, error) {
+	f.restores = append(f.restores, req)
+	f.auth = append(f.auth, address+" "+auth.Password)
+	if f.err != nil {
+		return nil, f.err
+	}
+	if f.answer != nil {
+		return f.answer, nil
+	}
+	return &instance.Operation{ID: req.ID, Phase: instance.OperationRunning}, nil
+}
+
+func (f *fakeOperations) Restore(context.Context, string, instancesclient.Auth) (*instance.Operation, error) {
+	return nil, instancesclient.ErrUnknownOperation
+}
+
+// restoringState is a converged database restored from nightly, whose
+// primary reports primary (and whose Restored condition is cond, if any).
+func restoringState(t *testing.T, primary instance.Status, cond *metav1.Condition) (*fixture, *fakeOperations) {
+	t.Helper()
+	db, children, instances := convergedState(t, myDatabase(func(d *examplev1.MyDatabase) {
+		d.Spec.Replicas = ptr.To[int32](1)
+		d.Spec.RestoreFrom = &examplev1.RestoreSource{BackupName: "nightly"}
+	}))
+	// convergedState ran without the backup: it holds the database back.
+	db.Status.Conditions = slices.DeleteFunc(db.Status.Conditions, func(c metav1.Condition) bool { return c.Type == examplev1.ConditionRestored })
+	if cond != nil {
+		meta.SetStatusCondition(&db.Status.Conditions, *cond)
+	}
+	primary.Name, primary.Primary = "prod-mysql-0", "prod-mysql-0"
+	if primary.Role == "" {
+		primary.Role = instance.RolePrimary
+	}
+	instances["10.244.0.10"] = primary
+	f := newFixture(t, []*examplev1.MyDatabase{db}, append(children, restoreBackup(examplev1.BackupPhaseSucceeded), s3Secret())...)
+	f.instances = instances
+	ops := &fakeOperations{}
+	f.operations = ops
+	return f, ops
+}
+
+func TestRestoreSendsTheBackupToThePrimaryThatAwaitsIt(t *testing.T) {
+	f, ops := restoringState(t, instance.Status{AwaitingRestore: true, Reason: "awaiting a restore"}, nil)
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	want := []instance.RestoreRequest{{
+		ID: "uid-1-uid-nightly",
+		Source: instance.Destination{S3: &instance.S3Object{Endpoint: "http://127.0.0.1:9000", Bucket: "backups",
+			Key: "default/prod-mysql/uid-1/nightly-uid-nightly", AccessKeyID: "AKID", SecretAccessKey: "s3cret"}},
+		SHA256: "abc123", Size: 4096, Format: "mariadb-backup-xbstream",
+	}}
+	if diff := cmp.Diff(want, ops.restores); diff != "" {
+		t.Errorf("restore requests (-want +got):\n%s", diff)
+	}
+	if len(ops.auth) != 1 || !strings.HasPrefix(ops.auth[0], "10.244.0.10 ") || strings.TrimPrefix(ops.auth[0], "10.244.0.10 ") == "" {
+		t.Errorf("requests sent to %v, want the primary's address with the replication password", ops.auth)
+	}
+	status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
+	c := meta.FindStatusCondition(status.Conditions, examplev1.ConditionRestored)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != ReasonRestoring {
+		t.Errorf("Restored = %+v, want False/Restoring", c)
+	}
+	if ready := meta.FindStatusCondition(status.Conditions, examplev1.ConditionReady); ready == nil || ready.Status != metav1.ConditionFalse {
+		t.Errorf("Ready = %+v while the primary awaits its data", ready)
+	}
+	expectEvent(t, f.recorder, "Normal Restoring")
+}
+
+func TestRestoreIsSentAgainToAManagerThatRestarted(t *testing.T) {
+	// The controller saw the load running; the manager then restarted and
+	// forgot it, and awaits its data again.
+	restoring := &metav1.Condition{Type: examplev1.ConditionRestored, Status: metav1.ConditionFalse, Reason: ReasonRestoring, Message: "loading"}
+	f, ops := restoringState(t, instance.Status{AwaitingRestore: true}, restoring)
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if len(ops.restores) != 1 || ops.restores[0].ID != "uid-1-uid-nightly" {
+		t.Errorf("restore requests %+v, want the same restore asked again", ops.restores)
+	}
+	for len(f.recorder.Events) > 0 {
+		if e := <-f.recorder.Events; strings.Contains(e, ReasonRestoring) {
+			t.Errorf("event %q: the restore was already under way", e)
+		}
+	}
+}
+
+func TestRestoreRunningIsNotAskedAgain(t *testing.T) {
+	f, ops := restoringState(t, instance.Status{AwaitingRestore: true,
+		Restore: &instance.Operation{ID: "uid-1-uid-nightly", Phase: instance.OperationRunning, Bytes: 1024}}, nil)
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if len(ops.restores) != 0 {
+		t.Errorf("restore requests %+v while one runs", ops.restores)
+	}
+	status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
+	if c := meta.FindStatusCondition(status.Conditions, examplev1.ConditionRestored); c == nil || c.Reason != ReasonRestoring || !strings.Contains(c.Message, "1024 bytes") {
+		t.Errorf("Restored = %+v, want Restoring with the bytes so far", c)
+	}
+}
+
+func TestFailedRestoreIsAConditionAndAWarning(t *testing.T) {
+	f, ops := restoringState(t, instance.Status{AwaitingRestore: true,
+		Restore: &instance.Operation{ID: "uid-1-uid-nightly", Phase: instance.OperationFailed, Message: "sha256 mismatch"}}, nil)
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if len(ops.restores) != 0 {
+		t.Errorf("restore requests %+v: a failed load is not retried behind the user's back", ops.restores)
+	}
+	status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
+	c := meta.FindStatusCondition(status.Conditions, examplev1.ConditionRestored)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != ReasonRestoreFailed || !strings.Contains(c.Message, "sha256 mismatch") {
+		t.Errorf("Restored = %+v, want False/RestoreFailed with the manager's message", c)
+	}
+	if ready := meta.FindStatusCondition(status.Conditions, examplev1.ConditionReady); ready == nil || ready.Status != metav1.ConditionFalse {
+		t.Errorf("Ready = %+v after a failed restore", ready)
+	}
+	expectEvent(t, f.recorder, "Warning RestoreFailed")
+}
+
+func TestRestoreRefusedByTheManagerFails(t *testing.T) {
+	f, ops := restoringState(t, instance.Status{AwaitingRestore: true}, nil)
+	ops.err = fmt.Errorf("%w: format: Unsupported value", instancesclient.ErrRefused)
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
+	if c := meta.FindStatusCondition(status.Conditions, examplev1.ConditionRestored); c == nil || c.Reason != ReasonRestoreFailed || !strings.Contains(c.Message, "Unsupported") {
+		t.Errorf("Restored = %+v, want RestoreFailed with the manager's reason", c)
+	}
+	expectEvent(t, f.recorder, "Warning RestoreFailed")
+}
+
+func TestRestoreOfAnotherDatabasesOperationIsNotOurs(t *testing.T) {
+	// The manager reports a restore with another ID: this database asks its own.
+	f, ops := restoringState(t, instance.Status{AwaitingRestore: true,
+		Restore: &instance.Operation{ID: "other", Phase: instance.OperationFailed, Message: "no"}}, nil)
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if len(ops.restores) != 1 {
+		t.Errorf("restore requests %+v, want this database's", ops.restores)
+	}
+}
+
+func TestRestoredOnceThePrimaryServes(t *testing.T) {
+	f, _ := restoringState(t, instance.Status{Ready: true,
+		Restore: &instance.Operation{ID: "uid-1-uid-nightly", Phase: instance.OperationSucceeded}},
+		&metav1.Condition{Type: examplev1.ConditionRestored, Status: metav1.ConditionFalse, Reason: ReasonRestoring, Message: "loading"})
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
+	if c := meta.FindStatusCondition(status.Conditions, examplev1.ConditionRestored); c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonRestored {
+		t.Errorf("Restored = %+v, want True", c)
+	}
+	expectEvent(t, f.recorder, "Normal Restored")
+}
+
+func TestRestoreWithoutItsCredentialsFails(t *testing.T) {
+	f, ops := restoringState(t, instance.Status{AwaitingRestore: true}, nil)
+	f.kubeObjects = slices.DeleteFunc(f.kubeObjects, func(o runtime.Object) bool {
+		s, ok := o.(*corev1.Secret)
+		return ok && s.Name == "s3"
+	})
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if len(ops.restores) != 0 {
+		t.Errorf("restore requests %+v without credentials", ops.restores)
+	}
+	status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
+	if c := meta.FindStatusCondition(status.Conditions, examplev1.ConditionRestored); c == nil || c.Reason != ReasonRestoreFailed || !strings.Contains(c.Message, `"s3"`) {
+		t.Errorf("Restored = %+v, want RestoreFailed naming the Secret", c)
+	}
+}
+
+// expectEvent checks that the first event begins with prefix.
+func expectEvent(t *testing.T, recorder *record.FakeRecorder, prefix string) {
+	t.Helper()
+	for {
+		select {
+		case e := <-recorder.Events:
+			if strings.HasPrefix(e, prefix) {
+				return
+			}
+		default:
+			t.Errorf("no event %q", prefix)
+			return
+		}
 	}
 }
 
@@ -1149,5 +1376,34 @@ func TestOwnPositionWriteDoesNotRequeue(t *testing.T) {
 			key, _ := c.queue.Get()
 			c.queue.Done(key)
 		}
+	}
+}
+
+func TestRestoredDatabaseIsNotReadyBeforeItsData(t *testing.T) {
+	db := myDatabase(func(d *examplev1.MyDatabase) {
+		d.Spec.Replicas = ptr.To[int32](1)
+		d.Spec.RestoreFrom = &examplev1.RestoreSource{BackupName: "nightly"}
+	})
+	eng, _ := engine.Lookup(string(db.Spec.Engine))
+	// Every pod reports ready, as a pod whose readiness probe is not the
+	// instance's might.
+	sts := &appsv1.StatefulSet{Status: appsv1.StatefulSetStatus{Replicas: 1, ReadyReplicas: 1, UpdatedReplicas: 1}}
+	for _, tc := range []struct {
+		name       string
+		restored   *metav1.Condition
+		wantReady  metav1.ConditionStatus
+		wantReason string
+	}{
+		{name: "loading", restored: restoredCondition(metav1.ConditionFalse, ReasonRestoring, "loading"), wantReady: metav1.ConditionFalse, wantReason: ReasonRestoring},
+		{name: "failed", restored: restoredCondition(metav1.ConditionFalse, ReasonRestoreFailed, "sha256 mismatch"), wantReady: metav1.ConditionFalse, wantReason: ReasonRestoreFailed},
+		{name: "loaded", restored: restoredCondition(metav1.ConditionTrue, ReasonRestored, "loaded"), wantReady: metav1.ConditionTrue, wantReason: ReasonAllReplicasReady},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status := computeStatus(db, eng, sts, findings{restored: tc.restored}, false, metav1.NewTime(now))
+			c := meta.FindStatusCondition(status.Conditions, examplev1.ConditionReady)
+			if c == nil || c.Status != tc.wantReady || c.Reason != tc.wantReason {
+				t.Errorf("Ready = %+v, want %s/%s", c, tc.wantReady, tc.wantReason)
+			}
+		})
 	}
 }

@@ -1,42 +1,56 @@
 package mydatabase
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"slices"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/controller/internal/instances"
 	"github.com/mydb-dev/mydb/pkg/engine"
+	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/names"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-// restoreVolume mounts a backup's dump into the engine's init directory.
-const restoreVolume = "restore"
+// restoreFlag tells mydb-instance that the database starts from a backup:
+// an instance with no data that is to be the primary waits, unready, for
+// POST /v1/restore instead of bootstrapping an empty database.
+const restoreFlag = "--restore"
 
-// restoreSource is the dump a database starts from: a file on a claim.
-type restoreSource struct {
-	claim, file string
+// Reasons of the Restored condition.
+const (
+	ReasonWaitingForBackup = "WaitingForBackup"
+	ReasonRestoring        = "Restoring"
+	ReasonRestoreFailed    = "RestoreFailed"
+	ReasonRestored         = "Restored"
+)
+
+// restoreWaitOf says why a database with spec.restoreFrom may not start
+// yet ("" when it may): its backup must exist and have succeeded. A
+// StatefulSet that exists started already: its pods keep --restore even
+// once the backup is gone, so an instance that lost its data never
+// bootstraps an empty database in place of the restored one.
+func (c *Controller) restoreWaitOf(db *examplev1.MyDatabase, existing *appsv1.StatefulSet) (string, error) {
+	if db.Spec.RestoreFrom == nil || existing != nil {
+		return "", nil
+	}
+	b, wait, err := c.restoreBackup(db)
+	if err != nil || wait != "" || b == nil {
+		return wait, err
+	}
+	return "", nil
 }
 
-// restoreSourceOf returns the dump spec.restoreFrom names, or why the
-// database must wait for it. A StatefulSet that already has its restore
-// volume keeps it, even once the backup is gone: its pods loaded the dump.
-func (c *Controller) restoreSourceOf(db *examplev1.MyDatabase, existing *appsv1.StatefulSet) (*restoreSource, string, error) {
-	if db.Spec.RestoreFrom == nil {
-		return nil, "", nil
-	}
-	if existing != nil {
-		for _, v := range existing.Spec.Template.Spec.Volumes {
-			if v.Name == restoreVolume && v.PersistentVolumeClaim != nil {
-				for _, m := range existing.Spec.Template.Spec.Containers[0].VolumeMounts {
-					if m.Name == restoreVolume {
-						return &restoreSource{claim: v.PersistentVolumeClaim.ClaimName, file: m.SubPath}, "", nil
-					}
-				}
-			}
-		}
-	}
+// restoreBackup is the succeeded backup spec.restoreFrom names, or why
+// there is none.
+func (c *Controller) restoreBackup(db *examplev1.MyDatabase) (*examplev1.MyDatabaseBackup, string, error) {
 	name := db.Spec.RestoreFrom.BackupName
 	b, err := c.backupLister.MyDatabaseBackups(db.Namespace).Get(name)
 	if apierrors.IsNotFound(err) {
@@ -48,11 +62,10 @@ func (c *Controller) restoreSourceOf(db *examplev1.MyDatabase, existing *appsv1.
 	if b.Status.Phase != examplev1.BackupPhaseSucceeded {
 		return nil, fmt.Sprintf("waiting for MyDatabaseBackup %q to succeed (it is %s)", name, phaseOf(b)), nil
 	}
-	if b.Status.Location == nil || b.Status.Location.Volume == nil {
+	if b.Status.Location == nil || b.Status.Location.S3 == nil {
 		return nil, fmt.Sprintf("MyDatabaseBackup %q has no location mydb can read", name), nil
 	}
-	v := b.Status.Location.Volume
-	return &restoreSource{claim: v.ClaimName, file: v.Path}, "", nil
+	return b, "", nil
 }
 
 func phaseOf(b *examplev1.MyDatabaseBackup) examplev1.BackupPhase {
@@ -62,20 +75,123 @@ func phaseOf(b *examplev1.MyDatabaseBackup) examplev1.BackupPhase {
 	return b.Status.Phase
 }
 
-// withRestore adds the dump to a pod spec, read-only.
-func withRestore(spec *corev1.PodSpec, src *restoreSource) {
-	if src == nil {
+// withRestore tells the instance managers of a restored database so.
+func withRestore(spec *corev1.PodSpec, restore bool) {
+	if restore {
+		spec.Containers[0].Args = append(spec.Containers[0].Args, restoreFlag)
+	}
+}
+
+// restoreID names the restore of db from b on the instance manager: a
+// manager that answers for it with another ID was asked something else.
+func restoreID(db *examplev1.MyDatabase, b *examplev1.MyDatabaseBackup) string {
+	return string(db.UID) + "-" + string(b.UID)
+}
+
+// reconcileRestore drives the restore of a database with spec.restoreFrom
+// and says how it stands in f.restored: when the primary-to-be awaits its
+// data, it is sent the backup's location, credentials, checksum and size
+// (again after its manager restarted and forgot it); the condition follows
+// what the manager reports. Once Restored is True it stays so.
+func (c *Controller) reconcileRestore(ctx context.Context, db *examplev1.MyDatabase, f *findings) error {
+	if db.Spec.RestoreFrom == nil || meta.IsStatusConditionTrue(db.Status.Conditions, examplev1.ConditionRestored) {
+		return nil
+	}
+	if f.restoreWait != "" {
+		f.restored = restoredCondition(metav1.ConditionFalse, ReasonWaitingForBackup, f.restoreWait)
+		return nil
+	}
+	i := slices.IndexFunc(f.instances, func(in examplev1.InstanceStatus) bool { return in.Name == f.primary })
+	if i < 0 || f.reports[i] == nil {
+		f.restored = restoredCondition(metav1.ConditionFalse, ReasonRestoring, "waiting for the primary's instance manager to answer")
+		return nil
+	}
+	report := f.reports[i]
+	b, wait, err := c.restoreBackup(db)
+	if err != nil {
+		return err
+	}
+	var id string
+	if b != nil {
+		id = restoreID(db, b)
+	}
+	op := report.Restore
+	if op != nil && id != "" && op.ID != id {
+		op = nil // another restore's: not ours
+	}
+	switch {
+	case op != nil && op.Phase == instance.OperationFailed:
+		f.restored = restoredCondition(metav1.ConditionFalse, ReasonRestoreFailed,
+			fmt.Sprintf("%s failed to load MyDatabaseBackup %q: %s", report.Name, db.Spec.RestoreFrom.BackupName, op.Message))
+	case !report.AwaitingRestore && (op != nil && op.Phase == instance.OperationSucceeded || report.Ready && report.Role == instance.RolePrimary):
+		f.restored = restoredCondition(metav1.ConditionTrue, ReasonRestored,
+			fmt.Sprintf("%s loaded MyDatabaseBackup %q", report.Name, db.Spec.RestoreFrom.BackupName))
+	case op != nil && op.Phase == instance.OperationRunning:
+		f.restored = restoredCondition(metav1.ConditionFalse, ReasonRestoring,
+			fmt.Sprintf("%s is loading MyDatabaseBackup %q: %d bytes so far", report.Name, db.Spec.RestoreFrom.BackupName, op.Bytes))
+	case report.AwaitingRestore && b == nil:
+		f.restored = restoredCondition(metav1.ConditionFalse, ReasonRestoreFailed, "the restore cannot start: "+wait)
+	case report.AwaitingRestore:
+		f.restored = c.startRestore(ctx, db, b, f.instances[i], id)
+	default:
+		f.restored = restoredCondition(metav1.ConditionFalse, ReasonRestoring, fmt.Sprintf("waiting for %s to await its data", report.Name))
+	}
+	return nil
+}
+
+// startRestore sends the primary-to-be its backup.
+func (c *Controller) startRestore(ctx context.Context, db *examplev1.MyDatabase, b *examplev1.MyDatabaseBackup, in examplev1.InstanceStatus, id string) *metav1.Condition {
+	source, err := instances.S3Object(ctx, c.kubeClient, b.Namespace, b.Status.Location.S3)
+	if err != nil {
+		return restoredCondition(metav1.ConditionFalse, ReasonRestoreFailed, "the restore cannot start: "+err.Error())
+	}
+	secret, err := c.secretLister.Secrets(db.Namespace).Get(names.Secret(db.Name))
+	if err != nil {
+		return restoredCondition(metav1.ConditionFalse, ReasonRestoring, fmt.Sprintf("waiting for the Secret %q: %v", names.Secret(db.Name), err))
+	}
+	auth := instances.Auth{Password: string(secret.Data[engine.SecretKeyReplicationPassword])}
+	op, err := c.operations.StartRestore(ctx, in.Address, auth, instance.RestoreRequest{
+		ID: id, Source: instance.Destination{S3: source}, SHA256: b.Status.Checksum, Size: b.Status.SizeBytes, Format: b.Status.Format,
+	})
+	switch {
+	case errors.Is(err, instances.ErrRefused):
+		return restoredCondition(metav1.ConditionFalse, ReasonRestoreFailed, fmt.Sprintf("%s refused to load MyDatabaseBackup %q: %v", in.Name, b.Name, err))
+	case errors.Is(err, instances.ErrBusy):
+		return restoredCondition(metav1.ConditionFalse, ReasonRestoring, fmt.Sprintf("%s runs another operation: %v", in.Name, err))
+	case err != nil:
+		return restoredCondition(metav1.ConditionFalse, ReasonRestoring, fmt.Sprintf("asking %s to load MyDatabaseBackup %q: %v", in.Name, b.Name, err))
+	case op.Phase == instance.OperationFailed:
+		return restoredCondition(metav1.ConditionFalse, ReasonRestoreFailed,
+			fmt.Sprintf("%s failed to load MyDatabaseBackup %q: %s", in.Name, b.Name, op.Message))
+	}
+	return restoredCondition(metav1.ConditionFalse, ReasonRestoring,
+		fmt.Sprintf("%s is loading MyDatabaseBackup %q (%d bytes) from %s", in.Name, b.Name, b.Status.SizeBytes, b.Status.Location.URI()))
+}
+
+func restoredCondition(status metav1.ConditionStatus, reason, message string) *metav1.Condition {
+	if len(message) > 2048 {
+		message = message[:2048]
+	}
+	return &metav1.Condition{Type: examplev1.ConditionRestored, Status: status, Reason: reason, Message: message}
+}
+
+// restoreEvent tells, once, that the restore moved to a new state.
+func (c *Controller) restoreEvent(db *examplev1.MyDatabase, cond *metav1.Condition) {
+	if cond == nil {
 		return
 	}
-	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: restoreVolume, VolumeSource: corev1.VolumeSource{
-		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: src.claim, ReadOnly: true},
-	}})
-	c := &spec.Containers[0]
-	dump := engine.InitDirectory + "/restore.sql"
-	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: restoreVolume, MountPath: dump, SubPath: src.file, ReadOnly: true})
-	// The instance manager does not load dumps yet; told of one, it keeps
-	// the new database unready instead of serving it empty.
-	c.Args = append(c.Args, "--restore-from="+dump)
+	old := meta.FindStatusCondition(db.Status.Conditions, examplev1.ConditionRestored)
+	if old != nil && old.Reason == cond.Reason {
+		return
+	}
+	switch cond.Reason {
+	case ReasonRestoring:
+		c.recorder.Event(db, corev1.EventTypeNormal, ReasonRestoring, cond.Message)
+	case ReasonRestoreFailed:
+		c.recorder.Event(db, corev1.EventTypeWarning, ReasonRestoreFailed, cond.Message)
+	case ReasonRestored:
+		c.recorder.Event(db, corev1.EventTypeNormal, ReasonRestored, cond.Message)
+	}
 }
 
 // handleBackup enqueues the databases waiting to restore from a backup.

@@ -69,10 +69,24 @@ func computeStatus(db *examplev1.MyDatabase, eng engine.Engine, sts *appsv1.Stat
 			ObservedGeneration: db.Generation, LastTransitionTime: now,
 		})
 	}
+	// A restored database is not Ready before its data is loaded, whatever
+	// its pods say.
+	restored := f.restored
+	if restored == nil {
+		restored = meta.FindStatusCondition(db.Status.Conditions, examplev1.ConditionRestored)
+	}
+	notRestored := db.Spec.RestoreFrom != nil && (restored == nil || restored.Status != metav1.ConditionTrue)
 
-	if ready {
+	switch {
+	case notRestored:
+		reason, message := ReasonRestoring, "the backup is not loaded yet"
+		if restored != nil {
+			reason, message = restored.Reason, "the backup is not loaded: "+restored.Message
+		}
+		set(examplev1.ConditionReady, metav1.ConditionFalse, reason, message)
+	case ready:
 		set(examplev1.ConditionReady, metav1.ConditionTrue, ReasonAllReplicasReady, fmt.Sprintf("%d of %d replicas are ready", want, want))
-	} else {
+	default:
 		set(examplev1.ConditionReady, metav1.ConditionFalse, ReasonReplicasNotReady, fmt.Sprintf("%d of %d replicas are ready", status.ReadyReplicas, want))
 	}
 
@@ -81,6 +95,8 @@ func computeStatus(db *examplev1.MyDatabase, eng engine.Engine, sts *appsv1.Stat
 		set(examplev1.ConditionProgressing, metav1.ConditionFalse, ReasonPaused, "reconciling is paused by the "+names.PausedAnnotation+" annotation")
 	case f.restoreWait != "" && !ready:
 		set(examplev1.ConditionProgressing, metav1.ConditionTrue, ReasonWaitingForRestore, f.restoreWait)
+	case notRestored:
+		set(examplev1.ConditionProgressing, metav1.ConditionTrue, ReasonRestoring, "loading the backup spec.restoreFrom names")
 	case ready:
 		set(examplev1.ConditionProgressing, metav1.ConditionFalse, ReasonRolloutComplete, "the database runs its spec")
 	default:
@@ -93,6 +109,9 @@ func computeStatus(db *examplev1.MyDatabase, eng engine.Engine, sts *appsv1.Stat
 	}
 	if f.primaryChange != nil {
 		set(f.primaryChange.Type, f.primaryChange.Status, f.primaryChange.Reason, f.primaryChange.Message)
+	}
+	if f.restored != nil {
+		set(f.restored.Type, f.restored.Status, f.restored.Reason, f.restored.Message)
 	}
 
 	switch {

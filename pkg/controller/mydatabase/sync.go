@@ -42,6 +42,8 @@ type findings struct {
 	reports []*instance.Status
 	// primaryChange is the PrimaryChange condition of a switchover under way.
 	primaryChange *metav1.Condition
+	// restored is the Restored condition of a database with spec.restoreFrom.
+	restored *metav1.Condition
 }
 
 // sync makes the children of one MyDatabase match its spec and reports what
@@ -104,6 +106,10 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if err := c.reconcileInstances(ctx, db, &f); err != nil {
 		return err
 	}
+	if err := c.reconcileRestore(ctx, db, &f); err != nil {
+		return err
+	}
+	c.restoreEvent(db, f.restored)
 	if f.blockages, err = c.blockages(ctx, db, sts); err != nil {
 		return err
 	}
@@ -299,16 +305,16 @@ func (c *Controller) reconcileStatefulSet(ctx context.Context, db *examplev1.MyD
 	if existing != nil && !c.owned(db, existing, "StatefulSet", f) {
 		return nil, nil
 	}
-	restore, wait, err := c.restoreSourceOf(db, existing)
+	wait, err := c.restoreWaitOf(db, existing)
 	if err != nil {
 		return nil, err
 	}
 	if wait != "" {
-		// Without its dump the database would start empty: it waits.
+		// Without its backup the database would start empty: it waits.
 		f.restoreWait = wait
 		return existing, nil
 	}
-	desired := newStatefulSet(db, eng, c.config.InstanceImage, restore)
+	desired := newStatefulSet(db, eng, c.config.InstanceImage, db.Spec.RestoreFrom != nil)
 	if existing != nil {
 		// The claim templates of a StatefulSet are immutable: volumes grow
 		// through their claims (reconcileVolumes) instead. The pod

@@ -32,10 +32,14 @@ import (
 func ForKind(kind schema.GroupVersionKind) interface{} {
 	switch kind {
 	// Group=example.com, Version=v1
+	case v1.SchemeGroupVersion.WithKind("BackupDestination"):
+		return &examplev1.BackupDestinationApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("BackupLocation"):
 		return &examplev1.BackupLocationApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("BackupPolicy"):
 		return &examplev1.BackupPolicyApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("CABundleSource"):
+		return &examplev1.CABundleSourceApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("InstancePosition"):
 		return &examplev1.InstancePositionApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("InstanceStatus"):
@@ -56,8 +60,12 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &examplev1.ReplicationSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("RestoreSource"):
 		return &examplev1.RestoreSourceApplyConfiguration{}
-	case v1.SchemeGroupVersion.WithKind("VolumeLocation"):
-		return &examplev1.VolumeLocationApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("S3CredentialsSecret"):
+		return &examplev1.S3CredentialsSecretApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("S3Destination"):
+		return &examplev1.S3DestinationApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("S3Location"):
+		return &examplev1.S3LocationApplyConfiguration{}
 
 	}
 	return nil

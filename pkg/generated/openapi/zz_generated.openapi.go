@@ -35,8 +35,10 @@ import (
 
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
+		v1.BackupDestination{}.OpenAPIModelName():                           schema_pkg_apis_example_v1_BackupDestination(ref),
 		v1.BackupLocation{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_BackupLocation(ref),
 		v1.BackupPolicy{}.OpenAPIModelName():                                schema_pkg_apis_example_v1_BackupPolicy(ref),
+		v1.CABundleSource{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_CABundleSource(ref),
 		v1.InstancePosition{}.OpenAPIModelName():                            schema_pkg_apis_example_v1_InstancePosition(ref),
 		v1.InstanceStatus{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_InstanceStatus(ref),
 		v1.MyDatabase{}.OpenAPIModelName():                                  schema_pkg_apis_example_v1_MyDatabase(ref),
@@ -52,7 +54,9 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1.MyDatabaseSwitchoverStatus{}.OpenAPIModelName():                  schema_pkg_apis_example_v1_MyDatabaseSwitchoverStatus(ref),
 		v1.ReplicationSpec{}.OpenAPIModelName():                             schema_pkg_apis_example_v1_ReplicationSpec(ref),
 		v1.RestoreSource{}.OpenAPIModelName():                               schema_pkg_apis_example_v1_RestoreSource(ref),
-		v1.VolumeLocation{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_VolumeLocation(ref),
+		v1.S3CredentialsSecret{}.OpenAPIModelName():                         schema_pkg_apis_example_v1_S3CredentialsSecret(ref),
+		v1.S3Destination{}.OpenAPIModelName():                               schema_pkg_apis_example_v1_S3Destination(ref),
+		v1.S3Location{}.OpenAPIModelName():                                  schema_pkg_apis_example_v1_S3Location(ref),
 		autoscalingv1.ContainerResourceMetricSource{}.OpenAPIModelName():    schema_k8sio_api_autoscaling_v1_ContainerResourceMetricSource(ref),
 		autoscalingv1.ContainerResourceMetricStatus{}.OpenAPIModelName():    schema_k8sio_api_autoscaling_v1_ContainerResourceMetricStatus(ref),
 		autoscalingv1.CrossVersionObjectReference{}.OpenAPIModelName():      schema_k8sio_api_autoscaling_v1_CrossVersionObjectReference(ref),
@@ -378,24 +382,45 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 	}
 }
 
-func schema_pkg_apis_example_v1_BackupLocation(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_pkg_apis_example_v1_BackupDestination(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
-				Description: "BackupLocation is where a backup's dump is stored; exactly one field is set.",
+				Description: "BackupDestination is where backups are written; exactly one field is set.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
-					"volume": {
+					"s3": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Volume is a file on a PersistentVolumeClaim of the backup's namespace.",
-							Ref:         ref(v1.VolumeLocation{}.OpenAPIModelName()),
+							Description: "S3 is a bucket of an S3-compatible object store.",
+							Ref:         ref(v1.S3Destination{}.OpenAPIModelName()),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.VolumeLocation{}.OpenAPIModelName()},
+			v1.S3Destination{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_BackupLocation(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "BackupLocation is where a backup's dump is stored; exactly one field is set. (Protobuf field 1 held a volume location and stays unused.)",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"s3": {
+						SchemaProps: spec.SchemaProps{
+							Description: "S3 is an object of an S3-compatible bucket.",
+							Ref:         ref(v1.S3Location{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1.S3Location{}.OpenAPIModelName()},
 	}
 }
 
@@ -422,8 +447,50 @@ func schema_pkg_apis_example_v1_BackupPolicy(ref common.ReferenceCallback) commo
 					},
 					"finalBackup": {
 						SchemaProps: spec.SchemaProps{
-							Description: "FinalBackup, when true, makes deleting the database take a last backup (named <database>-final) first: the server holds the database with the example.com/final-backup finalizer until that backup succeeds. To delete without it, annotate the database mydb.example.com/skip-final-backup=true.",
+							Description: "FinalBackup, when true, makes deleting the database take a last backup of its primary first (named <database>-final-<time>, never owned by the database, so it outlives it whatever the deletionPolicy): the server holds the database with the example.com/final-backup finalizer until a backup of this database, started after its deletion began, succeeds. It needs a destination. To delete without it, annotate the database mydb.example.com/skip-final-backup=true.",
 							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"destination": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Destination is where the database's backups are written. Every backup, on demand, scheduled or final, needs one: a backup of a database without a destination fails, and POST .../backup refuses it.",
+							Ref:         ref(v1.BackupDestination{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1.BackupDestination{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_CABundleSource(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "CABundleSource is a key of a Secret or of a ConfigMap; exactly one of secretName and configMapName is set.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"secretName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "SecretName is a Secret holding the certificates.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"configMapName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ConfigMapName is a ConfigMap holding the certificates.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"key": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Key is the key of the certificates. Defaults to \"ca.crt\".",
+							Type:        []string{"string"},
 							Format:      "",
 						},
 					},
@@ -587,7 +654,7 @@ func schema_pkg_apis_example_v1_MyDatabaseBackup(ref common.ReferenceCallback) c
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
-				Description: "MyDatabaseBackup is one backup of a MyDatabase: a dump made by the engine's own tool (mysqldump, pg_dump) in a Job, kept on a volume of the database's namespace. Create one with POST .../mydatabases/<name>/backup (which needs only the create verb on mydatabases/backup), or directly.",
+				Description: "MyDatabaseBackup is one backup of a MyDatabase: a consistent physical backup an instance manager (mydb-instance) takes of its engine and streams, without staging it on disk, to the database's spec.backup.destination. Create one with POST .../mydatabases/<name>/backup (which needs only the create verb on mydatabases/backup), or directly. Deleting it deletes its dump.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
 					"kind": {
@@ -699,6 +766,14 @@ func schema_pkg_apis_example_v1_MyDatabaseBackupSpec(ref common.ReferenceCallbac
 							Format:      "",
 						},
 					},
+					"target": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Target is the instance to back up: \"PreferReplica\" (the default) the ready, streaming replica that is furthest along, falling back to the primary when no replica is ready, so that reading the whole database does not compete with the application's writes on the primary; such a backup lacks the commits the replica had not replayed when it began (status.position says how far it goes). \"Primary\" backs the primary up, with every commit acknowledged before the backup began (final backups always do).\n\nPossible enum values:\n - `\"PreferReplica\"` backs up the ready, streaming replica that is furthest along, or the primary when there is none.\n - `\"Primary\"` backs the primary up: the backup holds every commit acknowledged before it began.",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"PreferReplica", "Primary"},
+						},
+					},
 				},
 				Required: []string{"databaseName"},
 			},
@@ -715,7 +790,7 @@ func schema_pkg_apis_example_v1_MyDatabaseBackupStatus(ref common.ReferenceCallb
 				Properties: map[string]spec.Schema{
 					"phase": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Phase is Pending, Running, Succeeded or Failed.\n\nPossible enum values:\n - `\"Failed\"` : the backup failed; status.message says why.\n - `\"Pending\"` : the backup is accepted and waits for its Job.\n - `\"Running\"` : the backup Job runs the engine's dump tool.\n - `\"Succeeded\"` : the dump is stored at status.location.",
+							Description: "Phase is Pending, Running, Succeeded or Failed.\n\nPossible enum values:\n - `\"Failed\"` : the backup failed; status.message says why.\n - `\"Pending\"` : the backup is accepted and waits for an instance.\n - `\"Running\"` : an instance manager streams the backup to the destination.\n - `\"Succeeded\"` : the dump is stored at status.location.",
 							Type:        []string{"string"},
 							Format:      "",
 							Enum:        []interface{}{"Failed", "Pending", "Running", "Succeeded"},
@@ -723,7 +798,7 @@ func schema_pkg_apis_example_v1_MyDatabaseBackupStatus(ref common.ReferenceCallb
 					},
 					"startTime": {
 						SchemaProps: spec.SchemaProps{
-							Description: "StartTime is when the backup Job started.",
+							Description: "StartTime is when the instance manager began the backup.",
 							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
 						},
 					},
@@ -735,7 +810,7 @@ func schema_pkg_apis_example_v1_MyDatabaseBackupStatus(ref common.ReferenceCallb
 					},
 					"location": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Location is where the dump is, once the backup succeeded. (Protobuf field 4 held an earlier string form and stays unused.)",
+							Description: "Location is where the dump is, and with which credentials it is read: set when the backup starts, so it outlives the source database. (Protobuf field 4 held an earlier string form and stays unused.)",
 							Ref:         ref(v1.BackupLocation{}.OpenAPIModelName()),
 						},
 					},
@@ -746,11 +821,66 @@ func schema_pkg_apis_example_v1_MyDatabaseBackupStatus(ref common.ReferenceCallb
 							Format:      "",
 						},
 					},
+					"databaseUID": {
+						SchemaProps: spec.SchemaProps{
+							Description: "DatabaseUID is the UID of the MyDatabase backed up: a database later created with the same name has another.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"instance": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Instance is the instance (pod) backed up, and Role the role it had.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"role": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Possible enum values:\n - `\"Primary\"` serves writes; the <name>-rw Service routes to it.\n - `\"Replica\"` streams from the primary and serves reads; the <name>-ro Service routes to the ready ones.",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Primary", "Replica"},
+						},
+					},
+					"bytes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Bytes is how much has been streamed so far.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"sizeBytes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "SizeBytes is the dump's size and Checksum its SHA-256 (in hex), set on success; a restore checks the stream it reads against both.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"checksum": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+					"format": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Format is the dump's format, such as \"pg_basebackup-tar\" or \"mariadb-backup-xbstream\"; only an engine that reads it restores it.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"position": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Position is how far the backed-up data goes.",
+							Ref:         ref(v1.InstancePosition{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.BackupLocation{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+			v1.BackupLocation{}.OpenAPIModelName(), v1.InstancePosition{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -870,7 +1000,7 @@ func schema_pkg_apis_example_v1_MyDatabaseSpec(ref common.ReferenceCallback) com
 					},
 					"restoreFrom": {
 						SchemaProps: spec.SchemaProps{
-							Description: "RestoreFrom makes a new database start from a backup: its replicas load the dump before they first report ready. It may only be set at create.",
+							Description: "RestoreFrom makes a new database start from a backup: its primary loads the dump before it first reports ready (condition Restored). It may only be set at create.",
 							Ref:         ref(v1.RestoreSource{}.OpenAPIModelName()),
 						},
 					},
@@ -1008,11 +1138,17 @@ func schema_pkg_apis_example_v1_MyDatabaseStatus(ref common.ReferenceCallback) c
 							Format:      "",
 						},
 					},
+					"lastScheduleTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LastScheduleTime is the due time of the last backup spec.backup.schedule took; the next one is due at the schedule's first time after it.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.InstanceStatus{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), metav1.MicroTime{}.OpenAPIModelName()},
+			v1.InstanceStatus{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), metav1.MicroTime{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -1151,7 +1287,7 @@ func schema_pkg_apis_example_v1_RestoreSource(ref common.ReferenceCallback) comm
 				Properties: map[string]spec.Schema{
 					"backupName": {
 						SchemaProps: spec.SchemaProps{
-							Description: "BackupName is a MyDatabaseBackup in the database's namespace. The database waits for it to succeed before it starts.",
+							Description: "BackupName is a succeeded MyDatabaseBackup in the database's namespace, of the same engine. The database waits for it to succeed; its primary then loads it into an empty data directory before it first reports ready, and its replicas clone from that primary. The backup's source database may be gone: its status.location says where the dump is and with which credentials.",
 							Default:     "",
 							Type:        []string{"string"},
 							Format:      "",
@@ -1164,33 +1300,156 @@ func schema_pkg_apis_example_v1_RestoreSource(ref common.ReferenceCallback) comm
 	}
 }
 
-func schema_pkg_apis_example_v1_VolumeLocation(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_pkg_apis_example_v1_S3CredentialsSecret(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
-				Description: "VolumeLocation is a file on a PersistentVolumeClaim.",
+				Description: "S3CredentialsSecret names a Secret and its keys of an S3 access key.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
-					"claimName": {
+					"name": {
 						SchemaProps: spec.SchemaProps{
-							Description: "ClaimName is the PersistentVolumeClaim.",
+							Description: "Name is the Secret's name.",
 							Default:     "",
 							Type:        []string{"string"},
 							Format:      "",
 						},
 					},
-					"path": {
+					"accessKeyIDKey": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Path is the file, relative to the root of the claim's volume.",
-							Default:     "",
+							Description: "AccessKeyIDKey is the Secret's key of the access key ID. Defaults to \"accessKeyID\".",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"secretAccessKeyKey": {
+						SchemaProps: spec.SchemaProps{
+							Description: "SecretAccessKeyKey is the Secret's key of the secret access key. Defaults to \"secretAccessKey\".",
 							Type:        []string{"string"},
 							Format:      "",
 						},
 					},
 				},
-				Required: []string{"claimName", "path"},
+				Required: []string{"name"},
 			},
 		},
+	}
+}
+
+func schema_pkg_apis_example_v1_S3Destination(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "S3Destination is a bucket, and a prefix in it, of an S3-compatible object store. Each backup is one object, <prefix>/<namespace>/<database>/<database UID>/<backup>-<backup UID>, streamed by the instance manager that takes it.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"endpoint": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Endpoint is the store's URL, such as \"https://s3.eu-west-1.amazonaws.com\" or \"http://minio.storage:9000\": an http or https scheme and a host, with no path, query or credentials in it.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"region": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Region is the bucket's region, for stores that sign with one.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"bucket": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Bucket is the bucket's name (3 to 63 lowercase letters, digits, dots and hyphens, beginning and ending with a letter or digit). mydb creates it when it does not exist.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"prefix": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Prefix is a path in the bucket under which the backups are written, such as \"prod/databases\": clean, relative, with no \".\" or \"..\" element. Empty writes them at the bucket's root.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"credentialsSecret": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CredentialsSecret is the Secret, in the database's namespace, holding the access key. The controller reads it at each backup, restore and delete and hands the key to the instance manager in the request.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1.S3CredentialsSecret{}.OpenAPIModelName()),
+						},
+					},
+					"caBundle": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CABundle names PEM certificates, in the database's namespace, to trust for an https endpoint besides the system's.",
+							Ref:         ref(v1.CABundleSource{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"endpoint", "bucket", "credentialsSecret"},
+			},
+		},
+		Dependencies: []string{
+			v1.CABundleSource{}.OpenAPIModelName(), v1.S3CredentialsSecret{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_S3Location(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "S3Location is one object of a bucket, and what it takes to read it.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"endpoint": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Endpoint, Region and Bucket are the destination's when the backup was taken.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"region": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+					"bucket": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"key": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Key is the object's key.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"credentialsSecret": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CredentialsSecret is the Secret, in the backup's namespace, whose access key reads and deletes the object.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1.S3CredentialsSecret{}.OpenAPIModelName()),
+						},
+					},
+					"caBundle": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CABundle names the certificates to trust for an https endpoint.",
+							Ref:         ref(v1.CABundleSource{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"endpoint", "bucket", "key", "credentialsSecret"},
+			},
+		},
+		Dependencies: []string{
+			v1.CABundleSource{}.OpenAPIModelName(), v1.S3CredentialsSecret{}.OpenAPIModelName()},
 	}
 }
 

@@ -47,7 +47,7 @@ type Options struct {
 	Database         string
 	Namespace        string
 	Kubeconfig       string
-	RestoreFrom      string
+	Restore          bool
 	StopTimeout      time.Duration
 	MaxReadyLag      time.Duration
 	MaxReadyLagBytes int64
@@ -68,7 +68,7 @@ func (o *Options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Database, "database", env("MYDB_DATABASE", ""), "the MyDatabase this instance belongs to: its status names the primary ($MYDB_DATABASE)")
 	fs.StringVar(&o.Namespace, "namespace", env("MYDB_NAMESPACE", env("POD_NAMESPACE", "")), "the MyDatabase's namespace ($MYDB_NAMESPACE, $POD_NAMESPACE)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", env("KUBECONFIG", ""), "kubeconfig to read the MyDatabase with (default: the pod's service account)")
-	fs.StringVar(&o.RestoreFrom, "restore-from", "", "a dump the new database is to start from (not loaded yet: the primary stays unready)")
+	fs.BoolVar(&o.Restore, "restore", env("MYDB_RESTORE", "") == "true", "the database starts from a backup: a primary without data waits for POST /v1/restore instead of bootstrapping; replicas clone from it ($MYDB_RESTORE=true)")
 	fs.DurationVar(&o.StopTimeout, "stop-timeout", 25*time.Second, "how long a clean engine shutdown may take before it is killed")
 	fs.DurationVar(&o.MaxReadyLag, "max-ready-lag", 10*time.Second, "a replica lagging more is not ready")
 	fs.Int64Var(&o.MaxReadyLagBytes, "max-ready-lag-bytes", 16<<20, "a replica lagging more WAL bytes is not ready (Postgres)")
@@ -97,6 +97,9 @@ func (o *Options) validate() error {
 		errs = append(errs, errors.New("--database (with --namespace) or --topology-file is required"))
 	case o.Database != "" && o.Namespace == "":
 		errs = append(errs, errors.New("--namespace is required with --database"))
+	}
+	if o.Restore && o.Engine == "mysql" {
+		errs = append(errs, errors.New("--restore: backups and restores are not supported for mysql yet"))
 	}
 	if o.StopTimeout <= 0 {
 		errs = append(errs, errors.New("--stop-timeout must be positive"))
@@ -161,7 +164,7 @@ func run(ctx context.Context, o *Options) error {
 		Name: o.Name, Engine: o.Engine, DataRoot: o.DataRoot, StatusAddress: o.StatusAddress,
 		StopTimeout: o.StopTimeout, MaxReadyLag: o.MaxReadyLag, MaxReadyLagBytes: o.MaxReadyLagBytes,
 		ReplicationPassword: func() (string, error) { return cfg.Secrets.Get(instance.SecretReplicationPassword) },
-		RestoreFrom:         o.RestoreFrom,
+		Restore:             o.Restore,
 		Log:                 log,
 	}, eng, topology)
 

@@ -1,6 +1,7 @@
 package mariadb
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -39,34 +41,66 @@ func (e *Engine) ServeClone(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no system identifier: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	u, err := user.Current()
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	scratch, err := os.MkdirTemp(e.cfg.RunDir, "backup-")
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	defer os.RemoveAll(scratch)
-
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set(headerSystemID, id)
 	w.Header().Set("Trailer", trailerResult)
 	w.WriteHeader(http.StatusOK)
 	start := time.Now()
-	// The socket admin user needs no password; stderr is the server log.
-	cmd := e.cfg.Tool(r.Context(), "mariadb-backup", "--no-defaults", "--backup", "--stream=mbstream",
-		"--target-dir="+scratch, "--socket="+e.socket(), "--user="+u.Username, "--parallel=2")
-	cmd.Stdout = w
-	if err := cmd.Run(); err != nil {
+	if _, err := e.streamBackup(r.Context(), w); err != nil {
 		e.cfg.Log.Error("clone stream failed", "client", r.RemoteAddr, "err", err)
 		w.Header().Set(trailerResult, "failed: "+err.Error())
 		return
 	}
 	e.cfg.Log.Info("clone streamed", "client", r.RemoteAddr, "seconds", time.Since(start).Seconds())
 	w.Header().Set(trailerResult, "ok")
+}
+
+// lastChangeRE finds the backup's GTID position in mariadb-backup's log
+// ("MySQL binlog position: filename 'mydb-bin.000003', position '385',
+// GTID of the last change '0-1-42'").
+var lastChangeRE = regexp.MustCompile(`GTID of the last change '([^']*)'`)
+
+// streamBackup writes a physical backup of the running server to w as
+// mbstream and returns its GTID position ("" before the first write).
+func (e *Engine) streamBackup(ctx context.Context, w io.Writer) (string, error) {
+	u, err := user.Current()
+	if err != nil {
+		return "", err
+	}
+	// --target-dir only holds the tool's bookkeeping: the data goes to w.
+	scratch, err := os.MkdirTemp(e.cfg.RunDir, "backup-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(scratch)
+	var log bytes.Buffer
+	// The socket admin user needs no password; stderr is the server log.
+	cmd := e.cfg.Tool(ctx, "mariadb-backup", "--no-defaults", "--backup", "--stream=mbstream",
+		"--target-dir="+scratch, "--socket="+e.socket(), "--user="+u.Username, "--parallel=2")
+	cmd.Stdout = w
+	cmd.Stderr = io.MultiWriter(e.cfg.Stderr, &tailBuffer{b: &log, max: 64 << 10})
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("mariadb-backup: %w", err)
+	}
+	if m := lastChangeRE.FindStringSubmatch(log.String()); m != nil {
+		return m[1], nil
+	}
+	return "", nil
+}
+
+// tailBuffer keeps the last max bytes written to it, where the tool logs
+// its result.
+type tailBuffer struct {
+	b   *bytes.Buffer
+	max int
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.b.Write(p)
+	if over := t.b.Len() - t.max; over > 0 {
+		t.b.Next(over)
+	}
+	return len(p), nil
 }
 
 // Clone implements instance.Engine on a replica: the primary's stream

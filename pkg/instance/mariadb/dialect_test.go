@@ -1,11 +1,14 @@
 package mariadb
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/mydb-dev/mydb/pkg/instance"
 	"github.com/mydb-dev/mydb/pkg/instance/mysqlfamily"
 )
 
@@ -85,5 +88,38 @@ func TestSyncStatements(t *testing.T) {
 		if !strings.Contains(q, want) {
 			t.Errorf("SyncQuery lacks %q: %s", want, q)
 		}
+	}
+}
+
+func TestBackupLogGivesTheGTID(t *testing.T) {
+	log := "[00] 2026-12-01 11:07:55 MySQL binlog position: filename 'mydb-bin.000001', position '1234', GTID of the last change '0-1-8,1-2-3'\n[00] completed OK!\n"
+	if m := lastChangeRE.FindStringSubmatch(log); m == nil || m[1] != "0-1-8,1-2-3" {
+		t.Errorf("GTID from the backup log: %q", m)
+	}
+}
+
+func TestRestoreCredentialStatements(t *testing.T) {
+	dir := t.TempDir()
+	for k, v := range map[string]string{instance.SecretUsername: "app", instance.SecretPassword: "password",
+		instance.SecretDatabase: "appdb", instance.SecretReplicationPassword: "password"} {
+		if err := os.WriteFile(filepath.Join(dir, k), []byte(v+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := New(instance.EngineConfig{Secrets: instance.Secrets{Dir: dir}})
+	got, err := e.credentialStatements()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"FLUSH PRIVILEGES",
+		"ALTER USER 'app'@'%' IDENTIFIED BY PASSWORD '*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19'",
+		"ALTER USER 'replicator'@'%' IDENTIFIED BY PASSWORD '*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19'",
+		"USE `appdb`",
+		"RESET SLAVE ALL",
+		"SET GLOBAL gtid_slave_pos = ''",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Error(diff)
 	}
 }

@@ -124,26 +124,31 @@ func Statements(what string, stmts ...string) func(context.Context, Conn) error 
 // UserStatements are the dialect's statements creating the application's
 // database and user and the replication user, from the Secret.
 func (s *Server) UserStatements() ([]string, error) {
-	var a App
-	var err error
-	if a.User, err = s.Cfg.Secrets.Get(instance.SecretUsername); err != nil {
-		return nil, err
-	}
-	if a.Password, err = s.Cfg.Secrets.Get(instance.SecretPassword); err != nil {
-		return nil, err
-	}
-	if a.Database, err = s.Cfg.Secrets.Get(instance.SecretDatabase); err != nil {
-		return nil, err
-	}
-	switch a.User {
-	case "root", "mysql", "mariadb.sys", "mysql.sys", "mysql.session", "mysql.infoschema", instance.ReplicationUser:
-		return nil, fmt.Errorf("the application user may not be %q", a.User)
-	}
-	repl, err := s.Cfg.Secrets.Get(instance.SecretReplicationPassword)
+	a, repl, err := s.Credentials()
 	if err != nil {
 		return nil, err
 	}
 	return s.Dialect.UserStatements(a, repl), nil
+}
+
+// Credentials are the application's and the replication user's from the
+// Secret.
+func (s *Server) Credentials() (a App, replicationPassword string, err error) {
+	if a.User, err = s.Cfg.Secrets.Get(instance.SecretUsername); err != nil {
+		return a, "", err
+	}
+	if a.Password, err = s.Cfg.Secrets.Get(instance.SecretPassword); err != nil {
+		return a, "", err
+	}
+	if a.Database, err = s.Cfg.Secrets.Get(instance.SecretDatabase); err != nil {
+		return a, "", err
+	}
+	switch a.User {
+	case "root", "mysql", "mariadb.sys", "mysql.sys", "mysql.session", "mysql.infoschema", instance.ReplicationUser:
+		return a, "", fmt.Errorf("the application user may not be %q", a.User)
+	}
+	repl, err := s.Cfg.Secrets.Get(instance.SecretReplicationPassword)
+	return a, repl, err
 }
 
 // Admin is the admin connection, opened on first use.

@@ -78,23 +78,9 @@ func (e *Engine) appUser() (appCredentials, error) {
 // writeConfig writes the authentication rules and the settings every
 // instance of the database shares (clones copy them).
 func writeConfig(dataDir string) error {
-	u, err := user.Current()
-	if err != nil {
+	if err := writeAuthConfig(dataDir); err != nil {
 		return err
 	}
-	// Only the manager's OS user is the superuser on the socket; everything
-	// else, local or over the network, authenticates with a SCRAM password,
-	// and the replication user can do nothing but replicate.
-	hba := `# Written by mydb-instance.
-# TYPE  DATABASE     USER          ADDRESS  METHOD
-local   all          postgres               peer map=manager
-local   replication  postgres               peer map=manager
-local   all          all                    scram-sha-256
-host    replication  replicator    all      scram-sha-256
-host    all          replicator    all      reject
-host    all          all           all      scram-sha-256
-`
-	ident := fmt.Sprintf("# Written by mydb-instance.\nmanager  %s  postgres\n", u.Username)
 	conf := `
 # Written by mydb-instance: settings every instance of this database shares.
 # Per-instance settings (addresses, ports, sockets, name) are on the
@@ -115,12 +101,6 @@ max_slot_wal_keep_size = '4GB'
 logging_collector = off
 log_line_prefix = '%m [%p] %q%u@%d '
 `
-	if err := os.WriteFile(filepath.Join(dataDir, "pg_hba.conf"), []byte(hba), 0o600); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dataDir, "pg_ident.conf"), []byte(ident), 0o600); err != nil {
-		return err
-	}
 	f, err := os.OpenFile(filepath.Join(dataDir, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
@@ -130,6 +110,31 @@ log_line_prefix = '%m [%p] %q%u@%d '
 		return err
 	}
 	return f.Close()
+}
+
+// writeAuthConfig writes pg_hba.conf and pg_ident.conf. Only the manager's
+// OS user is the superuser on the socket; everything else, local or over
+// the network, authenticates with a SCRAM password, and the replication
+// user can do nothing but replicate.
+func writeAuthConfig(dataDir string) error {
+	u, err := user.Current()
+	if err != nil {
+		return err
+	}
+	hba := `# Written by mydb-instance.
+# TYPE  DATABASE     USER          ADDRESS  METHOD
+local   all          postgres               peer map=manager
+local   replication  postgres               peer map=manager
+local   all          all                    scram-sha-256
+host    replication  replicator    all      scram-sha-256
+host    all          replicator    all      reject
+host    all          all           all      scram-sha-256
+`
+	ident := fmt.Sprintf("# Written by mydb-instance.\nmanager  %s  postgres\n", u.Username)
+	if err := os.WriteFile(filepath.Join(dataDir, "pg_hba.conf"), []byte(hba), 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dataDir, "pg_ident.conf"), []byte(ident), 0o600)
 }
 
 // createUsers runs a server on the socket only (no network) in dataDir and

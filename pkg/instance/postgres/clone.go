@@ -58,7 +58,7 @@ func (e *Engine) Clone(ctx context.Context, t instance.Topology) error {
 }
 
 // setAutoConf replaces settings in postgresql.auto.conf (the file ALTER
-// SYSTEM writes) of a stopped data directory.
+// SYSTEM writes) of a stopped data directory; an empty value removes one.
 func (e *Engine) setAutoConf(dataDir string, settings map[string]string) error {
 	path := filepath.Join(dataDir, "postgresql.auto.conf")
 	old, err := os.ReadFile(path)
@@ -76,7 +76,7 @@ func (e *Engine) setAutoConf(dataDir string, settings map[string]string) error {
 		out.WriteString(line + "\n")
 	}
 	for _, name := range []string{"primary_conninfo", "primary_slot_name"} {
-		if v, ok := settings[name]; ok {
+		if v := settings[name]; v != "" {
 			fmt.Fprintf(&out, "%s = %s\n", name, quoteLiteral(v))
 		}
 	}

@@ -41,6 +41,27 @@ var Funcs = func(codecs runtimeserializer.CodecFactory) []interface{} {
 			s.Resources.Requests = withComputeResources(s.Resources.Requests, c)
 			s.Resources.Limits = withComputeResources(s.Resources.Limits, c)
 		},
+		func(s *example.MyDatabaseBackupSpec, c randfill.Continue) {
+			c.FillNoCustom(s)
+			if s.Target == "" {
+				s.Target = example.BackupTargetPreferReplica
+			}
+		},
+		func(s *example.S3CredentialsSecret, c randfill.Continue) {
+			c.FillNoCustom(s)
+			if s.AccessKeyIDKey == "" {
+				s.AccessKeyIDKey = "accessKeyID"
+			}
+			if s.SecretAccessKeyKey == "" {
+				s.SecretAccessKeyKey = "secretAccessKey"
+			}
+		},
+		func(s *example.CABundleSource, c randfill.Continue) {
+			c.FillNoCustom(s)
+			if s.Key == "" {
+				s.Key = "ca.crt"
+			}
+		},
 	}
 }
 

@@ -98,3 +98,36 @@ func SetDefaultResources(r *corev1.ResourceRequirements) {
 		r.Requests[name] = value
 	}
 }
+
+// The default keys of an S3 credentials Secret and of a CA bundle.
+const (
+	DefaultAccessKeyIDKey     = "accessKeyID"
+	DefaultSecretAccessKeyKey = "secretAccessKey"
+	DefaultCABundleKey        = "ca.crt"
+)
+
+// SetDefaults_S3CredentialsSecret fills in the keys of an access key.
+func SetDefaults_S3CredentialsSecret(s *S3CredentialsSecret) {
+	if s.AccessKeyIDKey == "" {
+		s.AccessKeyIDKey = DefaultAccessKeyIDKey
+	}
+	if s.SecretAccessKeyKey == "" {
+		s.SecretAccessKeyKey = DefaultSecretAccessKeyKey
+	}
+}
+
+// SetDefaults_CABundleSource fills in the key of a CA bundle.
+func SetDefaults_CABundleSource(s *CABundleSource) {
+	if s.Key == "" {
+		s.Key = DefaultCABundleKey
+	}
+}
+
+// SetDefaults_MyDatabaseBackupSpec backs up a replica unless told otherwise:
+// a backup reads the whole database, which on the primary competes with
+// the application's writes.
+func SetDefaults_MyDatabaseBackupSpec(spec *MyDatabaseBackupSpec) {
+	if spec.Target == "" {
+		spec.Target = BackupTargetPreferReplica
+	}
+}

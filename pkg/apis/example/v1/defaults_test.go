@@ -90,3 +90,32 @@ func TestSetDefaultsDoesNotShareDefaults(t *testing.T) {
 		t.Fatalf("changing a defaulted object changed DefaultResources: cpu limit %s", got.String())
 	}
 }
+
+func TestSetDefaultsOfBackups(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := v1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	db := &v1.MyDatabase{Spec: v1.MyDatabaseSpec{Engine: v1.EnginePostgres, Backup: &v1.BackupPolicy{Destination: &v1.BackupDestination{S3: &v1.S3Destination{
+		Endpoint: "https://s3.example.com", Bucket: "b", CredentialsSecret: v1.S3CredentialsSecret{Name: "s3"},
+		CABundle: &v1.CABundleSource{ConfigMapName: "ca"},
+	}}}}}
+	scheme.Default(db)
+	s3 := db.Spec.Backup.Destination.S3
+	if got := s3.CredentialsSecret; got.AccessKeyIDKey != "accessKeyID" || got.SecretAccessKeyKey != "secretAccessKey" {
+		t.Errorf("credentials Secret keys %+v, want accessKeyID and secretAccessKey", got)
+	}
+	if s3.CABundle.Key != "ca.crt" {
+		t.Errorf("CA bundle key %q, want ca.crt", s3.CABundle.Key)
+	}
+	b := &v1.MyDatabaseBackup{Spec: v1.MyDatabaseBackupSpec{DatabaseName: "db"}}
+	scheme.Default(b)
+	if b.Spec.Target != v1.BackupTargetPreferReplica {
+		t.Errorf("target %q, want PreferReplica", b.Spec.Target)
+	}
+	primary := &v1.MyDatabaseBackup{Spec: v1.MyDatabaseBackupSpec{DatabaseName: "db", Target: v1.BackupTargetPrimary}}
+	scheme.Default(primary)
+	if primary.Spec.Target != v1.BackupTargetPrimary {
+		t.Errorf("target %q, want the Primary asked for", primary.Spec.Target)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Engine is a database engine.
@@ -68,6 +69,11 @@ const (
 	// says how the last switchover or failover ended (reason, old and new
 	// primary, duration in the message).
 	ConditionPrimaryChange = "PrimaryChange"
+	// ConditionRestored is set on a database with spec.restoreFrom: False
+	// while its primary loads the backup (reason Restoring, or
+	// WaitingForBackup) or when the load failed (RestoreFailed; the
+	// database never goes Ready), True once the data is loaded.
+	ConditionRestored = "Restored"
 )
 
 // The /backup action's client method, Backup, is hand-written in the clientset's
@@ -140,8 +146,9 @@ type MyDatabaseSpec struct {
 	// +optional
 	Backup *BackupPolicy `json:"backup,omitempty" protobuf:"bytes,8,opt,name=backup"`
 
-	// RestoreFrom makes a new database start from a backup: its replicas load
-	// the dump before they first report ready. It may only be set at create.
+	// RestoreFrom makes a new database start from a backup: its primary
+	// loads the dump before it first reports ready (condition Restored). It
+	// may only be set at create.
 	// +optional
 	RestoreFrom *RestoreSource `json:"restoreFrom,omitempty" protobuf:"bytes,9,opt,name=restoreFrom"`
 
@@ -182,8 +189,12 @@ const (
 
 // RestoreSource names the backup a new database starts from.
 type RestoreSource struct {
-	// BackupName is a MyDatabaseBackup in the database's namespace. The
-	// database waits for it to succeed before it starts.
+	// BackupName is a succeeded MyDatabaseBackup in the database's
+	// namespace, of the same engine. The database waits for it to succeed;
+	// its primary then loads it into an empty data directory before it
+	// first reports ready, and its replicas clone from that primary. The
+	// backup's source database may be gone: its status.location says where
+	// the dump is and with which credentials.
 	BackupName string `json:"backupName" protobuf:"bytes,1,opt,name=backupName"`
 }
 
@@ -202,12 +213,90 @@ type BackupPolicy struct {
 	Retention *int32 `json:"retention,omitempty" protobuf:"varint,2,opt,name=retention"`
 
 	// FinalBackup, when true, makes deleting the database take a last backup
-	// (named <database>-final) first: the server holds the database with the
-	// example.com/final-backup finalizer until that backup succeeds. To
-	// delete without it, annotate the database
-	// mydb.example.com/skip-final-backup=true.
+	// of its primary first (named <database>-final-<time>, never owned by
+	// the database, so it outlives it whatever the deletionPolicy): the
+	// server holds the database with the example.com/final-backup finalizer
+	// until a backup of this database, started after its deletion began,
+	// succeeds. It needs a destination. To delete without it, annotate the
+	// database mydb.example.com/skip-final-backup=true.
 	// +optional
 	FinalBackup bool `json:"finalBackup,omitempty" protobuf:"varint,3,opt,name=finalBackup"`
+
+	// Destination is where the database's backups are written. Every
+	// backup, on demand, scheduled or final, needs one: a backup of a
+	// database without a destination fails, and POST .../backup refuses it.
+	// +optional
+	Destination *BackupDestination `json:"destination,omitempty" protobuf:"bytes,4,opt,name=destination"`
+}
+
+// BackupDestination is where backups are written; exactly one field is set.
+type BackupDestination struct {
+	// S3 is a bucket of an S3-compatible object store.
+	// +optional
+	S3 *S3Destination `json:"s3,omitempty" protobuf:"bytes,1,opt,name=s3"`
+}
+
+// S3Destination is a bucket, and a prefix in it, of an S3-compatible object
+// store. Each backup is one object, <prefix>/<namespace>/<database>/<database
+// UID>/<backup>-<backup UID>, streamed by the instance manager that takes it.
+type S3Destination struct {
+	// Endpoint is the store's URL, such as "https://s3.eu-west-1.amazonaws.com"
+	// or "http://minio.storage:9000": an http or https scheme and a host,
+	// with no path, query or credentials in it.
+	Endpoint string `json:"endpoint" protobuf:"bytes,1,opt,name=endpoint"`
+
+	// Region is the bucket's region, for stores that sign with one.
+	// +optional
+	Region string `json:"region,omitempty" protobuf:"bytes,2,opt,name=region"`
+
+	// Bucket is the bucket's name (3 to 63 lowercase letters, digits, dots
+	// and hyphens, beginning and ending with a letter or digit). mydb
+	// creates it when it does not exist.
+	Bucket string `json:"bucket" protobuf:"bytes,3,opt,name=bucket"`
+
+	// Prefix is a path in the bucket under which the backups are written,
+	// such as "prod/databases": clean, relative, with no "." or ".."
+	// element. Empty writes them at the bucket's root.
+	// +optional
+	Prefix string `json:"prefix,omitempty" protobuf:"bytes,4,opt,name=prefix"`
+
+	// CredentialsSecret is the Secret, in the database's namespace, holding
+	// the access key. The controller reads it at each backup, restore and
+	// delete and hands the key to the instance manager in the request.
+	CredentialsSecret S3CredentialsSecret `json:"credentialsSecret" protobuf:"bytes,5,opt,name=credentialsSecret"`
+
+	// CABundle names PEM certificates, in the database's namespace, to
+	// trust for an https endpoint besides the system's.
+	// +optional
+	CABundle *CABundleSource `json:"caBundle,omitempty" protobuf:"bytes,6,opt,name=caBundle"`
+}
+
+// S3CredentialsSecret names a Secret and its keys of an S3 access key.
+type S3CredentialsSecret struct {
+	// Name is the Secret's name.
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
+	// AccessKeyIDKey is the Secret's key of the access key ID. Defaults to
+	// "accessKeyID".
+	// +optional
+	AccessKeyIDKey string `json:"accessKeyIDKey,omitempty" protobuf:"bytes,2,opt,name=accessKeyIDKey"`
+	// SecretAccessKeyKey is the Secret's key of the secret access key.
+	// Defaults to "secretAccessKey".
+	// +optional
+	SecretAccessKeyKey string `json:"secretAccessKeyKey,omitempty" protobuf:"bytes,3,opt,name=secretAccessKeyKey"`
+}
+
+// CABundleSource is a key of a Secret or of a ConfigMap; exactly one of
+// secretName and configMapName is set.
+type CABundleSource struct {
+	// SecretName is a Secret holding the certificates.
+	// +optional
+	SecretName string `json:"secretName,omitempty" protobuf:"bytes,1,opt,name=secretName"`
+	// ConfigMapName is a ConfigMap holding the certificates.
+	// +optional
+	ConfigMapName string `json:"configMapName,omitempty" protobuf:"bytes,2,opt,name=configMapName"`
+	// Key is the key of the certificates. Defaults to "ca.crt".
+	// +optional
+	Key string `json:"key,omitempty" protobuf:"bytes,3,opt,name=key"`
 }
 
 // FinalBackupFinalizer holds a MyDatabase whose spec.backup.finalBackup is
@@ -279,6 +368,11 @@ type MyDatabaseStatus struct {
 	// Failover.
 	// +optional
 	TargetPrimaryReason string `json:"targetPrimaryReason,omitempty" protobuf:"bytes,11,opt,name=targetPrimaryReason"`
+
+	// LastScheduleTime is the due time of the last backup spec.backup.schedule
+	// took; the next one is due at the schedule's first time after it.
+	// +optional
+	LastScheduleTime *metav1.Time `json:"lastScheduleTime,omitempty" protobuf:"bytes,12,opt,name=lastScheduleTime"`
 }
 
 // InstanceStatus is one instance of a database as mydb sees it.
@@ -400,9 +494,10 @@ type BackupPhase string
 
 // The phases of a backup.
 const (
-	// BackupPhasePending: the backup is accepted and waits for its Job.
+	// BackupPhasePending: the backup is accepted and waits for an instance.
 	BackupPhasePending BackupPhase = "Pending"
-	// BackupPhaseRunning: the backup Job runs the engine's dump tool.
+	// BackupPhaseRunning: an instance manager streams the backup to the
+	// destination.
 	BackupPhaseRunning BackupPhase = "Running"
 	// BackupPhaseSucceeded: the dump is stored at status.location.
 	BackupPhaseSucceeded BackupPhase = "Succeeded"
@@ -410,13 +505,33 @@ const (
 	BackupPhaseFailed BackupPhase = "Failed"
 )
 
+// BackupTarget says which instance of a database a backup reads.
+// +enum
+type BackupTarget string
+
+// The backup targets.
+const (
+	// BackupTargetPrimary backs the primary up: the backup holds every
+	// commit acknowledged before it began.
+	BackupTargetPrimary BackupTarget = "Primary"
+	// BackupTargetPreferReplica backs up the ready, streaming replica that
+	// is furthest along, or the primary when there is none.
+	BackupTargetPreferReplica BackupTarget = "PreferReplica"
+)
+
+// BackupFinalizer holds a MyDatabaseBackup until the controller has deleted
+// its dump from the destination, so deleting a backup deletes its data.
+const BackupFinalizer = "example.com/backup-data"
+
 // +genclient
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
-// MyDatabaseBackup is one backup of a MyDatabase: a dump made by the
-// engine's own tool (mysqldump, pg_dump) in a Job, kept on a volume of the
-// database's namespace. Create one with POST .../mydatabases/<name>/backup
-// (which needs only the create verb on mydatabases/backup), or directly.
+// MyDatabaseBackup is one backup of a MyDatabase: a consistent physical
+// backup an instance manager (mydb-instance) takes of its engine and
+// streams, without staging it on disk, to the database's
+// spec.backup.destination. Create one with POST
+// .../mydatabases/<name>/backup (which needs only the create verb on
+// mydatabases/backup), or directly. Deleting it deletes its dump.
 type MyDatabaseBackup struct {
 	metav1.TypeMeta `json:",inline"`
 	// Standard object metadata.
@@ -435,6 +550,17 @@ type MyDatabaseBackup struct {
 type MyDatabaseBackupSpec struct {
 	// DatabaseName is the MyDatabase, in the backup's namespace, to back up.
 	DatabaseName string `json:"databaseName" protobuf:"bytes,1,opt,name=databaseName"`
+
+	// Target is the instance to back up: "PreferReplica" (the default) the
+	// ready, streaming replica that is furthest along, falling back to the
+	// primary when no replica is ready, so that reading the whole database
+	// does not compete with the application's writes on the primary; such
+	// a backup lacks the commits the replica had not replayed when it
+	// began (status.position says how far it goes). "Primary" backs the
+	// primary up, with every commit acknowledged before the backup began
+	// (final backups always do).
+	// +optional
+	Target BackupTarget `json:"target,omitempty" protobuf:"bytes,2,opt,name=target,casttype=BackupTarget"`
 }
 
 // MyDatabaseBackupStatus is how the backup went.
@@ -443,7 +569,7 @@ type MyDatabaseBackupStatus struct {
 	// +optional
 	Phase BackupPhase `json:"phase,omitempty" protobuf:"bytes,1,opt,name=phase,casttype=BackupPhase"`
 
-	// StartTime is when the backup Job started.
+	// StartTime is when the instance manager began the backup.
 	// +optional
 	StartTime *metav1.Time `json:"startTime,omitempty" protobuf:"bytes,2,opt,name=startTime"`
 
@@ -451,37 +577,80 @@ type MyDatabaseBackupStatus struct {
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty" protobuf:"bytes,3,opt,name=completionTime"`
 
-	// Location is where the dump is, once the backup succeeded. (Protobuf
-	// field 4 held an earlier string form and stays unused.)
+	// Location is where the dump is, and with which credentials it is read:
+	// set when the backup starts, so it outlives the source database.
+	// (Protobuf field 4 held an earlier string form and stays unused.)
 	// +optional
 	Location *BackupLocation `json:"location,omitempty" protobuf:"bytes,6,opt,name=location"`
 
 	// Message says why a backup failed, or what it waits for.
 	// +optional
 	Message string `json:"message,omitempty" protobuf:"bytes,5,opt,name=message"`
+
+	// DatabaseUID is the UID of the MyDatabase backed up: a database later
+	// created with the same name has another.
+	// +optional
+	DatabaseUID types.UID `json:"databaseUID,omitempty" protobuf:"bytes,7,opt,name=databaseUID,casttype=k8s.io/apimachinery/pkg/types.UID"`
+
+	// Instance is the instance (pod) backed up, and Role the role it had.
+	// +optional
+	Instance string `json:"instance,omitempty" protobuf:"bytes,8,opt,name=instance"`
+	// +optional
+	Role InstanceRole `json:"role,omitempty" protobuf:"bytes,9,opt,name=role,casttype=InstanceRole"`
+
+	// Bytes is how much has been streamed so far.
+	// +optional
+	Bytes int64 `json:"bytes,omitempty" protobuf:"varint,10,opt,name=bytes"`
+
+	// SizeBytes is the dump's size and Checksum its SHA-256 (in hex), set
+	// on success; a restore checks the stream it reads against both.
+	// +optional
+	SizeBytes int64 `json:"sizeBytes,omitempty" protobuf:"varint,11,opt,name=sizeBytes"`
+	// +optional
+	Checksum string `json:"checksum,omitempty" protobuf:"bytes,12,opt,name=checksum"`
+
+	// Format is the dump's format, such as "pg_basebackup-tar" or
+	// "mariadb-backup-xbstream"; only an engine that reads it restores it.
+	// +optional
+	Format string `json:"format,omitempty" protobuf:"bytes,13,opt,name=format"`
+
+	// Position is how far the backed-up data goes.
+	// +optional
+	Position *InstancePosition `json:"position,omitempty" protobuf:"bytes,14,opt,name=position"`
 }
 
 // BackupLocation is where a backup's dump is stored; exactly one field is set.
+// (Protobuf field 1 held a volume location and stays unused.)
 type BackupLocation struct {
-	// Volume is a file on a PersistentVolumeClaim of the backup's namespace.
+	// S3 is an object of an S3-compatible bucket.
 	// +optional
-	Volume *VolumeLocation `json:"volume,omitempty" protobuf:"bytes,1,opt,name=volume"`
+	S3 *S3Location `json:"s3,omitempty" protobuf:"bytes,2,opt,name=s3"`
 }
 
-// URI is the location as kubectl shows it: pvc://<claim>/<path>.
+// URI is the location as kubectl shows it: s3://<bucket>/<key>.
 func (l *BackupLocation) URI() string {
-	if l == nil || l.Volume == nil {
+	if l == nil || l.S3 == nil {
 		return ""
 	}
-	return "pvc://" + l.Volume.ClaimName + "/" + l.Volume.Path
+	return "s3://" + l.S3.Bucket + "/" + l.S3.Key
 }
 
-// VolumeLocation is a file on a PersistentVolumeClaim.
-type VolumeLocation struct {
-	// ClaimName is the PersistentVolumeClaim.
-	ClaimName string `json:"claimName" protobuf:"bytes,1,opt,name=claimName"`
-	// Path is the file, relative to the root of the claim's volume.
-	Path string `json:"path" protobuf:"bytes,2,opt,name=path"`
+// S3Location is one object of a bucket, and what it takes to read it.
+type S3Location struct {
+	// Endpoint, Region and Bucket are the destination's when the backup
+	// was taken.
+	Endpoint string `json:"endpoint" protobuf:"bytes,1,opt,name=endpoint"`
+	// +optional
+	Region string `json:"region,omitempty" protobuf:"bytes,2,opt,name=region"`
+	Bucket string `json:"bucket" protobuf:"bytes,3,opt,name=bucket"`
+	// Key is the object's key.
+	Key string `json:"key" protobuf:"bytes,4,opt,name=key"`
+	// CredentialsSecret is the Secret, in the backup's namespace, whose
+	// access key reads and deletes the object.
+	CredentialsSecret S3CredentialsSecret `json:"credentialsSecret" protobuf:"bytes,5,opt,name=credentialsSecret"`
+	// CABundle names the certificates to trust for an https endpoint.
+	// +optional
+	CABundle *CABundleSource `json:"caBundle,omitempty" protobuf:"bytes,6,opt,name=caBundle"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -30,12 +30,43 @@ import (
 // All generated defaulters are covering - they call all nested defaulters.
 func RegisterDefaults(scheme *runtime.Scheme) error {
 	scheme.AddTypeDefaultingFunc(&MyDatabase{}, func(obj interface{}) { SetObjectDefaults_MyDatabase(obj.(*MyDatabase)) })
+	scheme.AddTypeDefaultingFunc(&MyDatabaseBackup{}, func(obj interface{}) { SetObjectDefaults_MyDatabaseBackup(obj.(*MyDatabaseBackup)) })
+	scheme.AddTypeDefaultingFunc(&MyDatabaseBackupList{}, func(obj interface{}) { SetObjectDefaults_MyDatabaseBackupList(obj.(*MyDatabaseBackupList)) })
 	scheme.AddTypeDefaultingFunc(&MyDatabaseList{}, func(obj interface{}) { SetObjectDefaults_MyDatabaseList(obj.(*MyDatabaseList)) })
 	return nil
 }
 
 func SetObjectDefaults_MyDatabase(in *MyDatabase) {
 	SetDefaults_MyDatabaseSpec(&in.Spec)
+	if in.Spec.Backup != nil {
+		if in.Spec.Backup.Destination != nil {
+			if in.Spec.Backup.Destination.S3 != nil {
+				SetDefaults_S3CredentialsSecret(&in.Spec.Backup.Destination.S3.CredentialsSecret)
+				if in.Spec.Backup.Destination.S3.CABundle != nil {
+					SetDefaults_CABundleSource(in.Spec.Backup.Destination.S3.CABundle)
+				}
+			}
+		}
+	}
+}
+
+func SetObjectDefaults_MyDatabaseBackup(in *MyDatabaseBackup) {
+	SetDefaults_MyDatabaseBackupSpec(&in.Spec)
+	if in.Status.Location != nil {
+		if in.Status.Location.S3 != nil {
+			SetDefaults_S3CredentialsSecret(&in.Status.Location.S3.CredentialsSecret)
+			if in.Status.Location.S3.CABundle != nil {
+				SetDefaults_CABundleSource(in.Status.Location.S3.CABundle)
+			}
+		}
+	}
+}
+
+func SetObjectDefaults_MyDatabaseBackupList(in *MyDatabaseBackupList) {
+	for i := range in.Items {
+		a := &in.Items[i]
+		SetObjectDefaults_MyDatabaseBackup(a)
+	}
 }
 
 func SetObjectDefaults_MyDatabaseList(in *MyDatabaseList) {

@@ -22,6 +22,11 @@ limitations under the License.
 package v1
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in BackupDestination) OpenAPIModelName() string {
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.BackupDestination"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in BackupLocation) OpenAPIModelName() string {
 	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.BackupLocation"
 }
@@ -29,6 +34,11 @@ func (in BackupLocation) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in BackupPolicy) OpenAPIModelName() string {
 	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.BackupPolicy"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in CABundleSource) OpenAPIModelName() string {
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.CABundleSource"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
@@ -107,6 +117,16 @@ func (in RestoreSource) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
-func (in VolumeLocation) OpenAPIModelName() string {
-	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.VolumeLocation"
+func (in S3CredentialsSecret) OpenAPIModelName() string {
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.S3CredentialsSecret"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in S3Destination) OpenAPIModelName() string {
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.S3Destination"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in S3Location) OpenAPIModelName() string {
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.S3Location"
 }

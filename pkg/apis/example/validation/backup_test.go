@@ -14,7 +14,7 @@ import (
 func myBackup(mods ...func(*example.MyDatabaseBackup)) *example.MyDatabaseBackup {
 	b := &example.MyDatabaseBackup{
 		ObjectMeta: metav1.ObjectMeta{Name: "prod-mysql-x7k2p", Namespace: "default", ResourceVersion: "1"},
-		Spec:       example.MyDatabaseBackupSpec{DatabaseName: "prod-mysql"},
+		Spec:       example.MyDatabaseBackupSpec{DatabaseName: "prod-mysql", Target: example.BackupTargetPreferReplica},
 	}
 	for _, mod := range mods {
 		mod(b)
@@ -36,6 +36,9 @@ func TestValidateMyDatabaseBackup(t *testing.T) {
 			want: []errorSummary{{field.ErrorTypeRequired, "spec.databaseName"}}},
 		{name: "bad database name", b: myBackup(func(b *example.MyDatabaseBackup) { b.Spec.DatabaseName = "Prod" }),
 			want: []errorSummary{{field.ErrorTypeInvalid, "spec.databaseName"}}},
+		{name: "the primary", b: myBackup(func(b *example.MyDatabaseBackup) { b.Spec.Target = example.BackupTargetPrimary })},
+		{name: "an unknown target", b: myBackup(func(b *example.MyDatabaseBackup) { b.Spec.Target = "Replica" }),
+			want: []errorSummary{{field.ErrorTypeNotSupported, "spec.target"}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -71,23 +74,37 @@ func TestValidateMyDatabaseBackupUpdates(t *testing.T) {
 				b.Status = example.MyDatabaseBackupStatus{Phase: example.BackupPhaseSucceeded, StartTime: &later, CompletionTime: &earlier}
 			}),
 			want: []errorSummary{{field.ErrorTypeInvalid, "status.completionTime"}}},
-		{name: "a volume location", old: myBackup(), validate: ValidateMyDatabaseBackupStatusUpdate,
-			b: myBackup(func(b *example.MyDatabaseBackup) {
-				b.Status.Location = &example.BackupLocation{Volume: &example.VolumeLocation{ClaimName: "db-backups", Path: "nightly/dump.sql"}}
-			})},
+		{name: "an S3 location", old: myBackup(), validate: ValidateMyDatabaseBackupStatusUpdate,
+			b: myBackup(func(b *example.MyDatabaseBackup) { b.Status.Location = s3Location() })},
 		{name: "a location naming nothing", old: myBackup(), validate: ValidateMyDatabaseBackupStatusUpdate,
 			b:    myBackup(func(b *example.MyDatabaseBackup) { b.Status.Location = &example.BackupLocation{} }),
-			want: []errorSummary{{field.ErrorTypeRequired, "status.location.volume"}}},
-		{name: "a location outside its volume", old: myBackup(), validate: ValidateMyDatabaseBackupStatusUpdate,
+			want: []errorSummary{{field.ErrorTypeRequired, "status.location.s3"}}},
+		{name: "a location outside the tree", old: myBackup(), validate: ValidateMyDatabaseBackupStatusUpdate,
 			b: myBackup(func(b *example.MyDatabaseBackup) {
-				b.Status.Location = &example.BackupLocation{Volume: &example.VolumeLocation{ClaimName: "Bad_Claim", Path: "../etc/passwd"}}
+				b.Status.Location = s3Location()
+				b.Status.Location.S3.Key = "../etc/passwd"
+				b.Status.Location.S3.Endpoint = "s3.example.com"
 			}),
-			want: []errorSummary{{field.ErrorTypeInvalid, "status.location.volume.claimName"}, {field.ErrorTypeInvalid, "status.location.volume.path"}}},
-		{name: "an absolute location", old: myBackup(), validate: ValidateMyDatabaseBackupStatusUpdate,
+			want: []errorSummary{{field.ErrorTypeInvalid, "status.location.s3.endpoint"}, {field.ErrorTypeInvalid, "status.location.s3.key"}}},
+		{name: "a location without a key", old: myBackup(), validate: ValidateMyDatabaseBackupStatusUpdate,
 			b: myBackup(func(b *example.MyDatabaseBackup) {
-				b.Status.Location = &example.BackupLocation{Volume: &example.VolumeLocation{ClaimName: "db-backups", Path: "/dump.sql"}}
+				b.Status.Location = s3Location()
+				b.Status.Location.S3.Key = ""
 			}),
-			want: []errorSummary{{field.ErrorTypeInvalid, "status.location.volume.path"}}},
+			want: []errorSummary{{field.ErrorTypeRequired, "status.location.s3.key"}}},
+		{name: "a full success", old: myBackup(), validate: ValidateMyDatabaseBackupStatusUpdate,
+			b: myBackup(func(b *example.MyDatabaseBackup) {
+				b.Status = example.MyDatabaseBackupStatus{Phase: example.BackupPhaseSucceeded, StartTime: &earlier, CompletionTime: &later,
+					Location: s3Location(), Instance: "prod-mysql-1", Role: example.InstanceRoleReplica, Bytes: 10, SizeBytes: 10,
+					Checksum: strings.Repeat("ab", 32), Format: "mariadb-backup-xbstream", Position: &example.InstancePosition{GTID: "0-1-5"}}
+			})},
+		{name: "figures that cannot be", old: myBackup(), validate: ValidateMyDatabaseBackupStatusUpdate,
+			b: myBackup(func(b *example.MyDatabaseBackup) {
+				b.Status = example.MyDatabaseBackupStatus{Phase: example.BackupPhaseSucceeded, Bytes: -1, SizeBytes: -1,
+					Checksum: "ABC", Role: "Leader", Instance: "Pod_1"}
+			}),
+			want: []errorSummary{{field.ErrorTypeInvalid, "status.bytes"}, {field.ErrorTypeInvalid, "status.checksum"},
+				{field.ErrorTypeInvalid, "status.instance"}, {field.ErrorTypeInvalid, "status.sizeBytes"}, {field.ErrorTypeNotSupported, "status.role"}}},
 		{name: "a success is final",
 			old:      myBackup(func(b *example.MyDatabaseBackup) { b.Status.Phase = example.BackupPhaseSucceeded }),
 			b:        myBackup(func(b *example.MyDatabaseBackup) { b.Status.Phase = example.BackupPhaseFailed }),
@@ -101,4 +118,22 @@ func TestValidateMyDatabaseBackupUpdates(t *testing.T) {
 			}
 		})
 	}
+}
+
+func s3Destination(mods ...func(*example.S3Destination)) *example.BackupDestination {
+	d := &example.S3Destination{
+		Endpoint: "https://s3.example.com", Bucket: "mydb-backups",
+		CredentialsSecret: example.S3CredentialsSecret{Name: "s3", AccessKeyIDKey: "accessKeyID", SecretAccessKeyKey: "secretAccessKey"},
+	}
+	for _, mod := range mods {
+		mod(d)
+	}
+	return &example.BackupDestination{S3: d}
+}
+
+func s3Location() *example.BackupLocation {
+	return &example.BackupLocation{S3: &example.S3Location{
+		Endpoint: "https://s3.example.com", Bucket: "mydb-backups", Key: "default/prod-mysql/uid-1/nightly-uid-2",
+		CredentialsSecret: example.S3CredentialsSecret{Name: "s3", AccessKeyIDKey: "accessKeyID", SecretAccessKeyKey: "secretAccessKey"},
+	}}
 }

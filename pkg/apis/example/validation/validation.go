@@ -200,7 +200,7 @@ func validateSpec(spec *example.MyDatabaseSpec, fldPath *field.Path) field.Error
 		allErrs = append(allErrs, field.NotSupported(fldPath.Child("deletionPolicy"), spec.DeletionPolicy, supportedDeletionPolicies))
 	}
 	if spec.Backup != nil {
-		allErrs = append(allErrs, validateBackupPolicy(spec.Backup, fldPath.Child("backup"))...)
+		allErrs = append(allErrs, validateBackupPolicy(spec.Backup, spec.Engine, fldPath.Child("backup"))...)
 	}
 	if d := spec.FailoverDelay; d != nil && (d.Duration < MinFailoverDelay || d.Duration > MaxFailoverDelay) {
 		allErrs = append(allErrs, field.Invalid(fldPath.Child("failoverDelay"), d.Duration.String(),
@@ -219,6 +219,9 @@ func validateSpec(spec *example.MyDatabaseSpec, fldPath *field.Path) field.Error
 		default:
 			allErrs = append(allErrs, field.NotSupported(p, r.Mode, supportedReplicationModes))
 		}
+	}
+	if spec.RestoreFrom != nil && spec.Engine == example.EngineMySQL {
+		allErrs = append(allErrs, field.Forbidden(fldPath.Child("restoreFrom"), "may not be set for mysql: mydb-instance does not back up or restore mysql yet"))
 	}
 	if spec.RestoreFrom != nil {
 		p := fldPath.Child("restoreFrom", "backupName")
@@ -245,8 +248,23 @@ const (
 // MaxBackupRetention bounds spec.backup.retention.
 const MaxBackupRetention = 100
 
-func validateBackupPolicy(p *example.BackupPolicy, fldPath *field.Path) field.ErrorList {
+func validateBackupPolicy(p *example.BackupPolicy, engine example.Engine, fldPath *field.Path) field.ErrorList {
 	var allErrs field.ErrorList
+	// Backups of mysql fail at the instance: a schedule would only pile
+	// up failures, and a final backup hold every deletion.
+	if engine == example.EngineMySQL {
+		if p.Schedule != "" {
+			allErrs = append(allErrs, field.Forbidden(fldPath.Child("schedule"), "may not be set for mysql: mydb-instance does not back up mysql yet"))
+		}
+		if p.FinalBackup {
+			allErrs = append(allErrs, field.Forbidden(fldPath.Child("finalBackup"), "may not be set for mysql: mydb-instance does not back up mysql yet"))
+		}
+	}
+	if p.Destination != nil {
+		allErrs = append(allErrs, validateDestination(p.Destination, fldPath.Child("destination"))...)
+	} else if p.Schedule != "" || p.FinalBackup {
+		allErrs = append(allErrs, field.Required(fldPath.Child("destination"), "must say where backups are written when schedule or finalBackup is set"))
+	}
 	if p.Schedule == "" {
 		return allErrs // backups on demand and the final one only
 	}

@@ -161,25 +161,61 @@ func TestValidateMyDatabase(t *testing.T) {
 			want: []errorSummary{{field.ErrorTypeNotSupported, "spec.deletionPolicy"}}},
 		{name: "unknown deletion policy", db: myDatabase(func(d *example.MyDatabase) { d.Spec.DeletionPolicy = "Snapshot" }),
 			want: []errorSummary{{field.ErrorTypeNotSupported, "spec.deletionPolicy"}}},
-		{name: "backup schedule", db: myDatabase(func(d *example.MyDatabase) {
+		{name: "backup schedule", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
+			d.Spec.Backup = &example.BackupPolicy{Schedule: "0 3 * * *", Retention: 7, Destination: s3Destination()}
+		})},
+		{name: "schedule without a destination", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
 			d.Spec.Backup = &example.BackupPolicy{Schedule: "0 3 * * *", Retention: 7}
+		}), want: []errorSummary{{field.ErrorTypeRequired, "spec.backup.destination"}}},
+		{name: "bad cron", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
+			d.Spec.Backup = &example.BackupPolicy{Schedule: "every night", Retention: 7, Destination: s3Destination()}
+		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.backup.schedule"}}},
+		{name: "cron with a time zone", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
+			d.Spec.Backup = &example.BackupPolicy{Schedule: "TZ=Asia/Tokyo 0 3 * * *", Retention: 7, Destination: s3Destination()}
+		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.backup.schedule"}}},
+		{name: "final backup without a schedule", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
+			d.Spec.Backup = &example.BackupPolicy{Retention: 7, FinalBackup: true, Destination: s3Destination()}
 		})},
-		{name: "bad cron", db: myDatabase(func(d *example.MyDatabase) {
-			d.Spec.Backup = &example.BackupPolicy{Schedule: "every night", Retention: 7}
-		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.backup.schedule"}}},
-		{name: "cron with a time zone", db: myDatabase(func(d *example.MyDatabase) {
-			d.Spec.Backup = &example.BackupPolicy{Schedule: "TZ=Asia/Tokyo 0 3 * * *", Retention: 7}
-		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.backup.schedule"}}},
-		{name: "final backup without a schedule", db: myDatabase(func(d *example.MyDatabase) {
+		{name: "final backup without a destination", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
 			d.Spec.Backup = &example.BackupPolicy{Retention: 7, FinalBackup: true}
+		}), want: []errorSummary{{field.ErrorTypeRequired, "spec.backup.destination"}}},
+		{name: "mysql: no schedule and no final backup", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Backup = &example.BackupPolicy{Schedule: "0 3 * * *", Retention: 7, FinalBackup: true, Destination: s3Destination()}
+		}), want: []errorSummary{{field.ErrorTypeForbidden, "spec.backup.finalBackup"}, {field.ErrorTypeForbidden, "spec.backup.schedule"}}},
+		{name: "a destination alone, for backups on demand", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Backup = &example.BackupPolicy{Retention: 7, Destination: s3Destination(func(s *example.S3Destination) {
+				s.Endpoint, s.Region, s.Prefix = "http://127.0.0.1:9000/", "eu-west-1", "prod/db"
+				s.CABundle = &example.CABundleSource{ConfigMapName: "store-ca", Key: "ca.crt"}
+			})}
 		})},
-		{name: "retention out of bounds", db: myDatabase(func(d *example.MyDatabase) {
-			d.Spec.Backup = &example.BackupPolicy{Schedule: "@daily", Retention: 101}
+		{name: "a destination naming nothing", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Backup = &example.BackupPolicy{Retention: 7, Destination: &example.BackupDestination{}}
+		}), want: []errorSummary{{field.ErrorTypeRequired, "spec.backup.destination.s3"}}},
+		{name: "every field of a destination wrong", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Backup = &example.BackupPolicy{Retention: 7, Destination: &example.BackupDestination{S3: &example.S3Destination{
+				Endpoint: "ftp://store", Bucket: "Backups_1", Prefix: "/prod/../x/",
+				CredentialsSecret: example.S3CredentialsSecret{Name: "Bad_Secret", AccessKeyIDKey: "a/b"},
+				CABundle:          &example.CABundleSource{SecretName: "a", ConfigMapName: "b", Key: "ca.crt"},
+			}}}
+		}), want: []errorSummary{
+			{field.ErrorTypeInvalid, "spec.backup.destination.s3.bucket"},
+			{field.ErrorTypeInvalid, "spec.backup.destination.s3.caBundle"},
+			{field.ErrorTypeInvalid, "spec.backup.destination.s3.credentialsSecret.accessKeyIDKey"},
+			{field.ErrorTypeInvalid, "spec.backup.destination.s3.credentialsSecret.name"},
+			{field.ErrorTypeInvalid, "spec.backup.destination.s3.endpoint"},
+			{field.ErrorTypeInvalid, "spec.backup.destination.s3.prefix"},
+			{field.ErrorTypeRequired, "spec.backup.destination.s3.credentialsSecret.secretAccessKeyKey"},
+		}},
+		{name: "retention out of bounds", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
+			d.Spec.Backup = &example.BackupPolicy{Schedule: "@daily", Retention: 101, Destination: s3Destination()}
 		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.backup.retention"}}},
-		{name: "restore from a backup", db: myDatabase(func(d *example.MyDatabase) {
+		{name: "restore from a backup", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
 			d.Spec.RestoreFrom = &example.RestoreSource{BackupName: "prod-mysql-x7k2p"}
 		})},
-		{name: "restore from a bad name", db: myDatabase(func(d *example.MyDatabase) {
+		{name: "restore mysql", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.RestoreFrom = &example.RestoreSource{BackupName: "prod-mysql-x7k2p"}
+		}), want: []errorSummary{{field.ErrorTypeForbidden, "spec.restoreFrom"}}},
+		{name: "restore from a bad name", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
 			d.Spec.RestoreFrom = &example.RestoreSource{BackupName: "Bad_Name"}
 		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.restoreFrom.backupName"}}},
 		{name: "every spec field wrong", db: myDatabase(func(d *example.MyDatabase) {
@@ -247,8 +283,8 @@ func TestValidateMyDatabaseUpdate(t *testing.T) {
 		{name: "unsupported version on update", old: myDatabase(),
 			db:   myDatabase(func(d *example.MyDatabase) { d.Spec.Version = "9.9" }),
 			want: []errorSummary{{field.ErrorTypeNotSupported, "spec.version"}}},
-		{name: "add a restore source later", old: myDatabase(),
-			db:   myDatabase(func(d *example.MyDatabase) { d.Spec.RestoreFrom = &example.RestoreSource{BackupName: "b"} }),
+		{name: "add a restore source later", old: myDatabase(asPostgres),
+			db:   myDatabase(asPostgres, func(d *example.MyDatabase) { d.Spec.RestoreFrom = &example.RestoreSource{BackupName: "b"} }),
 			want: []errorSummary{{field.ErrorTypeInvalid, "spec.restoreFrom"}}},
 		{name: "rename", old: myDatabase(),
 			db:   myDatabase(func(d *example.MyDatabase) { d.Name = "other" }),
@@ -349,3 +385,5 @@ func TestWarnings(t *testing.T) {
 		})
 	}
 }
+
+func asPostgres(d *example.MyDatabase) { d.Spec.Engine, d.Spec.Version = example.EnginePostgres, "17" }

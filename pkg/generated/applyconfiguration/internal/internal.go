@@ -39,15 +39,24 @@ func Parser() *typed.Parser {
 var parserOnce sync.Once
 var parser *typed.Parser
 var schemaYAML = typed.YAMLObject(`types:
+- name: com.github.mydb-dev.mydb.pkg.apis.example.v1.BackupDestination
+  map:
+    fields:
+    - name: s3
+      type:
+        namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.S3Destination
 - name: com.github.mydb-dev.mydb.pkg.apis.example.v1.BackupLocation
   map:
     fields:
-    - name: volume
+    - name: s3
       type:
-        namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.VolumeLocation
+        namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.S3Location
 - name: com.github.mydb-dev.mydb.pkg.apis.example.v1.BackupPolicy
   map:
     fields:
+    - name: destination
+      type:
+        namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.BackupDestination
     - name: finalBackup
       type:
         scalar: boolean
@@ -55,6 +64,18 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: numeric
     - name: schedule
+      type:
+        scalar: string
+- name: com.github.mydb-dev.mydb.pkg.apis.example.v1.CABundleSource
+  map:
+    fields:
+    - name: configMapName
+      type:
+        scalar: string
+    - name: key
+      type:
+        scalar: string
+    - name: secretName
       type:
         scalar: string
 - name: com.github.mydb-dev.mydb.pkg.apis.example.v1.InstancePosition
@@ -143,12 +164,30 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
       default: ""
+    - name: target
+      type:
+        scalar: string
 - name: com.github.mydb-dev.mydb.pkg.apis.example.v1.MyDatabaseBackupStatus
   map:
     fields:
+    - name: bytes
+      type:
+        scalar: numeric
+    - name: checksum
+      type:
+        scalar: string
     - name: completionTime
       type:
         namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
+    - name: databaseUID
+      type:
+        scalar: string
+    - name: format
+      type:
+        scalar: string
+    - name: instance
+      type:
+        scalar: string
     - name: location
       type:
         namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.BackupLocation
@@ -158,6 +197,15 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: phase
       type:
         scalar: string
+    - name: position
+      type:
+        namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.InstancePosition
+    - name: role
+      type:
+        scalar: string
+    - name: sizeBytes
+      type:
+        scalar: numeric
     - name: startTime
       type:
         namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
@@ -224,6 +272,9 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - name
+    - name: lastScheduleTime
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
     - name: observedGeneration
       type:
         scalar: numeric
@@ -258,17 +309,68 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
       default: ""
-- name: com.github.mydb-dev.mydb.pkg.apis.example.v1.VolumeLocation
+- name: com.github.mydb-dev.mydb.pkg.apis.example.v1.S3CredentialsSecret
   map:
     fields:
-    - name: claimName
+    - name: accessKeyIDKey
+      type:
+        scalar: string
+    - name: name
       type:
         scalar: string
       default: ""
-    - name: path
+    - name: secretAccessKeyKey
+      type:
+        scalar: string
+- name: com.github.mydb-dev.mydb.pkg.apis.example.v1.S3Destination
+  map:
+    fields:
+    - name: bucket
       type:
         scalar: string
       default: ""
+    - name: caBundle
+      type:
+        namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.CABundleSource
+    - name: credentialsSecret
+      type:
+        namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.S3CredentialsSecret
+      default: {}
+    - name: endpoint
+      type:
+        scalar: string
+      default: ""
+    - name: prefix
+      type:
+        scalar: string
+    - name: region
+      type:
+        scalar: string
+- name: com.github.mydb-dev.mydb.pkg.apis.example.v1.S3Location
+  map:
+    fields:
+    - name: bucket
+      type:
+        scalar: string
+      default: ""
+    - name: caBundle
+      type:
+        namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.CABundleSource
+    - name: credentialsSecret
+      type:
+        namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.S3CredentialsSecret
+      default: {}
+    - name: endpoint
+      type:
+        scalar: string
+      default: ""
+    - name: key
+      type:
+        scalar: string
+      default: ""
+    - name: region
+      type:
+        scalar: string
 - name: io.k8s.api.core.v1.ResourceClaim
   map:
     fields:

@@ -5,10 +5,12 @@ import (
 	"fmt"
 
 	"github.com/mydb-dev/mydb/pkg/apis/example"
+	"github.com/mydb-dev/mydb/pkg/names"
 	"github.com/mydb-dev/mydb/pkg/registry/common"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -88,8 +90,18 @@ func (r *ActionREST) Create(ctx context.Context, name string, obj runtime.Object
 	if backup.Spec.DatabaseName != "" && backup.Spec.DatabaseName != name {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("spec.databaseName %q does not match the database %q in the URL", backup.Spec.DatabaseName, name))
 	}
+	if db.Spec.Backup == nil || db.Spec.Backup.Destination == nil {
+		return nil, apierrors.NewInvalid(example.Kind("MyDatabase"), name, field.ErrorList{field.Required(
+			field.NewPath("spec", "backup", "destination"),
+			"the database has no backup destination: set spec.backup.destination to say where its backups are written")})
+	}
 	backup.Spec.DatabaseName = name
 	backup.Namespace = db.Namespace
+	// The labels that mark the schedule's and the final backups are the
+	// controller's: a backup-only user may not make a backup pass for one.
+	for _, label := range []string{names.ScheduleLabel, names.FinalBackupLabel} {
+		delete(backup.Labels, label)
+	}
 	if backup.Name == "" && backup.GenerateName == "" {
 		backup.GenerateName = name + "-"
 	}

@@ -5,6 +5,7 @@ package mydatabasebackup
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	"github.com/mydb-dev/mydb/pkg/apis/example/validation"
@@ -46,11 +47,16 @@ func (strategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
 	}
 }
 
-// PrepareForCreate drops status: only the controller writes it.
+// PrepareForCreate drops status: only the controller writes it. It holds
+// every backup with BackupFinalizer, set here so no client can forget it:
+// the controller deletes the backup's dump before the backup goes.
 func (strategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
 	b := obj.(*example.MyDatabaseBackup)
 	b.Status = example.MyDatabaseBackupStatus{}
 	b.Generation = 1
+	if !slices.Contains(b.Finalizers, example.BackupFinalizer) {
+		b.Finalizers = append(b.Finalizers, example.BackupFinalizer)
+	}
 }
 
 // PrepareForUpdate keeps the stored status.

@@ -2,6 +2,7 @@ package mydatabasebackup
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -21,7 +22,7 @@ func newStrategy() strategy {
 func backup(mods ...func(*example.MyDatabaseBackup)) *example.MyDatabaseBackup {
 	b := &example.MyDatabaseBackup{
 		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "default", ResourceVersion: "3", Generation: 1},
-		Spec:       example.MyDatabaseBackupSpec{DatabaseName: "prod-mysql"},
+		Spec:       example.MyDatabaseBackupSpec{DatabaseName: "prod-mysql", Target: example.BackupTargetPreferReplica},
 	}
 	for _, mod := range mods {
 		mod(b)
@@ -39,6 +40,9 @@ func TestCreateDropsStatus(t *testing.T) {
 	s.PrepareForCreate(context.Background(), b)
 	if b.Status.Phase != "" || b.Status.StartTime != nil || b.Generation != 1 {
 		t.Errorf("after PrepareForCreate: status %+v, generation %d; want an empty status and generation 1", b.Status, b.Generation)
+	}
+	if !slices.Equal(b.Finalizers, []string{example.BackupFinalizer}) {
+		t.Errorf("after PrepareForCreate: finalizers %v, want %s so that deleting the backup deletes its dump", b.Finalizers, example.BackupFinalizer)
 	}
 	if errs := s.Validate(context.Background(), b); len(errs) != 0 {
 		t.Errorf("a valid backup is refused: %v", errs)

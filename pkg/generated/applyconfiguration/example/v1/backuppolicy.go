@@ -32,11 +32,17 @@ type BackupPolicyApplyConfiguration struct {
 	// ones are deleted. Other backups are never deleted. Defaults to 7.
 	Retention *int32 `json:"retention,omitempty"`
 	// FinalBackup, when true, makes deleting the database take a last backup
-	// (named <database>-final) first: the server holds the database with the
-	// example.com/final-backup finalizer until that backup succeeds. To
-	// delete without it, annotate the database
-	// mydb.example.com/skip-final-backup=true.
+	// of its primary first (named <database>-final-<time>, never owned by
+	// the database, so it outlives it whatever the deletionPolicy): the
+	// server holds the database with the example.com/final-backup finalizer
+	// until a backup of this database, started after its deletion began,
+	// succeeds. It needs a destination. To delete without it, annotate the
+	// database mydb.example.com/skip-final-backup=true.
 	FinalBackup *bool `json:"finalBackup,omitempty"`
+	// Destination is where the database's backups are written. Every
+	// backup, on demand, scheduled or final, needs one: a backup of a
+	// database without a destination fails, and POST .../backup refuses it.
+	Destination *BackupDestinationApplyConfiguration `json:"destination,omitempty"`
 }
 
 // BackupPolicyApplyConfiguration constructs a declarative configuration of the BackupPolicy type for use with
@@ -66,5 +72,13 @@ func (b *BackupPolicyApplyConfiguration) WithRetention(value int32) *BackupPolic
 // If called multiple times, the FinalBackup field is set to the value of the last call.
 func (b *BackupPolicyApplyConfiguration) WithFinalBackup(value bool) *BackupPolicyApplyConfiguration {
 	b.FinalBackup = &value
+	return b
+}
+
+// WithDestination sets the Destination field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Destination field is set to the value of the last call.
+func (b *BackupPolicyApplyConfiguration) WithDestination(value *BackupDestinationApplyConfiguration) *BackupPolicyApplyConfiguration {
+	b.Destination = value
 	return b
 }

@@ -30,10 +30,12 @@ import (
 // MyDatabaseBackupApplyConfiguration represents a declarative configuration of the MyDatabaseBackup type for use
 // with apply.
 //
-// MyDatabaseBackup is one backup of a MyDatabase: a dump made by the
-// engine's own tool (mysqldump, pg_dump) in a Job, kept on a volume of the
-// database's namespace. Create one with POST .../mydatabases/<name>/backup
-// (which needs only the create verb on mydatabases/backup), or directly.
+// MyDatabaseBackup is one backup of a MyDatabase: a consistent physical
+// backup an instance manager (mydb-instance) takes of its engine and
+// streams, without staging it on disk, to the database's
+// spec.backup.destination. Create one with POST
+// .../mydatabases/<name>/backup (which needs only the create verb on
+// mydatabases/backup), or directly. Deleting it deletes its dump.
 type MyDatabaseBackupApplyConfiguration struct {
 	metav1.TypeMetaApplyConfiguration `json:""`
 	// Standard object metadata.

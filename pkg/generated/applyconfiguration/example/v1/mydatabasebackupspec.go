@@ -18,6 +18,10 @@ limitations under the License.
 
 package v1
 
+import (
+	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+)
+
 // MyDatabaseBackupSpecApplyConfiguration represents a declarative configuration of the MyDatabaseBackupSpec type for use
 // with apply.
 //
@@ -25,6 +29,15 @@ package v1
 type MyDatabaseBackupSpecApplyConfiguration struct {
 	// DatabaseName is the MyDatabase, in the backup's namespace, to back up.
 	DatabaseName *string `json:"databaseName,omitempty"`
+	// Target is the instance to back up: "PreferReplica" (the default) the
+	// ready, streaming replica that is furthest along, falling back to the
+	// primary when no replica is ready, so that reading the whole database
+	// does not compete with the application's writes on the primary; such
+	// a backup lacks the commits the replica had not replayed when it
+	// began (status.position says how far it goes). "Primary" backs the
+	// primary up, with every commit acknowledged before the backup began
+	// (final backups always do).
+	Target *examplev1.BackupTarget `json:"target,omitempty"`
 }
 
 // MyDatabaseBackupSpecApplyConfiguration constructs a declarative configuration of the MyDatabaseBackupSpec type for use with
@@ -38,5 +51,13 @@ func MyDatabaseBackupSpec() *MyDatabaseBackupSpecApplyConfiguration {
 // If called multiple times, the DatabaseName field is set to the value of the last call.
 func (b *MyDatabaseBackupSpecApplyConfiguration) WithDatabaseName(value string) *MyDatabaseBackupSpecApplyConfiguration {
 	b.DatabaseName = &value
+	return b
+}
+
+// WithTarget sets the Target field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Target field is set to the value of the last call.
+func (b *MyDatabaseBackupSpecApplyConfiguration) WithTarget(value examplev1.BackupTarget) *MyDatabaseBackupSpecApplyConfiguration {
+	b.Target = &value
 	return b
 }

@@ -21,6 +21,7 @@ package v1
 import (
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	types "k8s.io/apimachinery/pkg/types"
 )
 
 // MyDatabaseBackupStatusApplyConfiguration represents a declarative configuration of the MyDatabaseBackupStatus type for use
@@ -30,15 +31,33 @@ import (
 type MyDatabaseBackupStatusApplyConfiguration struct {
 	// Phase is Pending, Running, Succeeded or Failed.
 	Phase *examplev1.BackupPhase `json:"phase,omitempty"`
-	// StartTime is when the backup Job started.
+	// StartTime is when the instance manager began the backup.
 	StartTime *metav1.Time `json:"startTime,omitempty"`
 	// CompletionTime is when the backup succeeded or failed.
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
-	// Location is where the dump is, once the backup succeeded. (Protobuf
-	// field 4 held an earlier string form and stays unused.)
+	// Location is where the dump is, and with which credentials it is read:
+	// set when the backup starts, so it outlives the source database.
+	// (Protobuf field 4 held an earlier string form and stays unused.)
 	Location *BackupLocationApplyConfiguration `json:"location,omitempty"`
 	// Message says why a backup failed, or what it waits for.
 	Message *string `json:"message,omitempty"`
+	// DatabaseUID is the UID of the MyDatabase backed up: a database later
+	// created with the same name has another.
+	DatabaseUID *types.UID `json:"databaseUID,omitempty"`
+	// Instance is the instance (pod) backed up, and Role the role it had.
+	Instance *string                 `json:"instance,omitempty"`
+	Role     *examplev1.InstanceRole `json:"role,omitempty"`
+	// Bytes is how much has been streamed so far.
+	Bytes *int64 `json:"bytes,omitempty"`
+	// SizeBytes is the dump's size and Checksum its SHA-256 (in hex), set
+	// on success; a restore checks the stream it reads against both.
+	SizeBytes *int64  `json:"sizeBytes,omitempty"`
+	Checksum  *string `json:"checksum,omitempty"`
+	// Format is the dump's format, such as "pg_basebackup-tar" or
+	// "mariadb-backup-xbstream"; only an engine that reads it restores it.
+	Format *string `json:"format,omitempty"`
+	// Position is how far the backed-up data goes.
+	Position *InstancePositionApplyConfiguration `json:"position,omitempty"`
 }
 
 // MyDatabaseBackupStatusApplyConfiguration constructs a declarative configuration of the MyDatabaseBackupStatus type for use with
@@ -84,5 +103,69 @@ func (b *MyDatabaseBackupStatusApplyConfiguration) WithLocation(value *BackupLoc
 // If called multiple times, the Message field is set to the value of the last call.
 func (b *MyDatabaseBackupStatusApplyConfiguration) WithMessage(value string) *MyDatabaseBackupStatusApplyConfiguration {
 	b.Message = &value
+	return b
+}
+
+// WithDatabaseUID sets the DatabaseUID field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the DatabaseUID field is set to the value of the last call.
+func (b *MyDatabaseBackupStatusApplyConfiguration) WithDatabaseUID(value types.UID) *MyDatabaseBackupStatusApplyConfiguration {
+	b.DatabaseUID = &value
+	return b
+}
+
+// WithInstance sets the Instance field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Instance field is set to the value of the last call.
+func (b *MyDatabaseBackupStatusApplyConfiguration) WithInstance(value string) *MyDatabaseBackupStatusApplyConfiguration {
+	b.Instance = &value
+	return b
+}
+
+// WithRole sets the Role field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Role field is set to the value of the last call.
+func (b *MyDatabaseBackupStatusApplyConfiguration) WithRole(value examplev1.InstanceRole) *MyDatabaseBackupStatusApplyConfiguration {
+	b.Role = &value
+	return b
+}
+
+// WithBytes sets the Bytes field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Bytes field is set to the value of the last call.
+func (b *MyDatabaseBackupStatusApplyConfiguration) WithBytes(value int64) *MyDatabaseBackupStatusApplyConfiguration {
+	b.Bytes = &value
+	return b
+}
+
+// WithSizeBytes sets the SizeBytes field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the SizeBytes field is set to the value of the last call.
+func (b *MyDatabaseBackupStatusApplyConfiguration) WithSizeBytes(value int64) *MyDatabaseBackupStatusApplyConfiguration {
+	b.SizeBytes = &value
+	return b
+}
+
+// WithChecksum sets the Checksum field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Checksum field is set to the value of the last call.
+func (b *MyDatabaseBackupStatusApplyConfiguration) WithChecksum(value string) *MyDatabaseBackupStatusApplyConfiguration {
+	b.Checksum = &value
+	return b
+}
+
+// WithFormat sets the Format field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Format field is set to the value of the last call.
+func (b *MyDatabaseBackupStatusApplyConfiguration) WithFormat(value string) *MyDatabaseBackupStatusApplyConfiguration {
+	b.Format = &value
+	return b
+}
+
+// WithPosition sets the Position field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Position field is set to the value of the last call.
+func (b *MyDatabaseBackupStatusApplyConfiguration) WithPosition(value *InstancePositionApplyConfiguration) *MyDatabaseBackupStatusApplyConfiguration {
+	b.Position = value
 	return b
 }

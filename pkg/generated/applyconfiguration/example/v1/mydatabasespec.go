@@ -59,8 +59,9 @@ type MyDatabaseSpecApplyConfiguration struct {
 	// Backup schedules backups of the database. No backups are taken on a
 	// schedule when it is empty; POST .../backup takes one at any time.
 	Backup *BackupPolicyApplyConfiguration `json:"backup,omitempty"`
-	// RestoreFrom makes a new database start from a backup: its replicas load
-	// the dump before they first report ready. It may only be set at create.
+	// RestoreFrom makes a new database start from a backup: its primary
+	// loads the dump before it first reports ready (condition Restored). It
+	// may only be set at create.
 	RestoreFrom *RestoreSourceApplyConfiguration `json:"restoreFrom,omitempty"`
 	// FailoverDelay is how long the primary may be unready (its instance
 	// manager not answering, or not serving writes) before mydb promotes the

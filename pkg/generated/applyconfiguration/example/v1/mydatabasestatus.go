@@ -60,6 +60,9 @@ type MyDatabaseStatusApplyConfiguration struct {
 	// TargetPrimaryReason says why targetPrimary was set: Switchover or
 	// Failover.
 	TargetPrimaryReason *string `json:"targetPrimaryReason,omitempty"`
+	// LastScheduleTime is the due time of the last backup spec.backup.schedule
+	// took; the next one is due at the schedule's first time after it.
+	LastScheduleTime *apismetav1.Time `json:"lastScheduleTime,omitempty"`
 }
 
 // MyDatabaseStatusApplyConfiguration constructs a declarative configuration of the MyDatabaseStatus type for use with
@@ -163,5 +166,13 @@ func (b *MyDatabaseStatusApplyConfiguration) WithTargetPrimaryTime(value apismet
 // If called multiple times, the TargetPrimaryReason field is set to the value of the last call.
 func (b *MyDatabaseStatusApplyConfiguration) WithTargetPrimaryReason(value string) *MyDatabaseStatusApplyConfiguration {
 	b.TargetPrimaryReason = &value
+	return b
+}
+
+// WithLastScheduleTime sets the LastScheduleTime field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the LastScheduleTime field is set to the value of the last call.
+func (b *MyDatabaseStatusApplyConfiguration) WithLastScheduleTime(value apismetav1.Time) *MyDatabaseStatusApplyConfiguration {
+	b.LastScheduleTime = &value
 	return b
 }

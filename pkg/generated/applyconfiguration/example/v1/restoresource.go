@@ -23,8 +23,12 @@ package v1
 //
 // RestoreSource names the backup a new database starts from.
 type RestoreSourceApplyConfiguration struct {
-	// BackupName is a MyDatabaseBackup in the database's namespace. The
-	// database waits for it to succeed before it starts.
+	// BackupName is a succeeded MyDatabaseBackup in the database's
+	// namespace, of the same engine. The database waits for it to succeed;
+	// its primary then loads it into an empty data directory before it
+	// first reports ready, and its replicas clone from that primary. The
+	// backup's source database may be gone: its status.location says where
+	// the dump is and with which credentials.
 	BackupName *string `json:"backupName,omitempty"`
 }
 

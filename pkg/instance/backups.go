@@ -1,0 +1,478 @@
+package instance
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mydb-dev/mydb/pkg/objectstore"
+)
+
+// The backup and restore endpoints (see backup.go for the contract) and
+// the restore the loop runs.
+
+// ObjectStore is what backups and restores need of a bucket
+// (objectstore.Store).
+type ObjectStore interface {
+	Put(ctx context.Context, key string, r io.Reader) (objectstore.Object, error)
+	Get(ctx context.Context, key string) (io.ReadCloser, error)
+	Stat(ctx context.Context, key string) (objectstore.Object, error)
+}
+
+// OpenS3 opens the bucket of o.
+func OpenS3(o S3Object) (ObjectStore, error) {
+	return objectstore.New(objectstore.Config{
+		Endpoint: o.Endpoint, Region: o.Region, Bucket: o.Bucket,
+		AccessKeyID: o.AccessKeyID, SecretAccessKey: o.SecretAccessKey, CABundle: o.CABundle,
+	})
+}
+
+// errAwaitingRestore is an instance started with --restore and no data
+// waiting for POST /v1/restore: expected, and shown in the status.
+var errAwaitingRestore = errors.New("waiting for its restore (POST /v1/restore)")
+
+// operations is the manager's record of backups and the restore, under
+// Manager.mu.
+type operations struct {
+	backups map[string]*Operation
+	// lastBackup is the ID of the backup running or last run; running
+	// tells whether it still runs.
+	lastBackup    string
+	backupRunning bool
+	// restore is the restore asked last; pending is its request until the
+	// loop takes it up.
+	restore *Operation
+	pending *pendingRestore
+}
+
+type pendingRestore struct {
+	req   RestoreRequest
+	store ObjectStore
+}
+
+func (o *operations) backupOp() *Operation {
+	if op := o.backups[o.lastBackup]; op != nil {
+		c := *op
+		return &c
+	}
+	return nil
+}
+
+func (o *operations) restoreOp() *Operation {
+	if o.restore == nil {
+		return nil
+	}
+	c := *o.restore
+	return &c
+}
+
+func (m *Manager) handleBackups(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/backups", m.authenticated(m.postBackup))
+	mux.HandleFunc("GET /v1/backups/{id}", m.authenticated(func(w http.ResponseWriter, r *http.Request) {
+		m.mu.Lock()
+		op := m.ops.backups[r.PathValue("id")]
+		var c Operation
+		if op != nil {
+			c = *op
+		}
+		m.mu.Unlock()
+		if op == nil {
+			http.Error(w, "no backup "+r.PathValue("id")+" is known to this instance", http.StatusNotFound)
+			return
+		}
+		writeJSON(w, http.StatusOK, c)
+	}))
+	mux.HandleFunc("POST /v1/restore", m.authenticated(m.postRestore))
+	mux.HandleFunc("GET /v1/restore", m.authenticated(func(w http.ResponseWriter, _ *http.Request) {
+		m.mu.Lock()
+		op := m.ops.restoreOp()
+		m.mu.Unlock()
+		if op == nil {
+			http.Error(w, "no restore was asked of this instance", http.StatusNotFound)
+			return
+		}
+		writeJSON(w, http.StatusOK, op)
+	}))
+}
+
+func (m *Manager) postBackup(w http.ResponseWriter, r *http.Request) {
+	var req BackupRequest
+	if !decodeJSON(w, r, &req) {
+		return
+	}
+	if errs := append(validateID(req.ID), validateS3("destination.s3", req.Destination.S3)...); len(errs) > 0 {
+		http.Error(w, strings.Join(errs, "; "), http.StatusUnprocessableEntity)
+		return
+	}
+	b, ok := m.eng.(Backuper)
+	if !ok {
+		http.Error(w, fmt.Sprintf("backups are not supported for %s yet", m.opts.Engine), http.StatusNotImplemented)
+		return
+	}
+	store, err := m.openStore(*req.Destination.S3)
+	if err != nil {
+		http.Error(w, "destination.s3: "+err.Error(), http.StatusUnprocessableEntity)
+		return
+	}
+	m.mu.Lock()
+	if op := m.ops.backups[req.ID]; op != nil {
+		c := *op
+		m.mu.Unlock()
+		writeJSON(w, http.StatusOK, c)
+		return
+	}
+	if m.ops.backupRunning {
+		running := m.ops.lastBackup
+		m.mu.Unlock()
+		http.Error(w, fmt.Sprintf("backup %s is running: one runs at a time", running), http.StatusConflict)
+		return
+	}
+	if m.st.child == nil || m.st.fenced != "" || m.stopping {
+		m.mu.Unlock()
+		http.Error(w, "the engine is not running (or is fenced): no backup can be taken now", http.StatusConflict)
+		return
+	}
+	op := &Operation{
+		ID: req.ID, Phase: OperationRunning, Instance: m.opts.Name, Role: m.st.role,
+		StartTime: time.Now().UTC(), Format: b.BackupFormat(),
+	}
+	if m.ops.backups == nil {
+		m.ops.backups = map[string]*Operation{}
+	}
+	m.ops.backups[req.ID], m.ops.lastBackup, m.ops.backupRunning = op, req.ID, true
+	c := *op
+	m.mu.Unlock()
+	m.log.Info("backup started", "id", req.ID, "role", c.Role, "bucket", req.Destination.S3.Bucket, "key", req.Destination.S3.Key)
+	go m.runBackup(b, store, req, op)
+	writeJSON(w, http.StatusAccepted, c)
+}
+
+// runBackup streams the engine's backup into the object: nothing is staged
+// on disk, and the object appears only when the whole stream arrived.
+func (m *Manager) runBackup(b Backuper, store ObjectStore, req BackupRequest, op *Operation) {
+	ctx, cancel := context.WithCancel(m.runContext())
+	defer cancel()
+	pr, pw := io.Pipe()
+	type result struct {
+		pos Position
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		pos, err := b.Backup(ctx, &progressWriter{w: pw, m: m, op: op})
+		// A failed backup fails the upload, which then aborts.
+		pw.CloseWithError(err)
+		done <- result{pos, err}
+	}()
+	obj, putErr := store.Put(ctx, req.Destination.S3.Key, pr)
+	if putErr != nil {
+		// The engine's tool stops on its next write.
+		cancel()
+		pr.CloseWithError(putErr)
+	}
+	res := <-done
+	err := res.err
+	if err == nil {
+		err = putErr
+	}
+	now := time.Now().UTC()
+	m.mu.Lock()
+	op.FinishTime = &now
+	if err != nil {
+		op.Phase, op.Message = OperationFailed, err.Error()
+	} else {
+		pos := res.pos
+		op.Phase, op.Size, op.SHA256, op.Position = OperationSucceeded, obj.Size, obj.SHA256, &pos
+		op.Message = fmt.Sprintf("%d bytes to s3://%s/%s in %s", obj.Size, req.Destination.S3.Bucket, req.Destination.S3.Key, now.Sub(op.StartTime).Round(time.Millisecond))
+	}
+	m.ops.backupRunning = false
+	m.mu.Unlock()
+	if err != nil {
+		m.log.Error("backup failed", "id", req.ID, "err", err)
+		return
+	}
+	m.log.Info("backup done", "id", req.ID, "bytes", obj.Size, "sha256", obj.SHA256, "seconds", now.Sub(op.StartTime).Seconds())
+}
+
+func (m *Manager) postRestore(w http.ResponseWriter, r *http.Request) {
+	var req RestoreRequest
+	if !decodeJSON(w, r, &req) {
+		return
+	}
+	errs := append(validateID(req.ID), validateS3("source.s3", req.Source.S3)...)
+	if !sha256Hex.MatchString(req.SHA256) {
+		errs = append(errs, "sha256: Invalid value: must be 64 lowercase hexadecimal digits")
+	}
+	if req.Size <= 0 {
+		errs = append(errs, "size: Invalid value: must be the backup's size in bytes, more than 0")
+	}
+	b, ok := m.eng.(Backuper)
+	if ok && req.Format != "" && req.Format != b.BackupFormat() {
+		errs = append(errs, fmt.Sprintf("format: Unsupported value: %q: a %s instance restores %q", req.Format, m.opts.Engine, b.BackupFormat()))
+	}
+	if len(errs) > 0 {
+		http.Error(w, strings.Join(errs, "; "), http.StatusUnprocessableEntity)
+		return
+	}
+	if !ok {
+		http.Error(w, fmt.Sprintf("restores are not supported for %s yet", m.opts.Engine), http.StatusNotImplemented)
+		return
+	}
+	store, err := m.openStore(*req.Source.S3)
+	if err != nil {
+		http.Error(w, "source.s3: "+err.Error(), http.StatusUnprocessableEntity)
+		return
+	}
+	m.mu.Lock()
+	if op := m.ops.restore; op != nil && op.ID == req.ID {
+		c := *op
+		m.mu.Unlock()
+		writeJSON(w, http.StatusOK, c)
+		return
+	}
+	if op := m.ops.restore; op != nil && op.Phase == OperationRunning {
+		m.mu.Unlock()
+		http.Error(w, fmt.Sprintf("restore %s is running", op.ID), http.StatusConflict)
+		return
+	}
+	if !m.st.awaitingRestore {
+		why := "it was not started with --restore"
+		switch {
+		case m.opts.Restore && m.st.role == RoleReplica:
+			why = "it is a replica, which clones from its primary"
+		case m.opts.Restore && m.st.role == RoleWaiting:
+			why = "it has no topology yet"
+		case m.opts.Restore:
+			why = "it has data"
+		}
+		m.mu.Unlock()
+		http.Error(w, "the instance does not await a restore: "+why, http.StatusConflict)
+		return
+	}
+	op := &Operation{ID: req.ID, Phase: OperationRunning, Instance: m.opts.Name, Role: m.st.role,
+		StartTime: time.Now().UTC(), Format: b.BackupFormat(), Size: req.Size, SHA256: req.SHA256}
+	m.ops.restore, m.ops.pending = op, &pendingRestore{req: req, store: store}
+	c := *op
+	m.mu.Unlock()
+	m.wakeLoop()
+	writeJSON(w, http.StatusAccepted, c)
+}
+
+// restoreOrAwait runs the restore asked for, or says the instance awaits
+// one. It is called from the loop for a primary started with --restore
+// that has no data.
+func (m *Manager) restoreOrAwait(ctx context.Context) error {
+	b, ok := m.eng.(Backuper)
+	if !ok {
+		return fmt.Errorf("restores are not supported for %s yet", m.opts.Engine)
+	}
+	m.mu.Lock()
+	p := m.ops.pending
+	m.ops.pending = nil
+	first := !m.st.awaitingRestore
+	m.st.awaitingRestore = p == nil
+	op := m.ops.restore
+	m.mu.Unlock()
+	if p == nil {
+		if first {
+			// Whatever a load that was interrupted (a crash, a kill) left
+			// goes: the next one starts from a clean directory.
+			m.log.Info("no data: waiting for a restore")
+			if err := b.DiscardRestore(); err != nil {
+				return err
+			}
+		}
+		return errAwaitingRestore
+	}
+	m.log.Info("restoring", "id", p.req.ID, "bucket", p.req.Source.S3.Bucket, "key", p.req.Source.S3.Key, "bytes", p.req.Size)
+	err := m.load(ctx, b, p, op)
+	now := time.Now().UTC()
+	m.mu.Lock()
+	op.FinishTime = &now
+	if err != nil {
+		op.Phase, op.Message = OperationFailed, err.Error()
+		m.st.awaitingRestore = true
+	} else {
+		op.Phase = OperationSucceeded
+		op.Message = fmt.Sprintf("%d bytes from s3://%s/%s in %s", op.Bytes, p.req.Source.S3.Bucket, p.req.Source.S3.Key, now.Sub(op.StartTime).Round(time.Millisecond))
+	}
+	m.mu.Unlock()
+	if err != nil {
+		m.log.Error("restore failed: the instance has no data and waits for a restore", "id", p.req.ID, "err", err)
+		return fmt.Errorf("restore %s failed: %w", p.req.ID, err)
+	}
+	m.log.Info("restored", "id", p.req.ID, "bytes", p.req.Size, "seconds", now.Sub(op.StartTime).Seconds())
+	return nil
+}
+
+// notAwaitingRestore clears the wait for a restore of an instance that is
+// no longer a primary without data, and fails a restore asked for but not
+// started.
+func (m *Manager) notAwaitingRestore(why string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.st.awaitingRestore = false
+	if m.ops.pending == nil {
+		return
+	}
+	now := time.Now().UTC()
+	op := m.ops.restore
+	op.Phase, op.Message, op.FinishTime = OperationFailed, "not started: "+why, &now
+	m.ops.pending = nil
+}
+
+// load streams the object into the engine's Restore, which lets the data
+// in only once the whole stream matched the backup's size and digest.
+func (m *Manager) load(ctx context.Context, b Backuper, p *pendingRestore, op *Operation) error {
+	key := p.req.Source.S3.Key
+	stat, err := p.store.Stat(ctx, key)
+	if err != nil {
+		return err
+	}
+	if stat.Size != p.req.Size {
+		return fmt.Errorf("the object %s holds %d bytes, the backup %d", key, stat.Size, p.req.Size)
+	}
+	rc, err := p.store.Get(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	h := sha256.New()
+	in := &progressReader{r: io.TeeReader(rc, h), m: m, op: op}
+	verify := func() error {
+		if in.n != p.req.Size {
+			return fmt.Errorf("read %d bytes of %s, the backup has %d", in.n, key, p.req.Size)
+		}
+		if sum := hex.EncodeToString(h.Sum(nil)); sum != p.req.SHA256 {
+			return fmt.Errorf("checksum mismatch: %s has sha256 %s, the backup %s", key, sum, p.req.SHA256)
+		}
+		return nil
+	}
+	verified := false
+	err = b.Restore(ctx, in, func() error { verified = true; return verify() })
+	if err != nil && !verified && ctx.Err() == nil {
+		// The engine's tool gave up before the end (mbstream checks its
+		// chunks): when the object is not the backup, that is the cause.
+		if _, derr := io.Copy(io.Discard, in); derr == nil {
+			if verr := verify(); verr != nil {
+				return fmt.Errorf("%w (%v)", verr, err)
+			}
+		}
+	}
+	return err
+}
+
+func (m *Manager) openStore(o S3Object) (ObjectStore, error) {
+	if m.opts.OpenStore != nil {
+		return m.opts.OpenStore(o)
+	}
+	return OpenS3(o)
+}
+
+func (m *Manager) runContext() context.Context {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.runCtx == nil {
+		return context.Background()
+	}
+	return m.runCtx
+}
+
+// wakeLoop makes the loop reconcile now rather than at its next tick.
+func (m *Manager) wakeLoop() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// progressWriter and progressReader count the bytes streamed into the
+// operation, for the status.
+type progressWriter struct {
+	w  io.Writer
+	m  *Manager
+	op *Operation
+}
+
+func (p *progressWriter) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	p.m.mu.Lock()
+	p.op.Bytes += int64(n)
+	p.m.mu.Unlock()
+	return n, err
+}
+
+type progressReader struct {
+	r  io.Reader
+	n  int64
+	m  *Manager
+	op *Operation
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	p.n += int64(n)
+	p.m.mu.Lock()
+	p.op.Bytes = p.n
+	p.m.mu.Unlock()
+	return n, err
+}
+
+var (
+	sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	// operationID is a Kubernetes UID or a name.
+	operationID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+)
+
+func validateID(id string) []string {
+	switch {
+	case id == "":
+		return []string{"id: Required value"}
+	case !operationID.MatchString(id):
+		return []string{fmt.Sprintf("id: Invalid value: %q: must be 1-128 letters, digits, '.', '_' or '-'", id)}
+	}
+	return nil
+}
+
+func validateS3(path string, o *S3Object) []string {
+	if o == nil {
+		return []string{path + ": Required value: an S3 object is the only destination"}
+	}
+	var errs []string
+	for field, v := range map[string]string{"endpoint": o.Endpoint, "bucket": o.Bucket, "key": o.Key,
+		"accessKeyID": o.AccessKeyID, "secretAccessKey": o.SecretAccessKey} {
+		if v == "" {
+			errs = append(errs, path+"."+field+": Required value")
+		}
+	}
+	if strings.HasSuffix(o.Key, "/") {
+		errs = append(errs, fmt.Sprintf("%s.key: Invalid value: %q: must name an object, not end in /", path, o.Key))
+	}
+	slices.Sort(errs)
+	return errs
+}
+
+// decodeJSON reads a request body into v, answering 400 when it is not
+// JSON of v's type.
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(v); err != nil {
+		http.Error(w, "malformed request body: "+err.Error(), http.StatusBadRequest)
+		return false
+	}
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,313 @@
+package instance
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mydb-dev/mydb/pkg/objectstore"
+)
+
+// memStore is an in-memory bucket; Put keeps an object only when its whole
+// stream arrived, like the real one.
+type memStore struct {
+	mu      sync.Mutex
+	objects map[string][]byte
+}
+
+func (s *memStore) Put(_ context.Context, key string, r io.Reader) (objectstore.Object, error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return objectstore.Object{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.objects[key] = b
+	sum := sha256.Sum256(b)
+	return objectstore.Object{Key: key, Size: int64(len(b)), SHA256: hex.EncodeToString(sum[:])}, nil
+}
+
+func (s *memStore) Get(_ context.Context, key string) (io.ReadCloser, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.objects[key]
+	if !ok {
+		return nil, objectstore.ErrNotFound
+	}
+	return io.NopCloser(bytes.NewReader(b)), nil
+}
+
+func (s *memStore) Stat(_ context.Context, key string) (objectstore.Object, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.objects[key]
+	if !ok {
+		return objectstore.Object{}, objectstore.ErrNotFound
+	}
+	return objectstore.Object{Key: key, Size: int64(len(b))}, nil
+}
+
+// backupEngine is the fake engine with backups: Backup writes data (after
+// gate opens, when set); Restore reads the stream and keeps it as the data
+// only when verify accepts it.
+type backupEngine struct {
+	*fakeEngine
+	data     []byte
+	gate     chan struct{}
+	fail     error
+	restored []byte
+	restores int
+	discards int
+}
+
+func (b *backupEngine) BackupFormat() string { return "fake-tar" }
+
+func (b *backupEngine) Backup(_ context.Context, w io.Writer) (Position, error) {
+	if b.gate != nil {
+		<-b.gate
+	}
+	if _, err := w.Write(b.data); err != nil {
+		return Position{}, err
+	}
+	return Position{LSN: "0/5000000", Timeline: 1}, b.fail
+}
+
+func (b *backupEngine) Restore(_ context.Context, r io.Reader, verify func() error) error {
+	got, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	b.locked(func() { b.restores++ })
+	if err := verify(); err != nil {
+		return err
+	}
+	b.locked(func() { b.restored, b.hasData, b.sysID = got, true, "sys-restored" })
+	return nil
+}
+
+func (b *backupEngine) DiscardRestore() error {
+	b.locked(func() { b.discards++ })
+	return nil
+}
+
+func (h *harness) call(method, path string, body any) (int, string) {
+	h.t.Helper()
+	var rd io.Reader
+	switch v := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(v)
+	default:
+		b, _ := json.Marshal(v)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, "http://"+h.addr+path, rd)
+	req.SetBasicAuth(ReplicationUser, "repl-pw")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func operation(t *testing.T, body string) Operation {
+	t.Helper()
+	var op Operation
+	if err := json.Unmarshal([]byte(body), &op); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	return op
+}
+
+func s3Object(key string) *S3Object {
+	return &S3Object{Endpoint: "http://127.0.0.1:1", Bucket: "b", Key: key, AccessKeyID: "k", SecretAccessKey: "s"}
+}
+
+func withStore(st *memStore) func(*Options) {
+	return func(o *Options) { o.OpenStore = func(S3Object) (ObjectStore, error) { return st, nil } }
+}
+
+func TestBackupStreamsToTheStoreOneAtATime(t *testing.T) {
+	st := &memStore{objects: map[string][]byte{}}
+	eng := &backupEngine{fakeEngine: &fakeEngine{}, data: []byte("a consistent backup"), gate: make(chan struct{})}
+	h := startManagerWith(t, eng, eng.fakeEngine, "db-1", withStore(st))
+	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432}
+	h.wait("a running replica", func(s Status) bool { return s.EngineRunning })
+
+	for body, want := range map[string]int{
+		`{"id":`:                             http.StatusBadRequest,
+		`{"destination":{}}`:                 http.StatusUnprocessableEntity,
+		`{"id":"x","destination":{"s3":{}}}`: http.StatusUnprocessableEntity,
+		`{"id":"../x","destination":{}}`:     http.StatusUnprocessableEntity,
+	} {
+		if code, msg := h.call("POST", "/v1/backups", body); code != want {
+			t.Errorf("POST %s: %d %s, want %d", body, code, msg, want)
+		}
+	}
+	if code, msg := h.call("POST", "/v1/backups", `{"id":"x","destination":{"s3":{}}}`); !strings.Contains(msg, "destination.s3.bucket: Required value") {
+		t.Errorf("422 without field paths: %d %s", code, msg)
+	}
+	if code := h.get("/v1/backups/b1", "", ""); code != http.StatusUnauthorized {
+		t.Errorf("unauthenticated GET: %d", code)
+	}
+
+	req := BackupRequest{ID: "b1", Destination: Destination{S3: s3Object("db/b1")}}
+	code, body := h.call("POST", "/v1/backups", req)
+	if op := operation(t, body); code != http.StatusAccepted || op.Phase != OperationRunning || op.Role != RoleReplica || op.Format != "fake-tar" {
+		t.Fatalf("POST: %d %+v", code, op)
+	}
+	if code, _ := h.call("POST", "/v1/backups", req); code != http.StatusOK {
+		t.Errorf("the same ID again: %d, want 200", code)
+	}
+	if code, msg := h.call("POST", "/v1/backups", BackupRequest{ID: "b2", Destination: Destination{S3: s3Object("db/b2")}}); code != http.StatusConflict {
+		t.Errorf("another ID while one runs: %d %s, want 409", code, msg)
+	}
+	close(eng.gate)
+	s := h.wait("the backup done", func(s Status) bool { return s.Backup != nil && s.Backup.Phase != OperationRunning })
+	sum := sha256.Sum256(eng.data)
+	if b := s.Backup; b.Phase != OperationSucceeded || b.Size != int64(len(eng.data)) || b.Bytes != b.Size ||
+		b.SHA256 != hex.EncodeToString(sum[:]) || b.Position == nil || b.Position.LSN != "0/5000000" || b.FinishTime == nil {
+		t.Errorf("backup %+v", b)
+	}
+	if string(st.objects["db/b1"]) != string(eng.data) {
+		t.Errorf("stored %q", st.objects["db/b1"])
+	}
+	if code, body := h.call("GET", "/v1/backups/b1", nil); code != http.StatusOK || operation(t, body).Phase != OperationSucceeded {
+		t.Errorf("GET: %d %s", code, body)
+	}
+	if code, _ := h.call("GET", "/v1/backups/nope", nil); code != http.StatusNotFound {
+		t.Errorf("GET of an unknown backup: %d", code)
+	}
+
+	// A failing engine tool fails the backup and stores nothing.
+	eng.locked(func() { eng.gate, eng.fail = nil, errors.New("tool died") })
+	if code, _ := h.call("POST", "/v1/backups", BackupRequest{ID: "b3", Destination: Destination{S3: s3Object("db/b3")}}); code != http.StatusAccepted {
+		t.Fatalf("POST b3: %d", code)
+	}
+	s = h.wait("the backup failed", func(s Status) bool {
+		return s.Backup != nil && s.Backup.ID == "b3" && s.Backup.Phase != OperationRunning
+	})
+	if s.Backup.Phase != OperationFailed || !strings.Contains(s.Backup.Message, "tool died") {
+		t.Errorf("backup %+v", s.Backup)
+	}
+	if _, ok := st.objects["db/b3"]; ok {
+		t.Error("a failed backup left an object")
+	}
+}
+
+func TestBackupsOfAnEngineWithoutThemAreNotImplemented(t *testing.T) {
+	eng := &fakeEngine{}
+	h := startManagerWith(t, eng, eng, "db-0", func(o *Options) { o.Engine = "mysql" })
+	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432}
+	h.wait("a running primary", func(s Status) bool { return s.Ready })
+	code, msg := h.call("POST", "/v1/backups", BackupRequest{ID: "b1", Destination: Destination{S3: s3Object("k")}})
+	if code != http.StatusNotImplemented || !strings.Contains(msg, "backups are not supported for mysql yet") {
+		t.Errorf("POST: %d %s", code, msg)
+	}
+}
+
+func TestRestoreLoadsOnlyAVerifiedBackupThenServes(t *testing.T) {
+	dump := []byte("the backup's bytes")
+	sum := sha256.Sum256(dump)
+	st := &memStore{objects: map[string][]byte{"db/full": dump, "db/corrupt": []byte("the backup'X bytes")}}
+	eng := &backupEngine{fakeEngine: &fakeEngine{}}
+	h := startManagerWith(t, eng, eng.fakeEngine, "db-0", func(o *Options) { o.Restore = true; withStore(st)(o) })
+
+	req := RestoreRequest{ID: "r1", Source: Destination{S3: s3Object("db/corrupt")}, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(dump))}
+	if code, msg := h.call("POST", "/v1/restore", req); code != http.StatusConflict || !strings.Contains(msg, "no topology yet") {
+		t.Errorf("POST before a topology: %d %s", code, msg)
+	}
+	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432}
+	s := h.wait("awaiting the restore", func(s Status) bool { return s.AwaitingRestore })
+	if s.Ready || s.EngineRunning || !strings.Contains(s.Reason, "waiting for its restore") {
+		t.Errorf("status %+v", s)
+	}
+	if code, _ := h.call("GET", "/v1/restore", nil); code != http.StatusNotFound {
+		t.Errorf("GET before a restore: %d", code)
+	}
+	for name, bad := range map[string]RestoreRequest{
+		"no checksum":  {ID: "x", Source: req.Source, Size: 1},
+		"no size":      {ID: "x", Source: req.Source, SHA256: req.SHA256},
+		"other format": {ID: "x", Source: req.Source, SHA256: req.SHA256, Size: 1, Format: "mariadb-backup-xbstream"},
+	} {
+		if code, msg := h.call("POST", "/v1/restore", bad); code != http.StatusUnprocessableEntity {
+			t.Errorf("%s: %d %s", name, code, msg)
+		}
+	}
+
+	// Same size, other bytes: the checksum fails the load.
+	if code, body := h.call("POST", "/v1/restore", req); code != http.StatusAccepted {
+		t.Fatalf("POST: %d %s", code, body)
+	}
+	s = h.wait("the failed restore", func(s Status) bool {
+		return s.Restore != nil && s.Restore.Phase == OperationFailed && s.AwaitingRestore
+	})
+	if !strings.Contains(s.Restore.Message, "checksum mismatch") || s.Ready || !strings.Contains(s.Reason, "checksum mismatch") {
+		t.Errorf("status %+v, restore %+v", s, s.Restore)
+	}
+	if code, body := h.call("POST", "/v1/restore", req); code != http.StatusOK || operation(t, body).Phase != OperationFailed {
+		t.Errorf("the failed ID again: %d %s", code, body)
+	}
+	// A truncated object fails before loading anything.
+	st.objects["db/short"] = dump[:5]
+	req.ID, req.Source.S3 = "r2", s3Object("db/short")
+	if code, _ := h.call("POST", "/v1/restore", req); code != http.StatusAccepted {
+		t.Fatal(code)
+	}
+	s = h.wait("the failed restore", func(s Status) bool { return s.Restore.ID == "r2" && s.Restore.Phase == OperationFailed })
+	if !strings.Contains(s.Restore.Message, "holds 5 bytes, the backup 18") {
+		t.Errorf("restore %+v", s.Restore)
+	}
+	var has bool
+	eng.locked(func() { has = eng.hasData })
+	if has || eng.bootstraps != 0 {
+		t.Fatalf("data after failed restores: %v, bootstraps %d", has, eng.bootstraps)
+	}
+
+	req.ID, req.Source.S3 = "r3", s3Object("db/full")
+	if code, _ := h.call("POST", "/v1/restore", req); code != http.StatusAccepted {
+		t.Fatal(code)
+	}
+	s = h.wait("a ready restored primary", func(s Status) bool { return s.Ready })
+	if s.AwaitingRestore || s.Restore.Phase != OperationSucceeded || s.Restore.Bytes != int64(len(dump)) || s.SystemIdentifier != "sys-restored" {
+		t.Errorf("status %+v, restore %+v", s, s.Restore)
+	}
+	eng.locked(func() {
+		if string(eng.restored) != string(dump) || eng.bootstraps != 0 || eng.discards != 1 {
+			t.Errorf("restored %q, bootstraps %d, discards %d", eng.restored, eng.bootstraps, eng.discards)
+		}
+	})
+	if code, msg := h.call("POST", "/v1/restore", RestoreRequest{ID: "r4", Source: req.Source, SHA256: req.SHA256, Size: req.Size}); code != http.StatusConflict || !strings.Contains(msg, "has data") {
+		t.Errorf("a restore of a primary with data: %d %s", code, msg)
+	}
+}
+
+func TestAReplicaStartedToRestoreClones(t *testing.T) {
+	eng := &backupEngine{fakeEngine: &fakeEngine{}}
+	st := &memStore{objects: map[string][]byte{}}
+	h := startManagerWith(t, eng, eng.fakeEngine, "db-1", func(o *Options) { o.Restore = true; withStore(st)(o) })
+	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432}
+	s := h.wait("a ready replica", func(s Status) bool { return s.Ready })
+	if s.AwaitingRestore || s.Role != RoleReplica {
+		t.Errorf("status %+v", s)
+	}
+	eng.locked(func() {
+		if eng.clones != 1 || eng.restores != 0 {
+			t.Errorf("clones %d, restores %d", eng.clones, eng.restores)
+		}
+	})
+	code, msg := h.call("POST", "/v1/restore", RestoreRequest{ID: "r1", Source: Destination{S3: s3Object("k")}, SHA256: strings.Repeat("0", 64), Size: 1})
+	if code != http.StatusConflict || !strings.Contains(msg, "replica") {
+		t.Errorf("POST to a replica: %d %s", code, msg)
+	}
+}

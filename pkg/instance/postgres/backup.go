@@ -1,0 +1,255 @@
+package postgres
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mydb-dev/mydb/pkg/instance"
+)
+
+// BackupFormat is a pg_basebackup of the whole data directory as one tar
+// stream, with the WAL it needs inside (-X fetch) and its backup_manifest.
+const BackupFormat = "pg_basebackup-tar"
+
+var _ instance.Backuper = (*Engine)(nil)
+
+// BackupFormat implements instance.Backuper.
+func (e *Engine) BackupFormat() string { return BackupFormat }
+
+var (
+	walStartRE = regexp.MustCompile(`write-ahead log start point: [0-9A-F]+/[0-9A-F]+ on timeline (\d+)`)
+	walEndRE   = regexp.MustCompile(`write-ahead log end point: ([0-9A-F]+/[0-9A-F]+)`)
+)
+
+// Backup implements instance.Backuper: pg_basebackup over the socket as the
+// superuser, to w as one tar. A base backup is consistent by construction
+// (the WAL from its start to its end comes along), and works on a standby
+// as on the primary.
+func (e *Engine) Backup(ctx context.Context, w io.Writer) (instance.Position, error) {
+	var log bytes.Buffer
+	cmd := e.cfg.Tool(ctx, "pg_basebackup", "--pgdata=-", "--format=tar", "--wal-method=fetch",
+		"--checkpoint=fast", "--verbose", "--no-password",
+		"--host="+e.cfg.RunDir, fmt.Sprintf("--port=%d", e.cfg.Port), "--username="+superuser)
+	cmd.Stdout = w
+	cmd.Stderr = io.MultiWriter(e.cfg.Stderr, &limitedBuffer{b: &log, max: 64 << 10})
+	if err := cmd.Run(); err != nil {
+		return instance.Position{}, fmt.Errorf("pg_basebackup: %w: %s", err, lastLine(log.String()))
+	}
+	var pos instance.Position
+	if m := walEndRE.FindStringSubmatch(log.String()); m != nil {
+		pos.LSN = m[1]
+	}
+	if m := walStartRE.FindStringSubmatch(log.String()); m != nil {
+		tl, _ := strconv.ParseUint(m[1], 10, 32)
+		pos.Timeline = uint32(tl)
+	}
+	return pos, nil
+}
+
+// restoreDir is where a restore unpacks before the rename.
+func (e *Engine) restoreDir() string { return e.DataDir() + ".restore" }
+
+// DiscardRestore implements instance.Backuper.
+func (e *Engine) DiscardRestore() error { return os.RemoveAll(e.restoreDir()) }
+
+// Restore implements instance.Backuper: the tar unpacked into a scratch
+// directory, checked against its manifest, recovered to consistency by a
+// server on the socket only, given this instance's passwords and
+// authentication rules, then marked complete and renamed into place.
+func (e *Engine) Restore(ctx context.Context, r io.Reader, verify func() error) (err error) {
+	if has, err := e.HasData(); err != nil || has {
+		return errors.Join(err, errors.New("the instance already has data"))
+	}
+	app, err := e.appUser()
+	if err != nil {
+		return err
+	}
+	tmp := e.restoreDir()
+	if err := os.RemoveAll(tmp); err != nil {
+		return err
+	}
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = os.RemoveAll(tmp)
+		}
+	}()
+	if err := untar(r, tmp); err != nil {
+		return fmt.Errorf("unpack: %w", err)
+	}
+	// What follows the tar's end (its padding) is part of the stream the
+	// checksum covers.
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		return err
+	}
+	if err := verify(); err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(tmp, "backup_manifest")); err == nil {
+		if err := e.cfg.Tool(ctx, "pg_verifybackup", "--quiet", tmp).Run(); err != nil {
+			return fmt.Errorf("pg_verifybackup: %w", err)
+		}
+	}
+	// A backup of a standby is of a standby: the restored data starts as
+	// a primary of its own, following nobody.
+	for _, name := range []string{"standby.signal", "recovery.signal", "postmaster.pid"} {
+		if err := os.Remove(filepath.Join(tmp, name)); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
+	if err := e.setAutoConf(tmp, map[string]string{"primary_conninfo": "", "primary_slot_name": ""}); err != nil {
+		return err
+	}
+	if err := writeAuthConfig(tmp); err != nil {
+		return err
+	}
+	if err := e.adoptCredentials(ctx, tmp, app); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(tmp, completeMarker), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o600); err != nil {
+		return err
+	}
+	if err := instance.ReplaceDir(tmp, e.DataDir()); err != nil {
+		return err
+	}
+	e.forgetSystemID()
+	return nil
+}
+
+// adoptCredentials runs a server on the socket only in dataDir, which
+// recovers the backup to its end point before it takes connections, and
+// sets the passwords of this instance's Secret: the source's stop working.
+func (e *Engine) adoptCredentials(ctx context.Context, dataDir string, app appCredentials) error {
+	superPassword, err := e.cfg.Secrets.Get(instance.SecretSuperuserPassword)
+	if err != nil {
+		return err
+	}
+	replPassword, err := e.cfg.Secrets.Get(instance.SecretReplicationPassword)
+	if err != nil {
+		return err
+	}
+	c, err := startAndWait(e.cfg.Tool(context.Background(), "postgres", e.serverArgs(dataDir, "")...))
+	if err != nil {
+		return err
+	}
+	defer c.stop()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		<-c.ctx.Done()
+		cancel()
+	}()
+	conn, err := e.waitConn(wctx)
+	if err != nil {
+		return fmt.Errorf("recover the backup: %w", err)
+	}
+	defer conn.Close(context.Background())
+	var dbOwner string
+	err = conn.QueryRow(ctx, "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = $1", app.database).Scan(&dbOwner)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("the backup has no database %q: a restored database keeps the source's database and user names", app.database)
+	}
+	if err != nil {
+		return err
+	}
+	if dbOwner != app.user {
+		return fmt.Errorf("the backup's database %q belongs to %q, not %q: a restored database keeps the source's database and user names", app.database, dbOwner, app.user)
+	}
+	for user, password := range map[string]string{app.user: app.password, superuser: superPassword, instance.ReplicationUser: replPassword} {
+		verifier, err := scramVerifier(password)
+		if err != nil {
+			return err
+		}
+		if _, err := conn.Exec(ctx, fmt.Sprintf("ALTER ROLE %s PASSWORD %s", pgx.Identifier{user}.Sanitize(), quoteLiteral(verifier))); err != nil {
+			return fmt.Errorf("restore the password of %s: %w", user, err)
+		}
+	}
+	// Slots would keep WAL for replicas of the source, which are not ours.
+	if _, err := conn.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"); err != nil {
+		return err
+	}
+	conn.Close(ctx)
+	return c.stop()
+}
+
+// untar unpacks a pg_basebackup tar into dir: directories and regular
+// files only, every name inside dir.
+func untar(r io.Reader, dir string) error {
+	tr := tar.NewReader(r)
+	seen := false
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			if !seen {
+				return errors.New("the stream holds no file")
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		seen = true
+		name := filepath.Clean(h.Name)
+		if filepath.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../") {
+			return fmt.Errorf("%q lies outside the data directory", h.Name)
+		}
+		path := filepath.Join(dir, name)
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(path, 0o700); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+				return err
+			}
+			f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+			if err != nil {
+				return err
+			}
+			if _, err := io.Copy(f, tr); err != nil {
+				f.Close()
+				return err
+			}
+			if err := f.Close(); err != nil {
+				return err
+			}
+		default:
+			// Links would be tablespaces or a WAL directory elsewhere,
+			// which mydb's instances do not have.
+			return fmt.Errorf("%q: tar entry type %q is not supported", h.Name, h.Typeflag)
+		}
+	}
+}
+
+// limitedBuffer keeps the first max bytes written to it.
+type limitedBuffer struct {
+	b   *bytes.Buffer
+	max int
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if room := l.max - l.b.Len(); room > 0 {
+		l.b.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
