@@ -181,8 +181,13 @@ func (m *Manager) runBackup(b Backuper, store ObjectStore, req BackupRequest, op
 	}
 	res := <-done
 	err := res.err
-	if err == nil {
+	switch {
+	case putErr != nil && res.err == nil:
 		err = putErr
+	case putErr != nil && !strings.Contains(putErr.Error(), res.err.Error()):
+		// The upload failed first (a refused key, a full bucket) and the
+		// tool died of the closed pipe: the upload's error is the cause.
+		err = fmt.Errorf("%w (the backup tool then stopped: %v)", putErr, res.err)
 	}
 	now := time.Now().UTC()
 	m.mu.Lock()

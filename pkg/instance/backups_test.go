@@ -21,9 +21,15 @@ import (
 type memStore struct {
 	mu      sync.Mutex
 	objects map[string][]byte
+	// refuse, when set, is what Put answers before it reads anything (as a
+	// server refusing the key does).
+	refuse error
 }
 
 func (s *memStore) Put(_ context.Context, key string, r io.Reader) (objectstore.Object, error) {
+	if s.refuse != nil {
+		return objectstore.Object{}, s.refuse
+	}
 	b, err := io.ReadAll(r)
 	if err != nil {
 		return objectstore.Object{}, err
@@ -202,6 +208,21 @@ func TestBackupStreamsToTheStoreOneAtATime(t *testing.T) {
 	}
 	if _, ok := st.objects["db/b3"]; ok {
 		t.Error("a failed backup left an object")
+	}
+}
+
+func TestARefusedUploadIsTheBackupsFailure(t *testing.T) {
+	st := &memStore{objects: map[string][]byte{}, refuse: errors.New("InvalidAccessKeyId: the access key does not exist")}
+	eng := &backupEngine{fakeEngine: &fakeEngine{}, data: bytes.Repeat([]byte("x"), 1<<20)}
+	h := startManagerWith(t, eng, eng.fakeEngine, "db-0", withStore(st))
+	h.src <- Topology{Primary: "db-0"}
+	h.wait("a running primary", func(s Status) bool { return s.EngineRunning })
+	if code, _ := h.call("POST", "/v1/backups", BackupRequest{ID: "b1", Destination: Destination{S3: s3Object("db/b1")}}); code != http.StatusAccepted {
+		t.Fatalf("POST: %d", code)
+	}
+	s := h.wait("the backup failed", func(s Status) bool { return s.Backup != nil && s.Backup.Phase != OperationRunning })
+	if s.Backup.Phase != OperationFailed || !strings.HasPrefix(s.Backup.Message, "InvalidAccessKeyId") {
+		t.Errorf("the store's refusal must lead the message: %+v", s.Backup)
 	}
 }
 
