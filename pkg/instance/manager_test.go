@@ -494,6 +494,34 @@ func TestPositionReached(t *testing.T) {
 	}
 }
 
+func TestMergeGTIDs(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		lists []string
+		want  string
+	}{
+		{"relay log ahead", []string{"0-1-40", "0-1-42"}, "0-1-42"},
+		{"applied ahead (relay log purged at a restart)", []string{"0-1-42", "0-1-7"}, "0-1-42"},
+		{"per domain", []string{"0-1-40,1-2-9", "0-1-42,1-2-3"}, "0-1-42,1-2-9"},
+		{"a domain only in the relay log", []string{"0-1-40", "0-1-40,2-3-1"}, "0-1-40,2-3-1"},
+		{"nothing received", []string{"0-1-40", ""}, "0-1-40"},
+		{"empty", []string{"", ""}, ""},
+		{"mysql sets", []string{"u1:1-40", "u1:38-45"}, "u1:38-45"},
+		{"unparsable keeps the first", []string{"0-1-40", "junk"}, "0-1-40"},
+	} {
+		got := MergeGTIDs(c.lists...)
+		if got != c.want {
+			t.Errorf("%s: MergeGTIDs(%q) = %q, want %q", c.name, c.lists, got, c.want)
+		}
+		// The merge is at or beyond each list it merged.
+		for _, l := range c.lists {
+			if l != "" && c.name != "unparsable keeps the first" && !(Position{GTID: got}).Reached(Position{GTID: l}) {
+				t.Errorf("%s: %q does not reach %q", c.name, got, l)
+			}
+		}
+	}
+}
+
 // TestARestoreItCannotLoadKeepsThePrimaryUnready: told to start from a dump,
 // which it cannot load yet, a new primary bootstraps nothing and says why,
 // rather than serve an empty database as if restored.

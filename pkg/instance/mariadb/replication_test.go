@@ -112,3 +112,21 @@ func TestFenceRefusesWritesEndsSessionsAndReportsTheBinlog(t *testing.T) {
 		t.Errorf("statements %q, want %q", got, want)
 	}
 }
+
+// TestReplicaPositionIncludesTheRelayLog: a replica's position is what it
+// applied merged with what its IO thread wrote to the relay log
+// (Gtid_IO_Pos), since a semi-synchronous primary acknowledged those
+// commits already and a promotion applies them.
+func TestReplicaPositionIncludesTheRelayLog(t *testing.T) {
+	e, _ := newFakeEngine(t,
+		map[string]string{"fenced": "1", "writable": "0", "server_id": "2", "gtid": "0-1-40", "replica_gtid": "0-1-40"},
+		map[string]string{"Slave_IO_Running": "No", "Slave_SQL_Running": "Yes", "Master_Host": "10.0.0.5", "Master_Port": "3306",
+			"Master_User": "replicator", "Gtid_IO_Pos": "0-1-42"})
+	p, err := e.Probe(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Position.GTID != "0-1-42" {
+		t.Errorf("position %q, want the relay log's 0-1-42", p.Position.GTID)
+	}
+}

@@ -292,7 +292,11 @@ func (s *Server) Probe(ctx context.Context) (instance.Probe, error) {
 		return p, err
 	}
 	if rs.Configured {
-		p.Position.GTID = st["replica_gtid"]
+		// What the replica applied, and further what its relay log holds:
+		// a semi-synchronous primary acknowledged a commit once some
+		// replica's relay log had it, and Promote applies the relay log
+		// before the replica takes writes, so a failover compares this.
+		p.Position.GTID = instance.MergeGTIDs(st["replica_gtid"], rs.Received)
 		p.Streaming = rs.Streaming()
 		p.Upstream = net.JoinHostPort(rs.Host, strconv.Itoa(rs.Port))
 		p.LagSeconds = rs.SecondsBehind
