@@ -44,11 +44,11 @@ func (e *Engine) Probe(ctx context.Context) (instance.Probe, error) {
 	// last heard it (latest_end_lsn).
 	var (
 		position, status, host *string
-		port                 *int
-		received             *uint32
-		checkpoint           uint32
-		lagBytes             *int64
-		lagSeconds           *float64
+		port                   *int
+		received               *uint32
+		checkpoint             uint32
+		lagBytes               *int64
+		lagSeconds             *float64
 	)
 	err = pool.QueryRow(ctx, `
 		SELECT greatest(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())::text,
