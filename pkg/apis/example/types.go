@@ -30,6 +30,9 @@ const (
 	ConditionReady       = "Ready"
 	ConditionProgressing = "Progressing"
 	ConditionDegraded    = "Degraded"
+	// ConditionPrimaryChange says how the primary last moved, or why it
+	// does not.
+	ConditionPrimaryChange = "PrimaryChange"
 )
 
 // +genclient
@@ -112,7 +115,14 @@ type MyDatabaseStatus struct {
 const (
 	TargetPrimaryReasonSwitchover = "Switchover"
 	TargetPrimaryReasonFailover   = "Failover"
+	// TargetPrimaryReasonForcedFailover is a held-back failover an
+	// operator forced.
+	TargetPrimaryReasonForcedFailover = "ForcedFailover"
 )
+
+// ReasonFailoverWouldLoseWrites is the PrimaryChange condition's reason
+// while the controller holds a failover back (see v1).
+const ReasonFailoverWouldLoseWrites = "FailoverWouldLoseWrites"
 
 // InstanceRole is what one instance of a database does.
 type InstanceRole string
@@ -231,6 +241,8 @@ type MyDatabaseSwitchover struct {
 // MyDatabaseSwitchoverSpec names the instance to switch over to.
 type MyDatabaseSwitchoverSpec struct {
 	TargetInstance string
+	// AllowWriteLoss forces a failover the controller holds back.
+	AllowWriteLoss bool
 }
 
 // MyDatabaseSwitchoverStatus is what the server decided.

@@ -3,6 +3,7 @@ package mydatabase
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,16 +54,19 @@ func replicaAt(primary, at string) *instance.Status {
 	return &instance.Status{Role: instance.RoleReplica, Primary: primary, EngineRunning: true, Position: lsn(at)}
 }
 
-// set records what instance name reports (nil: it does not answer).
+// set records what instance name reports (nil: it does not answer); the
+// instance keeps the position it reported last, as pollInstances does.
 func (f *primaryFixture) set(name string, ready bool, r *instance.Status) {
-	for i := range f.instances {
-		if f.instances[i].Name == name {
-			f.instances[i].Ready, f.reports[i] = ready, r
-			return
-		}
+	i := slices.IndexFunc(f.instances, func(in examplev1.InstanceStatus) bool { return in.Name == name })
+	if i < 0 {
+		i = len(f.instances)
+		f.instances = append(f.instances, examplev1.InstanceStatus{Name: name})
+		f.reports = append(f.reports, nil)
 	}
-	f.instances = append(f.instances, examplev1.InstanceStatus{Name: name, Ready: ready})
-	f.reports = append(f.reports, r)
+	f.instances[i].Ready, f.reports[i] = ready, r
+	if r != nil && r.Position != nil {
+		f.instances[i].Position = &examplev1.InstancePosition{Timeline: int32(r.Position.Timeline), LSN: r.Position.LSN, GTID: r.Position.GTID}
+	}
 }
 
 func (f *primaryFixture) decide() *primaryDecision {
@@ -229,6 +233,155 @@ func TestMostAdvancedReplicaWithGTIDs(t *testing.T) {
 	name, _ = mostAdvancedReplica("db-0", instances, []*instance.Status{nil, gtid("0-1-42"), gtid("0-1-42")})
 	if name != "db-1" {
 		t.Errorf("a tie picked %q, want the lowest ordinal", name)
+	}
+}
+
+// syncFixture is newPrimaryFixture with Sync replication, and the primary
+// lost after failoverDelay.
+func syncFixture(t *testing.T) *primaryFixture {
+	f := newPrimaryFixture(t)
+	f.db.Spec.Replication = &examplev1.ReplicationSpec{Mode: examplev1.ReplicationModeSync}
+	f.decide()
+	f.set("shop-0", false, nil)
+	f.decide()
+	f.clock.Step(30 * time.Second)
+	return f
+}
+
+func TestSyncFailoverPromotesTheMostAdvancedWhenEveryReplicaAnswers(t *testing.T) {
+	f := syncFixture(t)
+	f.set("shop-1", false, replicaAt("shop-0", "0/4000000"))
+	f.set("shop-2", false, replicaAt("shop-0", "0/4800000"))
+	d := f.decide()
+	if d == nil || d.eventReason != ReasonFailoverCompleted || d.current != "shop-2" {
+		t.Fatalf("%+v", d)
+	}
+	// shop-0 did not answer: its position, reported for the old primary,
+	// goes with the change.
+	if !slices.Equal(d.stale, []string{"shop-0"}) {
+		t.Errorf("stale %v", d.stale)
+	}
+}
+
+func TestSyncFailoverWaitsForALostReplicaThatWasAhead(t *testing.T) {
+	f := syncFixture(t)
+	// shop-2 was ahead when it was lost with the primary; shop-1 answers.
+	f.set("shop-2", false, nil)
+	f.set("shop-1", false, replicaAt("shop-0", "0/4000000"))
+	d := f.decide()
+	if d == nil || d.eventReason != "" || d.current != "shop-0" || d.target != "shop-0" ||
+		d.condition.Status != metav1.ConditionTrue || d.condition.Reason != ReasonFailoverWouldLoseWrites {
+		t.Fatalf("held back: %+v", d)
+	}
+	for _, want := range []string{"shop-1, is at 1/0/4000000", "shop-2 (its manager does not answer) last reported 1/0/4800000", "--to shop-1 --allow-write-loss"} {
+		if !strings.Contains(d.condition.Message, want) {
+			t.Errorf("message lacks %q: %s", want, d.condition.Message)
+		}
+	}
+	// Said once per incident, however long it waits.
+	f.clock.Step(time.Minute)
+	f.decide()
+	if n := len(f.recorder.Events); n != 1 {
+		t.Errorf("%d events, want one FailoverWouldLoseWrites", n)
+	}
+	if e := <-f.recorder.Events; !strings.Contains(e, "Warning "+ReasonFailoverWouldLoseWrites) {
+		t.Errorf("event %q", e)
+	}
+	// shop-2 comes back: it is the most advanced, and is promoted.
+	f.set("shop-2", false, replicaAt("shop-0", "0/4800000"))
+	if d := f.decide(); d == nil || d.eventReason != ReasonFailoverCompleted || d.current != "shop-2" {
+		t.Fatalf("after shop-2 is back: %+v", d)
+	}
+}
+
+func TestSyncFailoverHoldsForAReplicaThatAnswersButCannotTakeOver(t *testing.T) {
+	f := syncFixture(t)
+	f.set("shop-2", false, &instance.Status{Role: instance.RoleReplica, Primary: "shop-0", Position: lsn("0/4800000")})
+	f.set("shop-1", false, replicaAt("shop-0", "0/4000000"))
+	d := f.decide()
+	if d == nil || d.condition.Reason != ReasonFailoverWouldLoseWrites || !strings.Contains(d.condition.Message, "its engine does not run") {
+		t.Fatalf("%+v", d)
+	}
+}
+
+func TestSyncFailoverIgnoresPositionsItsCandidateIsAtOrBeyond(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		lost      *instance.Position
+		candidate *instance.Position
+		holds     bool
+	}{
+		{"lost replica behind", lsn("0/3000000"), lsn("0/4000000"), false},
+		{"lost replica equal", lsn("0/4000000"), lsn("0/4000000"), false},
+		{"lost replica ahead", lsn("0/4000001"), lsn("0/4000000"), true},
+		{"lost replica on an older timeline", &instance.Position{Timeline: 1, LSN: "0/9000000"}, &instance.Position{Timeline: 2, LSN: "0/4000000"}, false},
+		{"lost replica on a newer timeline", &instance.Position{Timeline: 3, LSN: "0/1000000"}, &instance.Position{Timeline: 2, LSN: "0/4000000"}, true},
+		{"gtid behind", &instance.Position{GTID: "0-1-41"}, &instance.Position{GTID: "0-1-42"}, false},
+		{"gtid ahead", &instance.Position{GTID: "0-1-43"}, &instance.Position{GTID: "0-1-42"}, true},
+		{"gtid in a domain the candidate lacks", &instance.Position{GTID: "0-1-40,1-2-1"}, &instance.Position{GTID: "0-1-42"}, true},
+		{"nothing reported", &instance.Position{}, lsn("0/4000000"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := syncFixture(t)
+			f.set("shop-2", false, &instance.Status{Role: instance.RoleReplica, Primary: "shop-0", EngineRunning: true, Position: tc.lost})
+			f.set("shop-2", false, nil)
+			f.set("shop-1", false, &instance.Status{Role: instance.RoleReplica, Primary: "shop-0", EngineRunning: true, Position: tc.candidate})
+			d := f.decide()
+			if held := d != nil && d.condition.Reason == ReasonFailoverWouldLoseWrites; held != tc.holds || d == nil {
+				t.Errorf("held %v, want %v: %+v", held, tc.holds, d)
+			}
+		})
+	}
+}
+
+func TestAsyncFailoverDoesNotWaitForALostReplica(t *testing.T) {
+	f := newPrimaryFixture(t)
+	f.decide()
+	f.set("shop-0", false, nil)
+	f.set("shop-2", false, nil)
+	f.set("shop-1", false, replicaAt("shop-0", "0/4000000"))
+	f.decide()
+	f.clock.Step(30 * time.Second)
+	d := f.decide()
+	if d == nil || d.eventReason != ReasonFailoverCompleted || d.current != "shop-1" {
+		t.Fatalf("%+v", d)
+	}
+	if !slices.Equal(d.stale, []string{"shop-0", "shop-2"}) {
+		t.Errorf("stale %v", d.stale)
+	}
+}
+
+func TestForcedFailoverPromotesTheTargetAtOnce(t *testing.T) {
+	f := syncFixture(t)
+	f.set("shop-2", false, nil)
+	f.set("shop-1", false, replicaAt("shop-0", "0/4000000"))
+	if d := f.decide(); d == nil || d.condition.Reason != ReasonFailoverWouldLoseWrites {
+		t.Fatalf("%+v", d)
+	}
+	// What POST .../switchover with allowWriteLoss records.
+	f.requestSwitchover("shop-1")
+	f.db.Status.TargetPrimaryReason = examplev1.TargetPrimaryReasonForcedFailover
+	f.clock.Step(100 * time.Millisecond)
+	d := f.decide()
+	if d == nil || d.eventReason != ReasonFailoverForced || d.current != "shop-1" || d.target != "shop-1" ||
+		d.kind != "failover" || d.result != "forced" || d.eventType != corev1.EventTypeWarning ||
+		!strings.Contains(d.message, "allowWriteLoss") {
+		t.Fatalf("%+v", d)
+	}
+}
+
+func TestForcedFailoverIsGivenUpWithoutARunningTarget(t *testing.T) {
+	f := syncFixture(t)
+	f.requestSwitchover("shop-1")
+	f.db.Status.TargetPrimaryReason = examplev1.TargetPrimaryReasonForcedFailover
+	f.set("shop-1", false, nil)
+	if d := f.decide(); d == nil || d.eventReason != "" || !strings.Contains(d.condition.Message, "forced failover from shop-0 to shop-1 under way") {
+		t.Fatalf("%+v", d)
+	}
+	f.clock.Step(time.Minute)
+	d := f.decide()
+	if d == nil || d.eventReason != ReasonSwitchoverAborted || d.current != "shop-0" || d.kind != "failover" || d.result != "aborted" {
+		t.Fatalf("%+v", d)
 	}
 }
 

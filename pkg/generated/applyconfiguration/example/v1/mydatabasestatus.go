@@ -57,8 +57,8 @@ type MyDatabaseStatusApplyConfiguration struct {
 	TargetPrimary *string `json:"targetPrimary,omitempty"`
 	// TargetPrimaryTime is when targetPrimary was last set.
 	TargetPrimaryTime *apismetav1.MicroTime `json:"targetPrimaryTime,omitempty"`
-	// TargetPrimaryReason says why targetPrimary was set: Switchover or
-	// Failover.
+	// TargetPrimaryReason says why targetPrimary was set: Switchover,
+	// Failover or ForcedFailover.
 	TargetPrimaryReason *string `json:"targetPrimaryReason,omitempty"`
 }
 
