@@ -195,7 +195,7 @@ func (c *Controller) decidePrimaryRole(db *examplev1.MyDatabase, instances []exa
 
 	if s.TargetPrimary != "" && s.TargetPrimary != s.CurrentPrimary {
 		c.unready.forget(db.UID)
-		return c.decideSwitchover(db, report, condition, now)
+		return c.decideSwitchover(db, instances, reports, report, condition, now)
 	}
 
 	// No switchover under way: watch the primary for a failover.
@@ -246,7 +246,8 @@ func (c *Controller) decidePrimaryRole(db *examplev1.MyDatabase, instances []exa
 	}, 0
 }
 
-func (c *Controller) decideSwitchover(db *examplev1.MyDatabase, report func(string) (*examplev1.InstanceStatus, *instance.Status),
+func (c *Controller) decideSwitchover(db *examplev1.MyDatabase, instances []examplev1.InstanceStatus, reports []*instance.Status,
+	report func(string) (*examplev1.InstanceStatus, *instance.Status),
 	condition func(metav1.ConditionStatus, string, string) metav1.Condition, now time.Time) (*primaryDecision, time.Duration) {
 	s := db.Status
 	old, target := s.CurrentPrimary, s.TargetPrimary
@@ -282,6 +283,25 @@ func (c *Controller) decideSwitchover(db *examplev1.MyDatabase, report func(stri
 	case !targetReport.Position.Reached(*oldReport.FencedPosition):
 		waiting = fmt.Sprintf("the target %s is at %s, the old primary's last write at %s",
 			target, positionString(targetReport.Position), positionString(oldReport.FencedPosition))
+	case syncReplication(db) && db.Spec.Engine != examplev1.EnginePostgres:
+		// A MySQL-family replica behind the start of the target's binlog
+		// (a target cloned since that replica's position) cannot follow
+		// it and needs a clone, and a clone waits (BACKUP STAGE
+		// BLOCK_COMMIT) behind the commits that wait for a replica: with
+		// the old primary cloning too, no replica would ever acknowledge.
+		// So every ready replica first reaches the old primary's last
+		// write, which the target's binlog holds.
+		for i, in := range instances {
+			r := reportOf(i, reports)
+			if in.Name == old || in.Name == target || !in.Ready || r == nil || r.Position == nil {
+				continue
+			}
+			if !r.Position.Reached(*oldReport.FencedPosition) {
+				waiting = fmt.Sprintf("the replica %s is at %s, the old primary's last write at %s (with Sync replication every ready replica catches up first)",
+					in.Name, positionString(r.Position), positionString(oldReport.FencedPosition))
+				break
+			}
+		}
 	}
 	if waiting == "" && forced {
 		msg := fmt.Sprintf("forced failover from %s to %s (position %s), allowWriteLoss: acknowledged writes that only a lost replica had are lost",

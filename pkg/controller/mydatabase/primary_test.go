@@ -466,3 +466,48 @@ func TestSwitchoverDecisionIsOneConditionalStatusWrite(t *testing.T) {
 		t.Errorf("event %q", e)
 	}
 }
+
+func TestSyncMariaDBSwitchoverWaitsForEveryReadyReplica(t *testing.T) {
+	gtid := func(g string) *instance.Position { return &instance.Position{GTID: g} }
+	replica := func(g string) *instance.Status {
+		return &instance.Status{Role: instance.RoleReplica, Primary: "shop-0", EngineRunning: true, Streaming: true, Position: gtid(g)}
+	}
+	for _, tc := range []struct {
+		engine examplev1.Engine
+		mode   examplev1.ReplicationMode
+		waits  bool
+	}{
+		{examplev1.EngineMariaDB, examplev1.ReplicationModeSync, true},
+		{examplev1.EngineMariaDB, examplev1.ReplicationModeAsync, false},
+		{examplev1.EnginePostgres, examplev1.ReplicationModeSync, false},
+	} {
+		t.Run(fmt.Sprintf("%s %s", tc.engine, tc.mode), func(t *testing.T) {
+			f := newPrimaryFixture(t)
+			f.db.Spec.Engine = tc.engine
+			f.db.Spec.Replication = &examplev1.ReplicationSpec{Mode: tc.mode}
+			f.requestSwitchover("shop-1")
+			f.set("shop-0", false, &instance.Status{Role: instance.RolePrimary, Primary: "shop-0", Fenced: true, FencedPosition: gtid("0-1-100")})
+			f.set("shop-1", true, replica("0-1-100"))
+			f.set("shop-2", true, replica("0-1-90"))
+			d := f.decide()
+			if waits := d != nil && d.eventReason == ""; waits != tc.waits {
+				t.Fatalf("waits %v, want %v: %+v", waits, tc.waits, d)
+			}
+			if !tc.waits {
+				return
+			}
+			if !strings.Contains(d.condition.Message, "the replica shop-2 is at 0-1-90") {
+				t.Errorf("message %q", d.condition.Message)
+			}
+			// A replica that is not ready is not waited for.
+			f.set("shop-2", false, replica("0-1-90"))
+			if d := f.decide(); d == nil || d.eventReason != ReasonSwitchoverCompleted {
+				t.Errorf("with shop-2 not ready: %+v", d)
+			}
+			f.set("shop-2", true, replica("0-1-100"))
+			if d := f.decide(); d == nil || d.eventReason != ReasonSwitchoverCompleted {
+				t.Errorf("with shop-2 caught up: %+v", d)
+			}
+		})
+	}
+}
