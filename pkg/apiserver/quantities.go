@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -98,6 +99,9 @@ func (s fieldNamingSerializer) SupportedMediaTypes() []runtime.SerializerInfo {
 			if info.Serializer != nil {
 				info.Serializer = protobufQuantityBounds{Serializer: info.Serializer}
 			}
+			if info.StrictSerializer != nil {
+				info.StrictSerializer = protobufQuantityBounds{Serializer: info.StrictSerializer}
+			}
 		case runtime.ContentTypeJSON, runtime.ContentTypeYAML:
 			yamlBody := info.MediaType == runtime.ContentTypeYAML
 			if info.Serializer != nil {
@@ -118,8 +122,10 @@ type quantityErrors struct {
 }
 
 func (s quantityErrors) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
-	if errs := quantityFields(data, s.yaml, boundProblem); len(errs) > 0 {
-		return nil, nil, errs.ToAggregate()
+	if mayHoldUnboundedQuantity(data) {
+		if errs := quantityFields(data, s.yaml, boundProblem); len(errs) > 0 {
+			return nil, nil, errs.ToAggregate()
+		}
 	}
 	obj, gvk, err := s.Serializer.Decode(data, defaults, into)
 	if err == nil {
@@ -129,6 +135,28 @@ func (s quantityErrors) Decode(data []byte, defaults *schema.GroupVersionKind, i
 		return obj, gvk, errs.ToAggregate()
 	}
 	return obj, gvk, err
+}
+
+// mayHoldUnboundedQuantity tells, in one pass over body, whether it can
+// hold a quantity beyond the bounds: a run of more than maxQuantityLength
+// digits, or a decimal exponent (a digit or dot, e or E, then a sign or a
+// digit). Most bodies have neither, and skip quantityFields' parse.
+func mayHoldUnboundedQuantity(body []byte) bool {
+	isNum := func(c byte) bool { return c >= '0' && c <= '9' || c == '.' }
+	run := 0
+	for i, c := range body {
+		switch {
+		case isNum(c):
+			if run++; run > maxQuantityLength {
+				return true
+			}
+			continue
+		case (c == 'e' || c == 'E') && run > 0 && i+1 < len(body) && (isNum(body[i+1]) || body[i+1] == '-' || body[i+1] == '+'):
+			return true
+		}
+		run = 0
+	}
+	return false
 }
 
 // boundProblem is a quantity beyond the bounds.
@@ -215,20 +243,54 @@ func quantityFields(body []byte, isYAML bool, problem func(*field.Path, string) 
 	return errs
 }
 
-// Patch media types whose result is decoded without the serializers
-// above: a strategic merge patch and an apply configuration are turned into
-// the object through runtime.DefaultUnstructuredConverter, which parses
-// each quantity by itself. (A JSON patch and a JSON merge patch produce a
-// JSON body that the serializers decode.)
-var convertedPatchTypes = map[string]bool{
-	string(types.StrategicMergePatchType): false,
-	string(types.ApplyYAMLPatchType):      true, // YAML
+// patchBodies are the patch media types whose quantities are checked
+// before the patch handler reads them. The serializers above would see a
+// JSON patch's or a merge patch's result, but the handler reports their
+// errors as the whole patched object; a strategic merge patch and an
+// apply configuration are turned into the object through
+// runtime.DefaultUnstructuredConverter, which parses each quantity itself.
+var patchBodies = map[string]func([]byte) field.ErrorList{
+	string(types.MergePatchType):          func(b []byte) field.ErrorList { return quantityFields(b, false, boundProblem) },
+	string(types.StrategicMergePatchType): func(b []byte) field.ErrorList { return quantityFields(b, false, boundProblem) },
+	string(types.ApplyYAMLPatchType):      func(b []byte) field.ErrorList { return quantityFields(b, true, boundProblem) },
+	string(types.JSONPatchType):           jsonPatchQuantities,
 }
 
-// WithBoundedQuantities refuses, with 400 naming the field, a strategic
-// merge patch or an apply configuration of a MyDatabase whose quantities
-// are beyond the bounds, before the patch handler reads it. It runs inside
-// the handler chain, after authentication and authorization.
+// jsonPatchQuantities checks the value of every operation of a JSON patch
+// as if it stood at its path in a MyDatabase. (A quantity copied or moved
+// from elsewhere in the object reaches the serializers' check.)
+func jsonPatchQuantities(body []byte) field.ErrorList {
+	var ops []struct {
+		Path  string          `json:"path"`
+		Value json.RawMessage `json:"value"`
+	}
+	if json.Unmarshal(body, &ops) != nil {
+		return nil // the patch handler answers a malformed patch
+	}
+	var errs field.ErrorList
+	for _, op := range ops {
+		if len(op.Value) == 0 {
+			continue
+		}
+		obj := op.Value
+		segments := strings.Split(op.Path, "/")
+		for i := len(segments) - 1; i >= 1; i-- {
+			key := strings.NewReplacer("~1", "/", "~0", "~").Replace(segments[i])
+			wrapped, err := json.Marshal(map[string]json.RawMessage{key: obj})
+			if err != nil {
+				return nil
+			}
+			obj = wrapped
+		}
+		errs = append(errs, quantityFields(obj, false, boundProblem)...)
+	}
+	return errs
+}
+
+// WithBoundedQuantities refuses, with 400 naming the field, a patch of a
+// MyDatabase whose quantities are beyond the bounds, before the patch
+// handler reads it. It runs inside the handler chain, after
+// authentication and authorization.
 func WithBoundedQuantities(handler http.Handler, maxBodyBytes int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		info, ok := request.RequestInfoFrom(req.Context())
@@ -237,8 +299,8 @@ func WithBoundedQuantities(handler http.Handler, maxBodyBytes int64) http.Handle
 			return
 		}
 		mediaType, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type"))
-		isYAML, checked := convertedPatchTypes[mediaType]
-		if !checked {
+		check, ok := patchBodies[mediaType]
+		if !ok {
 			handler.ServeHTTP(w, req)
 			return
 		}
@@ -250,10 +312,12 @@ func WithBoundedQuantities(handler http.Handler, maxBodyBytes int64) http.Handle
 			handler.ServeHTTP(w, req)
 			return
 		}
-		if errs := quantityFields(body, isYAML, boundProblem); len(errs) > 0 {
-			gv := schema.GroupVersion{Group: info.APIGroup, Version: info.APIVersion}
-			responsewriters.ErrorNegotiated(apierrors.NewBadRequest(errs.ToAggregate().Error()), Codecs, gv, w, req)
-			return
+		if mayHoldUnboundedQuantity(body) {
+			if errs := check(body); len(errs) > 0 {
+				gv := schema.GroupVersion{Group: info.APIGroup, Version: info.APIVersion}
+				responsewriters.ErrorNegotiated(apierrors.NewBadRequest(errs.ToAggregate().Error()), Codecs, gv, w, req)
+				return
+			}
 		}
 		req.Body = readCloser{Reader: bytes.NewReader(body), Closer: req.Body}
 		handler.ServeHTTP(w, req)
