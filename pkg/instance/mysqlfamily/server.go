@@ -224,6 +224,17 @@ func (s *Server) Follow(ctx context.Context, t instance.Topology) error {
 	if err != nil {
 		return err
 	}
+	if rs.Configured && (rs.Host != t.PrimaryHost || rs.Port != t.PrimaryPort) && rs.SQLRunning == "Yes" {
+		// Re-pointing discards the relay log, and GTID positioning asks the
+		// new source for what follows the GTIDs applied: apply what was
+		// received first, or the replica asks for history the new primary
+		// may no longer have in its binlog (a clone's binlog starts at the
+		// clone), and events a Sync primary acknowledged on the strength
+		// of this relay log would be fetched again at best.
+		if err := s.applyRelayLog(ctx, c); err != nil {
+			return err
+		}
+	}
 	s.Cfg.Log.Info("pointing the replica at the primary", "primary", t.Primary, "host", t.PrimaryHost, "port", t.PrimaryPort, "wasFollowing", rs.Host, "lastError", rs.LastError)
 	return c.Exec(ctx, s.Dialect.FollowStatements(Source{
 		Host: t.PrimaryHost, Port: t.PrimaryPort, User: instance.ReplicationUser, Password: pw,
@@ -242,30 +253,41 @@ func (s *Server) Promote(ctx context.Context) error {
 		return err
 	}
 	if rs.Configured {
-		if err := c.Exec(ctx, s.Dialect.StopIOThreadStatement()); err != nil {
+		if err := s.applyRelayLog(ctx, c); err != nil {
 			return err
-		}
-		bound := s.ApplyTimeout
-		if bound == 0 {
-			bound = 30 * time.Second
-		}
-		wctx, cancel := context.WithTimeout(ctx, bound)
-		defer cancel()
-		err := instance.PollUntil(wctx, 100*time.Millisecond, func() error {
-			rs, err := s.replicaStatus(wctx, c)
-			if err != nil {
-				return err
-			}
-			if !rs.AppliedAll && rs.SQLRunning == "Yes" {
-				return fmt.Errorf("relay log not applied yet")
-			}
-			return nil
-		})
-		if err != nil {
-			s.Cfg.Log.Warn("promoting before the relay log is applied", "err", err)
 		}
 	}
 	return c.Exec(ctx, s.Dialect.PromoteStatements()...)
+}
+
+// applyRelayLog stops receiving and lets the SQL thread apply what the IO
+// thread already received, for at most ApplyTimeout (default 30s): past
+// it, it goes on with a warning, as a stuck applier must not block a
+// promotion or a re-point for ever.
+func (s *Server) applyRelayLog(ctx context.Context, c Conn) error {
+	if err := c.Exec(ctx, s.Dialect.StopIOThreadStatement()); err != nil {
+		return err
+	}
+	bound := s.ApplyTimeout
+	if bound == 0 {
+		bound = 30 * time.Second
+	}
+	wctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	err := instance.PollUntil(wctx, 100*time.Millisecond, func() error {
+		rs, err := s.replicaStatus(wctx, c)
+		if err != nil {
+			return err
+		}
+		if !rs.AppliedAll && rs.SQLRunning == "Yes" {
+			return fmt.Errorf("relay log not applied yet")
+		}
+		return nil
+	})
+	if err != nil {
+		s.Cfg.Log.Warn("going on before the relay log is applied", "err", err)
+	}
+	return nil
 }
 
 // Probe implements instance.Engine.
