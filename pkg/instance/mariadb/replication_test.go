@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/google/go-cmp/cmp"
@@ -67,11 +68,21 @@ func TestFollowFencesAndReclones(t *testing.T) {
 	purged := map[string]string{"Master_Host": "10.0.0.5", "Master_Port": "3306", "Master_User": "replicator",
 		"Slave_IO_Running": "No", "Slave_SQL_Running": "Yes", "Last_IO_Errno": "1236", "Last_IO_Error": "purged"}
 	e, conn := newFakeEngine(t, map[string]string{"fenced": "0"}, purged)
-	if err := e.Follow(context.Background(), topo); !errors.Is(err, instance.ErrMustReclone) {
-		t.Fatalf("err = %v", err)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	e.Server.Now = func() time.Time { return now }
+	// At first the replica retries: a primary promoted a moment ago may
+	// still be applying the GTIDs the replica asks for.
+	if err := e.Follow(context.Background(), topo); err != nil {
+		t.Fatalf("within the grace: %v", err)
 	}
-	if diff := cmp.Diff([]string{"SET GLOBAL read_only = ON"}, conn.Executed()); diff != "" {
+	retry := append([]string{"SET GLOBAL read_only = ON"}, Dialect{}.FollowStatements(mysqlfamily.Source{Host: "10.0.0.5", Port: 3306, User: "replicator", Password: "rpw"})...)
+	if diff := cmp.Diff(retry, conn.Executed()); diff != "" {
 		t.Error(diff)
+	}
+	// Still refused after the grace: the history is gone, only a clone helps.
+	now = now.Add(30 * time.Second)
+	if err := e.Follow(context.Background(), topo); !errors.Is(err, instance.ErrMustReclone) {
+		t.Fatalf("after the grace: err = %v", err)
 	}
 }
 

@@ -42,9 +42,21 @@ type Server struct {
 	PrepareFollow func(ctx context.Context, c Conn) error
 	// ApplyTimeout bounds Promote's wait for the relay log (default 30s).
 	ApplyTimeout time.Duration
+	// RecloneGrace is how long a source's "cannot serve" (1236) must last
+	// before the replica re-clones (default ApplyTimeout): a replica that
+	// follows a newly promoted primary at once asks for GTIDs that primary
+	// may still be applying from its relay log, and it answers 1236 until
+	// it has.
+	RecloneGrace time.Duration
+	// Now is the clock of RecloneGrace (time.Now when nil).
+	Now func() time.Time
 
 	mu   sync.Mutex
 	conn Conn
+	// cannotServe is since when the source at cannotServeFrom answered
+	// that it cannot serve what the replica asks for.
+	cannotServe     time.Time
+	cannotServeFrom string
 }
 
 // HasData implements instance.Engine.
@@ -215,7 +227,14 @@ func (s *Server) Follow(ctx context.Context, t instance.Topology) error {
 		return err
 	}
 	if rs.IORunning == "No" && s.Dialect.MustReclone(rs.IOErrno) && rs.Host == t.PrimaryHost && rs.Port == t.PrimaryPort {
-		return fmt.Errorf("%w: %s", instance.ErrMustReclone, rs.LastError)
+		since := s.cannotServeSince(net.JoinHostPort(t.PrimaryHost, strconv.Itoa(t.PrimaryPort)))
+		if s.now().Sub(since) >= s.recloneGrace() {
+			return fmt.Errorf("%w: %s", instance.ErrMustReclone, rs.LastError)
+		}
+		s.Cfg.Log.Info("the primary cannot serve the replica's position yet; retrying before a re-clone",
+			"since", since, "grace", s.recloneGrace(), "lastError", rs.LastError)
+	} else {
+		s.cannotServeSince("")
 	}
 	if rs.Host == t.PrimaryHost && rs.Port == t.PrimaryPort && rs.User == instance.ReplicationUser && rs.IORunning != "No" && rs.SQLRunning == "Yes" {
 		return nil
@@ -239,6 +258,38 @@ func (s *Server) Follow(ctx context.Context, t instance.Topology) error {
 	return c.Exec(ctx, s.Dialect.FollowStatements(Source{
 		Host: t.PrimaryHost, Port: t.PrimaryPort, User: instance.ReplicationUser, Password: pw,
 	})...)
+}
+
+func (s *Server) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+func (s *Server) recloneGrace() time.Duration {
+	switch {
+	case s.RecloneGrace > 0:
+		return s.RecloneGrace
+	case s.ApplyTimeout > 0:
+		return s.ApplyTimeout
+	}
+	return 30 * time.Second
+}
+
+// cannotServeSince records that source cannot serve the replica ("": the
+// replica streams) and returns since when it has not.
+func (s *Server) cannotServeSince(source string) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if source == "" {
+		s.cannotServeFrom, s.cannotServe = "", time.Time{}
+		return time.Time{}
+	}
+	if s.cannotServeFrom != source {
+		s.cannotServeFrom, s.cannotServe = source, s.now()
+	}
+	return s.cannotServe
 }
 
 // Promote implements instance.Engine: let the SQL thread apply what the IO
