@@ -38,6 +38,7 @@ func TestServerIdentityIsLeastPrivilege(t *testing.T) {
 	}{
 		// What the controller does.
 		{[]string{"patch", "statefulsets.apps", "-n", ns}, true},
+		{[]string{"create", "statefulsets.apps", "-n", ns}, true},
 		{[]string{"create", "secrets", "-n", ns}, true},
 		{[]string{"watch", "secrets", "-n", ns}, true},
 		{[]string{"patch", "pods", "-n", ns}, true},
