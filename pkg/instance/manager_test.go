@@ -37,6 +37,8 @@ type fakeEngine struct {
 	// synchronous is what SetSynchronous last set; syncSets counts changes.
 	synchronous bool
 	syncSets    int
+	// syncAtPromote is what synchronous was when Promote last ran.
+	syncAtPromote bool
 }
 
 func (f *fakeEngine) SetSynchronous(_ context.Context, on bool) error {
@@ -95,7 +97,7 @@ func (f *fakeEngine) Follow(_ context.Context, t Topology) error {
 }
 
 func (f *fakeEngine) Promote(context.Context) error {
-	f.locked(func() { f.promotes++; f.writable, f.upstream = true, "" })
+	f.locked(func() { f.promotes++; f.writable, f.upstream, f.syncAtPromote = true, "", f.synchronous })
 	return nil
 }
 
@@ -216,6 +218,20 @@ func (h *harness) get(path, user, pass string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// TestSyncIsSetBeforeThePromotion: a Sync database's new primary waits for
+// a replica from its first commit on, so the settings precede Promote.
+func TestSyncIsSetBeforeThePromotion(t *testing.T) {
+	eng := &fakeEngine{}
+	h := startManager(t, eng, "db-0")
+	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432, Synchronous: true}
+	h.wait("a synchronous primary", func(s Status) bool { return s.Ready && s.Synchronous })
+	eng.locked(func() {
+		if eng.promotes != 1 || !eng.syncAtPromote {
+			t.Errorf("promotes %d, synchronous when promoted %v", eng.promotes, eng.syncAtPromote)
+		}
+	})
 }
 
 func TestManagerPrimaryLifecycle(t *testing.T) {
