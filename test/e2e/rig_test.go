@@ -290,9 +290,9 @@ func (r *rig) shutdown() {
 	_ = os.RemoveAll(r.dir)
 }
 
-// kill ends pod's instance as a crash does: SIGKILL to the engine's process
-// group (it leads its own), then to the manager's, so nothing stops
-// cleanly. The instance stays down until revive.
+// kill ends pod's instance as a crash does: SIGKILL to the engine's
+// children and its process group (it leads its own), then to the
+// manager's, so nothing stops cleanly. The instance stays down until revive.
 func (r *rig) kill(pod string) {
 	r.t.Helper()
 	r.mu.Lock()
@@ -302,7 +302,16 @@ func (r *rig) kill(pod string) {
 		r.t.Fatalf("rig: no instance runs for pod %s", pod)
 	}
 	if pid := enginePID(proc.ip); pid > 0 {
+		// Postgres' backends and walsenders lead process groups of their
+		// own: left alive, a backend could still acknowledge a commit.
+		// They are found first and killed after the postmaster, which
+		// would otherwise restart them.
+		children := childPIDs(pid)
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		for _, child := range children {
+			_ = syscall.Kill(-child, syscall.SIGKILL)
+			_ = syscall.Kill(child, syscall.SIGKILL)
+		}
 	}
 	_ = syscall.Kill(-proc.cmd.Process.Pid, syscall.SIGKILL)
 	<-proc.done
