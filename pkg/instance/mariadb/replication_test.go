@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -139,5 +141,22 @@ func TestReplicaPositionIncludesTheRelayLog(t *testing.T) {
 	}
 	if p.Position.GTID != "0-1-42" {
 		t.Errorf("position %q, want the relay log's 0-1-42", p.Position.GTID)
+	}
+}
+
+// TestOnlyAWritablePrimaryServesAClone: a server still being promoted
+// (read-only, applying its relay log) answers 503, and the replica retries.
+func TestOnlyAWritablePrimaryServesAClone(t *testing.T) {
+	e, _ := newFakeEngine(t, map[string]string{"fenced": "1", "writable": "0"}, nil)
+	if err := os.MkdirAll(e.DataDir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.DataDir, mysqlfamily.SystemIDFile), []byte("abc\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	e.ServeClone(rec, httptest.NewRequest(http.MethodGet, "/v1/clone", nil))
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "not a writable primary") {
+		t.Errorf("%d %s", rec.Code, rec.Body)
 	}
 }
