@@ -199,8 +199,8 @@ func (c *Controller) decidePrimaryRole(db *examplev1.MyDatabase, instances []exa
 	}
 
 	// No switchover under way: watch the primary for a failover.
-	in, _ := report(s.CurrentPrimary)
-	ready := in != nil && in.Ready
+	in, r := report(s.CurrentPrimary)
+	ready := in != nil && in.Ready || c.promoting(s, r, now)
 	p := c.unready.observe(db.UID, s.CurrentPrimary, ready, now)
 	if p == nil {
 		return nil, 0
@@ -338,6 +338,18 @@ func (c *Controller) decideSwitchover(db *examplev1.MyDatabase, instances []exam
 	msg := fmt.Sprintf("%s from %s to %s under way: waiting because %s", what, old, target, waiting)
 	cond := condition(metav1.ConditionTrue, ReasonSwitchoverInProgress, msg)
 	return &primaryDecision{current: old, target: target, reason: s.TargetPrimaryReason, condition: cond}, switchoverPoll
+}
+
+// promoting tells whether the current primary, named a moment ago (within
+// the switchover timeout of status.targetPrimaryTime), is still becoming
+// one: its manager answers, acts as this primary, runs its engine and
+// probes it, and only the engine does not take writes yet (a MySQL-family
+// replica applies its relay log first, which under load takes seconds).
+// Such a primary is not lost: failing it over would only move the primary
+// again, to a replica that has less.
+func (c *Controller) promoting(s examplev1.MyDatabaseStatus, r *instance.Status, now time.Time) bool {
+	return r != nil && r.Role == instance.RolePrimary && r.Primary == s.CurrentPrimary && r.EngineRunning && !r.Fenced &&
+		r.Position != nil && s.TargetPrimaryTime != nil && now.Sub(s.TargetPrimaryTime.Time) < c.switchoverTimeout()
 }
 
 func (c *Controller) switchoverTimeout() time.Duration {

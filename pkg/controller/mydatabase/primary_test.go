@@ -511,3 +511,41 @@ func TestSyncMariaDBSwitchoverWaitsForEveryReadyReplica(t *testing.T) {
 		})
 	}
 }
+
+func TestANewPrimaryThatIsStillPromotingIsNotFailedOver(t *testing.T) {
+	f := newPrimaryFixture(t)
+	f.requestSwitchover("shop-1")
+	f.set("shop-0", false, &instance.Status{Role: instance.RolePrimary, Primary: "shop-0", Fenced: true, FencedPosition: lsn("0/5000029")})
+	f.set("shop-1", false, replicaAt("shop-0", "0/5000030"))
+	d := f.decide()
+	if d == nil || d.eventReason != ReasonSwitchoverCompleted {
+		t.Fatalf("%+v", d)
+	}
+	f.commit(d)
+	// shop-1 answers as the primary and runs, but does not take writes yet.
+	f.set("shop-1", false, &instance.Status{Role: instance.RolePrimary, Primary: "shop-1", EngineRunning: true, Position: lsn("0/5000030")})
+	f.decide()
+	f.clock.Step(45 * time.Second)
+	if d := f.decide(); d != nil {
+		t.Fatalf("a promoting primary failed over: %+v", d)
+	}
+	// Past the switchover timeout it is unready like any other.
+	f.set("shop-2", true, replicaAt("shop-1", "0/5000030"))
+	f.clock.Step(20 * time.Second)
+	f.decide()
+	f.clock.Step(30 * time.Second)
+	if d := f.decide(); d == nil || d.eventReason != ReasonFailoverCompleted {
+		t.Fatalf("a primary that never took writes: %+v", d)
+	}
+	// A primary that does not answer is never promoting.
+	g := newPrimaryFixture(t)
+	now := metav1.NewMicroTime(g.clock.Now())
+	g.db.Status.TargetPrimaryTime = &now
+	g.decide()
+	g.set("shop-0", false, nil)
+	g.decide()
+	g.clock.Step(30 * time.Second)
+	if d := g.decide(); d == nil || d.eventReason != ReasonFailoverCompleted {
+		t.Fatalf("a lost primary named a moment ago: %+v", d)
+	}
+}
