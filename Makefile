@@ -42,6 +42,12 @@ e2e: ## End-to-end tests through a real kube-apiserver's aggregation layer (star
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/mydb-instance ./cmd/mydb-instance
 	go test $(GOFLAGS_TEST) -v -timeout 30m -tags e2e ./test/e2e/...
 
+.PHONY: e2e-long
+e2e-long: ## The switchover and failover figures of docs/replication.md: 10 of each per engine under Sync (MYDB_E2E_LONG=1, ~7 min).
+	hack/local-up.sh
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/mydb-instance ./cmd/mydb-instance
+	MYDB_E2E_LONG=1 go test $(GOFLAGS_TEST) -v -timeout 40m -tags e2e -run 'TestSyncFailoverLosesNoAcknowledgedWrite' ./test/e2e/...
+
 # test/bench is a Go module of its own (test/bench/go.mod), so that gonum/plot
 # stays out of the server's go.mod: it is built there and run from here, where
 # its default paths (_output/local, _output/bench) are.

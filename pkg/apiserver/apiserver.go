@@ -4,6 +4,7 @@ package apiserver
 
 import (
 	"fmt"
+	"net/http"
 
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	"github.com/mydb-dev/mydb/pkg/controller/manager"
@@ -50,6 +51,16 @@ type CompletedConfig struct {
 
 // Complete fills in the defaults of the configuration.
 func (cfg *Config) Complete() CompletedConfig {
+	// Patches of quantities beyond their bounds are refused before they
+	// are decoded (quantities.go), inside the chain's other filters.
+	chain := cfg.GenericConfig.BuildHandlerChainFunc
+	maxBody := cfg.GenericConfig.MaxRequestBodyBytes
+	if maxBody <= 0 {
+		maxBody = 3 << 20 // the generic server's default
+	}
+	cfg.GenericConfig.BuildHandlerChainFunc = func(apiHandler http.Handler, c *genericapiserver.Config) http.Handler {
+		return chain(WithBoundedQuantities(apiHandler, maxBody), c)
+	}
 	return CompletedConfig{&completedConfig{
 		GenericConfig: cfg.GenericConfig.Complete(),
 		Controllers:   cfg.Controllers,

@@ -37,6 +37,8 @@ type fakeEngine struct {
 	// synchronous is what SetSynchronous last set; syncSets counts changes.
 	synchronous bool
 	syncSets    int
+	// syncAtPromote is what synchronous was when Promote last ran.
+	syncAtPromote bool
 }
 
 func (f *fakeEngine) SetSynchronous(_ context.Context, on bool) error {
@@ -95,7 +97,7 @@ func (f *fakeEngine) Follow(_ context.Context, t Topology) error {
 }
 
 func (f *fakeEngine) Promote(context.Context) error {
-	f.locked(func() { f.promotes++; f.writable, f.upstream = true, "" })
+	f.locked(func() { f.promotes++; f.writable, f.upstream, f.syncAtPromote = true, "", f.synchronous })
 	return nil
 }
 
@@ -216,6 +218,20 @@ func (h *harness) get(path, user, pass string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// TestSyncIsSetBeforeThePromotion: a Sync database's new primary waits for
+// a replica from its first commit on, so the settings precede Promote.
+func TestSyncIsSetBeforeThePromotion(t *testing.T) {
+	eng := &fakeEngine{}
+	h := startManager(t, eng, "db-0")
+	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432, Synchronous: true}
+	h.wait("a synchronous primary", func(s Status) bool { return s.Ready && s.Synchronous })
+	eng.locked(func() {
+		if eng.promotes != 1 || !eng.syncAtPromote {
+			t.Errorf("promotes %d, synchronous when promoted %v", eng.promotes, eng.syncAtPromote)
+		}
+	})
 }
 
 func TestManagerPrimaryLifecycle(t *testing.T) {
@@ -491,5 +507,33 @@ func TestPositionReached(t *testing.T) {
 	}
 	if FormatLSN(0x1_0000_0001) != "1/1" {
 		t.Error(FormatLSN(0x1_0000_0001))
+	}
+}
+
+func TestMergeGTIDs(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		lists []string
+		want  string
+	}{
+		{"relay log ahead", []string{"0-1-40", "0-1-42"}, "0-1-42"},
+		{"applied ahead (relay log purged at a restart)", []string{"0-1-42", "0-1-7"}, "0-1-42"},
+		{"per domain", []string{"0-1-40,1-2-9", "0-1-42,1-2-3"}, "0-1-42,1-2-9"},
+		{"a domain only in the relay log", []string{"0-1-40", "0-1-40,2-3-1"}, "0-1-40,2-3-1"},
+		{"nothing received", []string{"0-1-40", ""}, "0-1-40"},
+		{"empty", []string{"", ""}, ""},
+		{"mysql sets", []string{"u1:1-40", "u1:38-45"}, "u1:38-45"},
+		{"unparsable keeps the first", []string{"0-1-40", "junk"}, "0-1-40"},
+	} {
+		got := MergeGTIDs(c.lists...)
+		if got != c.want {
+			t.Errorf("%s: MergeGTIDs(%q) = %q, want %q", c.name, c.lists, got, c.want)
+		}
+		// The merge is at or beyond each list it merged.
+		for _, l := range c.lists {
+			if l != "" && c.name != "unparsable keeps the first" && !(Position{GTID: got}).Reached(Position{GTID: l}) {
+				t.Errorf("%s: %q does not reach %q", c.name, got, l)
+			}
+		}
 	}
 }

@@ -64,15 +64,18 @@ func (m *Manager) reconcilePrimary(ctx context.Context, t Topology, restartAt ti
 	if err != nil {
 		return err
 	}
+	// Synchronous replication is set before a promotion, not after: the
+	// first commit the new primary takes must already wait for a replica
+	// (the settings do nothing while the server is a replica).
+	if s, ok := m.eng.(SyncReplicator); ok {
+		if err := s.SetSynchronous(ctx, t.Synchronous); err != nil {
+			return fmt.Errorf("synchronous replication %v: %w", t.Synchronous, err)
+		}
+	}
 	if !p.Writable {
 		m.log.Info("promoting")
 		if err := m.eng.Promote(ctx); err != nil {
 			return fmt.Errorf("promote: %w", err)
-		}
-	}
-	if s, ok := m.eng.(SyncReplicator); ok {
-		if err := s.SetSynchronous(ctx, t.Synchronous); err != nil {
-			return fmt.Errorf("synchronous replication %v: %w", t.Synchronous, err)
 		}
 	}
 	return nil

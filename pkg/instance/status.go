@@ -73,12 +73,15 @@ type Status struct {
 
 // Position is a point in the data's history.
 type Position struct {
-	// Timeline and LSN are Postgres': the current WAL LSN on a primary, the
-	// replay LSN on a replica.
+	// Timeline and LSN are Postgres': the current WAL LSN on a primary; on
+	// a replica the WAL it received and flushed (or replayed, when that is
+	// further), which a promotion replays in full.
 	Timeline uint32 `json:"timeline,omitempty"`
 	LSN      string `json:"lsn,omitempty"`
-	// GTID is MySQL-family: gtid_current_pos on a primary, gtid_slave_pos on
-	// a replica (MariaDB), gtid_executed (MySQL).
+	// GTID is MySQL-family: gtid_current_pos on a primary (MariaDB),
+	// gtid_executed (MySQL); on a replica what it applied merged with what
+	// its relay log holds (MergeGTIDs of gtid_slave_pos and Gtid_IO_Pos;
+	// gtid_executed and Retrieved_Gtid_Set), which a promotion applies.
 	GTID string `json:"gtid,omitempty"`
 }
 
@@ -173,6 +176,52 @@ func parseGTIDs(s string) (map[string]uint64, error) {
 		out[fields[0]] = max(out[fields[0]], n)
 	}
 	return out, nil
+}
+
+// MergeGTIDs is the union of GTID positions: for each MariaDB domain (or
+// MySQL source uuid) the entry with the highest sequence number among
+// lists, in the order the domains first appear. Empty lists are skipped;
+// when a list does not parse, the first non-empty one is returned as is.
+func MergeGTIDs(lists ...string) string {
+	type entry struct {
+		text string
+		seq  uint64
+	}
+	var order []string
+	best := map[string]entry{}
+	var first string
+	for _, list := range lists {
+		if strings.TrimSpace(list) == "" {
+			continue
+		}
+		if first == "" {
+			first = list
+		}
+		for _, part := range strings.Split(list, ",") {
+			part = strings.TrimSpace(part)
+			if part == "" {
+				continue
+			}
+			seqs, err := parseGTIDs(part)
+			if err != nil || len(seqs) != 1 {
+				return first
+			}
+			for key, seq := range seqs {
+				e, ok := best[key]
+				if !ok {
+					order = append(order, key)
+				}
+				if !ok || seq > e.seq {
+					best[key] = entry{text: part, seq: seq}
+				}
+			}
+		}
+	}
+	out := make([]string, 0, len(order))
+	for _, key := range order {
+		out = append(out, best[key].text)
+	}
+	return strings.Join(out, ",")
 }
 
 // Probe is what an engine reports about its running server.

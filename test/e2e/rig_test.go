@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -64,6 +65,8 @@ type rigProcess struct {
 	ip   string
 	cmd  *exec.Cmd
 	done chan struct{}
+	// enginePIDs are the engine's processes, found when it is frozen.
+	enginePIDs []int
 }
 
 // startRig runs the instances of database db in ns until the test ends.
@@ -295,9 +298,9 @@ func (r *rig) shutdown() {
 	_ = os.RemoveAll(r.dir)
 }
 
-// kill ends pod's instance as a crash does: SIGKILL to the engine's process
-// group (it leads its own), then to the manager's, so nothing stops
-// cleanly. The instance stays down until revive.
+// kill ends pod's instance as a crash does: SIGKILL to the engine's
+// children and its process group (it leads its own), then to the
+// manager's, so nothing stops cleanly. The instance stays down until revive.
 func (r *rig) kill(pod string) {
 	r.t.Helper()
 	r.mu.Lock()
@@ -307,11 +310,81 @@ func (r *rig) kill(pod string) {
 		r.t.Fatalf("rig: no instance runs for pod %s", pod)
 	}
 	if pid := enginePID(proc.ip); pid > 0 {
+		// Postgres' backends and walsenders lead process groups of their
+		// own: left alive, a backend could still acknowledge a commit.
+		// They are found first and killed after the postmaster, which
+		// would otherwise restart them.
+		children := childPIDs(pid)
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		for _, child := range children {
+			_ = syscall.Kill(-child, syscall.SIGKILL)
+			_ = syscall.Kill(child, syscall.SIGKILL)
+		}
 	}
 	_ = syscall.Kill(-proc.cmd.Process.Pid, syscall.SIGKILL)
 	<-proc.done
 	r.t.Logf("rig: killed the instance of pod %s (kill -9 of its process groups)", pod)
+}
+
+// freeze stops pod's instance where it is (SIGSTOP to the engine's
+// process group and the engine's children, which Postgres puts in groups of
+// their own, then to the manager's group): it neither answers nor
+// replicates until thaw, and keeps everything it had.
+func (r *rig) freeze(pod string) {
+	r.t.Helper()
+	r.signalGroups(pod, syscall.SIGSTOP)
+	r.t.Logf("rig: froze the instance of pod %s (SIGSTOP)", pod)
+}
+
+// thaw lets a frozen instance go on (SIGCONT to both process groups).
+func (r *rig) thaw(pod string) {
+	r.t.Helper()
+	r.signalGroups(pod, syscall.SIGCONT)
+	r.t.Logf("rig: thawed the instance of pod %s (SIGCONT)", pod)
+}
+
+func (r *rig) signalGroups(pod string, sig syscall.Signal) {
+	r.t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	proc, ok := r.procs[pod]
+	if !ok {
+		r.t.Fatalf("rig: no instance runs for pod %s", pod)
+	}
+	// The engine's processes are found before the manager stops answering.
+	if sig == syscall.SIGSTOP {
+		proc.enginePIDs = nil
+		if pid := enginePID(proc.ip); pid > 0 {
+			proc.enginePIDs = append(childPIDs(pid), pid)
+		}
+	}
+	for _, pid := range proc.enginePIDs {
+		_ = syscall.Kill(-pid, sig)
+		_ = syscall.Kill(pid, sig)
+	}
+	_ = syscall.Kill(-proc.cmd.Process.Pid, sig)
+}
+
+// childPIDs are the processes whose parent is pid, from /proc.
+func childPIDs(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so read after the last ")".
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
+			out = append(out, child)
+		}
+	}
+	return out
 }
 
 // revive lets the rig start pod's instance again, on the data it had.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -193,24 +194,33 @@ type ack struct {
 	sent, at time.Time
 }
 
-// writer inserts ids 1, 2, 3 ... one at a time into acks on whatever pod is
-// labelled primary (what the -rw Service selects), re-reading the label
-// after every failure, and records every write the engine acknowledged.
+// writer inserts ids 1, 2, 3 ... into acks on whatever pod is labelled
+// primary (what the -rw Service selects), from one or more connections
+// that each write one row at a time, re-reading the label after every
+// failure, and records every write the engine acknowledged.
 type writer struct {
 	t    *testing.T
 	h    *replicationHarness
 	done chan struct{}
 	once sync.Once
 	wg   sync.WaitGroup
+	ids  atomic.Int64
+	// failed counts the writes that got no acknowledgement.
+	failed atomic.Int64
 
 	mu   sync.Mutex
 	acks []ack
 }
 
-func startWriter(t *testing.T, h *replicationHarness) *writer {
+func startWriter(t *testing.T, h *replicationHarness) *writer { return startWriters(t, h, 1) }
+
+// startWriters starts n connections writing at once: n writes in flight.
+func startWriters(t *testing.T, h *replicationHarness, n int) *writer {
 	w := &writer{t: t, h: h, done: make(chan struct{})}
-	w.wg.Add(1)
-	go w.run()
+	for range n {
+		w.wg.Add(1)
+		go w.run()
+	}
 	return w
 }
 
@@ -235,7 +245,6 @@ func (w *writer) run() {
 		}
 	}()
 	var pod, ip string
-	next := 1
 	for {
 		select {
 		case <-w.done:
@@ -262,12 +271,12 @@ func (w *writer) run() {
 			pools[ip] = pool
 		}
 		sent := time.Now()
+		id := int(w.ids.Add(1))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := pool.ExecContext(ctx, fmt.Sprintf("INSERT INTO acks VALUES (%d)", next))
+		_, err := pool.ExecContext(ctx, fmt.Sprintf("INSERT INTO acks VALUES (%d)", id))
 		cancel()
-		id := next
-		next++
 		if err != nil {
+			w.failed.Add(1)
 			// Not acknowledged, so no loss whatever became of it (it may
 			// have committed without the answer arriving): each id is
 			// tried once, and the next goes wherever the primary is now.

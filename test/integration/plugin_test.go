@@ -88,6 +88,10 @@ func TestPluginSwitchover(t *testing.T) {
 	if out, err := run("switchover", "shop", "--to", "shop-0"); err == nil {
 		t.Fatalf("switchover to the primary: %s", out)
 	}
+	// --allow-write-loss forces only a failover the controller holds back.
+	if out, err := run("switchover", "shop", "--to", "shop-1", "--allow-write-loss", "--dry-run"); err == nil || !strings.Contains(err.Error(), "no failover is held back") {
+		t.Fatalf("--allow-write-loss with no failover held back: %v: %s", err, out)
+	}
 	if out, err := run("switchover", "shop"); err != nil || !strings.Contains(out, "from shop-0 to shop-1") {
 		t.Fatalf("switchover: %v: %s", err, out)
 	}

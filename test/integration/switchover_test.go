@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
@@ -156,4 +157,63 @@ func TestSwitchoverAction(t *testing.T) {
 			t.Errorf("a Sync database scaled to one: %v, want 422", err)
 		}
 	})
+}
+
+// TestForcedFailoverAction: allowWriteLoss is accepted only while the
+// controller holds a failover back, only with a named replica, and records
+// a ForcedFailover target.
+func TestForcedFailoverAction(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	dbs := newClient(t).ExampleV1().MyDatabases(ns)
+	db, err := dbs.Create(ctx, newMyDatabase("shop"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The primary is lost; shop-1 follows it (not ready, since it streams
+	// from nothing); shop-2 was lost with it.
+	db.Status.CurrentPrimary, db.Status.TargetPrimary = "shop-0", "shop-0"
+	db.Status.Instances = []examplev1.InstanceStatus{
+		{Name: "shop-0", Role: examplev1.InstanceRolePrimary},
+		{Name: "shop-1", Role: examplev1.InstanceRoleReplica, Position: &examplev1.InstancePosition{Timeline: 1, LSN: "0/4000000"}},
+		{Name: "shop-2", Role: examplev1.InstanceRoleReplica, Position: &examplev1.InstancePosition{Timeline: 1, LSN: "0/4800000"}},
+	}
+	if db, err = dbs.UpdateStatus(ctx, db, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	force := func(target string) error {
+		_, err := dbs.Switchover(ctx, "shop", &examplev1.MyDatabaseSwitchover{Spec: examplev1.MyDatabaseSwitchoverSpec{TargetInstance: target, AllowWriteLoss: true}}, metav1.CreateOptions{})
+		return err
+	}
+	if err := force("shop-1"); !apierrors.IsConflict(err) {
+		t.Errorf("with no failover held back: %v, want 409", err)
+	}
+	// The controller holds the failover back.
+	db.Status.Conditions = []metav1.Condition{{Type: examplev1.ConditionPrimaryChange, Status: metav1.ConditionTrue,
+		Reason: examplev1.ReasonFailoverWouldLoseWrites, Message: "held back", LastTransitionTime: metav1.Now()}}
+	if db, err = dbs.UpdateStatus(ctx, db, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for target, want := range map[string]string{"": "spec.targetInstance: Required value", "shop-0": "is the primary", "shop-9": "not an instance"} {
+		if err := force(target); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
+			t.Errorf("target %q: %v, want 422 saying %q", target, err, want)
+		}
+	}
+	// A planned switchover to a replica that is not ready is still 422.
+	if _, err := dbs.Switchover(ctx, "shop", &examplev1.MyDatabaseSwitchover{Spec: examplev1.MyDatabaseSwitchoverSpec{TargetInstance: "shop-1"}}, metav1.CreateOptions{}); !apierrors.IsInvalid(err) {
+		t.Errorf("a planned switchover to a replica that is not ready: %v, want 422", err)
+	}
+	if err := force("shop-1"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := dbs.Get(ctx, "shop", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := got.Status; s.TargetPrimary != "shop-1" || s.CurrentPrimary != "shop-0" || s.TargetPrimaryReason != examplev1.TargetPrimaryReasonForcedFailover {
+		t.Errorf("status %+v", s)
+	}
+	if err := force("shop-1"); !apierrors.IsConflict(err) {
+		t.Errorf("while the forced failover is under way: %v, want 409", err)
+	}
 }

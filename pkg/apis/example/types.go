@@ -32,6 +32,9 @@ const (
 	ConditionProgressing = "Progressing"
 	ConditionDegraded    = "Degraded"
 	ConditionRestored    = "Restored"
+	// ConditionPrimaryChange says how the primary last moved, or why it
+	// does not.
+	ConditionPrimaryChange = "PrimaryChange"
 )
 
 // +genclient
@@ -149,7 +152,14 @@ type MyDatabaseStatus struct {
 const (
 	TargetPrimaryReasonSwitchover = "Switchover"
 	TargetPrimaryReasonFailover   = "Failover"
+	// TargetPrimaryReasonForcedFailover is a held-back failover an
+	// operator forced.
+	TargetPrimaryReasonForcedFailover = "ForcedFailover"
 )
+
+// ReasonFailoverWouldLoseWrites is the PrimaryChange condition's reason
+// while the controller holds a failover back (see v1).
+const ReasonFailoverWouldLoseWrites = "FailoverWouldLoseWrites"
 
 // InstanceRole is what one instance of a database does.
 type InstanceRole string
@@ -293,6 +303,8 @@ type MyDatabaseSwitchover struct {
 // MyDatabaseSwitchoverSpec names the instance to switch over to.
 type MyDatabaseSwitchoverSpec struct {
 	TargetInstance string
+	// AllowWriteLoss forces a failover the controller holds back.
+	AllowWriteLoss bool
 }
 
 // MyDatabaseSwitchoverStatus is what the server decided.

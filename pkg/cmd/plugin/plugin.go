@@ -88,13 +88,15 @@ func (o *options) backupCommand() *cobra.Command {
 
 func (o *options) switchoverCommand() *cobra.Command {
 	var to string
-	var dryRun bool
+	var dryRun, allowWriteLoss bool
 	var waitFor time.Duration
 	cmd := &cobra.Command{
-		Use:   "switchover DATABASE [--to INSTANCE]",
+		Use:   "switchover DATABASE [--to INSTANCE [--allow-write-loss]]",
 		Short: "Move a MyDatabase's primary to a replica without losing a write (POST mydatabases/DATABASE/switchover)",
 		Long: "Asks mydb to make INSTANCE (default: the most caught-up ready replica) the primary: the current primary stops taking " +
-			"writes, the target catches up with it and is promoted, and the old primary follows it.",
+			"writes, the target catches up with it and is promoted, and the old primary follows it. With --allow-write-loss " +
+			"(and --to), it forces a failover mydb holds back because a lost replica may have had acknowledged writes " +
+			"INSTANCE lacks (condition PrimaryChange, reason FailoverWouldLoseWrites): INSTANCE is promoted and those writes are lost.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, ns, err := o.client()
@@ -105,7 +107,7 @@ func (o *options) switchoverCommand() *cobra.Command {
 			if dryRun {
 				opts.DryRun = []string{metav1.DryRunAll}
 			}
-			req := &examplev1.MyDatabaseSwitchover{Spec: examplev1.MyDatabaseSwitchoverSpec{TargetInstance: to}}
+			req := &examplev1.MyDatabaseSwitchover{Spec: examplev1.MyDatabaseSwitchoverSpec{TargetInstance: to, AllowWriteLoss: allowWriteLoss}}
 			result, err := c.ExampleV1().MyDatabases(ns).Switchover(cmd.Context(), args[0], req, opts)
 			if err != nil {
 				return err
@@ -123,6 +125,7 @@ func (o *options) switchoverCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&to, "to", "", "the replica to promote (default: the most caught-up ready replica)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "only check that the switchover would be accepted")
+	cmd.Flags().BoolVar(&allowWriteLoss, "allow-write-loss", false, "force a held-back failover to --to, losing the writes only a lost replica had")
 	cmd.Flags().DurationVar(&waitFor, "wait", 0, "wait this long for the switchover to finish")
 	return cmd
 }

@@ -1178,6 +1178,35 @@ func TestInstanceStatusReportsWhatTheManagersSay(t *testing.T) {
 	}
 }
 
+// TestALostInstanceKeepsItsLastPosition: a manager that stops answering
+// keeps, in status.instances, the position it reported last, so a Sync
+// failover knows how far a replica lost with the primary went, across a
+// leader change too.
+func TestALostInstanceKeepsItsLastPosition(t *testing.T) {
+	db, children, instances := convergedState(t, myDatabase())
+	db.Status.Instances[2].Position = &examplev1.InstancePosition{GTID: "0-1-42"}
+	delete(instances, "10.244.0.12")
+	up := instances["10.244.0.11"]
+	up.Position = &instance.Position{GTID: "0-1-40"}
+	instances["10.244.0.11"] = up
+	f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
+	f.instances = instances
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
+	got := map[string]*examplev1.InstancePosition{}
+	for _, in := range status.Instances {
+		got[in.Name] = in.Position
+	}
+	if p := got["prod-mysql-2"]; p == nil || p.GTID != "0-1-42" {
+		t.Errorf("the lost instance's position %+v, want the last reported 0-1-42", p)
+	}
+	if p := got["prod-mysql-1"]; p == nil || p.GTID != "0-1-40" {
+		t.Errorf("the answering instance's position %+v, want its report 0-1-40", p)
+	}
+}
+
 func TestOrdinal(t *testing.T) {
 	db := myDatabase()
 	for pod, want := range map[string]int{"prod-mysql-0": 0, "prod-mysql-12": 12, "prod-mysql-x": -1, "prod-mysql-01": -1, "other-0": -1, "prod-mysql--1": -1} {

@@ -92,7 +92,7 @@ func (c *Controller) reconcileInstances(ctx context.Context, db *examplev1.MyDat
 			return err
 		}
 	}
-	f.instances, f.reports = c.pollInstances(ctx, pods, f.primary)
+	f.instances, f.reports = c.pollInstances(ctx, pods, f.primary, db.Status.Instances)
 	series.observeInstances(cache.MetaObjectToName(db), f.instances, f.reports)
 	return nil
 }
@@ -111,8 +111,12 @@ func choosePrimary(db *examplev1.MyDatabase, pods []*corev1.Pod) string {
 
 // pollInstances reads every instance manager at once, each within
 // statusTimeout, and reports the instances in pod order, with what each
-// manager answered (nil where it did not).
-func (c *Controller) pollInstances(ctx context.Context, pods []*corev1.Pod, primary string) ([]examplev1.InstanceStatus, []*instance.Status) {
+// manager answered (nil where it did not). An instance that reports no
+// position keeps the one it reported last (previous is the stored
+// status): a replica lost together with the primary may have had the
+// last acknowledged commits, and a failover under Sync replication must
+// know how far it went (decision.stale drops it once the primary changes).
+func (c *Controller) pollInstances(ctx context.Context, pods []*corev1.Pod, primary string, previous []examplev1.InstanceStatus) ([]examplev1.InstanceStatus, []*instance.Status) {
 	out := make([]examplev1.InstanceStatus, len(pods))
 	reports := make([]*instance.Status, len(pods))
 	var wg sync.WaitGroup
@@ -122,6 +126,11 @@ func (c *Controller) pollInstances(ctx context.Context, pods []*corev1.Pod, prim
 			role = examplev1.InstanceRolePrimary
 		}
 		out[i] = examplev1.InstanceStatus{Name: pod.Name, Address: pod.Status.PodIP, Role: role}
+		for _, p := range previous {
+			if p.Name == pod.Name && p.Position != nil {
+				out[i].Position = p.Position.DeepCopy()
+			}
+		}
 		if pod.Spec.NodeName != "" && pod.Status.Phase == corev1.PodFailed {
 			out[i].Message = "the pod failed"
 			continue

@@ -47,7 +47,7 @@ var (
 	primaryChanges = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      "mydb_controller",
 		Name:           "primary_changes_total",
-		Help:           "Switchovers and failovers the controller carried out or gave up, by kind (switchover, failover) and result (completed, aborted).",
+		Help:           "Switchovers and failovers the controller carried out or gave up, by kind (switchover, failover) and result (completed, aborted, forced).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"namespace", "database", "kind", "result"})
 	primaryChangeSeconds = metrics.NewHistogramVec(&metrics.HistogramOpts{

@@ -3,6 +3,7 @@ package mydatabase
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,16 +54,19 @@ func replicaAt(primary, at string) *instance.Status {
 	return &instance.Status{Role: instance.RoleReplica, Primary: primary, EngineRunning: true, Position: lsn(at)}
 }
 
-// set records what instance name reports (nil: it does not answer).
+// set records what instance name reports (nil: it does not answer); the
+// instance keeps the position it reported last, as pollInstances does.
 func (f *primaryFixture) set(name string, ready bool, r *instance.Status) {
-	for i := range f.instances {
-		if f.instances[i].Name == name {
-			f.instances[i].Ready, f.reports[i] = ready, r
-			return
-		}
+	i := slices.IndexFunc(f.instances, func(in examplev1.InstanceStatus) bool { return in.Name == name })
+	if i < 0 {
+		i = len(f.instances)
+		f.instances = append(f.instances, examplev1.InstanceStatus{Name: name})
+		f.reports = append(f.reports, nil)
 	}
-	f.instances = append(f.instances, examplev1.InstanceStatus{Name: name, Ready: ready})
-	f.reports = append(f.reports, r)
+	f.instances[i].Ready, f.reports[i] = ready, r
+	if r != nil && r.Position != nil {
+		f.instances[i].Position = &examplev1.InstancePosition{Timeline: int32(r.Position.Timeline), LSN: r.Position.LSN, GTID: r.Position.GTID}
+	}
 }
 
 func (f *primaryFixture) decide() *primaryDecision {
@@ -232,6 +236,155 @@ func TestMostAdvancedReplicaWithGTIDs(t *testing.T) {
 	}
 }
 
+// syncFixture is newPrimaryFixture with Sync replication, and the primary
+// lost after failoverDelay.
+func syncFixture(t *testing.T) *primaryFixture {
+	f := newPrimaryFixture(t)
+	f.db.Spec.Replication = &examplev1.ReplicationSpec{Mode: examplev1.ReplicationModeSync}
+	f.decide()
+	f.set("shop-0", false, nil)
+	f.decide()
+	f.clock.Step(30 * time.Second)
+	return f
+}
+
+func TestSyncFailoverPromotesTheMostAdvancedWhenEveryReplicaAnswers(t *testing.T) {
+	f := syncFixture(t)
+	f.set("shop-1", false, replicaAt("shop-0", "0/4000000"))
+	f.set("shop-2", false, replicaAt("shop-0", "0/4800000"))
+	d := f.decide()
+	if d == nil || d.eventReason != ReasonFailoverCompleted || d.current != "shop-2" {
+		t.Fatalf("%+v", d)
+	}
+	// shop-0 did not answer: its position, reported for the old primary,
+	// goes with the change.
+	if !slices.Equal(d.stale, []string{"shop-0"}) {
+		t.Errorf("stale %v", d.stale)
+	}
+}
+
+func TestSyncFailoverWaitsForALostReplicaThatWasAhead(t *testing.T) {
+	f := syncFixture(t)
+	// shop-2 was ahead when it was lost with the primary; shop-1 answers.
+	f.set("shop-2", false, nil)
+	f.set("shop-1", false, replicaAt("shop-0", "0/4000000"))
+	d := f.decide()
+	if d == nil || d.eventReason != "" || d.current != "shop-0" || d.target != "shop-0" ||
+		d.condition.Status != metav1.ConditionTrue || d.condition.Reason != ReasonFailoverWouldLoseWrites {
+		t.Fatalf("held back: %+v", d)
+	}
+	for _, want := range []string{"shop-1, is at 1/0/4000000", "shop-2 (its manager does not answer) last reported 1/0/4800000", "--to shop-1 --allow-write-loss"} {
+		if !strings.Contains(d.condition.Message, want) {
+			t.Errorf("message lacks %q: %s", want, d.condition.Message)
+		}
+	}
+	// Said once per incident, however long it waits.
+	f.clock.Step(time.Minute)
+	f.decide()
+	if n := len(f.recorder.Events); n != 1 {
+		t.Errorf("%d events, want one FailoverWouldLoseWrites", n)
+	}
+	if e := <-f.recorder.Events; !strings.Contains(e, "Warning "+ReasonFailoverWouldLoseWrites) {
+		t.Errorf("event %q", e)
+	}
+	// shop-2 comes back: it is the most advanced, and is promoted.
+	f.set("shop-2", false, replicaAt("shop-0", "0/4800000"))
+	if d := f.decide(); d == nil || d.eventReason != ReasonFailoverCompleted || d.current != "shop-2" {
+		t.Fatalf("after shop-2 is back: %+v", d)
+	}
+}
+
+func TestSyncFailoverHoldsForAReplicaThatAnswersButCannotTakeOver(t *testing.T) {
+	f := syncFixture(t)
+	f.set("shop-2", false, &instance.Status{Role: instance.RoleReplica, Primary: "shop-0", Position: lsn("0/4800000")})
+	f.set("shop-1", false, replicaAt("shop-0", "0/4000000"))
+	d := f.decide()
+	if d == nil || d.condition.Reason != ReasonFailoverWouldLoseWrites || !strings.Contains(d.condition.Message, "its engine does not run") {
+		t.Fatalf("%+v", d)
+	}
+}
+
+func TestSyncFailoverIgnoresPositionsItsCandidateIsAtOrBeyond(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		lost      *instance.Position
+		candidate *instance.Position
+		holds     bool
+	}{
+		{"lost replica behind", lsn("0/3000000"), lsn("0/4000000"), false},
+		{"lost replica equal", lsn("0/4000000"), lsn("0/4000000"), false},
+		{"lost replica ahead", lsn("0/4000001"), lsn("0/4000000"), true},
+		{"lost replica on an older timeline", &instance.Position{Timeline: 1, LSN: "0/9000000"}, &instance.Position{Timeline: 2, LSN: "0/4000000"}, false},
+		{"lost replica on a newer timeline", &instance.Position{Timeline: 3, LSN: "0/1000000"}, &instance.Position{Timeline: 2, LSN: "0/4000000"}, true},
+		{"gtid behind", &instance.Position{GTID: "0-1-41"}, &instance.Position{GTID: "0-1-42"}, false},
+		{"gtid ahead", &instance.Position{GTID: "0-1-43"}, &instance.Position{GTID: "0-1-42"}, true},
+		{"gtid in a domain the candidate lacks", &instance.Position{GTID: "0-1-40,1-2-1"}, &instance.Position{GTID: "0-1-42"}, true},
+		{"nothing reported", &instance.Position{}, lsn("0/4000000"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := syncFixture(t)
+			f.set("shop-2", false, &instance.Status{Role: instance.RoleReplica, Primary: "shop-0", EngineRunning: true, Position: tc.lost})
+			f.set("shop-2", false, nil)
+			f.set("shop-1", false, &instance.Status{Role: instance.RoleReplica, Primary: "shop-0", EngineRunning: true, Position: tc.candidate})
+			d := f.decide()
+			if held := d != nil && d.condition.Reason == ReasonFailoverWouldLoseWrites; held != tc.holds || d == nil {
+				t.Errorf("held %v, want %v: %+v", held, tc.holds, d)
+			}
+		})
+	}
+}
+
+func TestAsyncFailoverDoesNotWaitForALostReplica(t *testing.T) {
+	f := newPrimaryFixture(t)
+	f.decide()
+	f.set("shop-0", false, nil)
+	f.set("shop-2", false, nil)
+	f.set("shop-1", false, replicaAt("shop-0", "0/4000000"))
+	f.decide()
+	f.clock.Step(30 * time.Second)
+	d := f.decide()
+	if d == nil || d.eventReason != ReasonFailoverCompleted || d.current != "shop-1" {
+		t.Fatalf("%+v", d)
+	}
+	if !slices.Equal(d.stale, []string{"shop-0", "shop-2"}) {
+		t.Errorf("stale %v", d.stale)
+	}
+}
+
+func TestForcedFailoverPromotesTheTargetAtOnce(t *testing.T) {
+	f := syncFixture(t)
+	f.set("shop-2", false, nil)
+	f.set("shop-1", false, replicaAt("shop-0", "0/4000000"))
+	if d := f.decide(); d == nil || d.condition.Reason != ReasonFailoverWouldLoseWrites {
+		t.Fatalf("%+v", d)
+	}
+	// What POST .../switchover with allowWriteLoss records.
+	f.requestSwitchover("shop-1")
+	f.db.Status.TargetPrimaryReason = examplev1.TargetPrimaryReasonForcedFailover
+	f.clock.Step(100 * time.Millisecond)
+	d := f.decide()
+	if d == nil || d.eventReason != ReasonFailoverForced || d.current != "shop-1" || d.target != "shop-1" ||
+		d.kind != "failover" || d.result != "forced" || d.eventType != corev1.EventTypeWarning ||
+		!strings.Contains(d.message, "allowWriteLoss") {
+		t.Fatalf("%+v", d)
+	}
+}
+
+func TestForcedFailoverIsGivenUpWithoutARunningTarget(t *testing.T) {
+	f := syncFixture(t)
+	f.requestSwitchover("shop-1")
+	f.db.Status.TargetPrimaryReason = examplev1.TargetPrimaryReasonForcedFailover
+	f.set("shop-1", false, nil)
+	if d := f.decide(); d == nil || d.eventReason != "" || !strings.Contains(d.condition.Message, "forced failover from shop-0 to shop-1 under way") {
+		t.Fatalf("%+v", d)
+	}
+	f.clock.Step(time.Minute)
+	d := f.decide()
+	if d == nil || d.eventReason != ReasonSwitchoverAborted || d.current != "shop-0" || d.kind != "failover" || d.result != "aborted" {
+		t.Fatalf("%+v", d)
+	}
+}
+
 func findCondition(cs []metav1.Condition, typ string) *metav1.Condition {
 	for i := range cs {
 		if cs[i].Type == typ {
@@ -311,5 +464,88 @@ func TestSwitchoverDecisionIsOneConditionalStatusWrite(t *testing.T) {
 	}
 	if e := <-f.recorder.Events; !strings.Contains(e, ReasonSwitchoverCompleted) || !strings.Contains(e, "prod-mysql-0 to prod-mysql-1") {
 		t.Errorf("event %q", e)
+	}
+}
+
+func TestSyncMariaDBSwitchoverWaitsForEveryReadyReplica(t *testing.T) {
+	gtid := func(g string) *instance.Position { return &instance.Position{GTID: g} }
+	replica := func(g string) *instance.Status {
+		return &instance.Status{Role: instance.RoleReplica, Primary: "shop-0", EngineRunning: true, Streaming: true, Position: gtid(g)}
+	}
+	for _, tc := range []struct {
+		engine examplev1.Engine
+		mode   examplev1.ReplicationMode
+		waits  bool
+	}{
+		{examplev1.EngineMariaDB, examplev1.ReplicationModeSync, true},
+		{examplev1.EngineMariaDB, examplev1.ReplicationModeAsync, false},
+		{examplev1.EnginePostgres, examplev1.ReplicationModeSync, false},
+	} {
+		t.Run(fmt.Sprintf("%s %s", tc.engine, tc.mode), func(t *testing.T) {
+			f := newPrimaryFixture(t)
+			f.db.Spec.Engine = tc.engine
+			f.db.Spec.Replication = &examplev1.ReplicationSpec{Mode: tc.mode}
+			f.requestSwitchover("shop-1")
+			f.set("shop-0", false, &instance.Status{Role: instance.RolePrimary, Primary: "shop-0", Fenced: true, FencedPosition: gtid("0-1-100")})
+			f.set("shop-1", true, replica("0-1-100"))
+			f.set("shop-2", true, replica("0-1-90"))
+			d := f.decide()
+			if waits := d != nil && d.eventReason == ""; waits != tc.waits {
+				t.Fatalf("waits %v, want %v: %+v", waits, tc.waits, d)
+			}
+			if !tc.waits {
+				return
+			}
+			if !strings.Contains(d.condition.Message, "the replica shop-2 is at 0-1-90") {
+				t.Errorf("message %q", d.condition.Message)
+			}
+			// A replica that is not ready is not waited for.
+			f.set("shop-2", false, replica("0-1-90"))
+			if d := f.decide(); d == nil || d.eventReason != ReasonSwitchoverCompleted {
+				t.Errorf("with shop-2 not ready: %+v", d)
+			}
+			f.set("shop-2", true, replica("0-1-100"))
+			if d := f.decide(); d == nil || d.eventReason != ReasonSwitchoverCompleted {
+				t.Errorf("with shop-2 caught up: %+v", d)
+			}
+		})
+	}
+}
+
+func TestANewPrimaryThatIsStillPromotingIsNotFailedOver(t *testing.T) {
+	f := newPrimaryFixture(t)
+	f.requestSwitchover("shop-1")
+	f.set("shop-0", false, &instance.Status{Role: instance.RolePrimary, Primary: "shop-0", Fenced: true, FencedPosition: lsn("0/5000029")})
+	f.set("shop-1", false, replicaAt("shop-0", "0/5000030"))
+	d := f.decide()
+	if d == nil || d.eventReason != ReasonSwitchoverCompleted {
+		t.Fatalf("%+v", d)
+	}
+	f.commit(d)
+	// shop-1 answers as the primary and runs, but does not take writes yet.
+	f.set("shop-1", false, &instance.Status{Role: instance.RolePrimary, Primary: "shop-1", EngineRunning: true, Position: lsn("0/5000030")})
+	f.decide()
+	f.clock.Step(45 * time.Second)
+	if d := f.decide(); d != nil {
+		t.Fatalf("a promoting primary failed over: %+v", d)
+	}
+	// Past the switchover timeout it is unready like any other.
+	f.set("shop-2", true, replicaAt("shop-1", "0/5000030"))
+	f.clock.Step(20 * time.Second)
+	f.decide()
+	f.clock.Step(30 * time.Second)
+	if d := f.decide(); d == nil || d.eventReason != ReasonFailoverCompleted {
+		t.Fatalf("a primary that never took writes: %+v", d)
+	}
+	// A primary that does not answer is never promoting.
+	g := newPrimaryFixture(t)
+	now := metav1.NewMicroTime(g.clock.Now())
+	g.db.Status.TargetPrimaryTime = &now
+	g.decide()
+	g.set("shop-0", false, nil)
+	g.decide()
+	g.clock.Step(30 * time.Second)
+	if d := g.decide(); d == nil || d.eventReason != ReasonFailoverCompleted {
+		t.Fatalf("a lost primary named a moment ago: %+v", d)
 	}
 }

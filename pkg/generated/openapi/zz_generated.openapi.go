@@ -509,7 +509,7 @@ func schema_pkg_apis_example_v1_InstancePosition(ref common.ReferenceCallback) c
 				Properties: map[string]spec.Schema{
 					"timeline": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Timeline and LSN are PostgreSQL's: the current WAL position of a primary, the replay position of a replica.",
+							Description: "Timeline and LSN are PostgreSQL's: the current WAL position of a primary; of a replica the WAL it received and flushed (or replayed, when that is further), which a promotion replays in full.",
 							Type:        []string{"integer"},
 							Format:      "int32",
 						},
@@ -522,7 +522,7 @@ func schema_pkg_apis_example_v1_InstancePosition(ref common.ReferenceCallback) c
 					},
 					"gtid": {
 						SchemaProps: spec.SchemaProps{
-							Description: "GTID is the MySQL family's GTID position.",
+							Description: "GTID is the MySQL family's GTID position; a replica's includes what its relay log holds and it has not applied yet.",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -586,7 +586,7 @@ func schema_pkg_apis_example_v1_InstanceStatus(ref common.ReferenceCallback) com
 					},
 					"position": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Position is how far the instance's data goes, as its manager last reported: a switchover with no target picks the ready replica that is furthest.",
+							Description: "Position is how far the instance's data goes, as its manager last reported (kept while the manager does not answer, until the primary changes): a switchover with no target picks the ready replica that is furthest, and a failover under Sync replication waits rather than promote a replica behind a lost one.",
 							Ref:         ref(v1.InstancePosition{}.OpenAPIModelName()),
 						},
 					},
@@ -1133,7 +1133,7 @@ func schema_pkg_apis_example_v1_MyDatabaseStatus(ref common.ReferenceCallback) c
 					},
 					"targetPrimaryReason": {
 						SchemaProps: spec.SchemaProps{
-							Description: "TargetPrimaryReason says why targetPrimary was set: Switchover or Failover.",
+							Description: "TargetPrimaryReason says why targetPrimary was set: Switchover, Failover or ForcedFailover.",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -1213,6 +1213,13 @@ func schema_pkg_apis_example_v1_MyDatabaseSwitchoverSpec(ref common.ReferenceCal
 						SchemaProps: spec.SchemaProps{
 							Description: "TargetInstance is the replica to promote (a pod name such as \"shop-1\"); empty picks the ready replica whose status.instances[] position is the most advanced.",
 							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"allowWriteLoss": {
+						SchemaProps: spec.SchemaProps{
+							Description: "AllowWriteLoss forces a failover the controller holds back: with spec.replication.mode Sync, while the primary is lost and a replica that is lost too last reported a position beyond every replica that answers (the PrimaryChange condition says FailoverWouldLoseWrites), it promotes targetInstance at once, and the commits only the lost replica had are lost. It needs targetInstance, and is refused (409) while no failover is held back.",
+							Type:        []string{"boolean"},
 							Format:      "",
 						},
 					},

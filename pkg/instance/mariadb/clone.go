@@ -41,6 +41,17 @@ func (e *Engine) ServeClone(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no system identifier: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
+	// Only a writable primary serves a clone. A replica being promoted
+	// still applies its relay log, and the backup's BACKUP STAGE
+	// BLOCK_COMMIT would hold the applier's commits, so the promotion
+	// waits for the backup and the backup for the promotion.
+	if c, err := e.Server.Admin(); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	} else if st, err := c.QueryRow(r.Context(), Dialect{}.StateQuery()); err != nil || st["writable"] != "1" {
+		http.Error(w, fmt.Sprintf("the server is not a writable primary yet (%v): retry", err), http.StatusServiceUnavailable)
+		return
+	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set(headerSystemID, id)
 	w.Header().Set("Trailer", trailerResult)

@@ -59,6 +59,7 @@ func (Dialect) ParseReplicaStatus(row map[string]string) mysqlfamily.ReplicaStat
 		IO: "Slave_IO_Running", SQL: "Slave_SQL_Running", Host: "Master_Host", Port: "Master_Port",
 		User: "Master_User", Behind: "Seconds_Behind_Master",
 		ReadFile: "Master_Log_File", ReadPos: "Read_Master_Log_Pos", ExecFile: "Relay_Master_Log_File", ExecPos: "Exec_Master_Log_Pos",
+		Received: "Gtid_IO_Pos",
 	})
 	return s
 }

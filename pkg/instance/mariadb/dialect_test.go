@@ -64,8 +64,9 @@ func TestParseReplicaStatus(t *testing.T) {
 		"Slave_IO_Running": "Connecting", "Slave_SQL_Running": "Yes", "Master_Host": "10.0.0.7", "Master_Port": "3306",
 		"Master_User": "replicator", "Last_IO_Error": "error reconnecting", "Last_IO_Errno": "1236",
 		"Master_Log_File": "mydb-bin.000002", "Read_Master_Log_Pos": "900", "Relay_Master_Log_File": "mydb-bin.000002", "Exec_Master_Log_Pos": "800",
+		"Gtid_IO_Pos": "0-1-9",
 	})
-	if s.Streaming() || !s.Configured || s.AppliedAll || s.SecondsBehind != nil || s.LastError != "error reconnecting" || s.IOErrno != mysqlfamily.ErrSourceCannotServe {
+	if s.Streaming() || !s.Configured || s.AppliedAll || s.Received != "0-1-9" || s.SecondsBehind != nil || s.LastError != "error reconnecting" || s.IOErrno != mysqlfamily.ErrSourceCannotServe {
 		t.Errorf("%+v", s)
 	}
 }

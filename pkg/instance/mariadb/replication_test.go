@@ -5,11 +5,14 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/google/go-cmp/cmp"
@@ -67,11 +70,21 @@ func TestFollowFencesAndReclones(t *testing.T) {
 	purged := map[string]string{"Master_Host": "10.0.0.5", "Master_Port": "3306", "Master_User": "replicator",
 		"Slave_IO_Running": "No", "Slave_SQL_Running": "Yes", "Last_IO_Errno": "1236", "Last_IO_Error": "purged"}
 	e, conn := newFakeEngine(t, map[string]string{"fenced": "0"}, purged)
-	if err := e.Follow(context.Background(), topo); !errors.Is(err, instance.ErrMustReclone) {
-		t.Fatalf("err = %v", err)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	e.Server.Now = func() time.Time { return now }
+	// At first the replica retries: a primary promoted a moment ago may
+	// still be applying the GTIDs the replica asks for.
+	if err := e.Follow(context.Background(), topo); err != nil {
+		t.Fatalf("within the grace: %v", err)
 	}
-	if diff := cmp.Diff([]string{"SET GLOBAL read_only = ON"}, conn.Executed()); diff != "" {
+	retry := append([]string{"SET GLOBAL read_only = ON"}, Dialect{}.FollowStatements(mysqlfamily.Source{Host: "10.0.0.5", Port: 3306, User: "replicator", Password: "rpw"})...)
+	if diff := cmp.Diff(retry, conn.Executed()); diff != "" {
 		t.Error(diff)
+	}
+	// Still refused after the grace: the history is gone, only a clone helps.
+	now = now.Add(30 * time.Second)
+	if err := e.Follow(context.Background(), topo); !errors.Is(err, instance.ErrMustReclone) {
+		t.Fatalf("after the grace: err = %v", err)
 	}
 }
 
@@ -110,5 +123,40 @@ func TestFenceRefusesWritesEndsSessionsAndReportsTheBinlog(t *testing.T) {
 	}
 	if got, want := conn.Executed(), []string{"SET GLOBAL read_only = ON", "KILL CONNECTION 7"}; !slices.Equal(got, want) {
 		t.Errorf("statements %q, want %q", got, want)
+	}
+}
+
+// TestReplicaPositionIncludesTheRelayLog: a replica's position is what it
+// applied merged with what its IO thread wrote to the relay log
+// (Gtid_IO_Pos), since a semi-synchronous primary acknowledged those
+// commits already and a promotion applies them.
+func TestReplicaPositionIncludesTheRelayLog(t *testing.T) {
+	e, _ := newFakeEngine(t,
+		map[string]string{"fenced": "1", "writable": "0", "server_id": "2", "gtid": "0-1-40", "replica_gtid": "0-1-40"},
+		map[string]string{"Slave_IO_Running": "No", "Slave_SQL_Running": "Yes", "Master_Host": "10.0.0.5", "Master_Port": "3306",
+			"Master_User": "replicator", "Gtid_IO_Pos": "0-1-42"})
+	p, err := e.Probe(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Position.GTID != "0-1-42" {
+		t.Errorf("position %q, want the relay log's 0-1-42", p.Position.GTID)
+	}
+}
+
+// TestOnlyAWritablePrimaryServesAClone: a server still being promoted
+// (read-only, applying its relay log) answers 503, and the replica retries.
+func TestOnlyAWritablePrimaryServesAClone(t *testing.T) {
+	e, _ := newFakeEngine(t, map[string]string{"fenced": "1", "writable": "0"}, nil)
+	if err := os.MkdirAll(e.DataDir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.DataDir, mysqlfamily.SystemIDFile), []byte("abc\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	e.ServeClone(rec, httptest.NewRequest(http.MethodGet, "/v1/clone", nil))
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "not a writable primary") {
+		t.Errorf("%d %s", rec.Code, rec.Body)
 	}
 }

@@ -76,6 +76,7 @@ func (Dialect) ParseReplicaStatus(row map[string]string) mysqlfamily.ReplicaStat
 		IO: "Replica_IO_Running", SQL: "Replica_SQL_Running", Host: "Source_Host", Port: "Source_Port",
 		User: "Source_User", Behind: "Seconds_Behind_Source",
 		ReadFile: "Source_Log_File", ReadPos: "Read_Source_Log_Pos", ExecFile: "Relay_Source_Log_File", ExecPos: "Exec_Source_Log_Pos",
+		Received: "Retrieved_Gtid_Set",
 	})
 }
 

@@ -77,8 +77,9 @@ func TestParseReplicaStatus(t *testing.T) {
 		"Replica_IO_Running": "Yes", "Replica_SQL_Running": "Yes", "Source_Host": "10.0.0.7", "Source_Port": "3306",
 		"Source_User": "replicator", "Seconds_Behind_Source": "2",
 		"Source_Log_File": "mydb-bin.000002", "Read_Source_Log_Pos": "900", "Relay_Source_Log_File": "mydb-bin.000002", "Exec_Source_Log_Pos": "900",
+		"Retrieved_Gtid_Set": "u1:1-9",
 	})
-	if !s.Streaming() || s.Host != "10.0.0.7" || s.Port != 3306 || s.SecondsBehind == nil || *s.SecondsBehind != 2 || !s.AppliedAll {
+	if !s.Streaming() || s.Received != "u1:1-9" || s.Host != "10.0.0.7" || s.Port != 3306 || s.SecondsBehind == nil || *s.SecondsBehind != 2 || !s.AppliedAll {
 		t.Errorf("%+v", s)
 	}
 	if s := (Dialect{}).ParseReplicaStatus(nil); s.Configured || s.Streaming() {

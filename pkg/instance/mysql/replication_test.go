@@ -67,8 +67,11 @@ func TestFollow(t *testing.T) {
 			want: append([]string{"SET GLOBAL super_read_only = ON"}, followStatements()...)},
 		"already streaming from the primary": {state: fenced, replica: streaming("10.0.0.5")},
 		"IO thread connecting":               {state: fenced, replica: with(streaming("10.0.0.5"), "Replica_IO_Running", "Connecting")},
-		"following another primary":          {state: fenced, replica: streaming("10.0.0.9"), want: followStatements()},
-		"SQL thread stopped":                 {state: fenced, replica: with(streaming("10.0.0.5"), "Replica_SQL_Running", "No"), want: followStatements()},
+		// Re-pointed from another source: the relay log is applied first
+		// (the re-point discards it).
+		"following another primary": {state: fenced, replica: streaming("10.0.0.9"),
+			want: append([]string{"STOP REPLICA IO_THREAD"}, followStatements()...)},
+		"SQL thread stopped": {state: fenced, replica: with(streaming("10.0.0.5"), "Replica_SQL_Running", "No"), want: followStatements()},
 		// 13114: the source purged binary logs with GTIDs the replica
 		// lacks; the history is gone, only a clone helps.
 		"source purged the binlogs (13114)": {state: fenced, reclone: true,
@@ -76,7 +79,7 @@ func TestFollow(t *testing.T) {
 		"source cannot serve (1236)": {state: fenced, reclone: true,
 			replica: with(with(streaming("10.0.0.5"), "Replica_IO_Running", "No"), "Last_IO_Errno", "1236")},
 		// A purge on a former primary is not this primary's.
-		"13114 from another source": {state: fenced, want: followStatements(),
+		"13114 from another source": {state: fenced, want: append([]string{"STOP REPLICA IO_THREAD"}, followStatements()...),
 			replica: with(with(streaming("10.0.0.9"), "Replica_IO_Running", "No"), "Last_IO_Errno", "13114")},
 		// 2003: cannot connect; the primary may be restarting.
 		"cannot connect (2003)": {state: fenced, want: followStatements(),
@@ -84,6 +87,11 @@ func TestFollow(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			e, tools := newTestEngine(t)
+			// Every reading of the clock is a second on, past the grace
+			// before a re-clone (mysqlfamily's, tested with MariaDB).
+			clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			e.Server.RecloneGrace = time.Second
+			e.Server.Now = func() time.Time { clock = clock.Add(time.Second); return clock }
 			srv := &server{state: tc.state, replica: tc.replica}
 			tools.conn.Row = srv.row
 			err := e.Follow(context.Background(), topo)

@@ -79,6 +79,11 @@ type ReplicaStatus struct {
 	IOErrno int
 	// Caught up: the SQL thread applied everything the IO thread received.
 	AppliedAll bool
+	// Received is the GTID position of what the IO thread wrote to the
+	// relay log (MariaDB Gtid_IO_Pos, MySQL Retrieved_Gtid_Set), which can
+	// be ahead of what the SQL thread applied: a semi-synchronous replica
+	// acknowledges a commit once it has it there.
+	Received string
 }
 
 // ErrSourceCannotServe is ER_MASTER_FATAL_ERROR_READING_BINLOG as the
@@ -93,6 +98,8 @@ func (s ReplicaStatus) Streaming() bool { return s.IORunning == "Yes" && s.SQLRu
 type StatusColumns struct {
 	IO, SQL, Host, Port, User, Behind    string
 	ReadFile, ReadPos, ExecFile, ExecPos string
+	// Received is the column of the GTIDs the IO thread received.
+	Received string
 }
 
 // ParseStatus reads the columns both dialects have under their own names.
@@ -107,6 +114,7 @@ func ParseStatus(row map[string]string, c StatusColumns) ReplicaStatus {
 		IORunning:  row[c.IO],
 		SQLRunning: row[c.SQL],
 		AppliedAll: row[c.ReadFile] == row[c.ExecFile] && row[c.ReadPos] == row[c.ExecPos],
+		Received:   row[c.Received],
 	}
 	s.Port, _ = strconv.Atoi(row[c.Port])
 	s.IOErrno, _ = strconv.Atoi(row["Last_IO_Errno"])

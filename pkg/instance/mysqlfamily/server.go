@@ -42,9 +42,21 @@ type Server struct {
 	PrepareFollow func(ctx context.Context, c Conn) error
 	// ApplyTimeout bounds Promote's wait for the relay log (default 30s).
 	ApplyTimeout time.Duration
+	// RecloneGrace is how long a source's "cannot serve" (1236) must last
+	// before the replica re-clones (default ApplyTimeout): a replica that
+	// follows a newly promoted primary at once asks for GTIDs that primary
+	// may still be applying from its relay log, and it answers 1236 until
+	// it has.
+	RecloneGrace time.Duration
+	// Now is the clock of RecloneGrace (time.Now when nil).
+	Now func() time.Time
 
 	mu   sync.Mutex
 	conn Conn
+	// cannotServe is since when the source at cannotServeFrom answered
+	// that it cannot serve what the replica asks for.
+	cannotServe     time.Time
+	cannotServeFrom string
 }
 
 // HasData implements instance.Engine.
@@ -220,7 +232,14 @@ func (s *Server) Follow(ctx context.Context, t instance.Topology) error {
 		return err
 	}
 	if rs.IORunning == "No" && s.Dialect.MustReclone(rs.IOErrno) && rs.Host == t.PrimaryHost && rs.Port == t.PrimaryPort {
-		return fmt.Errorf("%w: %s", instance.ErrMustReclone, rs.LastError)
+		since := s.cannotServeSince(net.JoinHostPort(t.PrimaryHost, strconv.Itoa(t.PrimaryPort)))
+		if s.now().Sub(since) >= s.recloneGrace() {
+			return fmt.Errorf("%w: %s", instance.ErrMustReclone, rs.LastError)
+		}
+		s.Cfg.Log.Info("the primary cannot serve the replica's position yet; retrying before a re-clone",
+			"since", since, "grace", s.recloneGrace(), "lastError", rs.LastError)
+	} else {
+		s.cannotServeSince("")
 	}
 	if rs.Host == t.PrimaryHost && rs.Port == t.PrimaryPort && rs.User == instance.ReplicationUser && rs.IORunning != "No" && rs.SQLRunning == "Yes" {
 		return nil
@@ -229,10 +248,53 @@ func (s *Server) Follow(ctx context.Context, t instance.Topology) error {
 	if err != nil {
 		return err
 	}
+	if rs.Configured && (rs.Host != t.PrimaryHost || rs.Port != t.PrimaryPort) && rs.SQLRunning == "Yes" {
+		// Re-pointing discards the relay log, and GTID positioning asks the
+		// new source for what follows the GTIDs applied: apply what was
+		// received first, or the replica asks for history the new primary
+		// may no longer have in its binlog (a clone's binlog starts at the
+		// clone), and events a Sync primary acknowledged on the strength
+		// of this relay log would be fetched again at best.
+		if err := s.applyRelayLog(ctx, c); err != nil {
+			return err
+		}
+	}
 	s.Cfg.Log.Info("pointing the replica at the primary", "primary", t.Primary, "host", t.PrimaryHost, "port", t.PrimaryPort, "wasFollowing", rs.Host, "lastError", rs.LastError)
 	return c.Exec(ctx, s.Dialect.FollowStatements(Source{
 		Host: t.PrimaryHost, Port: t.PrimaryPort, User: instance.ReplicationUser, Password: pw,
 	})...)
+}
+
+func (s *Server) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+func (s *Server) recloneGrace() time.Duration {
+	switch {
+	case s.RecloneGrace > 0:
+		return s.RecloneGrace
+	case s.ApplyTimeout > 0:
+		return s.ApplyTimeout
+	}
+	return 30 * time.Second
+}
+
+// cannotServeSince records that source cannot serve the replica ("": the
+// replica streams) and returns since when it has not.
+func (s *Server) cannotServeSince(source string) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if source == "" {
+		s.cannotServeFrom, s.cannotServe = "", time.Time{}
+		return time.Time{}
+	}
+	if s.cannotServeFrom != source {
+		s.cannotServeFrom, s.cannotServe = source, s.now()
+	}
+	return s.cannotServe
 }
 
 // Promote implements instance.Engine: let the SQL thread apply what the IO
@@ -247,30 +309,41 @@ func (s *Server) Promote(ctx context.Context) error {
 		return err
 	}
 	if rs.Configured {
-		if err := c.Exec(ctx, s.Dialect.StopIOThreadStatement()); err != nil {
+		if err := s.applyRelayLog(ctx, c); err != nil {
 			return err
-		}
-		bound := s.ApplyTimeout
-		if bound == 0 {
-			bound = 30 * time.Second
-		}
-		wctx, cancel := context.WithTimeout(ctx, bound)
-		defer cancel()
-		err := instance.PollUntil(wctx, 100*time.Millisecond, func() error {
-			rs, err := s.replicaStatus(wctx, c)
-			if err != nil {
-				return err
-			}
-			if !rs.AppliedAll && rs.SQLRunning == "Yes" {
-				return fmt.Errorf("relay log not applied yet")
-			}
-			return nil
-		})
-		if err != nil {
-			s.Cfg.Log.Warn("promoting before the relay log is applied", "err", err)
 		}
 	}
 	return c.Exec(ctx, s.Dialect.PromoteStatements()...)
+}
+
+// applyRelayLog stops receiving and lets the SQL thread apply what the IO
+// thread already received, for at most ApplyTimeout (default 30s): past
+// it, it goes on with a warning, as a stuck applier must not block a
+// promotion or a re-point for ever.
+func (s *Server) applyRelayLog(ctx context.Context, c Conn) error {
+	if err := c.Exec(ctx, s.Dialect.StopIOThreadStatement()); err != nil {
+		return err
+	}
+	bound := s.ApplyTimeout
+	if bound == 0 {
+		bound = 30 * time.Second
+	}
+	wctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	err := instance.PollUntil(wctx, 100*time.Millisecond, func() error {
+		rs, err := s.replicaStatus(wctx, c)
+		if err != nil {
+			return err
+		}
+		if !rs.AppliedAll && rs.SQLRunning == "Yes" {
+			return fmt.Errorf("relay log not applied yet")
+		}
+		return nil
+	})
+	if err != nil {
+		s.Cfg.Log.Warn("going on before the relay log is applied", "err", err)
+	}
+	return nil
 }
 
 // Probe implements instance.Engine.
@@ -297,7 +370,11 @@ func (s *Server) Probe(ctx context.Context) (instance.Probe, error) {
 		return p, err
 	}
 	if rs.Configured {
-		p.Position.GTID = st["replica_gtid"]
+		// What the replica applied, and further what its relay log holds:
+		// a semi-synchronous primary acknowledged a commit once some
+		// replica's relay log had it, and Promote applies the relay log
+		// before the replica takes writes, so a failover compares this.
+		p.Position.GTID = instance.MergeGTIDs(st["replica_gtid"], rs.Received)
 		p.Streaming = rs.Streaming()
 		p.Upstream = net.JoinHostPort(rs.Host, strconv.Itoa(rs.Port))
 		p.LagSeconds = rs.SecondsBehind

@@ -34,30 +34,36 @@ func (e *Engine) Probe(ctx context.Context) (instance.Probe, error) {
 			Scan(&p.Synchronous, &p.SyncReplicas)
 		return p, err
 	}
-	// On a standby: the replay position, and the walreceiver's view of the
-	// primary (latest_end_lsn is the primary's WAL end as last reported).
+	// On a standby: the position is the WAL it has flushed (received and
+	// synced), or has replayed when that is further (the receive LSN
+	// starts at a segment's beginning, or is NULL, until streaming
+	// resumes after a restart). A Sync primary acknowledges a commit once
+	// some standby flushed it, and a promotion replays everything flushed
+	// first, so this, not the replay LSN, is what a failover compares. The
+	// lag is the replay's, behind the primary's WAL end as the walreceiver
+	// last heard it (latest_end_lsn).
 	var (
-		replay, status, host *string
-		port                 *int
-		received             *uint32
-		checkpoint           uint32
-		lagBytes             *int64
-		lagSeconds           *float64
+		position, status, host *string
+		port                   *int
+		received               *uint32
+		checkpoint             uint32
+		lagBytes               *int64
+		lagSeconds             *float64
 	)
 	err = pool.QueryRow(ctx, `
-		SELECT pg_last_wal_replay_lsn()::text,
+		SELECT greatest(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())::text,
 		       r.received_tli::int, (SELECT timeline_id FROM pg_control_checkpoint())::int,
 		       r.status, r.sender_host, r.sender_port,
 		       greatest(pg_wal_lsn_diff(r.latest_end_lsn, pg_last_wal_replay_lsn()), 0)::bigint,
 		       CASE WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0
 		            ELSE extract(epoch FROM now() - pg_last_xact_replay_timestamp()) END::float8
 		FROM (SELECT 1) one LEFT JOIN pg_stat_wal_receiver r ON true`).
-		Scan(&replay, &received, &checkpoint, &status, &host, &port, &lagBytes, &lagSeconds)
+		Scan(&position, &received, &checkpoint, &status, &host, &port, &lagBytes, &lagSeconds)
 	if err != nil {
 		return p, err
 	}
-	if replay != nil {
-		p.Position.LSN = *replay
+	if position != nil {
+		p.Position.LSN = *position
 	}
 	p.Position.Timeline = e.standbyTimeline(received, checkpoint)
 	p.Streaming = status != nil && *status == "streaming"
@@ -68,10 +74,10 @@ func (e *Engine) Probe(ctx context.Context) (instance.Probe, error) {
 	return p, nil
 }
 
-// standbyTimeline is the timeline of a standby's replay position: the
+// standbyTimeline is the timeline of a standby's position: the
 // walreceiver's while it streams, and the last one it streamed on once it
 // stopped (a primary's clean shutdown ends it, and a switchover compares
-// the replay position with that primary's last write then). The
+// the position with that primary's last write then). The
 // checkpoint's timeline, the fallback before anything streamed, changes
 // only at the standby's next restartpoint, so it lags a timeline switch.
 func (e *Engine) standbyTimeline(received *uint32, checkpoint uint32) uint32 {

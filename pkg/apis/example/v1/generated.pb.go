@@ -990,6 +990,14 @@ func (m *MyDatabaseSwitchoverSpec) MarshalToSizedBuffer(dAtA []byte) (int, error
 	_ = i
 	var l int
 	_ = l
+	i--
+	if m.AllowWriteLoss {
+		dAtA[i] = 1
+	} else {
+		dAtA[i] = 0
+	}
+	i--
+	dAtA[i] = 0x10
 	i -= len(m.TargetInstance)
 	copy(dAtA[i:], m.TargetInstance)
 	i = encodeVarintGenerated(dAtA, i, uint64(len(m.TargetInstance)))
@@ -1600,6 +1608,7 @@ func (m *MyDatabaseSwitchoverSpec) Size() (n int) {
 	_ = l
 	l = len(m.TargetInstance)
 	n += 1 + l + sovGenerated(uint64(l))
+	n += 2
 	return n
 }
 
@@ -1940,6 +1949,7 @@ func (this *MyDatabaseSwitchoverSpec) String() string {
 	}
 	s := strings.Join([]string{`&MyDatabaseSwitchoverSpec{`,
 		`TargetInstance:` + fmt.Sprintf("%v", this.TargetInstance) + `,`,
+		`AllowWriteLoss:` + fmt.Sprintf("%v", this.AllowWriteLoss) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -5017,6 +5027,26 @@ func (m *MyDatabaseSwitchoverSpec) Unmarshal(dAtA []byte) error {
 			}
 			m.TargetInstance = string(dAtA[iNdEx:postIndex])
 			iNdEx = postIndex
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field AllowWriteLoss", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.AllowWriteLoss = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := skipGenerated(dAtA[iNdEx:])

@@ -76,6 +76,13 @@ const (
 	ConditionRestored = "Restored"
 )
 
+// ReasonFailoverWouldLoseWrites is the PrimaryChange condition's reason
+// (status True) while the controller holds a failover back: with Sync
+// replication, a replica that cannot take over last reported a position
+// beyond every one that can. POST .../switchover with allowWriteLoss
+// forces it.
+const ReasonFailoverWouldLoseWrites = "FailoverWouldLoseWrites"
+
 // The /backup action's client method, Backup, is hand-written in the clientset's
 // typed/example/v1/mydatabase_expansion.go: a genclient tag for it does not compile
 // (see there). A block of its own, so that no generator copies it into docs.
@@ -364,8 +371,8 @@ type MyDatabaseStatus struct {
 	// +optional
 	TargetPrimaryTime *metav1.MicroTime `json:"targetPrimaryTime,omitempty" protobuf:"bytes,10,opt,name=targetPrimaryTime"`
 
-	// TargetPrimaryReason says why targetPrimary was set: Switchover or
-	// Failover.
+	// TargetPrimaryReason says why targetPrimary was set: Switchover,
+	// Failover or ForcedFailover.
 	// +optional
 	TargetPrimaryReason string `json:"targetPrimaryReason,omitempty" protobuf:"bytes,11,opt,name=targetPrimaryReason"`
 
@@ -404,8 +411,10 @@ type InstanceStatus struct {
 	Fenced bool `json:"fenced,omitempty" protobuf:"varint,6,opt,name=fenced"`
 
 	// Position is how far the instance's data goes, as its manager last
-	// reported: a switchover with no target picks the ready replica that
-	// is furthest.
+	// reported (kept while the manager does not answer, until the primary
+	// changes): a switchover with no target picks the ready replica that
+	// is furthest, and a failover under Sync replication waits rather than
+	// promote a replica behind a lost one.
 	// +optional
 	Position *InstancePosition `json:"position,omitempty" protobuf:"bytes,7,opt,name=position"`
 }
@@ -413,12 +422,14 @@ type InstanceStatus struct {
 // InstancePosition is a point in a database's history.
 type InstancePosition struct {
 	// Timeline and LSN are PostgreSQL's: the current WAL position of a
-	// primary, the replay position of a replica.
+	// primary; of a replica the WAL it received and flushed (or replayed,
+	// when that is further), which a promotion replays in full.
 	// +optional
 	Timeline int32 `json:"timeline,omitempty" protobuf:"varint,1,opt,name=timeline"`
 	// +optional
 	LSN string `json:"lsn,omitempty" protobuf:"bytes,2,opt,name=lsn"`
-	// GTID is the MySQL family's GTID position.
+	// GTID is the MySQL family's GTID position; a replica's includes what
+	// its relay log holds and it has not applied yet.
 	// +optional
 	GTID string `json:"gtid,omitempty" protobuf:"bytes,3,opt,name=gtid"`
 }
@@ -443,6 +454,10 @@ const (
 	// TargetPrimaryReasonFailover is a failover: the primary was unready for
 	// spec.failoverDelay.
 	TargetPrimaryReasonFailover = "Failover"
+	// TargetPrimaryReasonForcedFailover is a failover an operator forced
+	// (POST .../switchover with allowWriteLoss) while the controller held
+	// it back because it would lose acknowledged writes.
+	TargetPrimaryReasonForcedFailover = "ForcedFailover"
 )
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -473,6 +488,16 @@ type MyDatabaseSwitchoverSpec struct {
 	// position is the most advanced.
 	// +optional
 	TargetInstance string `json:"targetInstance,omitempty" protobuf:"bytes,1,opt,name=targetInstance"`
+
+	// AllowWriteLoss forces a failover the controller holds back: with
+	// spec.replication.mode Sync, while the primary is lost and a replica
+	// that is lost too last reported a position beyond every replica that
+	// answers (the PrimaryChange condition says FailoverWouldLoseWrites),
+	// it promotes targetInstance at once, and the commits only the lost
+	// replica had are lost. It needs targetInstance, and is refused (409)
+	// while no failover is held back.
+	// +optional
+	AllowWriteLoss bool `json:"allowWriteLoss,omitempty" protobuf:"varint,2,opt,name=allowWriteLoss"`
 }
 
 // MyDatabaseSwitchoverStatus is what the server decided.

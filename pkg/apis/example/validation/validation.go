@@ -161,10 +161,10 @@ func validateInstances(s example.MyDatabaseStatus, statusPath *field.Path) field
 		allErrs = append(allErrs, field.Invalid(statusPath.Child("targetPrimary"), s.TargetPrimary, "must be one of status.instances"))
 	}
 	switch s.TargetPrimaryReason {
-	case "", example.TargetPrimaryReasonSwitchover, example.TargetPrimaryReasonFailover:
+	case "", example.TargetPrimaryReasonSwitchover, example.TargetPrimaryReasonFailover, example.TargetPrimaryReasonForcedFailover:
 	default:
 		allErrs = append(allErrs, field.NotSupported(statusPath.Child("targetPrimaryReason"), s.TargetPrimaryReason,
-			[]string{example.TargetPrimaryReasonSwitchover, example.TargetPrimaryReasonFailover}))
+			[]string{example.TargetPrimaryReasonSwitchover, example.TargetPrimaryReasonFailover, example.TargetPrimaryReasonForcedFailover}))
 	}
 	return allErrs
 }

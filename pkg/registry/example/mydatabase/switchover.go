@@ -7,6 +7,7 @@ import (
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	"github.com/mydb-dev/mydb/pkg/instance"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -56,13 +57,17 @@ func (r *SwitchoverREST) Create(ctx context.Context, name string, obj runtime.Ob
 	// compare-and-swap (with no object of its own, it starts from nil).
 	update := rest.DefaultUpdatedObjectInfo(nil, func(_ context.Context, _, oldObj runtime.Object) (runtime.Object, error) {
 		db := oldObj.(*example.MyDatabase).DeepCopy()
-		old, target, err := decideSwitchover(db, req.Spec.TargetInstance)
+		decide, reason := decideSwitchover, example.TargetPrimaryReasonSwitchover
+		if req.Spec.AllowWriteLoss {
+			decide, reason = decideForcedFailover, example.TargetPrimaryReasonForcedFailover
+		}
+		old, target, err := decide(db, req.Spec.TargetInstance)
 		if err != nil {
 			return nil, err
 		}
 		db.Status.TargetPrimary = target
 		db.Status.TargetPrimaryTime = &now
-		db.Status.TargetPrimaryReason = example.TargetPrimaryReasonSwitchover
+		db.Status.TargetPrimaryReason = reason
 		answer.Status = example.MyDatabaseSwitchoverStatus{OldPrimary: old, NewPrimary: target, StartTime: &now}
 		return db, nil
 	})
@@ -126,6 +131,43 @@ func decideSwitchover(db *example.MyDatabase, target string) (string, string, er
 		return s.CurrentPrimary, target, nil
 	}
 	return "", "", invalid("is not an instance of the database")
+}
+
+// decideForcedFailover checks a forced failover of db to target: only
+// while the controller holds a failover back (the PrimaryChange condition
+// is True with reason FailoverWouldLoseWrites), and only to a named
+// replica, which need not be ready (it follows a primary that is gone).
+func decideForcedFailover(db *example.MyDatabase, target string) (string, string, error) {
+	s := db.Status
+	targetPath := field.NewPath("spec", "targetInstance")
+	if target == "" {
+		return "", "", apierrors.NewInvalid(switchoverKind, db.Name, field.ErrorList{
+			field.Required(targetPath, "must name the replica to promote when allowWriteLoss is set"),
+		})
+	}
+	held := meta.FindStatusCondition(s.Conditions, example.ConditionPrimaryChange)
+	switch {
+	case db.DeletionTimestamp != nil:
+		return "", "", apierrors.NewConflict(example.Resource("mydatabases"), db.Name, fmt.Errorf("the database is being deleted"))
+	case s.TargetPrimary != "" && s.TargetPrimary != s.CurrentPrimary:
+		return "", "", apierrors.NewConflict(example.Resource("mydatabases"), db.Name,
+			fmt.Errorf("a %s from %s to %s is under way", s.TargetPrimaryReason, s.CurrentPrimary, s.TargetPrimary))
+	case held == nil || held.Status != metav1.ConditionTrue || held.Reason != example.ReasonFailoverWouldLoseWrites:
+		return "", "", apierrors.NewConflict(example.Resource("mydatabases"), db.Name,
+			fmt.Errorf("no failover is held back (allowWriteLoss may be set only while the %s condition's reason is %s); "+
+				"a planned switchover needs no allowWriteLoss", example.ConditionPrimaryChange, example.ReasonFailoverWouldLoseWrites))
+	case target == s.CurrentPrimary:
+		return "", "", apierrors.NewInvalid(switchoverKind, db.Name, field.ErrorList{field.Invalid(targetPath, target, "is the primary that is lost")})
+	}
+	for _, in := range s.Instances {
+		if in.Name == target {
+			if in.Role != example.InstanceRoleReplica {
+				return "", "", apierrors.NewInvalid(switchoverKind, db.Name, field.ErrorList{field.Invalid(targetPath, target, "is not a replica")})
+			}
+			return s.CurrentPrimary, target, nil
+		}
+	}
+	return "", "", apierrors.NewInvalid(switchoverKind, db.Name, field.ErrorList{field.Invalid(targetPath, target, "is not an instance of the database")})
 }
 
 // mostCaughtUp is the ready replica with the most advanced position as the

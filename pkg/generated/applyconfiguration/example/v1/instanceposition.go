@@ -24,10 +24,12 @@ package v1
 // InstancePosition is a point in a database's history.
 type InstancePositionApplyConfiguration struct {
 	// Timeline and LSN are PostgreSQL's: the current WAL position of a
-	// primary, the replay position of a replica.
+	// primary; of a replica the WAL it received and flushed (or replayed,
+	// when that is further), which a promotion replays in full.
 	Timeline *int32  `json:"timeline,omitempty"`
 	LSN      *string `json:"lsn,omitempty"`
-	// GTID is the MySQL family's GTID position.
+	// GTID is the MySQL family's GTID position; a replica's includes what
+	// its relay log holds and it has not applied yet.
 	GTID *string `json:"gtid,omitempty"`
 }
 

@@ -43,8 +43,10 @@ type InstanceStatusApplyConfiguration struct {
 	// instance is to be the primary.
 	Fenced *bool `json:"fenced,omitempty"`
 	// Position is how far the instance's data goes, as its manager last
-	// reported: a switchover with no target picks the ready replica that
-	// is furthest.
+	// reported (kept while the manager does not answer, until the primary
+	// changes): a switchover with no target picks the ready replica that
+	// is furthest, and a failover under Sync replication waits rather than
+	// promote a replica behind a lost one.
 	Position *InstancePositionApplyConfiguration `json:"position,omitempty"`
 }
 

@@ -57,8 +57,8 @@ type MyDatabaseStatusApplyConfiguration struct {
 	TargetPrimary *string `json:"targetPrimary,omitempty"`
 	// TargetPrimaryTime is when targetPrimary was last set.
 	TargetPrimaryTime *apismetav1.MicroTime `json:"targetPrimaryTime,omitempty"`
-	// TargetPrimaryReason says why targetPrimary was set: Switchover or
-	// Failover.
+	// TargetPrimaryReason says why targetPrimary was set: Switchover,
+	// Failover or ForcedFailover.
 	TargetPrimaryReason *string `json:"targetPrimaryReason,omitempty"`
 	// LastScheduleTime is the due time of the last backup spec.backup.schedule
 	// took; the next one is due at the schedule's first time after it.

@@ -1,0 +1,202 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mydb-dev/mydb/pkg/names"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+)
+
+// serverIdentity is the ServiceAccount mydb-apiserver runs as; local-up
+// gives it a token of that ServiceAccount, so every e2e test runs mydb with
+// exactly the RBAC and policy of artifacts/common.
+const serverIdentity = "system:serviceaccount:mydb-system:mydb-apiserver"
+
+// TestServerIdentityIsLeastPrivilege asks kube-apiserver, with kubectl auth
+// can-i as mydb-apiserver's ServiceAccount, what it may do: what the
+// controller needs is granted, and what would let a compromised server take
+// over the cluster is not.
+func TestServerIdentityIsLeastPrivilege(t *testing.T) {
+	ns := newNamespace(t)
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, 4)
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		// What the controller does.
+		{[]string{"patch", "statefulsets.apps", "-n", ns}, true},
+		{[]string{"create", "statefulsets.apps", "-n", ns}, true},
+		{[]string{"create", "secrets", "-n", ns}, true},
+		{[]string{"watch", "secrets", "-n", ns}, true},
+		{[]string{"patch", "pods", "-n", ns}, true},
+		{[]string{"patch", "persistentvolumeclaims", "-n", ns}, true},
+		{[]string{"delete", "poddisruptionbudgets.policy", "-n", ns}, true},
+		// A database deleted under deletionPolicy Delete: its data, by the
+		// controller (the policy limits it to what mydb labelled).
+		{[]string{"delete", "statefulsets.apps", "-n", ns}, true},
+		{[]string{"delete", "persistentvolumeclaims", "-n", ns}, true},
+		{[]string{"delete", "secrets", "-n", ns}, true},
+		// The storage guard's record, and no other ConfigMap written.
+		{[]string{"update", "configmaps/mydb-store", "-n", "mydb-system"}, true},
+		{[]string{"update", "configmaps/other", "-n", "mydb-system"}, false},
+		{[]string{"update", "configmaps", "-n", ns}, false},
+		// Backups run inside the instance managers: no Jobs.
+		{[]string{"create", "jobs.batch", "-n", ns}, false},
+		{[]string{"patch", "rolebindings.rbac.authorization.k8s.io", "-n", ns}, true},
+		{[]string{"create", "events", "-n", ns}, true},
+		{[]string{"update", "mydatabases.example.com", "--subresource", "finalizers", "-n", ns}, true},
+		{[]string{"update", "leases.coordination.k8s.io/mydb-controller", "-n", "mydb-system"}, true},
+		{[]string{"create", "tokenreviews.authentication.k8s.io"}, true},
+		{[]string{"create", "subjectaccessreviews.authorization.k8s.io"}, true},
+		{[]string{"get", "configmaps/extension-apiserver-authentication", "-n", "kube-system"}, true},
+		// Secrets: created once, never written again, in no namespace.
+		{[]string{"update", "secrets", "-n", "kube-system"}, false},
+		{[]string{"patch", "secrets", "-n", ns}, false},
+		// Nothing cluster-scoped that takes over the cluster.
+		{[]string{"create", "clusterrolebindings.rbac.authorization.k8s.io"}, false},
+		{[]string{"create", "clusterroles.rbac.authorization.k8s.io"}, false},
+		{[]string{"bind", "clusterroles.rbac.authorization.k8s.io"}, false},
+		{[]string{"escalate", "roles.rbac.authorization.k8s.io", "-n", ns}, false},
+		{[]string{"impersonate", "users"}, false},
+		{[]string{"delete", "nodes"}, false},
+		{[]string{"patch", "nodes"}, false},
+		{[]string{"delete", "namespaces"}, false},
+		{[]string{"update", "validatingadmissionpolicies.admissionregistration.k8s.io"}, false},
+		{[]string{"delete", "validatingadmissionpolicybindings.admissionregistration.k8s.io"}, false},
+		// No way into a running pod, and no pods of its own making.
+		{[]string{"create", "pods", "--subresource", "exec", "-n", ns}, false},
+		{[]string{"create", "pods", "--subresource", "portforward", "-n", ns}, false},
+		{[]string{"create", "pods", "-n", ns}, false},
+		{[]string{"create", "serviceaccounts", "--subresource", "token", "-n", ns}, false},
+		{[]string{"delete", "pods", "-n", ns}, false},
+		// Leases in its own namespace only, and only its own.
+		{[]string{"update", "leases.coordination.k8s.io", "-n", "kube-system"}, false},
+		{[]string{"update", "leases.coordination.k8s.io/other", "-n", "mydb-system"}, false},
+		{[]string{"create", "leases.coordination.k8s.io", "-n", ns}, false},
+		// Its children are applied, never replaced; Services go with their
+		// database (owner references), never deleted by mydb.
+		{[]string{"update", "statefulsets.apps", "-n", ns}, false},
+		{[]string{"delete", "services", "-n", ns}, false},
+		{[]string{"update", "mydatabases.example.com", "-n", ns}, false},
+	} {
+		// Four kubectl runs at a time: each mostly waits for its answer.
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			args := append([]string{"auth", "can-i"}, tc.args...)
+			args = append(args, "--as", serverIdentity)
+			r := kubectl(t, "", args...)
+			got := strings.TrimSpace(r.stdout) == "yes"
+			if got != tc.want || (r.err != nil) == tc.want {
+				t.Errorf("kubectl auth can-i %s: %q (%v), want allowed=%v", strings.Join(tc.args, " "), strings.TrimSpace(r.stdout), r.err, tc.want)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// TestPolicyLimitsTheServerToWhatItManages: as mydb-apiserver's identity,
+// the ValidatingAdmissionPolicy of artifacts/common refuses to create an
+// unlabelled Secret (RBAC lets it create Secrets; updating one it may not
+// at all), to patch a Service it did not make, or to take one over by
+// adding the label; a Service labelled as mydb's may be patched.
+func TestPolicyLimitsTheServerToWhatItManages(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	admin := kubeClient(t)
+	cfg := restConfig(t)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: serverIdentity,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:mydb-system", "system:authenticated"}}
+	asServer, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	managed := map[string]string{names.LabelManagedBy: names.ManagedBy}
+	forbiddenByPolicy := func(err error) bool {
+		return (apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) && strings.Contains(err.Error(), "mydb-apiserver-managed-objects")
+	}
+
+	// The policy reaches kube-apiserver's admission shortly after local-up
+	// applied it.
+	var err2 error
+	eventually(t, time.Minute, func() error {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "foreign"}, StringData: map[string]string{"k": "v"}}
+		_, err2 = asServer.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err2 == nil {
+			return fmt.Errorf("an unlabelled Secret was admitted as %s", serverIdentity)
+		}
+		return nil
+	})
+	if !forbiddenByPolicy(err2) {
+		t.Errorf("creating an unlabelled Secret: %v, want the policy's refusal", err2)
+	}
+	if _, err := asServer.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ours", Labels: managed}},
+		metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Errorf("creating a labelled Secret: %v", err)
+	}
+	// A Secret someone else made: mydb may not update it (RBAC) nor,
+	// since patch is refused by RBAC too, change it any other way.
+	foreign, err := admin.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "foreign"},
+		StringData: map[string]string{"password": "theirs"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign.StringData = map[string]string{"password": "mine"}
+	if _, err := asServer.CoreV1().Secrets(ns).Update(ctx, foreign, metav1.UpdateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("updating a foreign Secret: %v, want 403", err)
+	}
+
+	// Services: RBAC lets mydb patch them; the policy only its own.
+	svc := func(name string, labels map[string]string) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 5432}}}}
+	}
+	if _, err := admin.CoreV1().Services(ns).Create(ctx, svc("theirs", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CoreV1().Services(ns).Create(ctx, svc("ours", managed), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	patch := func(name, body string) error {
+		_, err := asServer.CoreV1().Services(ns).Patch(ctx, name, types.MergePatchType, []byte(body), metav1.PatchOptions{})
+		return err
+	}
+	if err := patch("theirs", `{"metadata":{"annotations":{"x":"y"}}}`); !forbiddenByPolicy(err) {
+		t.Errorf("patching a foreign Service: %v, want the policy's refusal", err)
+	}
+	if err := patch("theirs", `{"metadata":{"labels":{"app.kubernetes.io/managed-by":"mydb"}}}`); !forbiddenByPolicy(err) {
+		t.Errorf("adopting a foreign Service by labelling it: %v, want the policy's refusal", err)
+	}
+	if err := patch("ours", `{"metadata":{"labels":{"app.kubernetes.io/managed-by":null}}}`); !forbiddenByPolicy(err) {
+		t.Errorf("removing the label from its own Service: %v, want the policy's refusal", err)
+	}
+	if err := patch("ours", `{"metadata":{"annotations":{"x":"y"}}}`); err != nil {
+		t.Errorf("patching its own Service: %v", err)
+	}
+	// Nor may it delete what it did not make (RBAC lets it delete budgets).
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "theirs"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))}}
+	if _, err := admin.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := asServer.PolicyV1().PodDisruptionBudgets(ns).Delete(ctx, "theirs", metav1.DeleteOptions{}); !forbiddenByPolicy(err) {
+		t.Errorf("deleting a foreign budget: %v, want the policy's refusal", err)
+	}
+}
