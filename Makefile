@@ -48,6 +48,28 @@ e2e-long: ## The switchover and failover figures of docs/replication.md: 10 of e
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/mydb-instance ./cmd/mydb-instance
 	MYDB_E2E_LONG=1 go test $(GOFLAGS_TEST) -v -timeout 40m -tags e2e -run 'TestSyncFailoverLosesNoAcknowledgedWrite' ./test/e2e/...
 
+# The fault suite runs on a control plane of its own (LOCAL_DIR
+# _output/faults) whose mydb etcd has three members, on the ports of
+# FAULTS_PORT_BASE (default 21500, so ports 21747-21944; the usual port
+# variables override single ports), so it never disturbs the one of make
+# local-up. It is taken down afterwards, whether the test passed or not.
+FAULTS_DIR := $(abspath $(OUTPUT))/faults
+FAULTS_PORT_BASE ?= 21500
+FAULTS_ENV = LOCAL_DIR=$(FAULTS_DIR) MYDB_ETCD_MEMBERS=3 \
+	ETCD_PORT=$${ETCD_PORT:-$$(($(FAULTS_PORT_BASE)+379))} ETCD_PEER_PORT=$${ETCD_PEER_PORT:-$$(($(FAULTS_PORT_BASE)+380))} \
+	MYDB_ETCD_PORT=$${MYDB_ETCD_PORT:-$$(($(FAULTS_PORT_BASE)+381))} MYDB_ETCD_PEER_PORT=$${MYDB_ETCD_PEER_PORT:-$$(($(FAULTS_PORT_BASE)+382))} \
+	KUBE_APISERVER_PORT=$${KUBE_APISERVER_PORT:-$$(($(FAULTS_PORT_BASE)+443))} MYDB_PORT=$${MYDB_PORT:-$$(($(FAULTS_PORT_BASE)+444))} \
+	KUBE_CONTROLLER_MANAGER_PORT=$${KUBE_CONTROLLER_MANAGER_PORT:-$$(($(FAULTS_PORT_BASE)+257))} \
+	KUBE_SCHEDULER_PORT=$${KUBE_SCHEDULER_PORT:-$$(($(FAULTS_PORT_BASE)+259))} KWOK_PORT=$${KWOK_PORT:-$$(($(FAULTS_PORT_BASE)+247))} \
+	POD_CIDR=$${POD_CIDR:-127.21.0.0/16}
+
+.PHONY: test-faults
+test-faults: ## Fault suite: kill -9 members of a 3-member TLS etcd (fsync on) under load, on its own control plane (MYDB_E2E_LONG=1: 20 cycles).
+	$(FAULTS_ENV) hack/local-up.sh
+	rc=0; E2E_LOCAL_DIR=$(FAULTS_DIR) E2E_KUBECONFIG=$(FAULTS_DIR)/kubeconfig \
+		go test $(GOFLAGS_TEST) -v -timeout 20m -tags e2e,faults -run 'TestEtcdMember' ./test/e2e/... || rc=$$?; \
+	$(FAULTS_ENV) hack/local-down.sh; exit $$rc
+
 # test/bench is a Go module of its own (test/bench/go.mod), so that gonum/plot
 # stays out of the server's go.mod: it is built there and run from here, where
 # its default paths (_output/local, _output/bench) are.
@@ -93,6 +115,7 @@ update-gofmt:
 verify-vet:
 	go vet ./...
 	go vet -tags e2e ./test/e2e/...
+	go vet -tags e2e,faults ./test/e2e/...
 	go vet -tags engines ./test/engines/...
 	cd test/bench && go vet ./...
 
