@@ -24,6 +24,7 @@ import (
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -193,7 +194,11 @@ func (r *writeRecord) done(db *examplev1.MyDatabase, create bool, took time.Dura
 		if len(msg) > 80 {
 			msg = msg[:80]
 		}
-		r.errorKinds[msg]++
+		code := 0
+		if status, ok := err.(apierrors.APIStatus); ok {
+			code = int(status.Status().Code)
+		}
+		r.errorKinds[fmt.Sprintf("%d %s", code, msg)]++
 		return
 	}
 	if create {
