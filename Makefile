@@ -48,6 +48,30 @@ e2e-long: ## The switchover and failover figures of docs/replication.md: 10 of e
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/mydb-instance ./cmd/mydb-instance
 	MYDB_E2E_LONG=1 go test $(GOFLAGS_TEST) -v -timeout 40m -tags e2e -run 'TestSyncFailoverLosesNoAcknowledgedWrite' ./test/e2e/...
 
+# The fault suite runs on a control plane of its own (LOCAL_DIR
+# _output/faults) whose mydb etcd has three members, on ports FAULTS_PORT_BASE
+# + the last three digits of local-up's defaults (default base 21500: 21747 to
+# 21944) and pod IPs from FAULTS_POD_CIDR, so it never disturbs the control
+# plane of make local-up, whatever ports that one was given. It is taken down
+# afterwards, whether the test passed or not.
+FAULTS_DIR := $(abspath $(OUTPUT))/faults
+FAULTS_PORT_BASE ?= 21500
+FAULTS_POD_CIDR ?= 127.21.0.0/16
+faults_port = $(shell echo $$(($(FAULTS_PORT_BASE)+$(1))))
+FAULTS_ENV = LOCAL_DIR=$(FAULTS_DIR) MYDB_ETCD_MEMBERS=3 POD_CIDR=$(FAULTS_POD_CIDR) \
+	ETCD_PORT=$(call faults_port,379) ETCD_PEER_PORT=$(call faults_port,380) \
+	MYDB_ETCD_PORT=$(call faults_port,381) MYDB_ETCD_PEER_PORT=$(call faults_port,382) \
+	KUBE_APISERVER_PORT=$(call faults_port,443) MYDB_PORT=$(call faults_port,444) \
+	KUBE_CONTROLLER_MANAGER_PORT=$(call faults_port,257) KUBE_SCHEDULER_PORT=$(call faults_port,259) \
+	KWOK_PORT=$(call faults_port,247)
+
+.PHONY: test-faults
+test-faults: ## Fault suite: kill -9 members of a 3-member TLS etcd (fsync on) under load, on its own control plane (~70 s; MYDB_E2E_LONG=1: 20 cycles).
+	$(FAULTS_ENV) hack/local-up.sh
+	rc=0; E2E_LOCAL_DIR=$(FAULTS_DIR) E2E_KUBECONFIG=$(FAULTS_DIR)/kubeconfig \
+		go test $(GOFLAGS_TEST) -v -timeout 20m -tags e2e,faults -run 'TestEtcdMember' ./test/e2e/... || rc=$$?; \
+	$(FAULTS_ENV) hack/local-down.sh; exit $$rc
+
 # test/bench is a Go module of its own (test/bench/go.mod), so that gonum/plot
 # stays out of the server's go.mod: it is built there and run from here, where
 # its default paths (_output/local, _output/bench) are.
@@ -64,7 +88,7 @@ bench: bench-build ## Measure on the local control plane (starts or reuses make 
 		$(BENCH_BIN) -docs docs/benchmarks.md -chart docs/benchmarks.png $(BENCH_ARGS)
 
 .PHONY: ci
-ci: verify test test-engines fuzz e2e ## Everything CI runs.
+ci: verify test test-engines fuzz e2e test-faults ## Everything CI runs.
 
 .PHONY: local-up
 local-up: ## Bring up etcd, kube-apiserver, controller-manager, scheduler, kwok and mydb-apiserver on loopback.
@@ -93,6 +117,7 @@ update-gofmt:
 verify-vet:
 	go vet ./...
 	go vet -tags e2e ./test/e2e/...
+	go vet -tags e2e,faults ./test/e2e/...
 	go vet -tags engines ./test/engines/...
 	cd test/bench && go vet ./...
 

@@ -29,7 +29,7 @@ source "${ROOT}/hack/lib/local.sh"
 
 stop_processes mydb-apiserver kwok kube-scheduler kube-controller-manager
 stop_processes kube-apiserver
-stop_processes etcd mydb-etcd
+stop_processes etcd mydb-etcd mydb-etcd-1 mydb-etcd-2
 
 # Anything else with a PID file (a component added later, or a renamed one).
 shopt -s nullglob

@@ -31,7 +31,9 @@
 # 6443, 8443, 10250-10259) so a real cluster or kind on the same host does
 # not collide:
 #   ETCD_PORT=21379 ETCD_PEER_PORT=21380            cluster etcd (http)
-#   MYDB_ETCD_PORT=21381 MYDB_ETCD_PEER_PORT=21382  mydb's etcd (http)
+#   MYDB_ETCD_PORT=21381 MYDB_ETCD_PEER_PORT=21382  mydb's etcd (http; with
+#                       MYDB_ETCD_MEMBERS=3, https, and members 1 and 2 on
+#                       these ports +10 and +20)
 #   KUBE_APISERVER_PORT=21443                       kube-apiserver (https)
 #   KUBE_CONTROLLER_MANAGER_PORT=21257              controller manager (https)
 #   KUBE_SCHEDULER_PORT=21259                       scheduler (https)
@@ -49,6 +51,13 @@
 #                         restarts it, before it is killed (see
 #                         start_mydb_apiserver for why it can be slow)
 #   MYDB_TOKEN_DURATION=8760h  lifetime of mydb-apiserver's SA token
+#   MYDB_ETCD_MEMBERS=1  1: mydb's etcd is one plain-HTTP member without fsync
+#                      (fast, throwaway). 3: three members on loopback with
+#                      TLS on client and peer ports, client-certificate auth
+#                      on both and fsync on, and mydb-apiserver talks to all
+#                      three with its client certificate. A LOCAL_DIR keeps
+#                      the count it was made with (local-down --purge to
+#                      change it).
 set -o errexit -o nounset -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -69,6 +78,11 @@ KWOK_PORT=${KWOK_PORT:-21247}
 MYDB_PORT=${MYDB_PORT:-21444}
 WAIT_TIMEOUT=${WAIT_TIMEOUT:-120}
 MYDB_TOKEN_DURATION=${MYDB_TOKEN_DURATION:-8760h}
+MYDB_ETCD_MEMBERS=${MYDB_ETCD_MEMBERS:-1}
+case "${MYDB_ETCD_MEMBERS}" in
+  1 | 3) ;;
+  *) die "MYDB_ETCD_MEMBERS must be 1 or 3, not ${MYDB_ETCD_MEMBERS}" ;;
+esac
 
 # Service ClusterIPs; the first address is the kubernetes Service, which the
 # kube-apiserver certificate names. Pod IPs (assigned by kwok) must not
@@ -138,6 +152,17 @@ make_pki() {
   # certificate for <service>.<namespace>.svc.
   ensure_cert mydb-apiserver ca server /CN=mydb-apiserver.mydb-system.svc \
     "DNS:mydb-apiserver.mydb-system.svc,DNS:mydb-apiserver.mydb-system.svc.cluster.local,DNS:localhost,IP:127.0.0.1"
+  if ((MYDB_ETCD_MEMBERS > 1)); then
+    # mydb's etcd has a CA of its own, as in artifacts/deploy: a certificate
+    # from the cluster CA must not open mydb's storage. Members use theirs
+    # both to serve and, as clients, towards their peers.
+    ensure_ca mydb-etcd-ca mydb-local-etcd-ca
+    local i
+    for ((i = 0; i < MYDB_ETCD_MEMBERS; i++)); do
+      ensure_cert "$(mydb_etcd_member "${i}")" mydb-etcd-ca both "/CN=$(mydb_etcd_member "${i}")" "IP:127.0.0.1,DNS:localhost"
+    done
+    ensure_cert mydb-etcd-client mydb-etcd-ca client /CN=mydb-apiserver
+  fi
 }
 
 write_kubeconfigs() {
@@ -172,6 +197,83 @@ start_etcd() {
 
 etcd_healthy() {
   curl -sS --max-time 3 "http://127.0.0.1:$1/health" | grep -q '"health":"true"'
+}
+
+# mydb's etcd members: member 0 is mydb-etcd on MYDB_ETCD_PORT and
+# MYDB_ETCD_PEER_PORT, member i is mydb-etcd-i on those ports + 10*i.
+mydb_etcd_member() { if (($1 == 0)); then echo mydb-etcd; else echo "mydb-etcd-$1"; fi; }
+mydb_etcd_port() { echo $((MYDB_ETCD_PORT + 10 * $1)); }
+mydb_etcd_peer_port() { echo $((MYDB_ETCD_PEER_PORT + 10 * $1)); }
+
+# mydb_etcd_servers: the --etcd-servers value for mydb-apiserver.
+mydb_etcd_servers() {
+  if ((MYDB_ETCD_MEMBERS == 1)); then
+    echo "http://127.0.0.1:${MYDB_ETCD_PORT}"
+    return
+  fi
+  local i urls=()
+  for ((i = 0; i < MYDB_ETCD_MEMBERS; i++)); do urls+=("https://127.0.0.1:$(mydb_etcd_port "${i}")"); done
+  (IFS=,; echo "${urls[*]}")
+}
+
+# check_mydb_etcd_members: a LOCAL_DIR made with one member count cannot
+# serve another (the data directories name their cluster), so say so
+# rather than start members that never form a quorum.
+check_mydb_etcd_members() {
+  local file="${LOCAL_DIR}/mydb-etcd/members" had=""
+  if [[ -s "${file}" ]]; then
+    had=$(<"${file}")
+  elif [[ -d "${LOCAL_DIR}/mydb-etcd/data" ]]; then
+    had=1 # made before the count was recorded
+  fi
+  if [[ -n "${had}" && "${had}" != "${MYDB_ETCD_MEMBERS}" ]]; then
+    die "${LOCAL_DIR} holds a ${had}-member mydb etcd, not MYDB_ETCD_MEMBERS=${MYDB_ETCD_MEMBERS}: run hack/local-down.sh --purge first (or use another LOCAL_DIR)"
+  fi
+  mkdir -p "${LOCAL_DIR}/mydb-etcd"
+  echo "${MYDB_ETCD_MEMBERS}" >"${file}"
+}
+
+# start_mydb_etcd_cluster: MYDB_ETCD_MEMBERS members with TLS and
+# client-certificate auth on client and peer ports, and fsync on: this
+# cluster is for measuring what survives a member's crash.
+start_mydb_etcd_cluster() {
+  local i name initial=() p="${PKI_DIR}"
+  for ((i = 0; i < MYDB_ETCD_MEMBERS; i++)); do
+    initial+=("$(mydb_etcd_member "${i}")=https://127.0.0.1:$(mydb_etcd_peer_port "${i}")")
+  done
+  for ((i = 0; i < MYDB_ETCD_MEMBERS; i++)); do
+    name=$(mydb_etcd_member "${i}")
+    mkdir -p "${LOCAL_DIR}/${name}"
+    chmod 700 "${LOCAL_DIR}/${name}"
+    start_process "${name}" "$(mydb_etcd_port "${i}")" "$(mydb_etcd_peer_port "${i}")" -- "${BIN_DIR}/etcd" \
+      --name="${name}" \
+      --data-dir="${LOCAL_DIR}/${name}/data" \
+      --listen-client-urls="https://127.0.0.1:$(mydb_etcd_port "${i}")" \
+      --advertise-client-urls="https://127.0.0.1:$(mydb_etcd_port "${i}")" \
+      --listen-peer-urls="https://127.0.0.1:$(mydb_etcd_peer_port "${i}")" \
+      --initial-advertise-peer-urls="https://127.0.0.1:$(mydb_etcd_peer_port "${i}")" \
+      --initial-cluster="$(IFS=,; echo "${initial[*]}")" \
+      --initial-cluster-token=mydb-etcd \
+      --initial-cluster-state=new \
+      --cert-file="${p}/${name}.crt" --key-file="${p}/${name}.key" \
+      --trusted-ca-file="${p}/mydb-etcd-ca.crt" --client-cert-auth \
+      --peer-cert-file="${p}/${name}.crt" --peer-key-file="${p}/${name}.key" \
+      --peer-trusted-ca-file="${p}/mydb-etcd-ca.crt" --peer-client-cert-auth \
+      --log-level=warn
+  done
+}
+
+mydb_etcd_healthy() {
+  if ((MYDB_ETCD_MEMBERS == 1)); then
+    etcd_healthy "${MYDB_ETCD_PORT}"
+    return
+  fi
+  local i
+  for ((i = 0; i < MYDB_ETCD_MEMBERS; i++)); do
+    curl -sS --max-time 3 --cacert "${PKI_DIR}/mydb-etcd-ca.crt" \
+      --cert "${PKI_DIR}/mydb-etcd-client.crt" --key "${PKI_DIR}/mydb-etcd-client.key" \
+      "https://127.0.0.1:$(mydb_etcd_port "${i}")/health" | grep -q '"health":"true"' || return 1
+  done
 }
 
 start_kube_apiserver() {
@@ -374,8 +476,14 @@ start_mydb_apiserver() {
       STOP_TIMEOUT=${MYDB_STOP_TIMEOUT:-10} stop_processes mydb-apiserver
     fi
   fi
+  local etcd_tls=()
+  if ((MYDB_ETCD_MEMBERS > 1)); then
+    etcd_tls=(--etcd-cafile="${PKI_DIR}/mydb-etcd-ca.crt"
+      --etcd-certfile="${PKI_DIR}/mydb-etcd-client.crt" --etcd-keyfile="${PKI_DIR}/mydb-etcd-client.key")
+  fi
   STOP_TIMEOUT=${MYDB_STOP_TIMEOUT:-10} start_process mydb-apiserver "${MYDB_PORT}" -- "${MYDB_BIN}" \
-    --etcd-servers="http://127.0.0.1:${MYDB_ETCD_PORT}" \
+    --etcd-servers="$(mydb_etcd_servers)" \
+    "${etcd_tls[@]}" \
     --bind-address=127.0.0.1 \
     --secure-port="${MYDB_PORT}" \
     --tls-cert-file="${PKI_DIR}/mydb-apiserver.crt" \
@@ -428,6 +536,8 @@ export LOCAL_DIR=${LOCAL_DIR}
 export KUBE_APISERVER_URL=${KUBE_APISERVER_URL}
 export ETCD_PORT=${ETCD_PORT}
 export MYDB_ETCD_PORT=${MYDB_ETCD_PORT}
+export MYDB_ETCD_MEMBERS=${MYDB_ETCD_MEMBERS}
+export MYDB_ETCD_SERVERS=$(mydb_etcd_servers)
 export KUBE_APISERVER_PORT=${KUBE_APISERVER_PORT}
 export KUBE_CONTROLLER_MANAGER_PORT=${KUBE_CONTROLLER_MANAGER_PORT}
 export KUBE_SCHEDULER_PORT=${KUBE_SCHEDULER_PORT}
@@ -446,7 +556,12 @@ main() {
 
   # Both etcds start at once; the servers then wait for their health.
   start_etcd etcd "${ETCD_PORT}" "${ETCD_PEER_PORT}"
-  start_etcd mydb-etcd "${MYDB_ETCD_PORT}" "${MYDB_ETCD_PEER_PORT}"
+  check_mydb_etcd_members
+  if ((MYDB_ETCD_MEMBERS == 1)); then
+    start_etcd mydb-etcd "${MYDB_ETCD_PORT}" "${MYDB_ETCD_PEER_PORT}"
+  else
+    start_mydb_etcd_cluster
+  fi
   wait_until etcd "${WAIT_TIMEOUT}" "etcd health on :${ETCD_PORT}" etcd_healthy "${ETCD_PORT}"
 
   start_kube_apiserver
@@ -466,7 +581,7 @@ main() {
   kubectl apply -k "${ROOT}/artifacts/local" >/dev/null
   ensure_mydb_kubeconfig
 
-  wait_until mydb-etcd "${WAIT_TIMEOUT}" "mydb-etcd health on :${MYDB_ETCD_PORT}" etcd_healthy "${MYDB_ETCD_PORT}"
+  wait_until mydb-etcd "${WAIT_TIMEOUT}" "mydb-etcd health ($(mydb_etcd_servers))" mydb_etcd_healthy
   start_mydb_apiserver
 
   wait_until kube-controller-manager "${WAIT_TIMEOUT}" "kube-controller-manager /healthz on :${KUBE_CONTROLLER_MANAGER_PORT}" \

@@ -13,7 +13,8 @@
 #   logs/<name>.log, logs/<name>.log.1 (previous run)
 #   pids/<name>.pid
 #   mydb-apiserver.binary.sha256  the binary the running server was started from
-#   etcd/, mydb-etcd/   etcd data directories
+#   etcd/, mydb-etcd/   etcd data directories (mydb-etcd-1/, mydb-etcd-2/
+#                 with MYDB_ETCD_MEMBERS=3; mydb-etcd/members the count)
 #   manifests/    manifests rendered at run time (APIService with the CA)
 #   kwok/         kwok's stage configuration
 #   certs/        self-signed serving certificates the components make
