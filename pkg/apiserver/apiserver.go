@@ -14,6 +14,7 @@ import (
 	"github.com/mydb-dev/mydb/pkg/storeguard"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/apiserver/pkg/registry/generic"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 )
 
@@ -79,7 +80,7 @@ func (c completedConfig) New() (*Server, error) {
 	apiGroupInfo := genericapiserver.NewDefaultAPIGroupInfo(example.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 	// Bodies whose quantities do not parse are answered with the field paths.
 	apiGroupInfo.NegotiatedSerializer = fieldNamingSerializer{NegotiatedSerializer: Codecs}
-	optsGetter := c.GenericConfig.RESTOptionsGetter
+	var optsGetter generic.RESTOptionsGetter = unavailableAsTimeout{RESTOptionsGetter: c.GenericConfig.RESTOptionsGetter}
 	if c.StoreGate != nil {
 		optsGetter = storeguard.RESTOptionsGetter{RESTOptionsGetter: optsGetter, Gate: c.StoreGate}
 	}
