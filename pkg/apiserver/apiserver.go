@@ -13,8 +13,8 @@ import (
 	"github.com/mydb-dev/mydb/pkg/registry/example/mydatabasebackup"
 	"github.com/mydb-dev/mydb/pkg/storeguard"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/registry/generic"
+	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 )
 
