@@ -145,6 +145,9 @@ func TestEtcdMemberKillsLoseNoAcknowledgedWrite(t *testing.T) {
 	}
 
 	rec.report(t, cycles, lost, recoveries, livezChecks)
+	if rec.internal > 0 {
+		t.Errorf("%d writes answered 500 (%v); an etcd member lost mid-request must answer 504 with Retry-After", rec.internal, rec.errorKinds)
+	}
 }
 
 // ackedWrite is the last acknowledged write of one object.
@@ -162,7 +165,10 @@ type writeRecord struct {
 	creates, updates          int
 	errorsInKill, errorsOther int
 	errorKinds                map[string]int
-	inKill, outside           []time.Duration
+	// internal counts 500s: a lost member must be answered as a timeout
+	// or unavailability the client may retry, never as a server bug.
+	internal        int
+	inKill, outside []time.Duration
 }
 
 func (r *writeRecord) attempt(name string, seq int) {
@@ -197,6 +203,9 @@ func (r *writeRecord) done(db *examplev1.MyDatabase, create bool, took time.Dura
 		code := 0
 		if status, ok := err.(apierrors.APIStatus); ok {
 			code = int(status.Status().Code)
+		}
+		if code == http.StatusInternalServerError {
+			r.internal++
 		}
 		r.errorKinds[fmt.Sprintf("%d %s", code, msg)]++
 		return
