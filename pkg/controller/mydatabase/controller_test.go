@@ -35,7 +35,6 @@ import (
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/component-base/metrics/testutil"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -241,26 +240,7 @@ func convergedState(t *testing.T, db *examplev1.MyDatabase) (*examplev1.MyDataba
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
-	// What the fake API server stores after the first pass, as the cache
-	// would hold it.
-	var objects []runtime.Object
-	for _, a := range f.kubeClient.Actions() {
-		var gvr schema.GroupVersionResource
-		var name string
-		switch a := a.(type) {
-		case core.CreateAction:
-			gvr, name = a.GetResource(), a.GetObject().(metav1.Object).GetName()
-		case core.PatchAction:
-			gvr, name = a.GetResource(), a.GetName()
-		default:
-			continue
-		}
-		obj, err := f.kubeClient.Tracker().Get(gvr, db.Namespace, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		objects = append(objects, obj)
-	}
+	objects := storedChildren(t, f, db)
 	replicas := desiredReplicas(db)
 	for _, obj := range objects {
 		if sts, ok := obj.(*appsv1.StatefulSet); ok {
@@ -288,6 +268,31 @@ func convergedState(t *testing.T, db *examplev1.MyDatabase) (*examplev1.MyDataba
 	ready := db.DeepCopy()
 	ready.Status = updated[*examplev1.MyDatabase](t, second.mydbClient.Actions(), "mydatabases", "status").Status
 	return ready, objects, second.instances
+}
+
+// storedChildren are the children the fake API server holds after f's
+// sync of db, as the caches would hold them.
+func storedChildren(t *testing.T, f *fixture, db *examplev1.MyDatabase) []runtime.Object {
+	t.Helper()
+	var objects []runtime.Object
+	for _, a := range f.kubeClient.Actions() {
+		var gvr schema.GroupVersionResource
+		var name string
+		switch a := a.(type) {
+		case core.CreateAction:
+			gvr, name = a.GetResource(), a.GetObject().(metav1.Object).GetName()
+		case core.PatchAction:
+			gvr, name = a.GetResource(), a.GetName()
+		default:
+			continue
+		}
+		obj, err := f.kubeClient.Tracker().Get(gvr, db.Namespace, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objects = append(objects, obj)
+	}
+	return objects
 }
 
 func findObject[T runtime.Object](objects []runtime.Object) T {
@@ -672,8 +677,18 @@ func TestStorageGrowth(t *testing.T) {
 }
 
 func TestPausedDatabaseIsNotReconciled(t *testing.T) {
-	db := myDatabase(func(d *examplev1.MyDatabase) { d.Annotations = map[string]string{names.PausedAnnotation: "true"} })
-	f := newFixture(t, []*examplev1.MyDatabase{db})
+	paused := func(d *examplev1.MyDatabase) { d.Annotations = map[string]string{names.PausedAnnotation: "true"} }
+	// Created paused: its empty status already says nothing reconciled it.
+	f := newFixture(t, []*examplev1.MyDatabase{myDatabase(paused)})
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.expectWrites(nil, nil)
+
+	// Paused later: its status says so.
+	db, children, _ := convergedState(t, myDatabase())
+	paused(db)
+	f = newFixture(t, []*examplev1.MyDatabase{db}, children...)
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -991,46 +1006,5 @@ func TestLostCredentialsAreNotRemade(t *testing.T) {
 	c := meta.FindStatusCondition(status.Conditions, examplev1.ConditionDegraded)
 	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonCredentialsMissing || !strings.Contains(c.Message, `Secret "prod-mysql-credentials"`) {
 		t.Errorf("Degraded = %+v, want CredentialsMissing", c)
-	}
-}
-
-// A status write of nothing but new positions (the controller's own, from
-// what it just read) does not enqueue the database again: under a write
-// load the positions move on with every read, and each reconcile would
-// write them anew, back to back. Any other change, and a resync, enqueue.
-func TestOwnPositionWriteDoesNotRequeue(t *testing.T) {
-	c := &Controller{queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName]())}
-	defer c.queue.ShutDown()
-	old := &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "shop", ResourceVersion: "10"},
-		Status: examplev1.MyDatabaseStatus{CurrentPrimary: "shop-0", Instances: []examplev1.InstanceStatus{
-			{Name: "shop-0", Ready: true, Position: &examplev1.InstancePosition{Timeline: 1, LSN: "0/3000000"}},
-			{Name: "shop-1", Ready: true, Position: &examplev1.InstancePosition{Timeline: 1, LSN: "0/2FFFF00"}},
-		}}}
-	moved := old.DeepCopy()
-	moved.ResourceVersion = "11"
-	moved.Status.Instances[0].Position.LSN = "0/3000100"
-	moved.Status.Instances[1].Position.LSN = "0/3000000"
-	c.databaseUpdated(old, moved)
-	if n := c.queue.Len(); n != 0 {
-		t.Fatalf("a write of new positions only enqueued the database (%d queued)", n)
-	}
-
-	for name, change := range map[string]func(*examplev1.MyDatabase){
-		"resync":         func(db *examplev1.MyDatabase) { db.ResourceVersion = old.ResourceVersion },
-		"readiness":      func(db *examplev1.MyDatabase) { db.Status.Instances[1].Ready = false },
-		"target primary": func(db *examplev1.MyDatabase) { db.Status.TargetPrimary = "shop-1" },
-		"spec":           func(db *examplev1.MyDatabase) { db.Spec.Replicas = ptr.To(int32(3)) },
-		"an instance":    func(db *examplev1.MyDatabase) { db.Status.Instances = db.Status.Instances[:1] },
-	} {
-		db := moved.DeepCopy()
-		change(db)
-		c.databaseUpdated(old, db)
-		if n := c.queue.Len(); n != 1 {
-			t.Errorf("%s: %d queued, want the database", name, n)
-		}
-		for c.queue.Len() > 0 {
-			key, _ := c.queue.Get()
-			c.queue.Done(key)
-		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
@@ -93,6 +94,7 @@ func (c *Controller) reconcileInstances(ctx context.Context, db *examplev1.MyDat
 		}
 	}
 	f.instances, f.reports = c.pollInstances(ctx, pods, f.primary)
+	c.positions.carry(db, f.instances)
 	series.observeInstances(cache.MetaObjectToName(db), f.instances, f.reports)
 	return nil
 }
@@ -163,6 +165,61 @@ func instanceReadiness(s *instance.Status, err error, role examplev1.InstanceRol
 		return false, s.Reason
 	}
 	return true, ""
+}
+
+// positionMemory holds the position each instance manager last reported to
+// this controller. Positions are not written to the status whenever they
+// move (statusWorthWriting), so the status write that says an instance was
+// lost must take its last position from here: a failover decided by
+// another leader after a leader change reads it there. It is per leader,
+// like unreadyTracker: a new leader starts from the positions stored.
+type positionMemory struct {
+	mu   sync.Mutex
+	last map[cache.ObjectName]rememberedPositions
+}
+
+type rememberedPositions struct {
+	uid types.UID
+	at  map[string]examplev1.InstancePosition
+}
+
+// carry remembers the positions in instances, and gives an instance that
+// reported none the one it reported last to this controller, or else the
+// one stored in db's status.
+func (m *positionMemory) carry(db *examplev1.MyDatabase, instances []examplev1.InstanceStatus) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key := cache.MetaObjectToName(db)
+	r, ok := m.last[key]
+	if !ok || r.uid != db.UID {
+		r = rememberedPositions{uid: db.UID, at: map[string]examplev1.InstancePosition{}}
+		for _, in := range db.Status.Instances {
+			if in.Position != nil {
+				r.at[in.Name] = *in.Position
+			}
+		}
+		if m.last == nil {
+			m.last = map[cache.ObjectName]rememberedPositions{}
+		}
+		m.last[key] = r
+	}
+	for i := range instances {
+		in := &instances[i]
+		if in.Position != nil {
+			r.at[in.Name] = *in.Position
+		} else if p, ok := r.at[in.Name]; ok {
+			in.Position = p.DeepCopy()
+		}
+	}
+}
+
+// forget drops what was remembered of a database: it is gone, or its
+// primary changed and the positions reported relative to the old one are
+// history.
+func (m *positionMemory) forget(db cache.ObjectName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.last, db)
 }
 
 // ordinal is the StatefulSet ordinal of a pod of db, or -1 for a pod that

@@ -52,6 +52,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if apierrors.IsNotFound(err) {
 		// Deleted: the garbage collector removes the children it owned.
 		series.observeInstances(key, nil, nil)
+		c.positions.forget(key)
 		return nil
 	}
 	if err != nil {
