@@ -77,13 +77,14 @@ func (c *Controller) updateStatus(ctx context.Context, db *examplev1.MyDatabase,
 //   - not, for up to newDatabaseGrace after its creation, for a database
 //     that has no status yet and comes up without a problem, until its
 //     primary has an address;
-//   - otherwise when the settled parts differ, or an instance that was
+//   - otherwise when the settled parts differ, when an instance that was
 //     ready is not any more (the write keeps the last position it
-//     reported, which a failover decided by another leader reads).
+//     reported, which a failover decided by another leader reads), or
+//     when the primary is ready again in a database that is Ready.
 //
-// What is left (replica counts, messages, the ready flag a primary gains,
-// replicas' addresses, positions) goes with the next write that has a
-// reason; /metrics has the live replication lag.
+// What is left (replica counts, messages, the readiness a new primary
+// gains on its way to Ready, replicas' addresses, positions) goes with the
+// next write that has a reason; /metrics has the live replication lag.
 func statusWorthWriting(db *examplev1.MyDatabase, status examplev1.MyDatabaseStatus, paused bool, now time.Time) (bool, time.Duration) {
 	stored := db.Status
 	neverWritten := len(stored.Conditions) == 0
@@ -98,7 +99,8 @@ func statusWorthWriting(db *examplev1.MyDatabase, status examplev1.MyDatabaseSta
 		}
 		return true, 0
 	}
-	return !apiequality.Semantic.DeepEqual(settled(stored), settled(status)) || lostInstance(stored, status), 0
+	return !apiequality.Semantic.DeepEqual(settled(stored), settled(status)) || lostInstance(stored, status) ||
+		(primaryGainedReadiness(stored, status) && meta.IsStatusConditionTrue(stored.Conditions, examplev1.ConditionReady)), 0
 }
 
 // hasTopology tells whether status names a primary with an address, which
@@ -135,12 +137,29 @@ func settled(s examplev1.MyDatabaseStatus) examplev1.MyDatabaseStatus {
 		in := &s.Instances[i]
 		in.Message, in.Position = "", nil
 		if in.Name == s.CurrentPrimary {
-			in.Ready = false // its loss is lostInstance's; its gain shows in Ready
+			in.Ready = false // lostInstance and primaryGainedReadiness
 		} else {
 			in.Address = ""
 		}
 	}
 	return s
+}
+
+// primaryGainedReadiness tells whether status's primary is ready and was
+// stored as not ready. While the stored Ready condition is False, that is
+// the way to Ready, and goes with the write that says Ready.
+func primaryGainedReadiness(stored, status examplev1.MyDatabaseStatus) bool {
+	for _, in := range status.Instances {
+		if in.Name != status.CurrentPrimary || !in.Ready {
+			continue
+		}
+		for _, was := range stored.Instances {
+			if was.Name == in.Name && !was.Ready {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // lostInstance tells whether an instance stored as ready is not in status.

@@ -155,6 +155,17 @@ func TestStatusWorthWriting(t *testing.T) {
 		{"the primary's address", ready, func(s *examplev1.MyDatabaseStatus) { s.Instances[0].Address = "10.244.1.1" }, false, true},
 		{"a replica was lost", ready, func(s *examplev1.MyDatabaseStatus) { s.Instances[2].Ready = false }, false, true},
 		{"the primary was lost", ready, func(s *examplev1.MyDatabaseStatus) { s.Instances[0].Ready = false }, false, true},
+		{"the primary is ready again", func() *examplev1.MyDatabase {
+			db := ready()
+			db.Status.Instances[0].Ready = false
+			return db
+		}, func(s *examplev1.MyDatabaseStatus) { s.Instances[0].Ready = true }, false, true},
+		{"a new primary is ready before the database", func() *examplev1.MyDatabase {
+			db := ready()
+			db.Status.Instances[0].Ready = false
+			meta.FindStatusCondition(db.Status.Conditions, examplev1.ConditionReady).Status = metav1.ConditionFalse
+			return db
+		}, func(s *examplev1.MyDatabaseStatus) { s.Instances[0].Ready = true }, false, false},
 		{"a condition's reason", ready, func(s *examplev1.MyDatabaseStatus) {
 			meta.FindStatusCondition(s.Conditions, examplev1.ConditionDegraded).Reason = ReasonChildConflict
 		}, false, true},
