@@ -186,9 +186,9 @@ func TestFinalBackup(t *testing.T) {
 		{name: "waits for it", db: deleting(nil), backups: []*examplev1.MyDatabaseBackup{final(examplev1.BackupPhaseRunning)}},
 		{name: "a failed one holds the database", db: deleting(nil), backups: []*examplev1.MyDatabaseBackup{final(examplev1.BackupPhaseFailed)}},
 		{name: "releases it once it succeeded", db: deleting(nil), backups: []*examplev1.MyDatabaseBackup{final(examplev1.BackupPhaseSucceeded)},
-			want: []string{"update prod-mysql finalizers []"}},
+			want: []string{"patch prod-mysql finalizers []"}},
 		{name: "the user skips it", db: deleting(map[string]string{examplev1.SkipFinalBackupAnnotation: "true"}),
-			want: []string{"update prod-mysql finalizers []"}},
+			want: []string{"patch prod-mysql finalizers []"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -218,9 +218,12 @@ func TestFinalBackup(t *testing.T) {
 				switch a.GetVerb() {
 				case "create":
 					got = append(got, "create "+a.(core.CreateAction).GetObject().(*examplev1.MyDatabaseBackup).Name)
-				case "update":
-					db := a.(core.UpdateAction).GetObject().(*examplev1.MyDatabase)
-					got = append(got, fmt.Sprintf("update %s finalizers %v", db.Name, db.Finalizers))
+				case "patch":
+					db, err := client.Tracker().Get(a.GetResource(), "default", a.(core.PatchAction).GetName())
+					if err != nil {
+						t.Fatal(err)
+					}
+					got = append(got, fmt.Sprintf("patch %s finalizers %v", db.(*examplev1.MyDatabase).Name, db.(*examplev1.MyDatabase).Finalizers))
 				}
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {

@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
+	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	backupcontroller "github.com/mydb-dev/mydb/pkg/controller/backup"
 	"github.com/mydb-dev/mydb/pkg/controller/backupschedule"
 	mydbcontroller "github.com/mydb-dev/mydb/pkg/controller/mydatabase"
@@ -321,4 +323,32 @@ func StripManagedFields(obj interface{}) (interface{}, error) {
 		accessor.SetManagedFields(nil)
 	}
 	return obj, nil
+}
+
+// TrimForCache is StripManagedFields, and drops from a MyDatabase the
+// labels and annotations that are not mydb's own (mydb.example.com/...):
+// no controller reads them, and users' labels, annotations and kubectl's
+// last-applied configuration would otherwise be held a second time, beside
+// the watch cache's copy. So no controller may write a cached MyDatabase
+// back whole (status writes keep the stored metadata; the finalizer is
+// patched).
+func TrimForCache(obj interface{}) (interface{}, error) {
+	if db, ok := obj.(*examplev1.MyDatabase); ok {
+		db.Labels, db.Annotations = ownKeys(db.Labels), ownKeys(db.Annotations)
+	}
+	return StripManagedFields(obj)
+}
+
+// ownKeys is m without the keys outside mydb's prefix (nil when none is left).
+func ownKeys(m map[string]string) map[string]string {
+	var own map[string]string
+	for k, v := range m {
+		if strings.HasPrefix(k, names.Prefix) {
+			if own == nil {
+				own = map[string]string{}
+			}
+			own[k] = v
+		}
+	}
+	return own
 }
