@@ -35,6 +35,15 @@ type blockage struct {
 // defaultStorageClassAnnotation marks the cluster's default StorageClass.
 const defaultStorageClassAnnotation = "storageclass.kubernetes.io/is-default-class"
 
+// unboundClaims is what the scheduler says of a pod whose claims are not
+// bound yet; claimBindGrace is how long that is taken for the normal wait
+// of a new claim for its volume (a claim that waits for a StorageClass
+// that is not there is reported at once, by claimBlockage).
+const (
+	unboundClaims  = "unbound immediate PersistentVolumeClaims"
+	claimBindGrace = 30 * time.Second
+)
+
 // failedCreateWindow is how old a FailedCreate event of the StatefulSet may
 // be to still count: the StatefulSet controller retries, and says so again.
 const failedCreateWindow = 10 * time.Minute
@@ -66,7 +75,7 @@ func (c *Controller) blockages(ctx context.Context, db *examplev1.MyDatabase, st
 	}
 	slices.SortFunc(pods, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 	for _, pod := range pods {
-		out = append(out, podBlockages(pod)...)
+		out = append(out, podBlockages(pod, c.clock.Now())...)
 	}
 
 	if sts != nil && sts.Status.ObservedGeneration >= sts.Generation && sts.Status.Replicas < desiredReplicas(db) {
@@ -105,10 +114,13 @@ func (c *Controller) claimBlockage(claim *corev1.PersistentVolumeClaim) (blockag
 
 // podBlockages are the reasons a pod does not run that the kubelet and the
 // scheduler report in its status.
-func podBlockages(pod *corev1.Pod) []blockage {
+func podBlockages(pod *corev1.Pod, now time.Time) []blockage {
 	var out []blockage
 	for _, cond := range pod.Status.Conditions {
 		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
+			if strings.Contains(cond.Message, unboundClaims) && now.Sub(cond.LastTransitionTime.Time) < claimBindGrace {
+				continue // every new pod waits so for its new claims
+			}
 			out = append(out, blockage{ReasonUnschedulable, fmt.Sprintf("pod %q cannot be scheduled: %s", pod.Name, cond.Message)})
 		}
 	}

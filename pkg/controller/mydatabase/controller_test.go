@@ -936,6 +936,24 @@ func TestDegradedWhenTheRolloutIsBlocked(t *testing.T) {
 				return objs
 			},
 			wantReason: ReasonUnschedulable, wantMessage: `pod "prod-mysql-0" cannot be scheduled: 0/3 nodes are available: 3 Insufficient memory.`},
+		{name: "a new pod waits for its claim to bind",
+			change: func(objs []runtime.Object) []runtime.Object {
+				p := findObject[*corev1.Pod](objs)
+				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+					Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims.",
+					LastTransitionTime: metav1.NewTime(now.Add(-5 * time.Second))}}
+				return objs
+			},
+			wantReason: ReasonAsExpected},
+		{name: "a pod waits too long for its claim to bind",
+			change: func(objs []runtime.Object) []runtime.Object {
+				p := findObject[*corev1.Pod](objs)
+				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+					Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims.",
+					LastTransitionTime: metav1.NewTime(now.Add(-claimBindGrace))}}
+				return objs
+			},
+			wantReason: ReasonUnschedulable, wantMessage: "unbound immediate PersistentVolumeClaims"},
 		{name: "the StatefulSet controller was refused a claim",
 			change: func(objs []runtime.Object) []runtime.Object {
 				findObject[*appsv1.StatefulSet](objs).Status.Replicas = 2
