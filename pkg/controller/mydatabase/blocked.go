@@ -35,14 +35,12 @@ type blockage struct {
 // defaultStorageClassAnnotation marks the cluster's default StorageClass.
 const defaultStorageClassAnnotation = "storageclass.kubernetes.io/is-default-class"
 
-// unboundClaims is what the scheduler says of a pod whose claims are not
-// bound yet; claimBindGrace is how long that is taken for the normal wait
-// of a new claim for its volume (a claim that waits for a StorageClass
-// that is not there is reported at once, by claimBlockage).
-const (
-	unboundClaims  = "unbound immediate PersistentVolumeClaims"
-	claimBindGrace = 30 * time.Second
-)
+// claimBindGrace is how long a pod the scheduler holds back because of its
+// volumes ("pod has unbound immediate PersistentVolumeClaims", "bound to
+// non-existent persistentvolume") is taken to wait, as every new pod does,
+// for its new claims to be bound; a claim that waits for a StorageClass that
+// is not there is reported at once, by claimBlockage.
+const claimBindGrace = 30 * time.Second
 
 // failedCreateWindow is how old a FailedCreate event of the StatefulSet may
 // be to still count: the StatefulSet controller retries, and says so again.
@@ -118,7 +116,7 @@ func podBlockages(pod *corev1.Pod, now time.Time) []blockage {
 	var out []blockage
 	for _, cond := range pod.Status.Conditions {
 		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
-			if strings.Contains(cond.Message, unboundClaims) && now.Sub(cond.LastTransitionTime.Time) < claimBindGrace {
+			if strings.Contains(strings.ToLower(cond.Message), "persistentvolume") && now.Sub(cond.LastTransitionTime.Time) < claimBindGrace {
 				continue // every new pod waits so for its new claims
 			}
 			out = append(out, blockage{ReasonUnschedulable, fmt.Sprintf("pod %q cannot be scheduled: %s", pod.Name, cond.Message)})

@@ -945,6 +945,15 @@ func TestDegradedWhenTheRolloutIsBlocked(t *testing.T) {
 				return objs
 			},
 			wantReason: ReasonAsExpected},
+		{name: "a new pod waits for its claim's volume",
+			change: func(objs []runtime.Object) []runtime.Object {
+				p := findObject[*corev1.Pod](objs)
+				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+					Reason: corev1.PodReasonUnschedulable, Message: `0/3 nodes are available: persistentvolumeclaim "data-prod-mysql-0" bound to non-existent persistentvolume "".`,
+					LastTransitionTime: metav1.NewTime(now.Add(-5 * time.Second))}}
+				return objs
+			},
+			wantReason: ReasonAsExpected},
 		{name: "a pod waits too long for its claim to bind",
 			change: func(objs []runtime.Object) []runtime.Object {
 				p := findObject[*corev1.Pod](objs)
