@@ -42,7 +42,7 @@ const (
 // primary has an address (what the instance managers wait for), or at once
 // when something is wrong, so that a database coming up quickly costs one
 // status write on its way there and one when it is Ready.
-const newDatabaseGrace = 10 * time.Second
+const newDatabaseGrace = 30 * time.Second
 
 // updateStatus writes what the reconcile saw through /status when it is
 // worth a write (statusWorthWriting), so a converged database costs none,
@@ -125,10 +125,14 @@ func notRoutine(s examplev1.MyDatabaseStatus) bool {
 
 // settled is the part of a status whose every change is written at once:
 // generations, the topology (primary, target, every instance's name and
-// role, the primary's address, fencing), each replica's readiness, and each
-// condition's status and reason.
+// role, the primary's address, fencing) once the primary has an address,
+// each replica's readiness, and each condition's status and reason.
 func settled(s examplev1.MyDatabaseStatus) examplev1.MyDatabaseStatus {
 	s = *s.DeepCopy()
+	if !hasTopology(s) {
+		// A primary without an address is no topology an instance can use.
+		s.CurrentPrimary, s.Instances = "", nil
+	}
 	s.Replicas, s.ReadyReplicas = 0, 0
 	for i := range s.Conditions {
 		s.Conditions[i].Message, s.Conditions[i].LastTransitionTime = "", metav1.Time{}

@@ -185,6 +185,15 @@ func TestStatusWorthWriting(t *testing.T) {
 			s.CurrentPrimary = "prod-mysql-0"
 			s.Instances = []examplev1.InstanceStatus{{Name: "prod-mysql-0", Role: examplev1.InstanceRolePrimary, Address: "10.244.0.10"}}
 		}, false, true},
+		{"a database that was seen with a status, its primary without an address yet", func() *examplev1.MyDatabase {
+			db := newDB()
+			rollingOut(&db.Status)
+			return db
+		}, func(s *examplev1.MyDatabaseStatus) {
+			s.CurrentPrimary = "prod-mysql-0"
+			s.Instances = []examplev1.InstanceStatus{{Name: "prod-mysql-0", Role: examplev1.InstanceRolePrimary, Message: "the pod has no IP yet"}}
+		}, false, false},
+		{"the primary lost its address", ready, func(s *examplev1.MyDatabaseStatus) { s.Instances[0].Address = "" }, false, true},
 		{"new, degraded", newDB, func(s *examplev1.MyDatabaseStatus) {
 			rollingOut(s)
 			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: examplev1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: ReasonChildConflict})
