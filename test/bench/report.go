@@ -355,6 +355,11 @@ func (e *env) machine() string {
 	if out, err := exec.Command("uname", "-sr").Output(); err == nil {
 		fmt.Fprintf(&b, " Kernel %s.", strings.TrimSpace(string(out)))
 	}
+	if raw, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(raw)); len(f) >= 3 {
+			fmt.Fprintf(&b, " Load average (1, 5, 15 min) at the end of the run: %s, %s, %s.", f[0], f[1], f[2])
+		}
+	}
 	if out, err := exec.Command("free", "-g").Output(); err == nil {
 		fmt.Fprintf(&b, "\n\n```\n$ free -g\n%s\n```", strings.TrimRight(string(out), "\n"))
 	}
