@@ -223,7 +223,7 @@ func (e *env) report(full bool) string {
 	}
 	if req, ok := e.res.med("size/stored/mydb"); ok {
 		cr, _ := e.res.med("size/stored/crd")
-		p("Stored size of one object: mydb %s (protobuf, with defaults, status and managedFields), CRD %s (JSON, with managedFields); "+
+		p("Stored size of one object: mydb %s (protobuf, with defaults and managedFields; created paused, it has no status), CRD %s (JSON, with managedFields); "+
 			"the raw etcd target writes %s values.\n\n", fmtBytes(req), fmtBytes(cr), fmtBytes(req))
 	}
 	if _, ok := e.res.med("get/crd/p50"); ok {
