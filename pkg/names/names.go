@@ -42,6 +42,10 @@ const (
 	ComponentDatabase = "database"
 )
 
+// Prefix begins the key of every label and annotation mydb reads on its own
+// objects; the controllers' caches keep no other (manager.TrimForCache).
+const Prefix = "mydb.example.com/"
+
 // Annotations and labels users and the controllers set on mydb's own objects.
 const (
 	// PausedAnnotation, set to "true" on a MyDatabase, stops the controller

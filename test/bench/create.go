@@ -157,7 +157,7 @@ func (e *env) measureStoredSizes(ctx context.Context) error {
 	e.res.add("size/stored/mydb", float64(mdb))
 	e.res.add("size/stored/crd", float64(cr))
 	e.targets[tEtcd].(*etcdTarget).value = strings.Repeat("v", mdb)
-	e.logf("object sizes: request %d B (JSON), stored by mydb %d B (protobuf, with status), stored for the CRD %d B (JSON)", objectSize, mdb, cr)
+	e.logf("object sizes: request %d B (JSON), stored by mydb %d B (protobuf, with its defaults; paused, so no status), stored for the CRD %d B (JSON)", objectSize, mdb, cr)
 	return nil
 }
 

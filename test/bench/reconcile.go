@@ -36,11 +36,11 @@ func (e *env) scenarioReconcile(ctx context.Context) error {
 	}
 	for rep := 0; rep < e.o.reconcileReps; rep++ {
 		for _, r := range runs {
-			lats, total, stsRate, err := e.reconcileOnce(ctx, fmt.Sprintf("reconcile-%s-%d", r.key, rep), r.n, r.rate, rep == 0 && r.rate == 0)
+			key := "reconcile/" + r.key
+			lats, total, stsRate, err := e.reconcileOnce(ctx, fmt.Sprintf("reconcile-%s-%d", r.key, rep), key, r.n, r.rate, rep == 0 && r.rate == 0)
 			if err != nil {
 				return fmt.Errorf("reconcile %s: %w", r.key, err)
 			}
-			key := "reconcile/" + r.key
 			e.res.addLatencies(key, lats)
 			e.res.add(key+"/max", ms(lats[len(lats)-1]))
 			e.res.add(key+"/total", ms(total))
@@ -57,7 +57,9 @@ func (e *env) scenarioReconcile(ctx context.Context) error {
 // reconcileOnce creates n MyDatabases (paced at rate per second when rate
 // > 0) and returns, sorted, each one's create -> StatefulSet latency, the
 // time until all StatefulSets existed and the rate at which they appeared.
-func (e *env) reconcileOnce(ctx context.Context, purpose string, n int, rate float64, profile bool) ([]time.Duration, time.Duration, float64, error) {
+// It records under key the status writes each database cost until it was
+// Ready (countStatusWrites).
+func (e *env) reconcileOnce(ctx context.Context, purpose, key string, n int, rate float64, profile bool) ([]time.Duration, time.Duration, float64, error) {
 	ns, err := e.namespace(ctx, purpose)
 	if err != nil {
 		return nil, 0, 0, err
@@ -67,6 +69,21 @@ func (e *env) reconcileOnce(ctx context.Context, purpose string, n int, rate flo
 		return nil, 0, 0, err
 	}
 	defer w.Stop()
+	dbWatch, err := e.directDB.ExampleV1().MyDatabases(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	defer dbWatch.Stop()
+	writes := countStatusWrites(dbWatch, n)
+	defer func() {
+		select {
+		case c := <-writes:
+			e.recordStatusWrites(key, c, n)
+		case <-time.After(3 * time.Minute):
+			e.logf("%s: not every MyDatabase was Ready within 3 min of its StatefulSet; status writes not counted", purpose)
+		case <-ctx.Done():
+		}
+	}()
 
 	var mu sync.Mutex
 	created := make(map[string]time.Time, n)
@@ -150,6 +167,50 @@ func (e *env) reconcileOnce(ctx context.Context, purpose string, n int, rate flo
 		stsRate = float64(n-1) / d
 	}
 	return latencies, total, stsRate, nil
+}
+
+// countStatusWrites counts, from a watch started before the creates, the
+// MODIFIED events of each MyDatabase up to the one that says Ready: nothing
+// but the controller writes a MyDatabase in this scenario, and only its
+// status. It sends the counts once n databases were Ready.
+func countStatusWrites(w watch.Interface, n int) <-chan []int {
+	out := make(chan []int, 1)
+	go func() {
+		modified := map[string]int{}
+		ready := map[string]bool{}
+		var counts []int
+		for ev := range w.ResultChan() {
+			db, ok := ev.Object.(*examplev1.MyDatabase)
+			if !ok || ev.Type != watch.Modified || ready[db.Name] {
+				continue
+			}
+			modified[db.Name]++
+			for _, c := range db.Status.Conditions {
+				if c.Type == examplev1.ConditionReady && c.Status == metav1.ConditionTrue {
+					ready[db.Name] = true
+					counts = append(counts, modified[db.Name])
+				}
+			}
+			if len(counts) == n {
+				out <- counts
+				return
+			}
+		}
+	}()
+	return out
+}
+
+func (e *env) recordStatusWrites(key string, counts []int, n int) {
+	sort.Ints(counts)
+	sum := 0
+	for _, c := range counts {
+		sum += c
+	}
+	mean := float64(sum) / float64(len(counts))
+	e.res.add(key+"/status-writes/mean", mean)
+	e.res.add(key+"/status-writes/max", float64(counts[len(counts)-1]))
+	e.logf("%s: status writes per MyDatabase from create to Ready: mean %.2f, median %d, max %d (%d databases)",
+		key, mean, counts[len(counts)/2], counts[len(counts)-1], n)
 }
 
 // goroutineProfile takes mydb-apiserver's goroutine profile a few seconds

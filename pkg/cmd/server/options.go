@@ -159,7 +159,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 			return nil, err
 		}
 		ownInformers = mydbinformers.NewSharedInformerFactoryWithOptions(client, o.Controller.ResyncPeriod,
-			mydbinformers.WithTransform(manager.StripManagedFields))
+			mydbinformers.WithTransform(manager.TrimForCache))
 		return []admission.PluginInitializer{quotaadmission.NewInitializer(ownInformers)}, nil
 	}
 

@@ -6,6 +6,7 @@ package backupschedule
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"strconv"
 	"time"
@@ -21,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -296,11 +298,17 @@ func isFinalBackupOf(b *examplev1.MyDatabaseBackup, db *examplev1.MyDatabase) bo
 		!slices.ContainsFunc(b.OwnerReferences, func(ref metav1.OwnerReference) bool { return ref.UID == db.UID })
 }
 
-// release removes the final-backup finalizer.
+// release removes the final-backup finalizer: a merge patch of the
+// finalizers, with the resourceVersion they were read at, since the cached
+// database lacks the labels and annotations no controller reads
+// (manager.TrimForCache) and an update would remove them.
 func (c *Controller) release(ctx context.Context, db *examplev1.MyDatabase) error {
-	updated := db.DeepCopy()
-	updated.Finalizers = slices.DeleteFunc(updated.Finalizers, func(f string) bool { return f == examplev1.FinalBackupFinalizer })
-	_, err := c.mydbClient.ExampleV1().MyDatabases(db.Namespace).Update(ctx, updated, metav1.UpdateOptions{})
+	finalizers := slices.DeleteFunc(slices.Clone(db.Finalizers), func(f string) bool { return f == examplev1.FinalBackupFinalizer })
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": finalizers, "resourceVersion": db.ResourceVersion}})
+	if err != nil {
+		return err
+	}
+	_, err = c.mydbClient.ExampleV1().MyDatabases(db.Namespace).Patch(ctx, db.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

@@ -230,7 +230,7 @@ func TestFinalBackup(t *testing.T) {
 		return b
 	}
 	after, before := deletedAt.Add(30*time.Second), deletedAt.Add(-time.Hour)
-	release := []string{"update prod-mysql finalizers []"}
+	release := []string{"patch prod-mysql finalizers []"}
 	take := []string{"create " + ours + " target Primary owners 0"}
 	tests := []struct {
 		name    string
@@ -292,9 +292,12 @@ func TestFinalBackup(t *testing.T) {
 				case "create":
 					b := a.(core.CreateAction).GetObject().(*examplev1.MyDatabaseBackup)
 					got = append(got, fmt.Sprintf("create %s target %s owners %d", b.Name, b.Spec.Target, len(b.OwnerReferences)))
-				case "update":
-					db := a.(core.UpdateAction).GetObject().(*examplev1.MyDatabase)
-					got = append(got, fmt.Sprintf("update %s finalizers %v", db.Name, db.Finalizers))
+				case "patch":
+					db, err := client.Tracker().Get(a.GetResource(), "default", a.(core.PatchAction).GetName())
+					if err != nil {
+						t.Fatal(err)
+					}
+					got = append(got, fmt.Sprintf("patch %s finalizers %v", db.(*examplev1.MyDatabase).Name, db.(*examplev1.MyDatabase).Finalizers))
 				}
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {

@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
+	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	backupcontroller "github.com/mydb-dev/mydb/pkg/controller/backup"
 	"github.com/mydb-dev/mydb/pkg/controller/backupschedule"
 	mydbcontroller "github.com/mydb-dev/mydb/pkg/controller/mydatabase"
@@ -22,6 +24,7 @@ import (
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
 	"github.com/mydb-dev/mydb/pkg/names"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -368,4 +371,40 @@ func StripManagedFields(obj interface{}) (interface{}, error) {
 		accessor.SetManagedFields(nil)
 	}
 	return obj, nil
+}
+
+// TrimForCache is StripManagedFields, and makes a MyDatabase hold less
+// beside the watch cache's copy of it: it drops the labels and annotations
+// that are not mydb's own (mydb.example.com/...), which no controller reads
+// (users' labels and annotations, kubectl's last-applied configuration),
+// and a database of the default resources shares one decoded copy of them
+// (two maps of quantities, the largest part of a decoded spec), as cached
+// objects are read-only. So no controller may write a cached MyDatabase
+// back whole (status writes keep the stored metadata; the finalizer is
+// patched).
+func TrimForCache(obj interface{}) (interface{}, error) {
+	if db, ok := obj.(*examplev1.MyDatabase); ok {
+		db.Labels, db.Annotations = ownKeys(db.Labels), ownKeys(db.Annotations)
+		if apiequality.Semantic.DeepEqual(db.Spec.Resources, defaultResources) {
+			db.Spec.Resources = defaultResources
+		}
+	}
+	return StripManagedFields(obj)
+}
+
+// defaultResources are shared by the cached MyDatabases that have them.
+var defaultResources = *examplev1.DefaultResources.DeepCopy()
+
+// ownKeys is m without the keys outside mydb's prefix (nil when none is left).
+func ownKeys(m map[string]string) map[string]string {
+	var own map[string]string
+	for k, v := range m {
+		if strings.HasPrefix(k, names.Prefix) {
+			if own == nil {
+				own = map[string]string{}
+			}
+			own[k] = v
+		}
+	}
+	return own
 }

@@ -35,6 +35,13 @@ type blockage struct {
 // defaultStorageClassAnnotation marks the cluster's default StorageClass.
 const defaultStorageClassAnnotation = "storageclass.kubernetes.io/is-default-class"
 
+// claimBindGrace is how long a pod the scheduler holds back because of its
+// volumes ("pod has unbound immediate PersistentVolumeClaims", "bound to
+// non-existent persistentvolume") is taken to wait, as every new pod does,
+// for its new claims to be bound; a claim that waits for a StorageClass that
+// is not there is reported at once, by claimBlockage.
+const claimBindGrace = 30 * time.Second
+
 // failedCreateWindow is how old a FailedCreate event of the StatefulSet may
 // be to still count: the StatefulSet controller retries, and says so again.
 const failedCreateWindow = 10 * time.Minute
@@ -66,7 +73,7 @@ func (c *Controller) blockages(ctx context.Context, db *examplev1.MyDatabase, st
 	}
 	slices.SortFunc(pods, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 	for _, pod := range pods {
-		out = append(out, podBlockages(pod)...)
+		out = append(out, podBlockages(pod, c.clock.Now())...)
 	}
 
 	if sts != nil && sts.Status.ObservedGeneration >= sts.Generation && sts.Status.Replicas < desiredReplicas(db) {
@@ -105,10 +112,13 @@ func (c *Controller) claimBlockage(claim *corev1.PersistentVolumeClaim) (blockag
 
 // podBlockages are the reasons a pod does not run that the kubelet and the
 // scheduler report in its status.
-func podBlockages(pod *corev1.Pod) []blockage {
+func podBlockages(pod *corev1.Pod, now time.Time) []blockage {
 	var out []blockage
 	for _, cond := range pod.Status.Conditions {
 		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
+			if strings.Contains(strings.ToLower(cond.Message), "persistentvolume") && now.Sub(cond.LastTransitionTime.Time) < claimBindGrace {
+				continue // every new pod waits so for its new claims
+			}
 			out = append(out, blockage{ReasonUnschedulable, fmt.Sprintf("pod %q cannot be scheduled: %s", pod.Name, cond.Message)})
 		}
 	}

@@ -19,7 +19,6 @@ import (
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
 	exampleinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions/example/v1"
 	examplelisters "github.com/mydb-dev/mydb/pkg/generated/listers/example/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -158,6 +157,8 @@ type Controller struct {
 	operations instancesclient.Operations
 	// unready times the primaries that are not ready, for failover.
 	unready unreadyTracker
+	// positions are the instances' last reported positions.
+	positions positionMemory
 }
 
 // NewController returns a controller reading from informers; it does nothing
@@ -204,7 +205,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, mydbCli
 	logger := klog.FromContext(ctx)
 	if err := c.handlers.Add(informers.MyDatabases.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueue,
-		UpdateFunc: c.databaseUpdated,
+		UpdateFunc: func(_, obj interface{}) { c.enqueue(obj) },
 		DeleteFunc: c.enqueue,
 	}); err != nil {
 		return nil, err
@@ -259,40 +260,6 @@ func (c *Controller) timedSync(ctx context.Context, key cache.ObjectName) error 
 	err := c.sync(ctx, key)
 	observeReconcile(c.clock.Since(start), err)
 	return err
-}
-
-// databaseUpdated enqueues a changed MyDatabase, but not for a change of
-// nothing but status.instances[].position: the controller writes those
-// itself, from the reports it read, and re-reading the instances because
-// of that write would write the positions anew, which under a write load
-// have moved on: status writes back to back as fast as they go, instead
-// of one per poll interval (sync requeues every database at that interval,
-// so positions stay as fresh as the poll).
-func (c *Controller) databaseUpdated(old, obj interface{}) {
-	if o, ok := old.(*examplev1.MyDatabase); ok {
-		if n, ok := obj.(*examplev1.MyDatabase); ok && onlyPositionsChanged(o, n) {
-			return
-		}
-	}
-	c.enqueue(obj)
-}
-
-// onlyPositionsChanged tells whether a and b differ in nothing but
-// status.instances[].position (and the metadata every write changes). A
-// resync (same resourceVersion) is not such a change: it is enqueued.
-func onlyPositionsChanged(a, b *examplev1.MyDatabase) bool {
-	if a.ResourceVersion == b.ResourceVersion || len(a.Status.Instances) != len(b.Status.Instances) {
-		return false
-	}
-	strip := func(db *examplev1.MyDatabase) *examplev1.MyDatabase {
-		db = db.DeepCopy()
-		db.ResourceVersion, db.ManagedFields = "", nil
-		for i := range db.Status.Instances {
-			db.Status.Instances[i].Position = nil
-		}
-		return db
-	}
-	return apiequality.Semantic.DeepEqual(strip(a), strip(b))
 }
 
 func (c *Controller) enqueue(obj interface{}) {

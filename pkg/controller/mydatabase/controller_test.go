@@ -37,7 +37,6 @@ import (
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/component-base/metrics/testutil"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -244,26 +243,7 @@ func convergedState(t *testing.T, db *examplev1.MyDatabase) (*examplev1.MyDataba
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
-	// What the fake API server stores after the first pass, as the cache
-	// would hold it.
-	var objects []runtime.Object
-	for _, a := range f.kubeClient.Actions() {
-		var gvr schema.GroupVersionResource
-		var name string
-		switch a := a.(type) {
-		case core.CreateAction:
-			gvr, name = a.GetResource(), a.GetObject().(metav1.Object).GetName()
-		case core.PatchAction:
-			gvr, name = a.GetResource(), a.GetName()
-		default:
-			continue
-		}
-		obj, err := f.kubeClient.Tracker().Get(gvr, db.Namespace, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		objects = append(objects, obj)
-	}
+	objects := storedChildren(t, f, db)
 	replicas := desiredReplicas(db)
 	for _, obj := range objects {
 		if sts, ok := obj.(*appsv1.StatefulSet); ok {
@@ -291,6 +271,31 @@ func convergedState(t *testing.T, db *examplev1.MyDatabase) (*examplev1.MyDataba
 	ready := db.DeepCopy()
 	ready.Status = updated[*examplev1.MyDatabase](t, second.mydbClient.Actions(), "mydatabases", "status").Status
 	return ready, objects, second.instances
+}
+
+// storedChildren are the children the fake API server holds after f's
+// sync of db, as the caches would hold them.
+func storedChildren(t *testing.T, f *fixture, db *examplev1.MyDatabase) []runtime.Object {
+	t.Helper()
+	var objects []runtime.Object
+	for _, a := range f.kubeClient.Actions() {
+		var gvr schema.GroupVersionResource
+		var name string
+		switch a := a.(type) {
+		case core.CreateAction:
+			gvr, name = a.GetResource(), a.GetObject().(metav1.Object).GetName()
+		case core.PatchAction:
+			gvr, name = a.GetResource(), a.GetName()
+		default:
+			continue
+		}
+		obj, err := f.kubeClient.Tracker().Get(gvr, db.Namespace, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objects = append(objects, obj)
+	}
+	return objects
 }
 
 func findObject[T runtime.Object](objects []runtime.Object) T {
@@ -628,6 +633,17 @@ func TestClaimsAreNeverOwned(t *testing.T) {
 	}
 }
 
+// storedDatabase is the MyDatabase as the fake server now holds it (after
+// the controller's patches).
+func (f *fixture) storedDatabase(name string) *examplev1.MyDatabase {
+	f.t.Helper()
+	obj, err := f.mydbClient.Tracker().Get(examplev1.SchemeGroupVersion.WithResource("mydatabases"), "default", name)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return obj.(*examplev1.MyDatabase)
+}
+
 // TestDeleteDataFinalizerIsAddedToOlderDatabases: a database with
 // deletionPolicy Delete made before the server set the finalizer gets it
 // before anything else is done.
@@ -636,8 +652,8 @@ func TestDeleteDataFinalizerIsAddedToOlderDatabases(t *testing.T) {
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
-	f.expectWrites(nil, []string{"update mydatabases prod-mysql"})
-	db := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "")
+	f.expectWrites(nil, []string{"patch mydatabases prod-mysql"})
+	db := f.storedDatabase("prod-mysql")
 	if !slices.Contains(db.Finalizers, examplev1.DeleteDataFinalizer) {
 		t.Errorf("finalizers %v, want %s", db.Finalizers, examplev1.DeleteDataFinalizer)
 	}
@@ -665,8 +681,8 @@ func TestDeletionDeletesTheDataUnderDeletionPolicyDelete(t *testing.T) {
 		"delete persistentvolumeclaims data-prod-mysql-1",
 		"delete persistentvolumeclaims data-prod-mysql-2",
 		"delete secrets prod-mysql-credentials",
-	}, []string{"update mydatabases prod-mysql"})
-	if got := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "").Finalizers; slices.Contains(got, examplev1.DeleteDataFinalizer) {
+	}, []string{"patch mydatabases prod-mysql"})
+	if got := f.storedDatabase("prod-mysql").Finalizers; slices.Contains(got, examplev1.DeleteDataFinalizer) {
 		t.Errorf("finalizers %v: the data is gone, the database must be let go", got)
 	}
 }
@@ -792,8 +808,18 @@ func TestStorageGrowth(t *testing.T) {
 }
 
 func TestPausedDatabaseIsNotReconciled(t *testing.T) {
-	db := myDatabase(func(d *examplev1.MyDatabase) { d.Annotations = map[string]string{names.PausedAnnotation: "true"} })
-	f := newFixture(t, []*examplev1.MyDatabase{db})
+	paused := func(d *examplev1.MyDatabase) { d.Annotations = map[string]string{names.PausedAnnotation: "true"} }
+	// Created paused: its empty status already says nothing reconciled it.
+	f := newFixture(t, []*examplev1.MyDatabase{myDatabase(paused)})
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.expectWrites(nil, nil)
+
+	// Paused later: its status says so.
+	db, children, _ := convergedState(t, myDatabase())
+	paused(db)
+	f = newFixture(t, []*examplev1.MyDatabase{db}, children...)
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -1294,6 +1320,33 @@ func TestDegradedWhenTheRolloutIsBlocked(t *testing.T) {
 				return objs
 			},
 			wantReason: ReasonUnschedulable, wantMessage: `pod "prod-mysql-0" cannot be scheduled: 0/3 nodes are available: 3 Insufficient memory.`},
+		{name: "a new pod waits for its claim to bind",
+			change: func(objs []runtime.Object) []runtime.Object {
+				p := findObject[*corev1.Pod](objs)
+				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+					Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims.",
+					LastTransitionTime: metav1.NewTime(now.Add(-5 * time.Second))}}
+				return objs
+			},
+			wantReason: ReasonAsExpected},
+		{name: "a new pod waits for its claim's volume",
+			change: func(objs []runtime.Object) []runtime.Object {
+				p := findObject[*corev1.Pod](objs)
+				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+					Reason: corev1.PodReasonUnschedulable, Message: `0/3 nodes are available: persistentvolumeclaim "data-prod-mysql-0" bound to non-existent persistentvolume "".`,
+					LastTransitionTime: metav1.NewTime(now.Add(-5 * time.Second))}}
+				return objs
+			},
+			wantReason: ReasonAsExpected},
+		{name: "a pod waits too long for its claim to bind",
+			change: func(objs []runtime.Object) []runtime.Object {
+				p := findObject[*corev1.Pod](objs)
+				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+					Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims.",
+					LastTransitionTime: metav1.NewTime(now.Add(-claimBindGrace))}}
+				return objs
+			},
+			wantReason: ReasonUnschedulable, wantMessage: "unbound immediate PersistentVolumeClaims"},
 		{name: "the StatefulSet controller was refused a claim",
 			change: func(objs []runtime.Object) []runtime.Object {
 				findObject[*appsv1.StatefulSet](objs).Status.Replicas = 2
@@ -1364,47 +1417,6 @@ func TestLostCredentialsAreNotRemade(t *testing.T) {
 	c := meta.FindStatusCondition(status.Conditions, examplev1.ConditionDegraded)
 	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonCredentialsMissing || !strings.Contains(c.Message, `Secret "prod-mysql-credentials"`) {
 		t.Errorf("Degraded = %+v, want CredentialsMissing", c)
-	}
-}
-
-// A status write of nothing but new positions (the controller's own, from
-// what it just read) does not enqueue the database again: under a write
-// load the positions move on with every read, and each reconcile would
-// write them anew, back to back. Any other change, and a resync, enqueue.
-func TestOwnPositionWriteDoesNotRequeue(t *testing.T) {
-	c := &Controller{queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName]())}
-	defer c.queue.ShutDown()
-	old := &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "shop", ResourceVersion: "10"},
-		Status: examplev1.MyDatabaseStatus{CurrentPrimary: "shop-0", Instances: []examplev1.InstanceStatus{
-			{Name: "shop-0", Ready: true, Position: &examplev1.InstancePosition{Timeline: 1, LSN: "0/3000000"}},
-			{Name: "shop-1", Ready: true, Position: &examplev1.InstancePosition{Timeline: 1, LSN: "0/2FFFF00"}},
-		}}}
-	moved := old.DeepCopy()
-	moved.ResourceVersion = "11"
-	moved.Status.Instances[0].Position.LSN = "0/3000100"
-	moved.Status.Instances[1].Position.LSN = "0/3000000"
-	c.databaseUpdated(old, moved)
-	if n := c.queue.Len(); n != 0 {
-		t.Fatalf("a write of new positions only enqueued the database (%d queued)", n)
-	}
-
-	for name, change := range map[string]func(*examplev1.MyDatabase){
-		"resync":         func(db *examplev1.MyDatabase) { db.ResourceVersion = old.ResourceVersion },
-		"readiness":      func(db *examplev1.MyDatabase) { db.Status.Instances[1].Ready = false },
-		"target primary": func(db *examplev1.MyDatabase) { db.Status.TargetPrimary = "shop-1" },
-		"spec":           func(db *examplev1.MyDatabase) { db.Spec.Replicas = ptr.To(int32(3)) },
-		"an instance":    func(db *examplev1.MyDatabase) { db.Status.Instances = db.Status.Instances[:1] },
-	} {
-		db := moved.DeepCopy()
-		change(db)
-		c.databaseUpdated(old, db)
-		if n := c.queue.Len(); n != 1 {
-			t.Errorf("%s: %d queued, want the database", name, n)
-		}
-		for c.queue.Len() > 0 {
-			key, _ := c.queue.Get()
-			c.queue.Done(key)
-		}
 	}
 }
 

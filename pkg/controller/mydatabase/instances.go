@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
@@ -92,7 +93,8 @@ func (c *Controller) reconcileInstances(ctx context.Context, db *examplev1.MyDat
 			return err
 		}
 	}
-	f.instances, f.reports = c.pollInstances(ctx, pods, f.primary, db.Status.Instances)
+	f.instances, f.reports = c.pollInstances(ctx, pods, f.primary)
+	c.positions.carry(db, f.instances)
 	series.observeInstances(cache.MetaObjectToName(db), f.instances, f.reports)
 	return nil
 }
@@ -112,11 +114,11 @@ func choosePrimary(db *examplev1.MyDatabase, pods []*corev1.Pod) string {
 // pollInstances reads every instance manager at once, each within
 // statusTimeout, and reports the instances in pod order, with what each
 // manager answered (nil where it did not). An instance that reports no
-// position keeps the one it reported last (previous is the stored
-// status): a replica lost together with the primary may have had the
-// last acknowledged commits, and a failover under Sync replication must
-// know how far it went (decision.stale drops it once the primary changes).
-func (c *Controller) pollInstances(ctx context.Context, pods []*corev1.Pod, primary string, previous []examplev1.InstanceStatus) ([]examplev1.InstanceStatus, []*instance.Status) {
+// position is given the one it reported last by positionMemory.carry: a
+// replica lost together with the primary may have had the last
+// acknowledged commits, and a failover under Sync replication must know how
+// far it went (decision.stale drops it once the primary changes).
+func (c *Controller) pollInstances(ctx context.Context, pods []*corev1.Pod, primary string) ([]examplev1.InstanceStatus, []*instance.Status) {
 	out := make([]examplev1.InstanceStatus, len(pods))
 	reports := make([]*instance.Status, len(pods))
 	var wg sync.WaitGroup
@@ -126,11 +128,6 @@ func (c *Controller) pollInstances(ctx context.Context, pods []*corev1.Pod, prim
 			role = examplev1.InstanceRolePrimary
 		}
 		out[i] = examplev1.InstanceStatus{Name: pod.Name, Address: pod.Status.PodIP, Role: role}
-		for _, p := range previous {
-			if p.Name == pod.Name && p.Position != nil {
-				out[i].Position = p.Position.DeepCopy()
-			}
-		}
 		if pod.Spec.NodeName != "" && pod.Status.Phase == corev1.PodFailed {
 			out[i].Message = "the pod failed"
 			continue
@@ -172,6 +169,61 @@ func instanceReadiness(s *instance.Status, err error, role examplev1.InstanceRol
 		return false, s.Reason
 	}
 	return true, ""
+}
+
+// positionMemory holds the position each instance manager last reported to
+// this controller. Positions are not written to the status whenever they
+// move (statusWorthWriting), so the status write that says an instance was
+// lost must take its last position from here: a failover decided by
+// another leader after a leader change reads it there. It is per leader,
+// like unreadyTracker: a new leader starts from the positions stored.
+type positionMemory struct {
+	mu   sync.Mutex
+	last map[cache.ObjectName]rememberedPositions
+}
+
+type rememberedPositions struct {
+	uid types.UID
+	at  map[string]examplev1.InstancePosition
+}
+
+// carry remembers the positions in instances, and gives an instance that
+// reported none the one it reported last to this controller, or else the
+// one stored in db's status.
+func (m *positionMemory) carry(db *examplev1.MyDatabase, instances []examplev1.InstanceStatus) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key := cache.MetaObjectToName(db)
+	r, ok := m.last[key]
+	if !ok || r.uid != db.UID {
+		r = rememberedPositions{uid: db.UID, at: map[string]examplev1.InstancePosition{}}
+		for _, in := range db.Status.Instances {
+			if in.Position != nil {
+				r.at[in.Name] = *in.Position
+			}
+		}
+		if m.last == nil {
+			m.last = map[cache.ObjectName]rememberedPositions{}
+		}
+		m.last[key] = r
+	}
+	for i := range instances {
+		in := &instances[i]
+		if in.Position != nil {
+			r.at[in.Name] = *in.Position
+		} else if p, ok := r.at[in.Name]; ok {
+			in.Position = p.DeepCopy()
+		}
+	}
+}
+
+// forget drops what was remembered of a database: it is gone, or its
+// primary changed and the positions reported relative to the old one are
+// history.
+func (m *positionMemory) forget(db cache.ObjectName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.last, db)
 }
 
 // ordinal is the StatefulSet ordinal of a pod of db, or -1 for a pod that

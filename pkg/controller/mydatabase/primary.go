@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 )
 
 // Moving the primary role: switchover (asked for through POST .../switchover,
@@ -456,6 +457,9 @@ func (c *Controller) writePrimaryDecision(ctx context.Context, db *examplev1.MyD
 		return err
 	}
 	c.unready.forget(db.UID)
+	if d.current != db.Status.CurrentPrimary {
+		c.positions.forget(cache.MetaObjectToName(db))
+	}
 	c.recorder.Event(db, d.eventType, d.eventReason, d.message)
 	observePrimaryChange(db, d.kind, d.result, d.duration)
 	return nil

@@ -3,8 +3,11 @@ package mydatabase
 import (
 	"context"
 	"fmt"
-	"github.com/mydb-dev/mydb/pkg/names"
+	"slices"
 	"strings"
+	"time"
+
+	"github.com/mydb-dev/mydb/pkg/names"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/engine"
@@ -13,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
 )
 
 // Condition reasons.
@@ -33,17 +37,148 @@ const (
 	ReasonCredentialsMissing  = "CredentialsMissing"
 )
 
-// updateStatus writes what the reconcile saw through /status, and only when
-// it differs from what is stored, so a converged database costs no writes.
+// newDatabaseGrace is how long a new database may go without a status while
+// it comes up without a problem: its first status is written once its
+// primary has an address (what the instance managers wait for), or at once
+// when something is wrong, so that a database coming up quickly costs one
+// status write on its way there and one when it is Ready.
+const newDatabaseGrace = 30 * time.Second
+
+// updateStatus writes what the reconcile saw through /status when it is
+// worth a write (statusWorthWriting), so a converged database costs none,
+// and one whose replication positions move under a write load costs none
+// either.
 func (c *Controller) updateStatus(ctx context.Context, db *examplev1.MyDatabase, eng engine.Engine, sts *appsv1.StatefulSet, f findings, paused bool) error {
-	status := computeStatus(db, eng, sts, f, paused, metav1.NewTime(c.clock.Now()))
-	if apiequality.Semantic.DeepEqual(db.Status, status) {
+	now := c.clock.Now()
+	status := computeStatus(db, eng, sts, f, paused, metav1.NewTime(now))
+	write, wait := statusWorthWriting(db, status, paused, now)
+	if wait > 0 {
+		c.queue.AddAfter(cache.MetaObjectToName(db), wait)
+	}
+	if !write {
 		return nil
 	}
 	updated := db.DeepCopy()
 	updated.Status = status
 	_, err := c.mydbClient.ExampleV1().MyDatabases(db.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
 	return err
+}
+
+// statusWorthWriting tells whether status, computed now, should replace
+// db's stored one, and how soon to look again when a write is only put
+// off. Every status write costs a write to etcd, an event held by the
+// watch cache and one to every watcher, so it is made for a transition
+// someone acts on (settled), and not for what only moves along:
+//
+//   - never for a status equal to the stored one;
+//   - not for a database created paused: its empty status already says
+//     that nothing reconciled it (one that had a status is written, so
+//     that it says Paused);
+//   - not, for up to newDatabaseGrace after its creation, for a database
+//     that has no status yet and comes up without a problem, until its
+//     primary has an address;
+//   - otherwise when the settled parts differ, when an instance that was
+//     ready is not any more (the write keeps the last position it
+//     reported, which a failover decided by another leader reads), or
+//     when the primary is ready again in a database that is Ready.
+//
+// What is left (replica counts, messages, the readiness a new primary
+// gains on its way to Ready, replicas' addresses, positions) goes with the
+// next write that has a reason; /metrics has the live replication lag.
+func statusWorthWriting(db *examplev1.MyDatabase, status examplev1.MyDatabaseStatus, paused bool, now time.Time) (bool, time.Duration) {
+	stored := db.Status
+	neverWritten := len(stored.Conditions) == 0
+	switch {
+	case apiequality.Semantic.DeepEqual(stored, status):
+		return false, 0
+	case neverWritten && paused:
+		return false, 0
+	case neverWritten && !hasTopology(status) && !notRoutine(status):
+		if age := now.Sub(db.CreationTimestamp.Time); age < newDatabaseGrace {
+			return false, newDatabaseGrace - age
+		}
+		return true, 0
+	}
+	return !apiequality.Semantic.DeepEqual(settled(stored), settled(status)) || lostInstance(stored, status) ||
+		(primaryGainedReadiness(stored, status) && meta.IsStatusConditionTrue(stored.Conditions, examplev1.ConditionReady)), 0
+}
+
+// hasTopology tells whether status names a primary with an address, which
+// the instance managers need to take their roles.
+func hasTopology(s examplev1.MyDatabaseStatus) bool {
+	for _, in := range s.Instances {
+		if in.Name == s.CurrentPrimary && in.Address != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// notRoutine tells whether status says more than that a new database is
+// coming up: a problem, a wait for a restore source, a pause, or a rollout
+// already complete (a database of no replicas).
+func notRoutine(s examplev1.MyDatabaseStatus) bool {
+	return meta.IsStatusConditionTrue(s.Conditions, examplev1.ConditionDegraded) ||
+		meta.IsStatusConditionPresentAndEqual(s.Conditions, examplev1.ConditionProgressing, metav1.ConditionFalse) ||
+		slices.ContainsFunc(s.Conditions, func(c metav1.Condition) bool { return c.Reason == ReasonWaitingForRestore })
+}
+
+// settled is the part of a status whose every change is written at once:
+// generations, the topology (primary, target, every instance's name and
+// role, the primary's address, fencing) once the primary has an address,
+// each replica's readiness, and each condition's status and reason.
+func settled(s examplev1.MyDatabaseStatus) examplev1.MyDatabaseStatus {
+	s = *s.DeepCopy()
+	if !hasTopology(s) {
+		// A primary without an address is no topology an instance can use.
+		s.CurrentPrimary, s.Instances = "", nil
+	}
+	s.Replicas, s.ReadyReplicas = 0, 0
+	for i := range s.Conditions {
+		s.Conditions[i].Message, s.Conditions[i].LastTransitionTime = "", metav1.Time{}
+	}
+	for i := range s.Instances {
+		in := &s.Instances[i]
+		in.Message, in.Position = "", nil
+		if in.Name == s.CurrentPrimary {
+			in.Ready = false // lostInstance and primaryGainedReadiness
+		} else {
+			in.Address = ""
+		}
+	}
+	return s
+}
+
+// primaryGainedReadiness tells whether status's primary is ready and was
+// stored as not ready. While the stored Ready condition is False, that is
+// the way to Ready, and goes with the write that says Ready.
+func primaryGainedReadiness(stored, status examplev1.MyDatabaseStatus) bool {
+	for _, in := range status.Instances {
+		if in.Name != status.CurrentPrimary || !in.Ready {
+			continue
+		}
+		for _, was := range stored.Instances {
+			if was.Name == in.Name && !was.Ready {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// lostInstance tells whether an instance stored as ready is not in status.
+func lostInstance(stored, status examplev1.MyDatabaseStatus) bool {
+	for _, in := range status.Instances {
+		if in.Ready {
+			continue
+		}
+		for _, was := range stored.Instances {
+			if was.Name == in.Name && was.Ready {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func computeStatus(db *examplev1.MyDatabase, eng engine.Engine, sts *appsv1.StatefulSet, f findings, paused bool, now metav1.Time) examplev1.MyDatabaseStatus {

@@ -2,6 +2,7 @@ package mydatabase
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -57,6 +58,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if apierrors.IsNotFound(err) {
 		// Deleted: the garbage collector removes the children it owned.
 		series.observeInstances(key, nil, nil)
+		c.positions.forget(key)
 		return nil
 	}
 	if err != nil {
@@ -286,11 +288,19 @@ func (c *Controller) finalize(ctx context.Context, db *examplev1.MyDatabase) err
 	return c.setFinalizers(ctx, db, slices.DeleteFunc(slices.Clone(db.Finalizers), func(f string) bool { return f == examplev1.DeleteDataFinalizer }))
 }
 
-// setFinalizers writes db's finalizers through the main resource.
+// setFinalizers writes db's finalizers through the main resource, as a
+// patch of them alone conditioned on db's resourceVersion: the cached db
+// is trimmed (manager.TrimForCache), and an update from it would drop the
+// labels and annotations that are not mydb's.
 func (c *Controller) setFinalizers(ctx context.Context, db *examplev1.MyDatabase, finalizers []string) error {
-	updated := db.DeepCopy()
-	updated.Finalizers = finalizers
-	_, err := c.mydbClient.ExampleV1().MyDatabases(db.Namespace).Update(ctx, updated, metav1.UpdateOptions{FieldManager: FieldManager})
+	if finalizers == nil {
+		finalizers = []string{}
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": finalizers, "resourceVersion": db.ResourceVersion}})
+	if err != nil {
+		return err
+	}
+	_, err = c.mydbClient.ExampleV1().MyDatabases(db.Namespace).Patch(ctx, db.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
