@@ -111,8 +111,10 @@ func Start(t testing.TB, o Options) *Server {
 		"-s3.port.iceberg=0", "-s3.port.lance=0",
 		"-admin.ui=false", "-admin.port=" + ports[9], "-admin.port.grpc=" + ports[10], "-admin.port.legacy=0",
 		"-webdav=false",
-		// Small volumes: a test stores tens of megabytes.
-		"-master.volumeSizeLimitMB=64",
+		// Small volumes: a test stores tens of megabytes. A fixed count,
+		// not one derived from the disk's free space, which on a nearly
+		// full disk leaves no volume to write to.
+		"-master.volumeSizeLimitMB=64", "-volume.max=32",
 	}
 	cert, key, ca := selfSigned(t, dir)
 	args = append(args, "-s3.port.https="+ports[8], "-s3.cert.file="+cert, "-s3.key.file="+key)
