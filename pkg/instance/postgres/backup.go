@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -120,14 +119,7 @@ func (e *Engine) Restore(ctx context.Context, r io.Reader, verify func() error) 
 	if err := e.adoptCredentials(ctx, tmp, app); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(tmp, completeMarker), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o600); err != nil {
-		return err
-	}
-	if err := instance.ReplaceDir(tmp, e.DataDir()); err != nil {
-		return err
-	}
-	e.forgetSystemID()
-	return nil
+	return e.commitDataDir(tmp)
 }
 
 // adoptCredentials runs a server on the socket only in dataDir, which

@@ -44,14 +44,7 @@ func (e *Engine) Bootstrap(ctx context.Context) error {
 	if err := e.createUsers(ctx, tmp, app); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(tmp, completeMarker), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o600); err != nil {
-		return err
-	}
-	if err := instance.ReplaceDir(tmp, e.DataDir()); err != nil {
-		return err
-	}
-	e.forgetSystemID()
-	return nil
+	return e.commitDataDir(tmp)
 }
 
 // appCredentials are the application's user and database.
@@ -213,4 +206,18 @@ func quoteLiteral(s string) string {
 		b = append(b, s[i])
 	}
 	return string(append(b, '\''))
+}
+
+// commitDataDir marks the data set in tmp complete and renames it into
+// place: a bootstrap, clone or restore that did not reach this point
+// leaves no data (HasData looks for the marker).
+func (e *Engine) commitDataDir(tmp string) error {
+	if err := os.WriteFile(filepath.Join(tmp, completeMarker), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o600); err != nil {
+		return err
+	}
+	if err := instance.ReplaceDir(tmp, e.DataDir()); err != nil {
+		return err
+	}
+	e.forgetSystemID()
+	return nil
 }

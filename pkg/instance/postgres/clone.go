@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
 )
@@ -47,14 +46,7 @@ func (e *Engine) Clone(ctx context.Context, t instance.Topology) error {
 	}); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(tmp, completeMarker), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o600); err != nil {
-		return err
-	}
-	if err := instance.ReplaceDir(tmp, e.DataDir()); err != nil {
-		return err
-	}
-	e.forgetSystemID()
-	return nil
+	return e.commitDataDir(tmp)
 }
 
 // setAutoConf replaces settings in postgresql.auto.conf (the file ALTER
