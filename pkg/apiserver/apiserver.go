@@ -9,13 +9,14 @@ import (
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	"github.com/mydb-dev/mydb/pkg/controller/manager"
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
+	"github.com/mydb-dev/mydb/pkg/registry/common"
 	"github.com/mydb-dev/mydb/pkg/registry/example/mydatabase"
 	"github.com/mydb-dev/mydb/pkg/registry/example/mydatabasebackup"
 	"github.com/mydb-dev/mydb/pkg/storeguard"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/storage"
 )
 
 // Config is the configuration of the server.
@@ -80,9 +81,9 @@ func (c completedConfig) New() (*Server, error) {
 	apiGroupInfo := genericapiserver.NewDefaultAPIGroupInfo(example.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 	// Bodies whose quantities do not parse are answered with the field paths.
 	apiGroupInfo.NegotiatedSerializer = fieldNamingSerializer{NegotiatedSerializer: Codecs}
-	var optsGetter generic.RESTOptionsGetter = unavailableAsTimeout{RESTOptionsGetter: c.GenericConfig.RESTOptionsGetter}
+	optsGetter := common.WrapStorage(c.GenericConfig.RESTOptionsGetter, func(s storage.Interface) storage.Interface { return unavailableStorage{Interface: s} })
 	if c.StoreGate != nil {
-		optsGetter = storeguard.RESTOptionsGetter{RESTOptionsGetter: optsGetter, Gate: c.StoreGate}
+		optsGetter = common.WrapStorage(optsGetter, storeguard.Guarded(c.StoreGate))
 	}
 	dbStorage, err := mydatabase.NewStorage(Scheme, optsGetter)
 	if err != nil {

@@ -8,42 +8,15 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/storage"
-	"k8s.io/apiserver/pkg/storage/storagebackend"
-	"k8s.io/apiserver/pkg/storage/storagebackend/factory"
-	"k8s.io/client-go/tools/cache"
 )
 
-// unavailableAsTimeout makes a request that etcd could not serve (a member
+// unavailableStorage makes a request that etcd could not serve (a member
 // lost with the request in flight, no leader, a request timed out inside
 // etcd) answer 504 ServerTimeout with Retry-After, as the storage layer
 // answers an unreachable store, instead of 500: the client may retry, and a
 // write that timed out may still have been applied (a retried create then
 // finds its object: 409).
-type unavailableAsTimeout struct {
-	generic.RESTOptionsGetter
-}
-
-func (g unavailableAsTimeout) GetRESTOptions(resource schema.GroupResource, example runtime.Object) (generic.RESTOptions, error) {
-	opts, err := g.RESTOptionsGetter.GetRESTOptions(resource, example)
-	if err != nil {
-		return opts, err
-	}
-	decorate := opts.Decorator
-	opts.Decorator = func(config *storagebackend.ConfigForResource, resourcePrefix string, keyFunc func(runtime.Object) (string, error),
-		newFunc, newListFunc func() runtime.Object, getAttrs storage.AttrFunc, triggers storage.IndexerFuncs, indexers *cache.Indexers,
-	) (storage.Interface, factory.DestroyFunc, error) {
-		s, destroy, err := decorate(config, resourcePrefix, keyFunc, newFunc, newListFunc, getAttrs, triggers, indexers)
-		if err != nil {
-			return s, destroy, err
-		}
-		return unavailableStorage{Interface: s}, destroy, nil
-	}
-	return opts, nil
-}
-
 type unavailableStorage struct {
 	storage.Interface
 }

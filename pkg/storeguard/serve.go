@@ -9,12 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
-	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/apiserver/pkg/storage"
-	"k8s.io/apiserver/pkg/storage/storagebackend"
-	"k8s.io/apiserver/pkg/storage/storagebackend/factory"
-	"k8s.io/client-go/tools/cache"
 )
 
 // Gate is what serving needs of the guard.
@@ -51,33 +47,12 @@ func ReadyzCheck(gate Gate) healthz.HealthChecker {
 	return healthz.NamedCheck("mydb-store-guard", func(*http.Request) error { return gate.Err() })
 }
 
-// RESTOptionsGetter wraps every resource's storage so that reads which
-// may show objects as absent (a NotFound get, a list, a new watch) are
-// confirmed against the store's marker before they are answered: the
-// store may have been swapped since the last periodic check.
-type RESTOptionsGetter struct {
-	generic.RESTOptionsGetter
-	Gate Gate
-}
-
-// GetRESTOptions returns the wrapped getter's options with a guarded
-// storage decorator.
-func (g RESTOptionsGetter) GetRESTOptions(resource schema.GroupResource, example runtime.Object) (generic.RESTOptions, error) {
-	opts, err := g.RESTOptionsGetter.GetRESTOptions(resource, example)
-	if err != nil {
-		return opts, err
-	}
-	decorate := opts.Decorator
-	opts.Decorator = func(config *storagebackend.ConfigForResource, resourcePrefix string, keyFunc func(runtime.Object) (string, error),
-		newFunc, newListFunc func() runtime.Object, getAttrs storage.AttrFunc, triggers storage.IndexerFuncs, indexers *cache.Indexers,
-	) (storage.Interface, factory.DestroyFunc, error) {
-		s, destroy, err := decorate(config, resourcePrefix, keyFunc, newFunc, newListFunc, getAttrs, triggers, indexers)
-		if err != nil {
-			return s, destroy, err
-		}
-		return guardedStorage{Interface: s, gate: g.Gate}, destroy, nil
-	}
-	return opts, nil
+// Guarded wraps a resource's storage so that reads which may show objects
+// as absent (a NotFound get, a list, a new watch) are confirmed against the
+// store's marker before they are answered: the store may have been swapped
+// since the last periodic check. Use it with common.WrapStorage.
+func Guarded(gate Gate) func(storage.Interface) storage.Interface {
+	return func(s storage.Interface) storage.Interface { return guardedStorage{Interface: s, gate: gate} }
 }
 
 // guardedStorage confirms the store after reads that can show absence.
