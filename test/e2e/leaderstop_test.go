@@ -54,18 +54,8 @@ func TestFailoverAcrossALeaderChange(t *testing.T) {
 	if holder, err := leaseHolder(ctx, t); err != nil || holder != sb.leaderIdentity {
 		t.Fatalf("lease held by %q (%v), want local-up's %q", holder, err, sb.leaderIdentity)
 	}
-	ns := newNamespace(t)
-	dbs := mydbClient(t, sb.config).ExampleV1().MyDatabases(ns)
-	db := &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "shop"}, Spec: examplev1.MyDatabaseSpec{
-		Engine: examplev1.Engine(tc.engine.name), Version: tc.version, Replicas: int32Ptr(3), StorageSize: quantity("1Gi"),
-		FailoverDelay: &metav1.Duration{Duration: failoverDelay}}}
-	if _, err := dbs.Create(ctx, db, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	r := startRig(t, ns, "shop", tc.engine)
-	h := &replicationHarness{t: t, tc: tc, ns: ns, db: "shop"}
-	status := h.waitStreaming(3)
-	mustExec(t, h.connect(status.CurrentPrimary), "CREATE TABLE acks (id INT PRIMARY KEY)")
+	dbs, r, h, status := startShop(t, sb.config, tc, failoverDelay, "")
+	ns := h.ns
 
 	rec := watchStatus(t, dbs, "shop")
 	w := startWriter(t, h)

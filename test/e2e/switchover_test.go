@@ -14,11 +14,13 @@ import (
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	typedv1 "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/typed/example/v1"
 	"github.com/mydb-dev/mydb/pkg/names"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
 )
 
 // TestSwitchoverAndFailover: for each engine, 3 real instances under a
@@ -36,19 +38,8 @@ func TestSwitchoverAndFailover(t *testing.T) {
 	const failoverBound = 8 * time.Second
 	for _, tc := range replicationCases {
 		t.Run(tc.engine.name, func(t *testing.T) {
-			ns := newNamespace(t)
 			ctx := context.Background()
-			dbs := mydbClient(t, restConfig(t)).ExampleV1().MyDatabases(ns)
-			db := &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "shop"}, Spec: examplev1.MyDatabaseSpec{
-				Engine: examplev1.Engine(tc.engine.name), Version: tc.version, Replicas: int32Ptr(3), StorageSize: quantity("1Gi"),
-				FailoverDelay: &metav1.Duration{Duration: failoverDelay}}}
-			if _, err := dbs.Create(ctx, db, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			r := startRig(t, ns, "shop", tc.engine)
-			h := &replicationHarness{t: t, tc: tc, ns: ns, db: "shop"}
-			status := h.waitStreaming(3)
-			mustExec(t, h.connect(status.CurrentPrimary), "CREATE TABLE acks (id INT PRIMARY KEY)")
+			dbs, r, h, status := startShop(t, restConfig(t), tc, failoverDelay, "")
 
 			w := startWriter(t, h)
 			defer w.stop()
@@ -392,4 +383,28 @@ func head(ids []int) []int {
 		return ids[:10]
 	}
 	return ids
+}
+
+// startShop creates "shop", three instances of tc's engine with the
+// failoverDelay delay and replication mode (Async when empty),
+// through cfg, in a namespace of its own; runs its instances; and returns
+// once both replicas stream and the acks table the writers fill exists.
+func startShop(t *testing.T, cfg *rest.Config, tc replicationCase, delay time.Duration, mode examplev1.ReplicationMode) (typedv1.MyDatabaseInterface, *rig, *replicationHarness, examplev1.MyDatabaseStatus) {
+	t.Helper()
+	ns := newNamespace(t)
+	dbs := mydbClient(t, cfg).ExampleV1().MyDatabases(ns)
+	db := &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "shop"}, Spec: examplev1.MyDatabaseSpec{
+		Engine: examplev1.Engine(tc.engine.name), Version: tc.version, Replicas: int32Ptr(3), StorageSize: quantity("1Gi"),
+		FailoverDelay: &metav1.Duration{Duration: delay}}}
+	if mode != "" {
+		db.Spec.Replication = &examplev1.ReplicationSpec{Mode: mode}
+	}
+	if _, err := dbs.Create(context.Background(), db, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r := startRig(t, ns, "shop", tc.engine)
+	h := &replicationHarness{t: t, tc: tc, ns: ns, db: "shop"}
+	status := h.waitStreaming(3)
+	mustExec(t, h.connect(status.CurrentPrimary), "CREATE TABLE acks (id INT PRIMARY KEY)")
+	return dbs, r, h, status
 }

@@ -39,20 +39,8 @@ func TestSyncFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 	}
 	for _, tc := range replicationCases {
 		t.Run(tc.engine.name, func(t *testing.T) {
-			ns := newNamespace(t)
 			ctx := context.Background()
-			dbs := mydbClient(t, restConfig(t)).ExampleV1().MyDatabases(ns)
-			db := &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "shop"}, Spec: examplev1.MyDatabaseSpec{
-				Engine: examplev1.Engine(tc.engine.name), Version: tc.version, Replicas: int32Ptr(3), StorageSize: quantity("1Gi"),
-				FailoverDelay: &metav1.Duration{Duration: failoverDelay},
-				Replication:   &examplev1.ReplicationSpec{Mode: examplev1.ReplicationModeSync}}}
-			if _, err := dbs.Create(ctx, db, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			r := startRig(t, ns, "shop", tc.engine)
-			h := &replicationHarness{t: t, tc: tc, ns: ns, db: "shop"}
-			status := h.waitStreaming(3)
-			mustExec(t, h.connect(status.CurrentPrimary), "CREATE TABLE acks (id INT PRIMARY KEY)")
+			dbs, r, h, status := startShop(t, restConfig(t), tc, failoverDelay, examplev1.ReplicationModeSync)
 
 			w := startWriters(t, h, connections)
 			defer w.stop()
@@ -176,20 +164,8 @@ func TestSyncFailoverWaitsForALostReplicaThatWasAhead(t *testing.T) {
 	if tc.engine.name != "postgres" {
 		t.Fatalf("replicationCases[0] is %s, want postgres", tc.engine.name)
 	}
-	ns := newNamespace(t)
 	ctx := context.Background()
-	dbs := mydbClient(t, restConfig(t)).ExampleV1().MyDatabases(ns)
-	db := &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "shop"}, Spec: examplev1.MyDatabaseSpec{
-		Engine: examplev1.Engine(tc.engine.name), Version: tc.version, Replicas: int32Ptr(3), StorageSize: quantity("1Gi"),
-		FailoverDelay: &metav1.Duration{Duration: failoverDelay},
-		Replication:   &examplev1.ReplicationSpec{Mode: examplev1.ReplicationModeSync}}}
-	if _, err := dbs.Create(ctx, db, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	r := startRig(t, ns, "shop", tc.engine)
-	h := &replicationHarness{t: t, tc: tc, ns: ns, db: "shop"}
-	status := h.waitStreaming(3)
-	mustExec(t, h.connect(status.CurrentPrimary), "CREATE TABLE acks (id INT PRIMARY KEY)")
+	dbs, r, h, status := startShop(t, restConfig(t), tc, failoverDelay, examplev1.ReplicationModeSync)
 	mustExec(t, h.connect(status.CurrentPrimary), "CREATE TABLE filler (id INT, pad TEXT)")
 	w := startWriters(t, h, 4)
 	defer w.stop()
