@@ -3,6 +3,7 @@ package validation
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,6 +43,15 @@ var (
 	supportedReplicationModes = []string{string(example.ReplicationModeAsync), string(example.ReplicationModeSync)}
 	supportedResources        = map[corev1.ResourceName]bool{
 		corev1.ResourceCPU: true, corev1.ResourceMemory: true, corev1.ResourceEphemeralStorage: true,
+	}
+	// maxResources are the largest figures a kubelet can hold (an int64 of
+	// millicores or of bytes). They also keep quantities below 1e21, from
+	// which resource.Quantity's String() writes a different number ("1000E"
+	// becomes "1"), so a larger figure would change when it is stored.
+	maxResources = map[corev1.ResourceName]resource.Quantity{
+		corev1.ResourceCPU:              *resource.NewMilliQuantity(math.MaxInt64, resource.DecimalSI),
+		corev1.ResourceMemory:           *resource.NewQuantity(math.MaxInt64, resource.BinarySI),
+		corev1.ResourceEphemeralStorage: *resource.NewQuantity(math.MaxInt64, resource.BinarySI),
 	}
 )
 
@@ -340,6 +350,10 @@ func validateResources(r *corev1.ResourceRequirements, fldPath *field.Path) fiel
 			}
 			if q.Sign() < 0 {
 				allErrs = append(allErrs, field.Invalid(p, q.String(), "must be greater than or equal to 0"))
+			}
+			if ceiling := maxResources[name]; q.Cmp(ceiling) > 0 {
+				// Not q.String(): beyond 1e21 it is a different number.
+				allErrs = append(allErrs, field.Invalid(p, "", "may not be greater than "+ceiling.String()))
 			}
 		}
 	}

@@ -68,6 +68,9 @@ func TestValidateMyDatabase(t *testing.T) {
 		{name: "max storage", db: myDatabase(func(d *example.MyDatabase) { d.Spec.StorageSize = MaxStorageSize.DeepCopy() })},
 		{name: "name of max length", db: myDatabase(func(d *example.MyDatabase) { d.Name = "a" + strings.Repeat("b", MaxNameLength-1) })},
 		{name: "no resources at all", db: myDatabase(func(d *example.MyDatabase) { d.Spec.Resources = corev1.ResourceRequirements{} })},
+		{name: "the largest memory limit a kubelet can hold", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Resources.Limits[corev1.ResourceMemory] = resource.MustParse("7Ei")
+		})},
 		{name: "ephemeral storage", db: myDatabase(func(d *example.MyDatabase) {
 			d.Spec.Resources.Limits[corev1.ResourceEphemeralStorage] = resource.MustParse("1Gi")
 		})},
@@ -145,6 +148,15 @@ func TestValidateMyDatabase(t *testing.T) {
 		{name: "absurd memory exponent", db: myDatabase(func(d *example.MyDatabase) {
 			d.Spec.Resources.Limits[corev1.ResourceMemory] = resource.MustParse("1e16000000")
 		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.resources.limits[memory]"}}},
+		{name: "memory limit beyond an int64 of bytes, which would change when stored", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Resources.Limits[corev1.ResourceMemory] = resource.MustParse("1000E")
+		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.resources.limits[memory]"}}},
+		{name: "memory limit just beyond an int64 of bytes", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Resources.Limits[corev1.ResourceMemory] = resource.MustParse("9223372036854775808")
+		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.resources.limits[memory]"}}},
+		{name: "cpu request beyond an int64 of millicores", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Resources.Requests[corev1.ResourceCPU] = resource.MustParse("1e16")
+		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.resources.requests[cpu]"}}},
 		{name: "labels over 256KiB", db: myDatabase(func(d *example.MyDatabase) {
 			d.Labels = map[string]string{}
 			for i := 0; i < 5000; i++ {
