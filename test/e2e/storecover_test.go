@@ -54,7 +54,6 @@ func TestTheClusterFollowsASpecOnlyOnceTheGuardRecordedIt(t *testing.T) {
 		if got := storeRecord(t, kube).Sequence; got <= before {
 			t.Errorf("%s: its StatefulSet scaled to 2 %v after the patch with the guard's record still at sequence %d", name, at.Sub(start).Round(time.Millisecond), got)
 		}
-		t.Logf("%s: record past the new spec when the StatefulSet followed it", name)
 	}
 }
 
