@@ -22,7 +22,7 @@ tools: ## Build the control-plane binaries (etcd, kube-*, kubectl, kwok) and the
 .PHONY: test
 test: ## Unit and integration tests (integration starts a real etcd, the object store tests a real S3 server).
 	hack/build-tools.sh etcd weed
-	go test $(GOFLAGS_TEST) ./pkg/... ./cmd/... ./test/integration/...
+	go test $(GOFLAGS_TEST) ./pkg/... ./cmd/... ./test/integration/... ./test/tcpproxy/...
 
 .PHONY: test-engines
 test-engines: ## The instance manager against real PostgreSQL and MariaDB and a real S3 server (as root; hack/install-deps.sh installs them).
