@@ -170,6 +170,7 @@ type rollRecord struct {
 	patches         int
 	errors          map[string]int // failures the clients saw, by code and reason
 	retriedAttempts int
+	failedAt        []time.Time
 	ambiguous       int
 }
 
@@ -227,6 +228,7 @@ func (r *rollRecord) failed(err error) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.errors[fmt.Sprintf("%d %s", code, msg)]++
+	r.failedAt = append(r.failedAt, time.Now())
 	retry := code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable
 	if retry {
 		r.retriedAttempts++
@@ -616,6 +618,20 @@ func reportRolls(t *testing.T, rolls []rollout, rec *rollRecord, ws []*reflector
 	t.Helper()
 	var startups, exits, outages []time.Duration
 	killed := 0
+	rec.mu.Lock()
+	for i, ro := range rolls {
+		// Failures from the new replica's start to 5 s after the old one exited.
+		var offsets []string
+		for _, at := range rec.failedAt {
+			if !at.Before(ro.started) && at.Before(ro.oldExited.Add(5*time.Second)) {
+				offsets = append(offsets, at.Sub(ro.oldRemoved).Round(10*time.Millisecond).String())
+			}
+		}
+		if len(offsets) > 0 {
+			t.Logf("restart %d: %d failed requests, at these times after the old replica's SIGTERM: %v", i+1, len(offsets), offsets)
+		}
+	}
+	rec.mu.Unlock()
 	for _, ro := range rolls {
 		startups = append(startups, ro.newReady.Sub(ro.started))
 		exits = append(exits, ro.oldExited.Sub(ro.oldRemoved))
