@@ -618,18 +618,30 @@ func reportRolls(t *testing.T, rolls []rollout, rec *rollRecord, ws []*reflector
 	t.Helper()
 	var startups, exits, outages []time.Duration
 	killed := 0
+	// Each failure goes with the last SIGTERM before it.
 	rec.mu.Lock()
-	for i, ro := range rolls {
-		// Failures from the new replica's start to 5 s after the old one exited.
-		var offsets []string
-		for _, at := range rec.failedAt {
-			if !at.Before(ro.started) && at.Before(ro.oldExited.Add(5*time.Second)) {
-				offsets = append(offsets, at.Sub(ro.oldRemoved).Round(10*time.Millisecond).String())
+	after := make([][]string, len(rolls))
+	before := 0
+	for _, at := range rec.failedAt {
+		last := -1
+		for i, ro := range rolls {
+			if !ro.oldRemoved.After(at) {
+				last = i
 			}
 		}
+		if last < 0 {
+			before++
+			continue
+		}
+		after[last] = append(after[last], at.Sub(rolls[last].oldRemoved).Round(10*time.Millisecond).String())
+	}
+	for i, offsets := range after {
 		if len(offsets) > 0 {
 			t.Logf("restart %d: %d failed requests, at these times after the old replica's SIGTERM: %v", i+1, len(offsets), offsets)
 		}
+	}
+	if before > 0 {
+		t.Logf("%d failed requests before the first SIGTERM", before)
 	}
 	rec.mu.Unlock()
 	for _, ro := range rolls {
