@@ -67,23 +67,23 @@ func TestACutBetweenTheAggregatorAndMydb(t *testing.T) {
 	dbs := mydbClient(t, cfg).ExampleV1().MyDatabases(ns)
 	log := &attemptLog{}
 
-	counters := make([]*counter, updaters)
+	counters := make([]*cutCounter, updaters)
 	for i := range counters {
 		db, err := dbs.Create(context.Background(), cutDatabase(fmt.Sprintf("counter-%d", i), map[string]string{countAnnotation: "0"}), metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		counters[i] = &counter{name: db.Name}
+		counters[i] = &cutCounter{name: db.Name}
 	}
 
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	var wg sync.WaitGroup
-	creator := &creator{uids: map[string]types.UID{}}
+	creator := &cutCreator{uids: map[string]types.UID{}}
 	wg.Add(1 + updaters + 1)
 	go func() { defer wg.Done(); creator.run(ctx, dbs, log) }()
 	for i, c := range counters {
-		go func(i int, c *counter) { defer wg.Done(); c.run(ctx, dbs, i, log) }(i, c)
+		go func(i int, c *cutCounter) { defer wg.Done(); c.run(ctx, dbs, i, log) }(i, c)
 	}
 	go func() {
 		defer wg.Done()
@@ -220,13 +220,13 @@ func cutDatabase(name string, annotations map[string]string) *examplev1.MyDataba
 	}
 }
 
-// creator creates cut-000, cut-001, ... one after the other.
-type creator struct {
+// cutCreator creates cut-000, cut-001, ... one after the other.
+type cutCreator struct {
 	uids     map[string]types.UID // the uid each create was answered with; "" when a retry found it created
 	attempts map[string]int
 }
 
-func (c *creator) run(ctx context.Context, dbs typedv1.MyDatabaseInterface, log *attemptLog) {
+func (c *cutCreator) run(ctx context.Context, dbs typedv1.MyDatabaseInterface, log *attemptLog) {
 	c.attempts = map[string]int{}
 	for i := 0; ctx.Err() == nil; i++ {
 		name := fmt.Sprintf("cut-%03d", i)
@@ -251,8 +251,8 @@ func (c *creator) run(ctx context.Context, dbs typedv1.MyDatabaseInterface, log 
 	}
 }
 
-// counter is a database whose count annotation one updater increments.
-type counter struct {
+// cutCounter is a database whose count annotation one updater increments.
+type cutCounter struct {
 	name                             string
 	applied, foundApplied, conflicts int
 }
@@ -262,7 +262,7 @@ type counter struct {
 // are lost. A 409 Conflict says the database changed since the read: if
 // the change is this increment (the writer annotation names it), an
 // earlier attempt was applied; otherwise it reads again and starts over.
-func (c *counter) run(ctx context.Context, dbs typedv1.MyDatabaseInterface, i int, log *attemptLog) {
+func (c *cutCounter) run(ctx context.Context, dbs typedv1.MyDatabaseInterface, i int, log *attemptLog) {
 	client := fmt.Sprintf("updater-%d", i)
 	read := func() *examplev1.MyDatabase {
 		for {

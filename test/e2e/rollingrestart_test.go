@@ -80,11 +80,11 @@ func TestRollingRestartsMissNoWatchEvent(t *testing.T) {
 			w.run(watchDBs, rec)
 		}(ws[i])
 	}
-	ls := make([]*lister, listers)
+	ls := make([]*rollLister, listers)
 	for i := range ls {
-		ls[i] = &lister{}
+		ls[i] = &rollLister{}
 		othersDone.Add(1)
-		go func(l *lister) {
+		go func(l *rollLister) {
 			defer othersDone.Done()
 			l.run(ctx, dbs, rec)
 		}(ls[i])
@@ -126,18 +126,18 @@ func TestRollingRestartsMissNoWatchEvent(t *testing.T) {
 	for i, w := range ws {
 		missed := w.missed(writes)
 		if len(missed) > 0 {
-			t.Errorf("watcher %d missed %d of %d acknowledged writes: %v", i, len(missed), len(writes), firstFew(missed))
+			t.Errorf("watcher %d missed %d of %d acknowledged writes: %v", i, len(missed), len(writes), firstTen(missed))
 		}
 		if len(w.outOfOrder) > 0 {
-			t.Errorf("watcher %d saw resourceVersions go back: %v", i, firstFew(w.outOfOrder))
+			t.Errorf("watcher %d saw resourceVersions go back: %v", i, firstTen(w.outOfOrder))
 		}
 	}
 	for i, l := range ls {
 		if len(l.missing) > 0 {
-			t.Errorf("lister %d: lists without creates acknowledged before they started: %v", i, firstFew(l.missing))
+			t.Errorf("lister %d: lists without creates acknowledged before they started: %v", i, firstTen(l.missing))
 		}
 		if len(l.wentBack) > 0 {
-			t.Errorf("lister %d: list resourceVersions went back: %v", i, firstFew(l.wentBack))
+			t.Errorf("lister %d: list resourceVersions went back: %v", i, firstTen(l.wentBack))
 		}
 	}
 	for kind, n := range rec.errors {
@@ -236,9 +236,9 @@ func (r *rollRecord) failed(err error) bool {
 	return retry
 }
 
-// retrying runs do until it succeeds, fails with what a client does not
+// retryOn429or503 runs do until it succeeds, fails with what a client does not
 // retry, or ctx ends; it reports every attempt to attempt.
-func retrying(ctx context.Context, rec *rollRecord, attempt func(start time.Time, err error), do func() error) error {
+func retryOn429or503(ctx context.Context, rec *rollRecord, attempt func(start time.Time, err error), do func() error) error {
 	for {
 		start := time.Now()
 		err := do()
@@ -270,7 +270,7 @@ func runRollWriter(ctx context.Context, dbs typedv1.MyDatabaseInterface, w, perW
 			}
 			retried := false
 			var got *examplev1.MyDatabase
-			err := retrying(ctx, rec, func(_ time.Time, err error) { retried = retried || err != nil }, func() (err error) {
+			err := retryOn429or503(ctx, rec, func(_ time.Time, err error) { retried = retried || err != nil }, func() (err error) {
 				got, err = dbs.Create(context.Background(), db, metav1.CreateOptions{})
 				return err
 			})
@@ -288,7 +288,7 @@ func runRollWriter(ctx context.Context, dbs typedv1.MyDatabaseInterface, w, perW
 			seq++
 			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"%d-%d"}}}`, seqAnnotation, w, seq)
 			var got *examplev1.MyDatabase
-			err := retrying(ctx, rec, nil, func() (err error) {
+			err := retryOn429or503(ctx, rec, nil, func() (err error) {
 				got, err = dbs.Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 				return err
 			})
@@ -300,26 +300,26 @@ func runRollWriter(ctx context.Context, dbs typedv1.MyDatabaseInterface, w, perW
 	}
 }
 
-// lister lists the namespace in a loop.
-type lister struct {
+// rollLister lists the namespace in a loop.
+type rollLister struct {
 	lists    int
 	missing  []string // creates acknowledged before a list began, not in it
 	wentBack []string
-	attempts []attempt
+	attempts []listAttempt
 }
 
-type attempt struct {
+type listAttempt struct {
 	start, end time.Time
 	ok         bool
 }
 
-func (l *lister) run(ctx context.Context, dbs typedv1.MyDatabaseInterface, rec *rollRecord) {
+func (l *rollLister) run(ctx context.Context, dbs typedv1.MyDatabaseInterface, rec *rollRecord) {
 	var lastRV int64
 	for ctx.Err() == nil {
 		before := rec.createsSoFar()
 		var list *examplev1.MyDatabaseList
-		err := retrying(ctx, rec, func(start time.Time, err error) {
-			l.attempts = append(l.attempts, attempt{start: start, end: time.Now(), ok: err == nil})
+		err := retryOn429or503(ctx, rec, func(start time.Time, err error) {
+			l.attempts = append(l.attempts, listAttempt{start: start, end: time.Now(), ok: err == nil})
 		}, func() (err error) {
 			list, err = dbs.List(context.Background(), metav1.ListOptions{})
 			return err
@@ -394,7 +394,7 @@ func (w *reflectorWatcher) run(dbs typedv1.MyDatabaseInterface, rec *rollRecord)
 	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
 	for ctx.Err() == nil {
 		var list *examplev1.MyDatabaseList
-		if err := retrying(ctx, rec, nil, func() (err error) {
+		if err := retryOn429or503(ctx, rec, nil, func() (err error) {
 			list, err = dbs.List(ctx, metav1.ListOptions{})
 			return err
 		}); err != nil {
@@ -532,8 +532,8 @@ func (w *reflectorWatcher) sawName(name string) bool {
 	return false
 }
 
-// firstFew is up to the first 10 of ss.
-func firstFew(ss []string) []string {
+// firstTen is up to the first 10 of ss.
+func firstTen(ss []string) []string {
 	if len(ss) > 10 {
 		return ss[:10]
 	}
@@ -589,10 +589,10 @@ func (c *responseCodes) String() string {
 	return strings.Join(parts, ", ")
 }
 
-// unavailable is the longest time the listers went without a successful
+// listersUnavailable is the longest time the listers went without a successful
 // list in [from, to]: from a failed attempt's start to the end of the next
 // successful one.
-func unavailable(ls []*lister, from, to time.Time) time.Duration {
+func listersUnavailable(ls []*rollLister, from, to time.Time) time.Duration {
 	var longest time.Duration
 	for _, l := range ls {
 		var failingSince time.Time
@@ -614,7 +614,7 @@ func unavailable(ls []*lister, from, to time.Time) time.Duration {
 	return longest
 }
 
-func reportRolls(t *testing.T, rolls []rollout, rec *rollRecord, ws []*reflectorWatcher, ls []*lister, codes *responseCodes) {
+func reportRolls(t *testing.T, rolls []rollout, rec *rollRecord, ws []*reflectorWatcher, ls []*rollLister, codes *responseCodes) {
 	t.Helper()
 	var startups, exits, outages []time.Duration
 	killed := 0
@@ -647,7 +647,7 @@ func reportRolls(t *testing.T, rolls []rollout, rec *rollRecord, ws []*reflector
 	for _, ro := range rolls {
 		startups = append(startups, ro.newReady.Sub(ro.started))
 		exits = append(exits, ro.oldExited.Sub(ro.oldRemoved))
-		outages = append(outages, unavailable(ls, ro.started, ro.oldExited.Add(5*time.Second)))
+		outages = append(outages, listersUnavailable(ls, ro.started, ro.oldExited.Add(5*time.Second)))
 		if ro.oldKilled {
 			killed++
 		}
