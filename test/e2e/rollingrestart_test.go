@@ -222,8 +222,14 @@ func (r *rollRecord) failed(err error) bool {
 		code = int(status.Status().Code)
 	}
 	msg := err.Error()
-	if len(msg) > 100 {
-		msg = msg[:100]
+	if status != nil && status.Status().Details != nil {
+		// A body that is no Status (the aggregator's own errors) is here.
+		for _, cause := range status.Status().Details.Causes {
+			msg = cause.Message
+		}
+	}
+	if len(msg) > 120 {
+		msg = msg[:120]
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
