@@ -41,8 +41,8 @@ const (
 // TestACutBetweenTheAggregatorAndMydb cuts kube-apiserver off from
 // mydb-apiserver for 30 s: the TCP proxy where the aggregator dials
 // (mydbService, one replica behind it) resets every open connection and
-// every new one, as a partition that answers with resets. Meanwhile a
-// creator creates MyDatabases under fixed names, one after another,
+// every new one, as a partition that answers with resets. Meanwhile two
+// creators create MyDatabases under fixed names, one after another,
 // retrying each until it is created or answered 409 AlreadyExists after a
 // failed attempt (an earlier attempt landed); three updaters increment a
 // counter annotation of their own database with Updates that carry the
@@ -58,7 +58,7 @@ const (
 // and none was lost.
 func TestACutBetweenTheAggregatorAndMydb(t *testing.T) {
 	const cut = 30 * time.Second
-	const updaters = 3
+	const creators, updaters = 2, 3
 	svc := startMydbService(t, 1)
 	ns := newNamespace(t)
 	cfg := restConfig(t)
@@ -79,9 +79,13 @@ func TestACutBetweenTheAggregatorAndMydb(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	var wg sync.WaitGroup
-	creator := &cutCreator{uids: map[string]types.UID{}}
-	wg.Add(1 + updaters + 1)
-	go func() { defer wg.Done(); creator.run(ctx, dbs, log) }()
+	createStarted := make(chan struct{}, 1)
+	cs := make([]*cutCreator, creators)
+	wg.Add(creators + updaters + 1)
+	for i := range cs {
+		cs[i] = &cutCreator{client: fmt.Sprintf("creator-%d", i), started: createStarted}
+		go func(c *cutCreator) { defer wg.Done(); c.run(ctx, dbs, log) }(cs[i])
+	}
 	for i, c := range counters {
 		go func(i int, c *cutCounter) { defer wg.Done(); c.run(ctx, dbs, i, log) }(i, c)
 	}
@@ -97,10 +101,26 @@ func TestACutBetweenTheAggregatorAndMydb(t *testing.T) {
 	}()
 	availability := watchAvailability(ctx, t)
 
+	// The cut falls three quarters of a create's median latency after one
+	// began: then a create is likely to be in mydb, committed or about to
+	// be, with its answer still to come.
 	time.Sleep(5 * time.Second)
+	var createLatency []time.Duration
+	for _, a := range log.all() {
+		if strings.HasPrefix(a.client, "creator-") && a.err == nil {
+			createLatency = append(createLatency, a.end.Sub(a.start))
+		}
+	}
+	select {
+	case <-createStarted:
+	default:
+	}
+	<-createStarted
+	time.Sleep(percentile(createLatency, 50) * 3 / 4)
 	cutAt := time.Now()
 	svc.proxy.Cut()
-	t.Logf("cut kube-apiserver off from mydb-apiserver for %s", cut)
+	t.Logf("cut kube-apiserver off from mydb-apiserver for %s, %s after a create began (creates take p50 %s)",
+		cut, percentile(createLatency, 50)*3/4, percentile(createLatency, 50))
 	time.Sleep(cut)
 	svc.proxy.Restore()
 	restoredAt := time.Now()
@@ -167,7 +187,13 @@ func TestACutBetweenTheAggregatorAndMydb(t *testing.T) {
 		have[db.Name] = db.UID
 	}
 	creates := 0
-	for name, uid := range creator.uids {
+	uids := map[string]types.UID{}
+	for _, c := range cs {
+		for name, uid := range c.uids {
+			uids[name] = uid
+		}
+	}
+	for name, uid := range uids {
 		creates++
 		switch got, ok := have[name]; {
 		case !ok:
@@ -194,13 +220,15 @@ func TestACutBetweenTheAggregatorAndMydb(t *testing.T) {
 	t.Logf("FIGURES: APIService v1.example.com: %s", describeAvailability(avail, cutAt, restoredAt))
 	t.Logf("FIGURES: requests succeeded again %s after the cut ended (first successful list)", recovery.Round(10*time.Millisecond))
 	ambiguous, retriedCreates, mostAttempts := 0, 0, 0
-	for _, n := range creator.attempts {
-		if n > 1 {
-			retriedCreates++
+	for _, c := range cs {
+		for _, n := range c.attempts {
+			if n > 1 {
+				retriedCreates++
+			}
+			mostAttempts = max(mostAttempts, n)
 		}
-		mostAttempts = max(mostAttempts, n)
 	}
-	for _, uid := range creator.uids {
+	for _, uid := range uids {
 		if uid == "" {
 			ambiguous++
 		}
@@ -220,20 +248,27 @@ func cutDatabase(name string, annotations map[string]string) *examplev1.MyDataba
 	}
 }
 
-// cutCreator creates cut-000, cut-001, ... one after the other.
+// cutCreator creates <client>-000, <client>-001, ... one after the
+// other, and tells started whenever it sends one.
 type cutCreator struct {
+	client   string
+	started  chan<- struct{}
 	uids     map[string]types.UID // the uid each create was answered with; "" when a retry found it created
 	attempts map[string]int
 }
 
 func (c *cutCreator) run(ctx context.Context, dbs typedv1.MyDatabaseInterface, log *attemptLog) {
-	c.attempts = map[string]int{}
+	c.uids, c.attempts = map[string]types.UID{}, map[string]int{}
 	for i := 0; ctx.Err() == nil; i++ {
-		name := fmt.Sprintf("cut-%03d", i)
+		name := fmt.Sprintf("%s-%03d", c.client, i)
 		for {
 			c.attempts[name]++
+			select {
+			case c.started <- struct{}{}:
+			default:
+			}
 			var got *examplev1.MyDatabase
-			err := log.try("creator", func() (err error) {
+			err := log.try(c.client, func() (err error) {
 				got, err = dbs.Create(context.Background(), cutDatabase(name, nil), metav1.CreateOptions{})
 				return err
 			})
@@ -247,7 +282,7 @@ func (c *cutCreator) run(ctx context.Context, dbs typedv1.MyDatabaseInterface, l
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond)
 	}
 }
 
