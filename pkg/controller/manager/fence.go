@@ -1,0 +1,146 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/utils/clock"
+)
+
+// errLeaseMayHavePassed is what a write gets that the fence held back.
+var errLeaseMayHavePassed = errors.New("this replica's controller lease may have passed to another replica: the write is not sent")
+
+var (
+	fencedWrites = metrics.NewCounter(&metrics.CounterOpts{
+		Subsystem:      "mydb_controller",
+		Name:           "fenced_writes_total",
+		Help:           "Writes the controllers did not send because this replica's lease may have passed to another replica.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	registerFenceMetrics sync.Once
+)
+
+// leaseFence lets the controllers' writes out only while this replica
+// certainly holds the lease by its own clock. The elector stops a term
+// only once a renewal fails, and ends the term's context after it has
+// released the lease: a replica that was frozen (SIGSTOP, a paused VM, a
+// long GC) past the lease's expiry wakes with its workers running on stale
+// caches while another replica leads, and without the fence they write
+// before the elector even notices.
+//
+// Each successful acquisition or renewal opens the fence until the renew
+// deadline after the moment it was sent: the other replicas count the
+// lease duration from when they saw that renewal, which is later, so the
+// lease duration minus the renew deadline (5 s by default) is left for
+// clocks running at different rates and for a write on the wire. A write
+// the fence lets out carries the fence's end as its deadline.
+type leaseFence struct {
+	clock clock.PassiveClock
+	mu    sync.Mutex
+	until time.Time // zero when closed
+}
+
+func newLeaseFence(c clock.PassiveClock) *leaseFence {
+	registerFenceMetrics.Do(func() { legacyregistry.MustRegister(fencedWrites) })
+	return &leaseFence{clock: c}
+}
+
+// openUntil lets writes out until the given moment (or a later one already set).
+func (f *leaseFence) openUntil(until time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if until.After(f.until) {
+		f.until = until
+	}
+}
+
+func (f *leaseFence) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.until = time.Time{}
+}
+
+// deadline is the end of the fence's opening, and whether it is open now.
+func (f *leaseFence) deadline() (time.Time, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.until, f.clock.Now().Before(f.until)
+}
+
+// wrap is a transport.WrapperFunc: every request but reads goes through the fence.
+func (f *leaseFence) wrap(next http.RoundTripper) http.RoundTripper {
+	return &fencedTransport{fence: f, next: next}
+}
+
+type fencedTransport struct {
+	fence *leaseFence
+	next  http.RoundTripper
+}
+
+func (t *fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return t.next.RoundTrip(req)
+	}
+	until, open := t.fence.deadline()
+	if !open {
+		fencedWrites.Inc()
+		return nil, errLeaseMayHavePassed
+	}
+	ctx, cancel := context.WithDeadline(req.Context(), until)
+	resp, err := t.next.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// cancelOnClose ends a request's context once its response is read.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelOnClose) Close() error {
+	defer b.cancel()
+	return b.ReadCloser.Close()
+}
+
+// fencedLock is the Lease lock, opening the fence on every write that
+// makes or keeps this replica the holder and closing it on any other
+// (the release).
+type fencedLock struct {
+	resourcelock.Interface
+	fence         *leaseFence
+	renewDeadline time.Duration
+}
+
+func (l *fencedLock) Create(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
+	return l.write(r, func() error { return l.Interface.Create(ctx, r) })
+}
+
+func (l *fencedLock) Update(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
+	return l.write(r, func() error { return l.Interface.Update(ctx, r) })
+}
+
+func (l *fencedLock) write(r resourcelock.LeaderElectionRecord, write func() error) error {
+	holding := r.HolderIdentity == l.Identity()
+	if !holding {
+		l.fence.close()
+	}
+	sent := l.fence.clock.Now()
+	err := write()
+	if err == nil && holding {
+		l.fence.openUntil(sent.Add(l.renewDeadline))
+	}
+	return err
+}

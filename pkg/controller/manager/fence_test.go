@@ -1,0 +1,136 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	testingclock "k8s.io/utils/clock/testing"
+)
+
+// recordingTransport answers every request and remembers what reached it.
+type recordingTransport struct {
+	methods   []string
+	deadlines []time.Time
+}
+
+func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	t.methods = append(t.methods, req.Method)
+	deadline, _ := req.Context().Deadline()
+	t.deadlines = append(t.deadlines, deadline)
+	return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("{}"))}, nil
+}
+
+func request(t *testing.T, rt http.RoundTripper, method string) error {
+	t.Helper()
+	req, err := http.NewRequest(method, "https://127.0.0.1/apis/apps/v1/namespaces/a/statefulsets/db", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := rt.RoundTrip(req)
+	if err == nil {
+		resp.Body.Close()
+	}
+	return err
+}
+
+// TestFenceLetsWritesOutOnlyWithinTheRenewDeadline: a write goes out only
+// before the renew deadline has passed since the last renewal was sent,
+// carrying that moment as its deadline; reads always go out; a replica
+// that wakes after its lease expired sends no write.
+func TestFenceLetsWritesOutOnlyWithinTheRenewDeadline(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	fence := newLeaseFence(clk)
+	next := &recordingTransport{}
+	rt := fence.wrap(next)
+
+	if err := request(t, rt, http.MethodPatch); !errors.Is(err, errLeaseMayHavePassed) {
+		t.Fatalf("a write before any renewal: %v, want it held back", err)
+	}
+	lock := &fencedLock{Interface: leaseLock(t, "replica-a"), fence: fence, renewDeadline: 10 * time.Second}
+	renew := func() {
+		t.Helper()
+		if err := lock.Update(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "replica-a", LeaseDurationSeconds: 15}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	renew()
+	sent := clk.Now()
+	clk.Step(9 * time.Second)
+	if err := request(t, rt, http.MethodPatch); err != nil {
+		t.Fatalf("a write 9s after a renewal: %v", err)
+	}
+	if got := next.deadlines[len(next.deadlines)-1]; !got.Equal(sent.Add(10 * time.Second)) {
+		t.Errorf("the write's deadline is %v, want the renew deadline after the renewal, %v", got, sent.Add(10*time.Second))
+	}
+
+	// Frozen for 20 s: the lease has passed to another replica.
+	clk.Step(20 * time.Second)
+	for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if err := request(t, rt, method); !errors.Is(err, errLeaseMayHavePassed) {
+			t.Errorf("a %s after the lease expired: %v, want it held back", method, err)
+		}
+	}
+	if err := request(t, rt, http.MethodGet); err != nil {
+		t.Errorf("a read after the lease expired: %v", err)
+	}
+	if want := []string{http.MethodPatch, http.MethodGet}; strings.Join(next.methods, " ") != strings.Join(want, " ") {
+		t.Errorf("requests sent: %v, want %v", next.methods, want)
+	}
+
+	// A renewal opens it again; the release closes it at once.
+	renew()
+	if err := request(t, rt, http.MethodPost); err != nil {
+		t.Fatalf("a write after a renewal: %v", err)
+	}
+	if err := lock.Update(context.Background(), resourcelock.LeaderElectionRecord{LeaseDurationSeconds: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := request(t, rt, http.MethodPost); !errors.Is(err, errLeaseMayHavePassed) {
+		t.Errorf("a write after the release: %v, want it held back", err)
+	}
+}
+
+// TestFailedRenewalKeepsTheFenceWhereItWas: a renewal the API server
+// refused (another replica took the lease) opens nothing.
+func TestFailedRenewalKeepsTheFenceWhereItWas(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	fence := newLeaseFence(clk)
+	lock := &fencedLock{Interface: &failingLock{Interface: leaseLock(t, "replica-a")}, fence: fence, renewDeadline: 10 * time.Second}
+	if err := lock.Update(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "replica-a"}); err == nil {
+		t.Fatal("the failing lock accepted an update")
+	}
+	if _, open := fence.deadline(); open {
+		t.Error("a failed renewal opened the fence")
+	}
+}
+
+type failingLock struct{ resourcelock.Interface }
+
+func (l *failingLock) Update(context.Context, resourcelock.LeaderElectionRecord) error {
+	return errors.New("the object has been modified")
+}
+
+// leaseLock is a Lease lock on a fake cluster that holds the Lease.
+func leaseLock(t *testing.T, identity string) resourcelock.Interface {
+	t.Helper()
+	client := k8sfake.NewClientset(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "mydb-system", Name: "mydb-controller"}})
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, "mydb-system", "mydb-controller",
+		client.CoreV1(), client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: identity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Update needs the Lease it last read.
+	if _, _, err := lock.Get(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return lock
+}
