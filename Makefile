@@ -69,7 +69,7 @@ FAULTS_ENV = LOCAL_DIR=$(FAULTS_DIR) MYDB_ETCD_MEMBERS=3 POD_CIDR=$(FAULTS_POD_C
 test-faults: ## Fault suite: kill -9 members of a 3-member TLS etcd (fsync on) under load, on its own control plane (~70 s; MYDB_E2E_LONG=1: 20 cycles).
 	$(FAULTS_ENV) hack/local-up.sh
 	rc=0; E2E_LOCAL_DIR=$(FAULTS_DIR) E2E_KUBECONFIG=$(FAULTS_DIR)/kubeconfig \
-		go test $(GOFLAGS_TEST) -v -timeout 20m -tags e2e,faults -run 'TestEtcdMember' ./test/e2e/... || rc=$$?; \
+		go test $(GOFLAGS_TEST) -v -timeout 20m -tags e2e,faults -run 'TestEtcdMember|TestFrozenLeader' ./test/e2e/... || rc=$$?; \
 	$(FAULTS_ENV) hack/local-down.sh; exit $$rc
 
 # test/bench is a Go module of its own (test/bench/go.mod), so that gonum/plot
