@@ -132,7 +132,10 @@ func TestFrozenLeaderWritesNothingAfterTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	stopped := time.Now()
-	eventually(t, freeze, func() error {
+	// The standby sees the lease expire the lease duration after it last
+	// saw a renewal, and tries every 2 s jittered by up to 120%: 20 s is
+	// not always enough. The freeze lasts until it has the lease.
+	eventually(t, 2*sb.leaseDuration+10*time.Second, func() error {
 		if holder, err := leaseHolder(ctx, t); err != nil || holder != sb.identity {
 			return fmt.Errorf("lease held by %q (%v) %s after SIGSTOP", holder, err, time.Since(stopped).Round(time.Second))
 		}
@@ -143,6 +146,9 @@ func TestFrozenLeaderWritesNothingAfterTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	resumed := time.Now()
+	if frozenFor := resumed.Sub(stopped); frozenFor > freeze+time.Second {
+		t.Logf("the leader stayed frozen %s, until the standby had the lease", frozenFor.Round(10*time.Millisecond))
+	}
 	<-changed
 	lastChange := time.Now()
 	eventually(t, reconcileTimeout, func() error { return statefulSetsMatch(ctx, kube, ns, specs) })
@@ -208,7 +214,7 @@ func TestFrozenLeaderWritesNothingAfterTakeover(t *testing.T) {
 	firstWrite := newAfter[0].RequestReceivedTimestamp.Time
 	frozen, outside := specs.reflection(stsVersions, stopped, resumed)
 	t.Logf("FIGURES: %d spec changes to %d MyDatabases, one every %s; SIGSTOP of the leader for %s, %d changes sent while it was frozen",
-		changes, databases, interval.Round(time.Millisecond), freeze, len(frozen))
+		changes, databases, interval.Round(time.Millisecond), resumed.Sub(stopped).Round(10*time.Millisecond), len(frozen))
 	t.Logf("FIGURES: takeover: the standby acquired the Lease %s after SIGSTOP (lease duration %s), its first write of a child %s after SIGSTOP",
 		takeover.Sub(stopped).Round(10*time.Millisecond), sb.leaseDuration, firstWrite.Sub(stopped).Round(10*time.Millisecond))
 	t.Logf("FIGURES: writes by the old leader: %d children and %d MyDatabase before the freeze, %d and %d after the takeover; by the new leader after it: %d and %d",

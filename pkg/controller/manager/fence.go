@@ -42,12 +42,12 @@ var (
 // clocks running at different rates and for a write on the wire. A write
 // the fence lets out carries the fence's end as its deadline.
 type leaseFence struct {
-	clock clock.PassiveClock
+	clock clock.Clock
 	mu    sync.Mutex
 	until time.Time // zero when closed
 }
 
-func newLeaseFence(c clock.PassiveClock) *leaseFence {
+func newLeaseFence(c clock.Clock) *leaseFence {
 	registerFenceMetrics.Do(func() { legacyregistry.MustRegister(fencedWrites) })
 	return &leaseFence{clock: c}
 }
@@ -72,6 +72,27 @@ func (f *leaseFence) deadline() (time.Time, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.until, f.clock.Now().Before(f.until)
+}
+
+// endWhenShut calls end once the fence is shut, its opening having run
+// out with no renewal or the lease released, unless ctx ends first. The
+// elector would end the term only once its renewals have failed for the
+// renew deadline, counted from after it wakes.
+func (f *leaseFence) endWhenShut(ctx context.Context, end func()) {
+	for {
+		until, open := f.deadline()
+		if !open {
+			end()
+			return
+		}
+		timer := f.clock.NewTimer(until.Sub(f.clock.Now()))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C():
+		}
+	}
 }
 
 // wrap is a transport.WrapperFunc: every request but reads goes through the fence.

@@ -134,3 +134,57 @@ func leaseLock(t *testing.T, identity string) resourcelock.Interface {
 	}
 	return lock
 }
+
+// TestShutFenceEndsTheTerm: the term ends once the fence's opening runs
+// out with no renewal, not while renewals keep it open, and never after
+// the term ended by itself.
+func TestShutFenceEndsTheTerm(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	fence := newLeaseFence(clk)
+	fence.openUntil(clk.Now().Add(10 * time.Second))
+	ended := make(chan struct{})
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		fence.endWhenShut(context.Background(), func() { close(ended) })
+	}()
+	waitForTimer := func() {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !clk.HasWaiters() {
+			if time.Now().After(deadline) {
+				t.Fatal("endWhenShut set no timer")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	// Renewed before the opening ran out: the term goes on.
+	waitForTimer()
+	fence.openUntil(clk.Now().Add(15 * time.Second))
+	clk.Step(10 * time.Second)
+	waitForTimer()
+	select {
+	case <-ended:
+		t.Fatal("the term ended while renewals kept the fence open")
+	default:
+	}
+	// Frozen past the renewed opening.
+	clk.Step(20 * time.Second)
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the term did not end once the fence's opening ran out")
+	}
+	<-returned
+
+	ctx, cancel := context.WithCancel(context.Background())
+	fence.openUntil(clk.Now().Add(10 * time.Second))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fence.endWhenShut(ctx, func() { t.Error("a term that had ended was ended again") })
+	}()
+	waitForTimer()
+	cancel()
+	<-done
+}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -228,6 +229,7 @@ func (m *Manager) runElected(ctx context.Context) {
 		m.term.Unlock()
 
 		termCtx, endTerm := context.WithCancel(ctx)
+		var failed atomic.Bool
 		elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 			Lock:            lock,
 			Name:            le.ResourceName,
@@ -237,10 +239,17 @@ func (m *Manager) runElected(ctx context.Context) {
 			ReleaseOnCancel: true,
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(leadCtx context.Context) {
+					if m.fence != nil {
+						go m.fence.endWhenShut(leadCtx, func() {
+							logger.Info("The lease was not renewed in time; the controllers stop", "identity", id)
+							endTerm()
+						})
+					}
 					if err := m.lead(leadCtx); err != nil {
 						logger.Error(err, "A controller failed; giving up the lease", "identity", id)
 						m.recorder.Eventf(&corev1.ObjectReference{Kind: "Lease", Namespace: le.ResourceNamespace, Name: le.ResourceName},
 							corev1.EventTypeWarning, "ControllerFailed", "%s gave up the lease: %v", id, err)
+						failed.Store(true)
 						endTerm()
 					}
 				},
@@ -257,9 +266,8 @@ func (m *Manager) runElected(ctx context.Context) {
 		if m.fence != nil {
 			m.fence.close()
 		}
-		failed := termCtx.Err() != nil && ctx.Err() == nil
 		endTerm()
-		if failed {
+		if failed.Load() && ctx.Err() == nil {
 			// Give another replica the first chance at the lease.
 			select {
 			case <-ctx.Done():
