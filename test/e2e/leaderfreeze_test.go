@@ -212,15 +212,15 @@ func TestFrozenLeaderWritesNothingAfterTakeover(t *testing.T) {
 	}
 
 	firstWrite := newAfter[0].RequestReceivedTimestamp.Time
-	frozen, outside := specs.reflection(stsVersions, stopped, resumed)
-	t.Logf("FIGURES: %d spec changes to %d MyDatabases, one every %s; SIGSTOP of the leader for %s, %d changes sent while it was frozen",
+	frozen, outside := specs.reflection(stsVersions, stopped, takeover)
+	t.Logf("FIGURES: %d spec changes to %d MyDatabases, one every %s; SIGSTOP of the leader for %s, %d changes held up by it",
 		changes, databases, interval.Round(time.Millisecond), resumed.Sub(stopped).Round(10*time.Millisecond), len(frozen))
 	t.Logf("FIGURES: takeover: the standby acquired the Lease %s after SIGSTOP (lease duration %s), its first write of a child %s after SIGSTOP",
 		takeover.Sub(stopped).Round(10*time.Millisecond), sb.leaseDuration, firstWrite.Sub(stopped).Round(10*time.Millisecond))
 	t.Logf("FIGURES: writes by the old leader: %d children and %d MyDatabase before the freeze, %d and %d after the takeover; by the new leader after it: %d and %d",
 		len(oldBefore), len(statusBefore), len(oldAfter), len(statusAfter), len(newAfter), len(newStatus))
 	t.Logf("FIGURES: the old leader's fence held back %s writes after SIGCONT (mydb_controller_fenced_writes_total)", metricValue(oldMetrics, "mydb_controller_fenced_writes_total"))
-	t.Logf("FIGURES: %d StatefulSet versions seen, %d with a superseded spec; spec write to StatefulSet: changes sent while the leader was frozen p50 %s max %s, others p50 %s p99 %s max %s",
+	t.Logf("FIGURES: %d StatefulSet versions seen, %d with a superseded spec; spec write to StatefulSet: changes held up by the freeze p50 %s max %s, others p50 %s p99 %s max %s",
 		len(stsVersions), scaled, percentile(frozen, 50), percentile(frozen, 100), percentile(outside, 50), percentile(outside, 99), percentile(outside, 100))
 	t.Logf("FIGURES: every StatefulSet had its final spec %s after the last change (SIGCONT %s after SIGSTOP)",
 		converged.Sub(lastChange).Round(10*time.Millisecond), resumed.Sub(stopped).Round(10*time.Millisecond))
@@ -302,9 +302,10 @@ func (r *specRecord) stale(v stsVersion) string {
 }
 
 // reflection is, for each spec change, the time from sending it to the
-// first StatefulSet version with it or a later one: for those sent while
-// the leader was frozen, and for the others.
-func (r *specRecord) reflection(sets []stsVersion, stopped, resumed time.Time) (frozen, outside []time.Duration) {
+// first StatefulSet version with it or a later one: for those the freeze
+// held up (sent before the takeover, reflected after SIGSTOP), and for the
+// others.
+func (r *specRecord) reflection(sets []stsVersion, stopped, takeover time.Time) (frozen, outside []time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for name, vs := range r.versions {
@@ -320,7 +321,7 @@ func (r *specRecord) reflection(sets []stsVersion, stopped, resumed time.Time) (
 				if !reflected {
 					continue
 				}
-				if d := v.seen.Sub(vs[j].sent); !vs[j].sent.Before(stopped) && vs[j].sent.Before(resumed) {
+				if d := v.seen.Sub(vs[j].sent); vs[j].sent.Before(takeover) && !v.seen.Before(stopped) {
 					frozen = append(frozen, d)
 				} else {
 					outside = append(outside, d)

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
 
@@ -138,30 +139,53 @@ func (b *cancelOnClose) Close() error {
 
 // fencedLock is the Lease lock, opening the fence on every write that
 // makes or keeps this replica the holder and closing it on any other
-// (the release).
+// (the release). It also releases only a Lease this replica holds: the
+// elector's release checks the holder it last observed, not the one it
+// has just read, so a replica that wakes from a freeze and ends its term
+// before its elector has seen the new holder would otherwise empty the
+// new holder's Lease and could take it back.
 type fencedLock struct {
 	resourcelock.Interface
 	fence         *leaseFence
 	renewDeadline time.Duration
+	// holder is whom the Lease named when it was last read; an update
+	// carries that read's resourceVersion, so it applies to that holder's
+	// Lease or fails with a conflict.
+	holder string
+}
+
+func (l *fencedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	r, raw, err := l.Interface.Get(ctx)
+	if err == nil {
+		l.holder = r.HolderIdentity
+	}
+	return r, raw, err
 }
 
 func (l *fencedLock) Create(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
-	return l.write(r, func() error { return l.Interface.Create(ctx, r) })
+	return l.write(ctx, r, func() error { return l.Interface.Create(ctx, r) })
 }
 
 func (l *fencedLock) Update(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
-	return l.write(r, func() error { return l.Interface.Update(ctx, r) })
+	return l.write(ctx, r, func() error { return l.Interface.Update(ctx, r) })
 }
 
-func (l *fencedLock) write(r resourcelock.LeaderElectionRecord, write func() error) error {
+func (l *fencedLock) write(ctx context.Context, r resourcelock.LeaderElectionRecord, write func() error) error {
 	holding := r.HolderIdentity == l.Identity()
 	if !holding {
 		l.fence.close()
+		if l.holder != l.Identity() {
+			klog.FromContext(ctx).Info("Not releasing the controller lease: another replica holds it", "holder", l.holder, "identity", l.Identity())
+			return nil
+		}
 	}
 	sent := l.fence.clock.Now()
-	err := write()
-	if err == nil && holding {
+	if err := write(); err != nil {
+		return err
+	}
+	l.holder = r.HolderIdentity
+	if holding {
 		l.fence.openUntil(sent.Add(l.renewDeadline))
 	}
-	return err
+	return nil
 }

@@ -14,6 +14,7 @@ import (
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 )
 
 // recordingTransport answers every request and remembers what reached it.
@@ -55,7 +56,7 @@ func TestFenceLetsWritesOutOnlyWithinTheRenewDeadline(t *testing.T) {
 	if err := request(t, rt, http.MethodPatch); !errors.Is(err, errLeaseMayHavePassed) {
 		t.Fatalf("a write before any renewal: %v, want it held back", err)
 	}
-	lock := &fencedLock{Interface: leaseLock(t, "replica-a"), fence: fence, renewDeadline: 10 * time.Second}
+	lock := &fencedLock{Interface: leaseLock(t, "replica-a", ""), fence: fence, renewDeadline: 10 * time.Second}
 	renew := func() {
 		t.Helper()
 		if err := lock.Update(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "replica-a", LeaseDurationSeconds: 15}); err != nil {
@@ -104,7 +105,7 @@ func TestFenceLetsWritesOutOnlyWithinTheRenewDeadline(t *testing.T) {
 func TestFailedRenewalKeepsTheFenceWhereItWas(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	fence := newLeaseFence(clk)
-	lock := &fencedLock{Interface: &failingLock{Interface: leaseLock(t, "replica-a")}, fence: fence, renewDeadline: 10 * time.Second}
+	lock := &fencedLock{Interface: &failingLock{Interface: leaseLock(t, "replica-a", "")}, fence: fence, renewDeadline: 10 * time.Second}
 	if err := lock.Update(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "replica-a"}); err == nil {
 		t.Fatal("the failing lock accepted an update")
 	}
@@ -119,10 +120,42 @@ func (l *failingLock) Update(context.Context, resourcelock.LeaderElectionRecord)
 	return errors.New("the object has been modified")
 }
 
-// leaseLock is a Lease lock on a fake cluster that holds the Lease.
-func leaseLock(t *testing.T, identity string) resourcelock.Interface {
+// TestReleaseLeavesAnotherReplicasLease: a replica that wakes after
+// another took its lease, and ends its term before its elector has seen
+// that, does not empty the other's Lease.
+func TestReleaseLeavesAnotherReplicasLease(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	fence := newLeaseFence(clk)
+	fence.openUntil(clk.Now().Add(10 * time.Second))
+	lock := &fencedLock{Interface: leaseLock(t, "replica-a", "replica-b"), fence: fence, renewDeadline: 10 * time.Second}
+	// What the elector's release does: read, then write an empty holder.
+	if _, _, err := lock.Get(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := lock.Update(context.Background(), resourcelock.LeaderElectionRecord{LeaseDurationSeconds: 1}); err != nil {
+		t.Fatal(err)
+	}
+	r, _, err := lock.Get(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.HolderIdentity != "replica-b" || r.LeaseDurationSeconds != 15 {
+		t.Errorf("after replica-a's release the Lease names %q for %ds, want replica-b's 15s", r.HolderIdentity, r.LeaseDurationSeconds)
+	}
+	if _, open := fence.deadline(); open {
+		t.Error("the release left the fence open")
+	}
+}
+
+// leaseLock is identity's Lease lock on a fake cluster whose Lease holder
+// holds (none when empty), read once.
+func leaseLock(t *testing.T, identity, holder string) resourcelock.Interface {
 	t.Helper()
-	client := k8sfake.NewClientset(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "mydb-system", Name: "mydb-controller"}})
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "mydb-system", Name: "mydb-controller"}}
+	if holder != "" {
+		lease.Spec = coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: ptr.To[int32](15)}
+	}
+	client := k8sfake.NewClientset(lease)
 	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, "mydb-system", "mydb-controller",
 		client.CoreV1(), client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: identity})
 	if err != nil {
