@@ -207,7 +207,8 @@ func TestFrozenLeaderWritesNothingAfterTakeover(t *testing.T) {
 	if !strings.Contains(oldMetrics, `leader_election_master_status{name="mydb-controller"} 0`) {
 		t.Errorf("the old leader does not say it stopped leading in /metrics")
 	}
-	if tail := readFrom(t, sb.leaderLog, oldLog); !strings.Contains(tail, "Not leading") {
+	stoppedLeading, ok := logTime(readFrom(t, sb.leaderLog, oldLog), "Not leading", resumed)
+	if !ok {
 		t.Errorf("the old leader's log does not say it stopped leading after SIGCONT")
 	}
 
@@ -219,7 +220,8 @@ func TestFrozenLeaderWritesNothingAfterTakeover(t *testing.T) {
 		takeover.Sub(stopped).Round(10*time.Millisecond), sb.leaseDuration, firstWrite.Sub(stopped).Round(10*time.Millisecond))
 	t.Logf("FIGURES: writes by the old leader: %d children and %d MyDatabase before the freeze, %d and %d after the takeover; by the new leader after it: %d and %d",
 		len(oldBefore), len(statusBefore), len(oldAfter), len(statusAfter), len(newAfter), len(newStatus))
-	t.Logf("FIGURES: the old leader's fence held back %s writes after SIGCONT (mydb_controller_fenced_writes_total)", metricValue(oldMetrics, "mydb_controller_fenced_writes_total"))
+	t.Logf("FIGURES: the old leader stopped its controllers %s after SIGCONT; its fence held back %s writes (mydb_controller_fenced_writes_total)",
+		stoppedLeading.Sub(resumed).Round(time.Millisecond), metricValue(oldMetrics, "mydb_controller_fenced_writes_total"))
 	t.Logf("FIGURES: %d StatefulSet versions seen, %d with a superseded spec; spec write to StatefulSet: changes held up by the freeze p50 %s max %s, others p50 %s p99 %s max %s",
 		len(stsVersions), scaled, percentile(frozen, 50), percentile(frozen, 100), percentile(outside, 50), percentile(outside, 99), percentile(outside, 100))
 	t.Logf("FIGURES: every StatefulSet had its final spec %s after the last change (SIGCONT %s after SIGSTOP)",
@@ -513,6 +515,23 @@ func code(e auditv1.Event) int32 {
 		return 0
 	}
 	return e.ResponseStatus.Code
+}
+
+// logTime is when the first klog line of log containing text was
+// written, that line being from the day of near.
+func logTime(log, text string, near time.Time) (time.Time, bool) {
+	for _, line := range strings.Split(log, "\n") {
+		fields := strings.Fields(line)
+		if !strings.Contains(line, text) || len(fields) < 2 || len(fields[0]) != 5 {
+			continue
+		}
+		at, err := time.ParseInLocation("0102 15:04:05.000000", fields[0][1:]+" "+fields[1], time.Local)
+		if err != nil {
+			continue
+		}
+		return at.AddDate(near.Year(), 0, 0), true
+	}
+	return time.Time{}, false
 }
 
 // metricValue is the value of an unlabelled series in a /metrics text.
