@@ -30,11 +30,11 @@ import (
 )
 
 // staleAfter is how long after a newer spec was acknowledged a StatefulSet
-// may still be seen with the one before: the time a leader's caches take
-// to hear of a change, with ample margin on a loaded machine. A leader
-// woken from a freeze with the caches of before it would write specs
-// superseded many seconds earlier.
-const staleAfter = 3 * time.Second
+// may still be seen with the one before: the time from a leader's read of
+// the spec to its write of the StatefulSet landing, with ample margin on a
+// loaded machine. A leader woken from a freeze longer than its lease would
+// write specs it read before the freeze.
+const staleAfter = 5 * time.Second
 
 // TestFrozenLeaderWritesNothingAfterTakeover freezes the controllers'
 // leader with SIGSTOP, for longer than its lease, while a client makes spec
@@ -287,20 +287,22 @@ func (r *specRecord) stale(v stsVersion) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	vs := r.versions[v.name] // a StatefulSet has its database's name
-	matched := false
+	var superseded time.Duration // the least, of the specs that had them
 	for j, s := range vs {
 		if s.fp != v.fp || s.sent.After(v.seen) {
 			continue
 		}
-		matched = true
 		if j == len(vs)-1 || vs[j+1].ack.After(v.seen.Add(-staleAfter)) {
 			return ""
 		}
+		if d := v.seen.Sub(vs[j+1].ack); superseded == 0 || d < superseded {
+			superseded = d
+		}
 	}
-	if !matched {
+	if superseded == 0 {
 		return "no spec of the database had them"
 	}
-	return fmt.Sprintf("every spec that had them was superseded more than %s before", staleAfter)
+	return fmt.Sprintf("the latest spec that had them was superseded %s before (more than %s)", superseded.Round(time.Millisecond), staleAfter)
 }
 
 // reflection is, for each spec change, the time from sending it to the
