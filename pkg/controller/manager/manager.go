@@ -19,6 +19,7 @@ import (
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	backupcontroller "github.com/mydb-dev/mydb/pkg/controller/backup"
 	"github.com/mydb-dev/mydb/pkg/controller/backupschedule"
+	"github.com/mydb-dev/mydb/pkg/controller/internal/instances"
 	mydbcontroller "github.com/mydb-dev/mydb/pkg/controller/mydatabase"
 	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
 	mydbscheme "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/scheme"
@@ -358,12 +359,18 @@ func (m *Manager) newControllers(ctx context.Context) (map[string]controller, er
 			c.Close()
 		}
 	}
-	dbs, err := mydbcontroller.NewController(ctx, m.kubeClient, m.mydbClient, m.databases, m.recorder, clock.RealClock{}, m.config.Databases)
+	databases, backupOptions := m.config.Databases, backupcontroller.Options{}
+	if m.fence != nil {
+		// Starting a backup or a restore on an instance is a write too.
+		operations := instances.HTTP{Client: &http.Client{Timeout: instances.Timeout, Transport: m.fence.wrap(http.DefaultTransport)}}
+		databases.Operations, backupOptions.Operations = operations, operations
+	}
+	dbs, err := mydbcontroller.NewController(ctx, m.kubeClient, m.mydbClient, m.databases, m.recorder, clock.RealClock{}, databases)
 	if err != nil {
 		return nil, fmt.Errorf("building the MyDatabase controller: %w", err)
 	}
 	controllers["MyDatabase"] = dbs
-	backups, err := backupcontroller.NewController(m.kubeClient, m.mydbClient, m.backups, m.recorder, clock.RealClock{}, backupcontroller.Options{})
+	backups, err := backupcontroller.NewController(m.kubeClient, m.mydbClient, m.backups, m.recorder, clock.RealClock{}, backupOptions)
 	if err != nil {
 		closeAll()
 		return nil, fmt.Errorf("building the backup controller: %w", err)
