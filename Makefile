@@ -66,7 +66,7 @@ FAULTS_ENV = LOCAL_DIR=$(FAULTS_DIR) MYDB_ETCD_MEMBERS=3 POD_CIDR=$(FAULTS_POD_C
 	KWOK_PORT=$(call faults_port,247)
 
 .PHONY: test-faults
-test-faults: ## Fault suite on its own control plane: kill -9 members of a 3-member TLS etcd (fsync on) under load; SIGSTOP the controllers' leader past its lease during 100 spec changes (~2.5 min; MYDB_E2E_LONG=1: 20 kill cycles, 200 changes).
+test-faults: ## Fault suite on its own control plane: kill -9 members of a 3-member TLS etcd (fsync on) under load; SIGSTOP the controllers' leader past its lease during 100 spec changes (~2 min; MYDB_E2E_LONG=1: 20 kill cycles, 200 changes).
 	$(FAULTS_ENV) hack/local-up.sh
 	rc=0; E2E_LOCAL_DIR=$(FAULTS_DIR) E2E_KUBECONFIG=$(FAULTS_DIR)/kubeconfig \
 		go test $(GOFLAGS_TEST) -v -timeout 20m -tags e2e,faults -run 'TestEtcdMember|TestFrozenLeader' ./test/e2e/... || rc=$$?; \
