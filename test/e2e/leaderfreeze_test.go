@@ -286,7 +286,7 @@ func (r *specRecord) last(name string) specVersion {
 func (r *specRecord) stale(v stsVersion) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	vs := r.versions[v.name] // a StatefulSet has its database's name
+	vs := r.versions[v.name]     // a StatefulSet has its database's name
 	var superseded time.Duration // the least, of the specs that had them
 	for j, s := range vs {
 		if s.fp != v.fp || s.sent.After(v.seen) {
