@@ -84,7 +84,9 @@ func TestValidateMyDatabaseBackupUpdates(t *testing.T) {
 				b.Status.Location = &example.BackupLocation{Volume: &example.VolumeLocation{ClaimName: "snap-dump"}}
 			})},
 		{name: "a volume location naming no claim", old: myBackup(), validate: ValidateMyDatabaseBackupStatusUpdate,
-			b:    myBackup(func(b *example.MyDatabaseBackup) { b.Status.Location = &example.BackupLocation{Volume: &example.VolumeLocation{}} }),
+			b: myBackup(func(b *example.MyDatabaseBackup) {
+				b.Status.Location = &example.BackupLocation{Volume: &example.VolumeLocation{}}
+			}),
 			want: []errorSummary{{field.ErrorTypeRequired, "status.location.volume.claimName"}}},
 		{name: "a volume location with a bad claim name", old: myBackup(), validate: ValidateMyDatabaseBackupStatusUpdate,
 			b: myBackup(func(b *example.MyDatabaseBackup) {
