@@ -44,6 +44,10 @@ type Informers struct {
 	Backups     exampleinformers.MyDatabaseBackupInformer
 	MyDatabases exampleinformers.MyDatabaseInformer
 	Secrets     coreinformers.SecretInformer
+	// Pods and PersistentVolumeClaims are the dump-server pods and dump
+	// claims of volume backups (filtered like Secrets).
+	Pods                   coreinformers.PodInformer
+	PersistentVolumeClaims coreinformers.PersistentVolumeClaimInformer
 }
 
 // NewInformers takes the controller's informers from factories: kube
@@ -53,12 +57,16 @@ func NewInformers(kube informers.SharedInformerFactory, own mydbinformers.Shared
 		Backups:     own.Example().V1().MyDatabaseBackups(),
 		MyDatabases: own.Example().V1().MyDatabases(),
 		Secrets:     kube.Core().V1().Secrets(),
+		Pods:        kube.Core().V1().Pods(),
+		// The same informer as the MyDatabase controller's.
+		PersistentVolumeClaims: kube.Core().V1().PersistentVolumeClaims(),
 	}
 }
 
 // All are every informer the controller reads.
 func (i Informers) All() []cache.SharedIndexInformer {
-	return []cache.SharedIndexInformer{i.Backups.Informer(), i.MyDatabases.Informer(), i.Secrets.Informer()}
+	return []cache.SharedIndexInformer{i.Backups.Informer(), i.MyDatabases.Informer(), i.Secrets.Informer(),
+		i.Pods.Informer(), i.PersistentVolumeClaims.Informer()}
 }
 
 // ObjectStores deletes objects from buckets.
@@ -85,6 +93,9 @@ type Options struct {
 	Stores     ObjectStores
 	// PollInterval is how often a running backup is read; 0 is 5s.
 	PollInterval time.Duration
+	// InstanceImage ships mydb-instance, which the dump-server pods of
+	// volume backups run.
+	InstanceImage string
 }
 
 // Controller runs backups.
@@ -97,12 +108,16 @@ type Controller struct {
 	backupLister examplelisters.MyDatabaseBackupLister
 	dbLister     examplelisters.MyDatabaseLister
 	secretLister corelisters.SecretLister
+	podLister    corelisters.PodLister
+	claimLister  corelisters.PersistentVolumeClaimLister
 	informers    Informers
 	handlers     runner.Handlers
 
 	operations   instances.Operations
 	stores       ObjectStores
 	pollInterval time.Duration
+	// instanceImage is what dump-server pods run.
+	instanceImage string
 
 	// queue holds the backups to look at.
 	queue workqueue.TypedRateLimitingInterface[cache.ObjectName]
@@ -130,10 +145,13 @@ func NewController(kubeClient kubernetes.Interface, mydbClient clientset.Interfa
 		backupLister: informers.Backups.Lister(),
 		dbLister:     informers.MyDatabases.Lister(),
 		secretLister: informers.Secrets.Lister(),
+		podLister:    informers.Pods.Lister(),
+		claimLister:  informers.PersistentVolumeClaims.Lister(),
 		informers:    informers,
 		operations:   opts.Operations,
 		stores:       opts.Stores,
 		pollInterval: opts.PollInterval,
+		instanceImage: opts.InstanceImage,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "mydatabasebackup"}),

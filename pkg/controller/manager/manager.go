@@ -336,7 +336,8 @@ func (m *Manager) newControllers(ctx context.Context) (map[string]controller, er
 		return nil, fmt.Errorf("building the MyDatabase controller: %w", err)
 	}
 	controllers["MyDatabase"] = dbs
-	backups, err := backupcontroller.NewController(m.kubeClient, m.mydbClient, m.backups, m.recorder, clock.RealClock{}, backupcontroller.Options{})
+	backups, err := backupcontroller.NewController(m.kubeClient, m.mydbClient, m.backups, m.recorder, clock.RealClock{},
+		backupcontroller.Options{InstanceImage: m.config.Databases.InstanceImage})
 	if err != nil {
 		closeAll()
 		return nil, fmt.Errorf("building the backup controller: %w", err)
