@@ -140,17 +140,17 @@ func NewController(kubeClient kubernetes.Interface, mydbClient clientset.Interfa
 		opts.PollInterval = 5 * time.Second
 	}
 	c := &Controller{
-		kubeClient:   kubeClient,
-		mydbClient:   mydbClient,
-		backupLister: informers.Backups.Lister(),
-		dbLister:     informers.MyDatabases.Lister(),
-		secretLister: informers.Secrets.Lister(),
-		podLister:    informers.Pods.Lister(),
-		claimLister:  informers.PersistentVolumeClaims.Lister(),
-		informers:    informers,
-		operations:   opts.Operations,
-		stores:       opts.Stores,
-		pollInterval: opts.PollInterval,
+		kubeClient:    kubeClient,
+		mydbClient:    mydbClient,
+		backupLister:  informers.Backups.Lister(),
+		dbLister:      informers.MyDatabases.Lister(),
+		secretLister:  informers.Secrets.Lister(),
+		podLister:     informers.Pods.Lister(),
+		claimLister:   informers.PersistentVolumeClaims.Lister(),
+		informers:     informers,
+		operations:    opts.Operations,
+		stores:        opts.Stores,
+		pollInterval:  opts.PollInterval,
 		instanceImage: opts.InstanceImage,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/controller/dump"
 	"github.com/mydb-dev/mydb/pkg/controller/internal/instances"
 	"github.com/mydb-dev/mydb/pkg/instance"
 	corev1 "k8s.io/api/core/v1"
@@ -17,7 +18,7 @@ import (
 // locationOf is where backup b of db goes in destination d.
 func locationOf(d *examplev1.BackupDestination, db *examplev1.MyDatabase, b *examplev1.MyDatabaseBackup) *examplev1.BackupLocation {
 	if d.Volume != nil {
-		return &examplev1.BackupLocation{Volume: &examplev1.VolumeLocation{ClaimName: instances.DumpClaim(b.Name)}}
+		return &examplev1.BackupLocation{Volume: &examplev1.VolumeLocation{ClaimName: dump.ClaimName(b.Name)}}
 	}
 	return instances.LocationOf(d.S3, db, b)
 }
@@ -31,10 +32,10 @@ func (c *Controller) dumpServer(ctx context.Context, b *examplev1.MyDatabaseBack
 	if d == nil {
 		d = &examplev1.VolumeDestination{}
 	}
-	name := instances.DumpClaim(b.Name)
+	name := dump.ClaimName(b.Name)
 	claim, err := c.claimLister.PersistentVolumeClaims(b.Namespace).Get(name)
 	if apierrors.IsNotFound(err) {
-		claim, err = c.kubeClient.CoreV1().PersistentVolumeClaims(b.Namespace).Create(ctx, instances.NewDumpClaim(b, db, d), metav1.CreateOptions{})
+		claim, err = c.kubeClient.CoreV1().PersistentVolumeClaims(b.Namespace).Create(ctx, dump.NewClaim(b, db, d), metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			claim, err = c.kubeClient.CoreV1().PersistentVolumeClaims(b.Namespace).Get(ctx, name, metav1.GetOptions{})
 		}
@@ -42,15 +43,15 @@ func (c *Controller) dumpServer(ctx context.Context, b *examplev1.MyDatabaseBack
 	if err != nil {
 		return nil, "", err
 	}
-	if !instances.OwnsClaim(claim, b) {
+	if !dump.OwnsClaim(claim, b) {
 		return nil, "", refusal(fmt.Sprintf("the PersistentVolumeClaim %q exists and is not this backup's: a backup's claim is its own", name))
 	}
-	podName := instances.BackupDumpPod(b.Name)
+	podName := dump.BackupPod(b.Name)
 	pod, err := c.podLister.Pods(b.Namespace).Get(podName)
 	if apierrors.IsNotFound(err) {
 		owner := metav1.OwnerReference{APIVersion: examplev1.SchemeGroupVersion.String(), Kind: "MyDatabaseBackup",
 			Name: b.Name, UID: b.UID, Controller: ptr.To(true)}
-		desired := instances.NewDumpServerPod(podName, b.Namespace, db.Name, name, c.instanceImage, false, owner)
+		desired := dump.NewServerPod(podName, b.Namespace, db.Name, name, c.instanceImage, false, owner)
 		pod, err = c.kubeClient.CoreV1().Pods(b.Namespace).Create(ctx, desired, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			return nil, fmt.Sprintf("waiting for the pod %s to be cached", podName), nil
@@ -62,7 +63,7 @@ func (c *Controller) dumpServer(ctx context.Context, b *examplev1.MyDatabaseBack
 	if !ownedBy(pod, b.UID) {
 		return nil, "", refusal(fmt.Sprintf("the pod %q exists and is not this backup's", podName))
 	}
-	address, err := instances.DumpServerAddress(ctx, pod)
+	address, err := dump.ServerAddress(ctx, pod)
 	if err != nil {
 		return nil, err.Error(), nil
 	}
@@ -80,7 +81,7 @@ func (c *Controller) removeDumpPod(ctx context.Context, b *examplev1.MyDatabaseB
 	if b.Status.Location == nil || b.Status.Location.Volume == nil {
 		return nil
 	}
-	pod, err := c.podLister.Pods(b.Namespace).Get(instances.BackupDumpPod(b.Name))
+	pod, err := c.podLister.Pods(b.Namespace).Get(dump.BackupPod(b.Name))
 	if apierrors.IsNotFound(err) || err == nil && (pod.DeletionTimestamp != nil || !ownedBy(pod, b.UID)) {
 		return nil
 	}
@@ -109,7 +110,7 @@ func (c *Controller) deleteDumpClaim(ctx context.Context, b *examplev1.MyDatabas
 	if err != nil {
 		return err
 	}
-	if !instances.OwnsClaim(claim, b) {
+	if !dump.OwnsClaim(claim, b) {
 		return nil // another's: never deleted
 	}
 	err = c.kubeClient.CoreV1().PersistentVolumeClaims(b.Namespace).Delete(ctx, name, metav1.DeleteOptions{
@@ -124,4 +125,3 @@ func ownedBy(pod *corev1.Pod, uid types.UID) bool {
 	ref := metav1.GetControllerOf(pod)
 	return ref != nil && ref.UID == uid
 }
-

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
-	"github.com/mydb-dev/mydb/pkg/controller/internal/instances"
+	"github.com/mydb-dev/mydb/pkg/controller/dump"
 	"github.com/mydb-dev/mydb/pkg/names"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -63,7 +63,7 @@ func TestAVolumeBackupMakesItsClaimAndADumpServer(t *testing.T) {
 	}
 	claim := claims[0]
 	if claim.Name != "prod-mysql-x7k2p-dump" || len(claim.OwnerReferences) != 0 ||
-		claim.Labels[names.LabelManagedBy] != names.ManagedBy || claim.Labels[instances.LabelBackupUID] != "uid-prod-mysql-x7k2p" ||
+		claim.Labels[names.LabelManagedBy] != names.ManagedBy || claim.Labels[dump.LabelBackupUID] != "uid-prod-mysql-x7k2p" ||
 		ptr.Deref(claim.Spec.StorageClassName, "") != "fast" || !claim.Spec.Resources.Requests.Storage().Equal(resource.MustParse("50Gi")) {
 		t.Errorf("claim %+v: want <backup>-dump, labelled, unowned, class fast, the database's 50Gi", claim)
 	}
@@ -74,7 +74,7 @@ func TestAVolumeBackupMakesItsClaimAndADumpServer(t *testing.T) {
 	pod := pods[0]
 	spec := pod.Spec
 	if pod.Name != "prod-mysql-x7k2p-dump" || pod.Labels[names.LabelManagedBy] != names.ManagedBy ||
-		pod.Labels[instances.LabelDumpClaim] != claim.Name || pod.Labels[instances.LabelDumpOf] != "prod-mysql" ||
+		pod.Labels[dump.LabelClaim] != claim.Name || pod.Labels[dump.LabelOf] != "prod-mysql" ||
 		spec.ServiceAccountName != "prod-mysql-instance" || ptr.Deref(spec.AutomountServiceAccountToken, true) ||
 		metav1.GetControllerOf(pod) == nil || metav1.GetControllerOf(pod).UID != "uid-prod-mysql-x7k2p" {
 		t.Errorf("pod %+v: want the backup's dump server, labelled, owned by the backup, as the instance ServiceAccount without a token", pod.ObjectMeta)
@@ -109,7 +109,7 @@ func TestAVolumeBackupMakesItsClaimAndADumpServer(t *testing.T) {
 }
 
 func TestAVolumeBackupNeverTakesAnothersClaim(t *testing.T) {
-	theirs := instances.NewDumpClaim(backup(func(b *examplev1.MyDatabaseBackup) { b.UID = "uid-other" }), myDatabase(), &examplev1.VolumeDestination{})
+	theirs := dump.NewClaim(backup(func(b *examplev1.MyDatabaseBackup) { b.UID = "uid-other" }), myDatabase(), &examplev1.VolumeDestination{})
 	f, err := sync(t, nil, backup(assignedToVolume), myDatabase(onVolume), append(credentials(), theirs)...)
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +125,7 @@ func TestAVolumeBackupNeverTakesAnothersClaim(t *testing.T) {
 func TestAFinishedVolumeBackupReleasesItsClaim(t *testing.T) {
 	b := backup(assignedToVolume, func(b *examplev1.MyDatabaseBackup) { b.Status.Phase = examplev1.BackupPhaseSucceeded })
 	owner := metav1.OwnerReference{APIVersion: "example.com/v1", Kind: "MyDatabaseBackup", Name: b.Name, UID: b.UID, Controller: ptr.To(true)}
-	pod := instances.NewDumpServerPod("prod-mysql-x7k2p-dump", "default", "prod-mysql", "prod-mysql-x7k2p-dump", "img", false, owner)
+	pod := dump.NewServerPod("prod-mysql-x7k2p-dump", "default", "prod-mysql", "prod-mysql-x7k2p-dump", "img", false, owner)
 	f, err := sync(t, nil, b, myDatabase(onVolume), append(credentials(), pod)...)
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +155,7 @@ func TestDeletingAVolumeBackupDeletesItsClaim(t *testing.T) {
 				b.Status.Phase = examplev1.BackupPhaseSucceeded
 				b.DeletionTimestamp = &metav1.Time{Time: now}
 			})
-			claim := instances.NewDumpClaim(backup(func(b *examplev1.MyDatabaseBackup) { b.UID = k8stypes.UID(tc.uid) }), myDatabase(), &examplev1.VolumeDestination{})
+			claim := dump.NewClaim(backup(func(b *examplev1.MyDatabaseBackup) { b.UID = k8stypes.UID(tc.uid) }), myDatabase(), &examplev1.VolumeDestination{})
 			f, err := sync(t, nil, b, myDatabase(onVolume), append(credentials(), claim)...)
 			if err != nil {
 				t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
-	"github.com/mydb-dev/mydb/pkg/controller/internal/instances"
+	"github.com/mydb-dev/mydb/pkg/controller/dump"
 	"github.com/mydb-dev/mydb/pkg/instance"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,11 +29,11 @@ func (c *Controller) restoreDumpServer(ctx context.Context, db *examplev1.MyData
 	if err != nil {
 		return nil, "", err
 	}
-	if !instances.OwnsClaim(claim, b) {
+	if !dump.OwnsClaim(claim, b) {
 		return nil, "", fmt.Errorf("the claim %q is not MyDatabaseBackup %q's", claimName, b.Name)
 	}
-	name := instances.RestoreDumpPod(db.Name)
-	mounting, err := c.podLister.Pods(db.Namespace).List(labels.SelectorFromSet(labels.Set{instances.LabelDumpClaim: claimName}))
+	name := dump.RestorePod(db.Name)
+	mounting, err := c.podLister.Pods(db.Namespace).List(labels.SelectorFromSet(labels.Set{dump.LabelClaim: claimName}))
 	if err != nil {
 		return nil, "", err
 	}
@@ -44,7 +44,7 @@ func (c *Controller) restoreDumpServer(ctx context.Context, db *examplev1.MyData
 	if apierrors.IsNotFound(err) {
 		owner := *metav1.NewControllerRef(db, examplev1.SchemeGroupVersion.WithKind("MyDatabase"))
 		owner.BlockOwnerDeletion = nil
-		desired := instances.NewDumpServerPod(name, db.Namespace, db.Name, claimName, c.config.InstanceImage, true, owner)
+		desired := dump.NewServerPod(name, db.Namespace, db.Name, claimName, c.config.InstanceImage, true, owner)
 		pod, err = c.kubeClient.CoreV1().Pods(db.Namespace).Create(ctx, desired, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			return nil, fmt.Sprintf("waiting for the pod %s to be cached", name), nil
@@ -53,10 +53,10 @@ func (c *Controller) restoreDumpServer(ctx context.Context, db *examplev1.MyData
 	if err != nil {
 		return nil, "", err
 	}
-	if ref := metav1.GetControllerOf(pod); ref == nil || ref.UID != db.UID || pod.Labels[instances.LabelDumpClaim] != claimName {
+	if ref := metav1.GetControllerOf(pod); ref == nil || ref.UID != db.UID || pod.Labels[dump.LabelClaim] != claimName {
 		return nil, "", fmt.Errorf("the pod %q exists and is not this restore's", name)
 	}
-	address, err := instances.DumpServerAddress(ctx, pod)
+	address, err := dump.ServerAddress(ctx, pod)
 	if err != nil {
 		return nil, err.Error(), nil
 	}
@@ -66,7 +66,7 @@ func (c *Controller) restoreDumpServer(ctx context.Context, db *examplev1.MyData
 // removeRestorePod deletes the pod that served db its restore, once the
 // restore is over.
 func (c *Controller) removeRestorePod(ctx context.Context, db *examplev1.MyDatabase) error {
-	pod, err := c.podLister.Pods(db.Namespace).Get(instances.RestoreDumpPod(db.Name))
+	pod, err := c.podLister.Pods(db.Namespace).Get(dump.RestorePod(db.Name))
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

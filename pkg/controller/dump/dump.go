@@ -1,4 +1,5 @@
-package instances
+// Package dump makes the claims and dump-server pods of volume backups.
+package dump
 
 import (
 	"context"
@@ -26,27 +27,27 @@ import (
 
 // Labels of the claims and dump-server pods of volume backups.
 const (
-	// LabelDumpClaim is on a dump claim and on every pod that mounts it:
+	// LabelClaim is on a dump claim and on every pod that mounts it:
 	// the claim's name. A claim is mounted by one pod at a time.
-	LabelDumpClaim = names.Prefix + "dump-claim"
+	LabelClaim = names.Prefix + "dump-claim"
 	// LabelBackupUID is on a dump claim: the UID of its backup, so a claim
 	// of the name that is another's is never written, read or deleted.
 	LabelBackupUID = names.Prefix + "backup-uid"
-	// LabelDumpOf is on a dump-server pod: the database whose credentials
+	// LabelOf is on a dump-server pod: the database whose credentials
 	// it mounts and whose instance ServiceAccount it runs as.
-	LabelDumpOf = names.Prefix + "dump-of"
-	// ComponentDump is the component label of dump claims and pods.
-	ComponentDump = "dump"
+	LabelOf = names.Prefix + "dump-of"
+	// Component is the component label of dump claims and pods.
+	Component = "dump"
 )
 
-// DumpClaim is the name of the claim of backup b.
-func DumpClaim(backup string) string { return backup + "-dump" }
+// ClaimName is the name of the claim of backup b.
+func ClaimName(backup string) string { return backup + "-dump" }
 
-// BackupDumpPod is the name of the pod that writes backup's dump.
-func BackupDumpPod(backup string) string { return backup + "-dump" }
+// BackupPod is the name of the pod that writes backup's dump.
+func BackupPod(backup string) string { return backup + "-dump" }
 
-// RestoreDumpPod is the name of the pod that serves db its restore.
-func RestoreDumpPod(db string) string { return db + "-restore" }
+// RestorePod is the name of the pod that serves db its restore.
+func RestorePod(db string) string { return db + "-restore" }
 
 // dumpServerPort is where the dump server listens in its pod.
 const dumpServerPort = engine.StatusPort
@@ -54,21 +55,21 @@ const dumpServerPort = engine.StatusPort
 // dumpUser runs the dump server: the instance image's nonroot user.
 const dumpUser = 65532
 
-// NewDumpClaim is the claim of backup b of db: the destination's class,
+// NewClaim is the claim of backup b of db: the destination's class,
 // and its size or else the database's storage size. It has no owner:
 // deleting the backup deletes it (the backup's finalizer).
-func NewDumpClaim(b *examplev1.MyDatabaseBackup, db *examplev1.MyDatabase, d *examplev1.VolumeDestination) *corev1.PersistentVolumeClaim {
+func NewClaim(b *examplev1.MyDatabaseBackup, db *examplev1.MyDatabase, d *examplev1.VolumeDestination) *corev1.PersistentVolumeClaim {
 	size := db.Spec.StorageSize
 	if d.StorageSize != nil {
 		size = *d.StorageSize
 	}
-	name := DumpClaim(b.Name)
+	name := ClaimName(b.Name)
 	return &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: b.Namespace,
 			Labels: map[string]string{
-				names.LabelManagedBy: names.ManagedBy, names.LabelComponent: ComponentDump,
-				LabelDumpClaim: name, LabelBackupUID: string(b.UID),
+				names.LabelManagedBy: names.ManagedBy, names.LabelComponent: Component,
+				LabelClaim: name, LabelBackupUID: string(b.UID),
 			},
 		},
 		Spec: corev1.PersistentVolumeClaimSpec{
@@ -79,11 +80,11 @@ func NewDumpClaim(b *examplev1.MyDatabaseBackup, db *examplev1.MyDatabase, d *ex
 	}
 }
 
-// NewDumpServerPod is a pod that mounts claim (read-only for a restore) and
+// NewServerPod is a pod that mounts claim (read-only for a restore) and
 // serves its dump to the instances of database db, authenticating them with
 // db's credentials Secret. It mounts no ServiceAccount token: it needs
 // nothing of the API. It is owned by owner, so it goes with it.
-func NewDumpServerPod(name, namespace, db, claim, image string, readOnly bool, owner metav1.OwnerReference) *corev1.Pod {
+func NewServerPod(name, namespace, db, claim, image string, readOnly bool, owner metav1.OwnerReference) *corev1.Pod {
 	const dumpDir, secretsDir = "/dump", "/credentials"
 	args := []string{"dump-server", "--dir=" + dumpDir, "--secrets-dir=" + secretsDir, fmt.Sprintf("--address=:%d", dumpServerPort)}
 	if readOnly {
@@ -93,8 +94,8 @@ func NewDumpServerPod(name, namespace, db, claim, image string, readOnly bool, o
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: namespace,
 			Labels: map[string]string{
-				names.LabelManagedBy: names.ManagedBy, names.LabelComponent: ComponentDump,
-				LabelDumpClaim: claim, LabelDumpOf: db,
+				names.LabelManagedBy: names.ManagedBy, names.LabelComponent: Component,
+				LabelClaim: claim, LabelOf: db,
 			},
 			OwnerReferences: []metav1.OwnerReference{owner},
 		},
@@ -135,9 +136,9 @@ func NewDumpServerPod(name, namespace, db, claim, image string, readOnly bool, o
 	}
 }
 
-// DumpServerAddress is where pod's dump server answers, once it does: its
+// ServerAddress is where pod's dump server answers, once it does: its
 // IP and port, when it runs and /healthz answers.
-func DumpServerAddress(ctx context.Context, pod *corev1.Pod) (string, error) {
+func ServerAddress(ctx context.Context, pod *corev1.Pod) (string, error) {
 	if pod.DeletionTimestamp != nil {
 		return "", fmt.Errorf("the pod %s is being deleted", pod.Name)
 	}
