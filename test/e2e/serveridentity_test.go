@@ -204,6 +204,12 @@ func TestPolicyLimitsTheServerToWhatItManages(t *testing.T) {
 		}
 		return p
 	}
+	// The database's instance ServiceAccount, which pods are admitted only
+	// when it exists.
+	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "orders-instance"}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	createPod := func(p *corev1.Pod) error {
 		_, err := asServer.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err
@@ -223,7 +229,10 @@ func TestPolicyLimitsTheServerToWhatItManages(t *testing.T) {
 			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}})
 		},
 		"on the host's network": func(p *corev1.Pod) { p.Spec.HostNetwork = true },
-		"privileged":            func(p *corev1.Pod) { p.Spec.Containers[0].SecurityContext.Privileged = ptr.To(true) },
+		"privileged": func(p *corev1.Pod) {
+			p.Spec.Containers[0].SecurityContext.AllowPrivilegeEscalation = nil
+			p.Spec.Containers[0].SecurityContext.Privileged = ptr.To(true)
+		},
 	} {
 		if err := createPod(dumpPod(mod)); !forbiddenByPolicy(err) {
 			t.Errorf("creating a pod %s: %v, want the policy's refusal", what, err)

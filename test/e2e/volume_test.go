@@ -55,6 +55,10 @@ func startDumpRig(t *testing.T, ns string) *dumpRig {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The dump servers run as the pod's user, which enters its own claim.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	r := &dumpRig{t: t, kube: kubeClient(t), ns: ns, dir: dir, procs: map[string]*exec.Cmd{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go r.loop()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/controller/dump"
 	"github.com/mydb-dev/mydb/pkg/controller/internal/instances"
 	"github.com/mydb-dev/mydb/pkg/controller/runner"
 	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
@@ -17,6 +18,8 @@ import (
 	exampleinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions/example/v1"
 	examplelisters "github.com/mydb-dev/mydb/pkg/generated/listers/example/v1"
 	"github.com/mydb-dev/mydb/pkg/objectstore"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	coreinformers "k8s.io/client-go/informers/core/v1"
@@ -164,6 +167,13 @@ func NewController(kubeClient kubernetes.Interface, mydbClient clientset.Interfa
 	}); err != nil {
 		return nil, err
 	}
+	// A dump-server pod that comes to serve lets its backup start.
+	if err := c.handlers.Add(informers.Pods.Informer(), cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj interface{}) { c.enqueueOwnerOf(obj) },
+	}); err != nil {
+		c.Close()
+		return nil, err
+	}
 	// A database whose deletion policy changes changes who owns its
 	// backups; one whose instances change may let a pending backup start.
 	if err := c.handlers.Add(informers.MyDatabases.Informer(), cache.ResourceEventHandlerFuncs{
@@ -215,5 +225,16 @@ func (c *Controller) enqueueBackupsOf(db *examplev1.MyDatabase, all bool) {
 		if b.Spec.DatabaseName == db.Name && (all || !finished(b) || b.DeletionTimestamp != nil) {
 			c.enqueue(b)
 		}
+	}
+}
+
+// enqueueOwnerOf enqueues the backup whose dump-server pod obj is.
+func (c *Controller) enqueueOwnerOf(obj interface{}) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || pod.Labels[dump.LabelClaim] == "" {
+		return
+	}
+	if ref := metav1.GetControllerOf(pod); ref != nil && ref.Kind == "MyDatabaseBackup" {
+		c.queue.Add(cache.ObjectName{Namespace: pod.Namespace, Name: ref.Name})
 	}
 }

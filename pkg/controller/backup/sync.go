@@ -121,7 +121,8 @@ func (c *Controller) start(ctx context.Context, backup *examplev1.MyDatabaseBack
 				status.Message = wait
 				err = c.setStatus(ctx, backup, status)
 			}
-			return c.pollInterval, err
+			// A dump server starts in seconds.
+			return min(time.Second, c.pollInterval), err
 		}
 		destination.Volume = volume
 	default:
