@@ -19,7 +19,7 @@ import (
 func startDumpServer(t *testing.T, dir string, readOnly bool) string {
 	t.Helper()
 	srv := httptest.NewServer((&DumpServer{Dir: dir, ReadOnly: readOnly,
-		Password: func() (string, error) { return "s3cret", nil }}).Handler())
+		Password: func() (string, error) { return "repl-pw", nil }}).Handler())
 	t.Cleanup(srv.Close)
 	return strings.TrimPrefix(srv.URL, "http://")
 }
@@ -31,7 +31,7 @@ func TestDumpServerKeepsOneDumpByteForByte(t *testing.T) {
 	_, _ = rand.Read(data)
 	sum := sha256.Sum256(data)
 
-	store := OpenDump(startDumpServer(t, dir, false), "s3cret")
+	store := OpenDump(startDumpServer(t, dir, false), "repl-pw")
 	obj, err := store.Put(ctx, dumpFile, bytes.NewReader(data))
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +45,7 @@ func TestDumpServerKeepsOneDumpByteForByte(t *testing.T) {
 
 	// A restore's server mounts the claim read-only: it serves the same
 	// bytes and refuses writes.
-	reader := OpenDump(startDumpServer(t, dir, true), "s3cret")
+	reader := OpenDump(startDumpServer(t, dir, true), "repl-pw")
 	stat, err := reader.Stat(ctx, dumpFile)
 	if err != nil || stat.Size != obj.Size || stat.SHA256 != obj.SHA256 {
 		t.Errorf("stat: %+v, %v; want %+v", stat, err, obj)
@@ -82,7 +82,7 @@ func (f *failingReader) Read(b []byte) (int, error) {
 func TestDumpServerKeepsNothingOfAnInterruptedUpload(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	store := OpenDump(startDumpServer(t, dir, false), "s3cret")
+	store := OpenDump(startDumpServer(t, dir, false), "repl-pw")
 	if _, err := store.Put(ctx, dumpFile, &failingReader{n: 3 << 20}); err == nil || !strings.Contains(err.Error(), "the backup tool died") {
 		t.Fatalf("an interrupted upload: %v, want the tool's error", err)
 	}
