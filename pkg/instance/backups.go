@@ -285,17 +285,23 @@ func (m *Manager) restoreOrAwait(ctx context.Context) error {
 	p := m.ops.pending
 	m.ops.pending = nil
 	first := !m.st.awaitingRestore
-	m.st.awaitingRestore = p == nil
+	if p != nil {
+		m.st.awaitingRestore = false
+	}
 	op := m.ops.restore
 	m.mu.Unlock()
 	if p == nil {
 		if first {
 			// Whatever a load that was interrupted (a crash, a kill) left
-			// goes: the next one starts from a clean directory.
+			// goes, before the instance says it awaits a restore: the next
+			// one starts from a clean directory.
 			m.log.Info("no data: waiting for a restore")
 			if err := b.DiscardRestore(); err != nil {
 				return err
 			}
+			m.mu.Lock()
+			m.st.awaitingRestore = true
+			m.mu.Unlock()
 		}
 		return errAwaitingRestore
 	}
