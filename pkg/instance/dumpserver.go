@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/mydb-dev/mydb/pkg/objectstore"
@@ -233,7 +234,7 @@ func (c *dumpClient) request(ctx context.Context, method string, body io.Reader)
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return nil, fmt.Errorf("the dump server answered %s: %s", resp.Status, bytesTrim(msg))
+		return nil, fmt.Errorf("the dump server answered %s: %s", resp.Status, strings.TrimRight(string(msg), "\r\n"))
 	}
 	return resp, nil
 }
@@ -299,12 +300,4 @@ func (c *countingReader) Read(b []byte) (int, error) {
 		c.err = err
 	}
 	return n, err
-}
-
-func bytesTrim(b []byte) string {
-	s := string(b)
-	for len(s) > 0 && (s[len(s)-1] == '\n' || s[len(s)-1] == '\r') {
-		s = s[:len(s)-1]
-	}
-	return s
 }
