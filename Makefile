@@ -22,7 +22,7 @@ tools: ## Build the control-plane binaries (etcd, kube-*, kubectl, kwok) and the
 .PHONY: test
 test: ## Unit and integration tests (integration starts a real etcd, the object store tests a real S3 server).
 	hack/build-tools.sh etcd weed
-	go test $(GOFLAGS_TEST) ./pkg/... ./cmd/... ./test/integration/...
+	go test $(GOFLAGS_TEST) ./pkg/... ./cmd/... ./test/integration/... ./test/tcpproxy/...
 
 .PHONY: test-engines
 test-engines: ## The instance manager against real PostgreSQL and MariaDB and a real S3 server (as root; hack/install-deps.sh installs them).
@@ -66,10 +66,10 @@ FAULTS_ENV = LOCAL_DIR=$(FAULTS_DIR) MYDB_ETCD_MEMBERS=3 POD_CIDR=$(FAULTS_POD_C
 	KWOK_PORT=$(call faults_port,247)
 
 .PHONY: test-faults
-test-faults: ## Fault suite: kill -9 members of a 3-member TLS etcd (fsync on) under load, on its own control plane (~70 s; MYDB_E2E_LONG=1: 20 cycles).
+test-faults: ## Fault suite on its own control plane, under load: kill -9 members of a 3-member TLS etcd (fsync on), rolling restarts of mydb-apiserver replicas, a 30 s cut between the aggregator and mydb, SIGSTOP of the controllers' leader past its lease during 100 spec changes (~6 min; MYDB_E2E_LONG=1: 20 kill cycles, 10 restarts, 200 changes).
 	$(FAULTS_ENV) hack/local-up.sh
 	rc=0; E2E_LOCAL_DIR=$(FAULTS_DIR) E2E_KUBECONFIG=$(FAULTS_DIR)/kubeconfig \
-		go test $(GOFLAGS_TEST) -v -timeout 20m -tags e2e,faults -run 'TestEtcdMember' ./test/e2e/... || rc=$$?; \
+		go test $(GOFLAGS_TEST) -v -timeout 30m -tags e2e,faults -run 'TestEtcdMember|TestRollingRestarts|TestACutBetweenTheAggregatorAndMydb|TestFrozenLeader' ./test/e2e/... || rc=$$?; \
 	$(FAULTS_ENV) hack/local-down.sh; exit $$rc
 
 # test/bench is a Go module of its own (test/bench/go.mod), so that gonum/plot

@@ -100,6 +100,11 @@ ADMIN_KUBECONFIG="${LOCAL_DIR}/kubeconfig"
 MYDB_KUBECONFIG="${KUBECONFIG_DIR}/mydb-apiserver.kubeconfig"
 MYDB_BIN=${MYDB_BIN:-}
 
+# Both API servers record the writes of mydb's controllers
+# (artifacts/local/audit-policy.yaml says which) in LOG_DIR/@LOG@.log.
+AUDIT_FLAGS=(--audit-policy-file="${ROOT}/artifacts/local/audit-policy.yaml"
+  --audit-log-path="${LOG_DIR}/@LOG@.log" --audit-log-maxsize=100 --audit-log-maxbackup=1)
+
 kubectl() { "${BIN_DIR}/kubectl" --kubeconfig="${ADMIN_KUBECONFIG}" "$@"; }
 
 # ---------------------------------------------------------------------------
@@ -311,7 +316,8 @@ start_kube_apiserver() {
     --requestheader-username-headers=X-Remote-User \
     --proxy-client-cert-file="${p}/front-proxy-client.crt" \
     --proxy-client-key-file="${p}/front-proxy-client.key" \
-    --enable-aggregator-routing=false
+    --enable-aggregator-routing=false \
+    "${AUDIT_FLAGS[@]/@LOG@/kube-apiserver-audit}"
 }
 
 kube_apiserver_ready() {
@@ -491,7 +497,8 @@ start_mydb_apiserver() {
     --kubeconfig="${MYDB_KUBECONFIG}" \
     --authentication-kubeconfig="${MYDB_KUBECONFIG}" \
     --authorization-kubeconfig="${MYDB_KUBECONFIG}" \
-    --instance-poll-interval=2s
+    --instance-poll-interval=2s \
+    "${AUDIT_FLAGS[@]/@LOG@/mydb-apiserver-audit}"
   if ((STARTED)); then
     echo "${sum}" >"${sum_file}"
   fi

@@ -17,6 +17,12 @@
 // snapshot older than the last advance holds a lower sequence than the
 // record: a rollback. etcdutl's --bump-revision changes revisions, not
 // values, so a bumped restore of an older snapshot is still caught.
+//
+// Between two checks the record lags the store by up to one interval: a
+// snapshot taken in that time passes for current. Cover closes the gap for
+// what matters most: the controllers cover a spec before they change the
+// main cluster to follow it, so what the cluster was made from is never
+// part of what a restore may silently lose.
 package storeguard
 
 import (
@@ -123,25 +129,72 @@ type Guard struct {
 	reported string
 	// changed is closed and replaced whenever verified turns nil or not.
 	changed chan struct{}
+	// coveredThrough is the highest store revision whose writes all came
+	// before the marker the record names: a snapshot without one of them
+	// holds a lower sequence than the record.
+	coveredThrough int64
+	// kick asks Run for a check now (Cover).
+	kick chan struct{}
+	// checked is closed and replaced at the end of every check.
+	checked chan struct{}
 }
 
 // New returns a guard of store against record, not yet verified.
 func New(store Store, record Record, interval time.Duration) *Guard {
 	return &Guard{store: store, record: record, Interval: interval,
 		problem: "mydb has not yet checked its storage against " + record.String(),
-		changed: make(chan struct{})}
+		changed: make(chan struct{}), kick: make(chan struct{}, 1), checked: make(chan struct{})}
 }
 
-// Run checks at once and then every Interval until ctx is done.
+// Run checks at once and then every Interval, or sooner when Cover asks,
+// until ctx is done.
 func (g *Guard) Run(ctx context.Context) {
 	for {
 		g.Check(ctx)
 		select {
 		case <-ctx.Done():
 			return
+		case <-g.kick:
 		case <-time.After(g.Interval):
 		}
 	}
+}
+
+// Cover returns once the record names a marker written after revision (a
+// store revision: an object's resourceVersion), asking Run for a check at
+// once when it does not yet; the callers of a burst share that check. It
+// fails while the store is not verified, or when ctx ends first.
+func (g *Guard) Cover(ctx context.Context, revision int64) error {
+	for {
+		g.mu.Lock()
+		covered, verified, checked := g.coveredThrough >= revision, g.verified != nil, g.checked
+		g.mu.Unlock()
+		switch {
+		case covered:
+			return nil
+		case !verified:
+			return g.Err()
+		}
+		select {
+		case g.kick <- struct{}{}:
+		default: // a check is asked for already
+		}
+		// The check under way may have read the store before revision:
+		// then the next one covers it.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-checked:
+		}
+	}
+}
+
+// covered notes that the record names a marker written after every write
+// up to revision.
+func (g *Guard) covered(revision int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.coveredThrough = max(g.coveredThrough, revision)
 }
 
 // Err is nil while the store is verified, else a 503 saying why.
@@ -213,6 +266,12 @@ func compare(have, want *Marker, source string) string {
 // store's sequence is advanced before the record's, so a store read after
 // the record is never behind it unless it was rolled back.
 func (g *Guard) Check(ctx context.Context) {
+	defer func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		close(g.checked)
+		g.checked = make(chan struct{})
+	}()
 	logger := klog.FromContext(ctx)
 	rec, err := g.record.Get(ctx)
 	if err != nil {
@@ -239,12 +298,16 @@ func (g *Guard) Check(ctx context.Context) {
 		}
 		g.record.Event("Normal", ReasonStoreRecorded, fmt.Sprintf("Recorded store %s at sequence %d again: the record was missing", state.Marker.UID, state.Marker.Sequence))
 		g.pass(ctx, state)
+		g.covered(state.ModRevision)
 	default:
 		problem := compare(state.Marker, &rec.Marker, "the record "+g.record.String()+" names")
 		switch {
 		case problem == "":
 			// An acceptance of a store that needs none changes nothing.
 			g.pass(ctx, state)
+			if rec.Sequence == state.Marker.Sequence {
+				g.covered(state.ModRevision)
+			}
 			g.advance(ctx, rec, state)
 		case rec.Accept != "":
 			g.accept(ctx, rec, state)
@@ -275,6 +338,7 @@ func (g *Guard) initialize(ctx context.Context, state StoreState) {
 	g.record.Event("Normal", ReasonStoreRecorded, fmt.Sprintf("Recorded new store %s", m.UID))
 	klog.FromContext(ctx).Info("Recorded a new store", "uid", m.UID, "record", g.record.String())
 	g.pass(ctx, StoreState{Marker: &m})
+	g.covered(state.Revision)
 }
 
 // accept makes the store the recorded one, when the annotation names it.
@@ -302,6 +366,7 @@ func (g *Guard) accept(ctx context.Context, rec *Recorded, state StoreState) {
 	g.record.Event("Normal", ReasonStoreAccepted, msg)
 	klog.FromContext(ctx).Info(msg, "record", g.record.String())
 	g.pass(ctx, StoreState{Marker: &m})
+	g.covered(state.Revision)
 }
 
 // advance moves the sequence on when the store was written to since the
@@ -321,7 +386,10 @@ func (g *Guard) advance(ctx context.Context, rec *Recorded, state StoreState) {
 	g.pass(ctx, StoreState{Marker: &m})
 	if err := g.record.Update(ctx, *rec, m); err != nil {
 		klog.FromContext(ctx).V(2).Info("Cannot advance the record; the next check retries", "err", err)
+		return
 	}
+	// The marker was written after the store was at state.Revision.
+	g.covered(state.Revision)
 }
 
 func (g *Guard) pass(ctx context.Context, state StoreState) {
@@ -343,6 +411,8 @@ func (g *Guard) trip(ctx context.Context, problem string, mismatch bool) {
 	g.mu.Lock()
 	was := g.verified != nil
 	g.verified, g.problem = nil, problem
+	// Another store's revisions say nothing of this one's.
+	g.coveredThrough = 0
 	report := mismatch && problem != g.reported
 	if mismatch {
 		g.reported = problem

@@ -373,3 +373,129 @@ func TestAStrayAcceptanceDoesNotRefuseAGoodStore(t *testing.T) {
 	g.Check(ctx)
 	mustServe(t, g)
 }
+
+// write is otherWrite, returning the revision it wrote at.
+func (s *memStore) write() int64 {
+	s.otherWrite()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.revision
+}
+
+func TestACoveredWriteIsNeverInASnapshotThatPasses(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := newRig()
+	g := New(r.store, r.record, time.Hour) // only Cover makes it check
+	g.Check(ctx)
+	go g.Run(ctx)
+
+	// Without Cover, a write made after the last check is in the blind
+	// spot: a snapshot without it passes for current.
+	before := r.store.snapshot()
+	r.store.write()
+	r.store.restore(before, 0)
+	g.Check(ctx)
+	mustServe(t, g)
+
+	// With Cover, a snapshot taken before the write is a rollback.
+	before = r.store.snapshot()
+	revision := r.store.write()
+	coverCtx, stop := context.WithTimeout(ctx, 10*time.Second)
+	defer stop()
+	if err := g.Cover(coverCtx, revision); err != nil {
+		t.Fatalf("Cover: %v", err)
+	}
+	if seq := r.recorded(t).Sequence; seq <= before.marker.Sequence {
+		t.Fatalf("Cover returned with the record at sequence %d, the snapshot's %d", seq, before.marker.Sequence)
+	}
+	r.store.restore(before, 1000) // as etcdutl --bump-revision
+	g.Check(ctx)
+	mustRefuse(t, g, "rolled back")
+}
+
+func TestCoverOfWhatTheRecordCoversChecksNothing(t *testing.T) {
+	ctx := context.Background()
+	r := newRig()
+	g := r.guard() // Run is not running: a Cover that needed a check would wait
+	revision := r.store.write()
+	g.Check(ctx) // advances past the write
+	seq := r.recorded(t).Sequence
+	timeout, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if err := g.Cover(timeout, revision); err != nil {
+		t.Fatalf("the last check covered revision %d, yet Cover: %v", revision, err)
+	}
+	// Nothing written since the marker: the marker itself covers all.
+	g.Check(ctx)
+	state, _ := r.store.Read(ctx)
+	if err := g.Cover(timeout, state.Revision); err != nil {
+		t.Fatalf("Cover of the store's revision with nothing written since the marker: %v", err)
+	}
+	if got := r.recorded(t).Sequence; got != seq {
+		t.Fatalf("the record moved from %d to %d without a write to cover", seq, got)
+	}
+	// An uncovered write waits for a check that never comes.
+	if err := g.Cover(timeout, r.store.write()); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Cover without a check: %v, want the context's deadline", err)
+	}
+}
+
+func TestCoversOfABurstShareChecks(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := newRig()
+	g := New(r.store, r.record, time.Hour)
+	g.Check(ctx)
+	start := r.recorded(t).Sequence
+
+	// A burst of writes, each covered by its own caller; the guard's loop
+	// starts once they wait.
+	const writers = 50
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for range writers {
+		revision := r.store.write()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			timeout, stop := context.WithTimeout(ctx, 10*time.Second)
+			defer stop()
+			errs <- g.Cover(timeout, revision)
+		}()
+	}
+	go g.Run(ctx)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("Cover: %v", err)
+		}
+	}
+	if advanced := r.recorded(t).Sequence - start; advanced != 1 {
+		t.Fatalf("%d covers of one burst advanced the record %d times, want once", writers, advanced)
+	}
+}
+
+func TestCoverRefusesWhileTheStoreIsNotVerified(t *testing.T) {
+	ctx := context.Background()
+	r := newRig()
+	g := r.guard()
+	g.Check(ctx)
+	revision := r.store.write()
+	r.store.wipe()
+	g.Check(ctx)
+	if err := g.Cover(ctx, revision); !apierrors.IsServiceUnavailable(err) {
+		t.Fatalf("Cover on a refused store: %v, want 503", err)
+	}
+	// A store accepted after a wipe starts its revisions anew: what the
+	// old one covered says nothing.
+	r.annotate(t, "empty")
+	g.Check(ctx)
+	mustServe(t, g)
+	timeout, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if err := g.Cover(timeout, revision); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Cover of a revision the accepted store has not covered: %v, want a wait", err)
+	}
+}

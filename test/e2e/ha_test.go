@@ -119,6 +119,7 @@ type standby struct {
 	port     int
 	config   *rest.Config // straight to the standby, as the admin
 	logPath  string
+	auditLog string // what its audit policy records
 
 	// make local-up's mydb-apiserver, as it was when the standby started.
 	leaderPID      int
@@ -128,12 +129,12 @@ type standby struct {
 }
 
 // startStandby starts a standby and waits until it is ready. When the test
-// ends it kills it and runs hack/local-up.sh, which brings make local-up's
-// mydb-apiserver back if it is gone, for the tests that follow.
+// ends it kills it and, when make local-up's mydb-apiserver is gone, runs
+// hack/local-up.sh to bring it back for the tests that follow.
 func startStandby(t *testing.T) *standby {
 	t.Helper()
 	ctx := context.Background()
-	localDir := filepath.Join(repoRoot, "_output", "local")
+	localDir := envOr("E2E_LOCAL_DIR", filepath.Join(repoRoot, "_output", "local"))
 	leaderPID, leaderArgs := localMydbProcess(t, localDir)
 	// A previous test's standby may have held the lease last: local-up's
 	// takes it back once it expires.
@@ -155,11 +156,12 @@ func startStandby(t *testing.T) *standby {
 		leaseDuration:  time.Duration(ptr.Deref(lease.Spec.LeaseDurationSeconds, 15)) * time.Second,
 		port:           freePort(t),
 		logPath:        filepath.Join(localDir, "logs", "mydb-apiserver-standby.log"),
+		auditLog:       filepath.Join(localDir, "logs", "mydb-apiserver-standby-audit.log"),
 	}
 	sb.identity = fmt.Sprintf("e2e-standby-%d", sb.port)
-	args := []string{fmt.Sprintf("--secure-port=%d", sb.port), "--leader-elect-identity=" + sb.identity}
+	args := []string{fmt.Sprintf("--secure-port=%d", sb.port), "--leader-elect-identity=" + sb.identity, "--audit-log-path=" + sb.auditLog}
 	for _, a := range leaderArgs[1:] {
-		if !strings.HasPrefix(a, "--secure-port=") {
+		if !strings.HasPrefix(a, "--secure-port=") && !strings.HasPrefix(a, "--audit-log-path=") {
 			args = append(args, a)
 		}
 	}
@@ -176,6 +178,9 @@ func startStandby(t *testing.T) *standby {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		logFile.Close()
+		if syscall.Kill(leaderPID, 0) == nil {
+			return
+		}
 		// Bring make local-up's mydb-apiserver back for the tests that follow.
 		out, err := exec.Command(filepath.Join(repoRoot, "hack", "local-up.sh")).CombinedOutput()
 		if err != nil {

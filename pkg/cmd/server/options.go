@@ -193,6 +193,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 		config.StoreGate = guard
 		if config.Controllers != nil {
 			config.Controllers.Gate = guard
+			config.Controllers.Databases.Store = guard
 		}
 	}
 	return config, nil

@@ -115,8 +115,15 @@ func (o *StoreGuardOptions) apply(c *genericapiserver.RecommendedConfig, storage
 		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kubeClient.CoreV1().Events("")})
 		go func() {
 			defer broadcaster.Shutdown()
-			defer etcdClient.Close()
 			guard.Run(ctx)
+		}()
+		// The hook's context ends when shutdown begins, but the requests
+		// still in flight then, and those that arrive on open connections
+		// before the clients see the server going, confirm the store
+		// through this client: closed at once, they would be answered 503.
+		go func() {
+			<-c.DrainedNotify()
+			etcdClient.Close()
 		}()
 		return nil
 	}); err != nil {

@@ -12,12 +12,14 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	backupcontroller "github.com/mydb-dev/mydb/pkg/controller/backup"
 	"github.com/mydb-dev/mydb/pkg/controller/backupschedule"
+	"github.com/mydb-dev/mydb/pkg/controller/internal/instances"
 	mydbcontroller "github.com/mydb-dev/mydb/pkg/controller/mydatabase"
 	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
 	mydbscheme "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/scheme"
@@ -88,6 +90,9 @@ type Manager struct {
 	eventClient kubernetes.Interface
 	leaseClient kubernetes.Interface
 	mydbClient  clientset.Interface
+	// fence holds the controllers' writes back when this replica may no
+	// longer hold the lease; nil without leader election.
+	fence *leaseFence
 
 	kubeInformers    informers.SharedInformerFactory
 	storageInformers informers.SharedInformerFactory
@@ -113,11 +118,26 @@ func New(config Config, own mydbinformers.SharedInformerFactory, loopback *rest.
 	if config.KubeConfig == nil {
 		return nil, errors.New("the controllers need a kubeconfig of the main cluster")
 	}
-	kubeClient, err := kubernetes.NewForConfig(config.KubeConfig)
+	if config.Identity == "" {
+		host, _ := os.Hostname()
+		config.Identity = host + "_" + uuid.NewString()
+	}
+	kubeConfig := withReplica(config.KubeConfig, config.Identity)
+	ownConfig := withReplica(rest.AddUserAgent(rest.CopyConfig(loopback), "mydb-controller"), config.Identity)
+	ownConfig.ContentType = runtime.ContentTypeProtobuf
+	var fence *leaseFence
+	if config.LeaderElection.LeaderElect {
+		// The controllers' clients only: the Lease must be renewed
+		// whatever the fence says. Reads, the informers' too, pass.
+		fence = newLeaseFence(clock.RealClock{})
+		kubeConfig.Wrap(fence.wrap)
+		ownConfig.Wrap(fence.wrap)
+	}
+	kubeClient, err := kubernetes.NewForConfig(kubeConfig)
 	if err != nil {
 		return nil, err
 	}
-	eventClient, err := kubernetes.NewForConfig(rest.CopyConfig(config.KubeConfig))
+	eventClient, err := kubernetes.NewForConfig(withReplica(config.KubeConfig, config.Identity))
 	if err != nil {
 		return nil, err
 	}
@@ -125,12 +145,10 @@ func New(config Config, own mydbinformers.SharedInformerFactory, loopback *rest.
 	// Renewals are one request per retry period: a small budget of its own
 	// is ample, and a burst of reconciles can never delay one.
 	leaseConfig.RateLimiter, leaseConfig.QPS, leaseConfig.Burst = nil, 5, 10
-	leaseClient, err := kubernetes.NewForConfig(rest.AddUserAgent(leaseConfig, "leader-election"))
+	leaseClient, err := kubernetes.NewForConfig(withReplica(rest.AddUserAgent(leaseConfig, "leader-election"), config.Identity))
 	if err != nil {
 		return nil, err
 	}
-	ownConfig := rest.CopyConfig(loopback)
-	ownConfig.ContentType = runtime.ContentTypeProtobuf
 	mydbClient, err := clientset.NewForConfig(ownConfig)
 	if err != nil {
 		return nil, err
@@ -152,6 +170,7 @@ func New(config Config, own mydbinformers.SharedInformerFactory, loopback *rest.
 		eventClient:      eventClient,
 		leaseClient:      leaseClient,
 		mydbClient:       mydbClient,
+		fence:            fence,
 		kubeInformers:    kubeInformers,
 		storageInformers: storageInformers,
 		databases:        mydbcontroller.NewInformers(kubeInformers, storageInformers, own),
@@ -195,15 +214,14 @@ func (m *Manager) runElected(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	le := m.config.LeaderElection
 	id := m.config.Identity
-	if id == "" {
-		host, _ := os.Hostname()
-		id = host + "_" + uuid.NewString()
-	}
 	lock, err := resourcelock.New(le.ResourceLock, le.ResourceNamespace, le.ResourceName,
 		m.leaseClient.CoreV1(), m.leaseClient.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: id, EventRecorder: m.recorder})
 	if err != nil {
 		logger.Error(err, "Cannot build the leader election lock; the controllers do not run")
 		return
+	}
+	if m.fence != nil {
+		lock = &fencedLock{Interface: lock, fence: m.fence, renewDeadline: le.RenewDeadline.Duration}
 	}
 	for ctx.Err() == nil {
 		// The previous term's controllers must have stopped before this
@@ -212,6 +230,7 @@ func (m *Manager) runElected(ctx context.Context) {
 		m.term.Unlock()
 
 		termCtx, endTerm := context.WithCancel(ctx)
+		var failed atomic.Bool
 		elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 			Lock:            lock,
 			Name:            le.ResourceName,
@@ -221,10 +240,17 @@ func (m *Manager) runElected(ctx context.Context) {
 			ReleaseOnCancel: true,
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(leadCtx context.Context) {
+					if m.fence != nil {
+						go m.fence.endWhenShut(leadCtx, func() {
+							logger.Info("The lease was not renewed in time; the controllers stop", "identity", id)
+							endTerm()
+						})
+					}
 					if err := m.lead(leadCtx); err != nil {
 						logger.Error(err, "A controller failed; giving up the lease", "identity", id)
 						m.recorder.Eventf(&corev1.ObjectReference{Kind: "Lease", Namespace: le.ResourceNamespace, Name: le.ResourceName},
 							corev1.EventTypeWarning, "ControllerFailed", "%s gave up the lease: %v", id, err)
+						failed.Store(true)
 						endTerm()
 					}
 				},
@@ -238,9 +264,11 @@ func (m *Manager) runElected(ctx context.Context) {
 			return
 		}
 		elector.Run(termCtx)
-		failed := termCtx.Err() != nil && ctx.Err() == nil
+		if m.fence != nil {
+			m.fence.close()
+		}
 		endTerm()
-		if failed {
+		if failed.Load() && ctx.Err() == nil {
 			// Give another replica the first chance at the lease.
 			select {
 			case <-ctx.Done():
@@ -331,13 +359,18 @@ func (m *Manager) newControllers(ctx context.Context) (map[string]controller, er
 			c.Close()
 		}
 	}
-	dbs, err := mydbcontroller.NewController(ctx, m.kubeClient, m.mydbClient, m.databases, m.recorder, clock.RealClock{}, m.config.Databases)
+	databases, backupOptions := m.config.Databases, backupcontroller.Options{InstanceImage: m.config.Databases.InstanceImage}
+	if m.fence != nil {
+		// Starting a backup or a restore on an instance is a write too.
+		operations := instances.HTTP{Client: &http.Client{Timeout: instances.Timeout, Transport: m.fence.wrap(http.DefaultTransport)}}
+		databases.Operations, backupOptions.Operations = operations, operations
+	}
+	dbs, err := mydbcontroller.NewController(ctx, m.kubeClient, m.mydbClient, m.databases, m.recorder, clock.RealClock{}, databases)
 	if err != nil {
 		return nil, fmt.Errorf("building the MyDatabase controller: %w", err)
 	}
 	controllers["MyDatabase"] = dbs
-	backups, err := backupcontroller.NewController(m.kubeClient, m.mydbClient, m.backups, m.recorder, clock.RealClock{},
-		backupcontroller.Options{InstanceImage: m.config.Databases.InstanceImage})
+	backups, err := backupcontroller.NewController(m.kubeClient, m.mydbClient, m.backups, m.recorder, clock.RealClock{}, backupOptions)
 	if err != nil {
 		closeAll()
 		return nil, fmt.Errorf("building the backup controller: %w", err)
@@ -350,6 +383,18 @@ func (m *Manager) newControllers(ctx context.Context) (map[string]controller, er
 	}
 	controllers["backup schedule"] = schedules
 	return controllers, nil
+}
+
+// withReplica is a copy of c whose user agent ends in the replica's Lease
+// identity: every replica acts as the same ServiceAccount, and the audit
+// logs of both API servers tell them apart by it.
+func withReplica(c *rest.Config, identity string) *rest.Config {
+	c = rest.CopyConfig(c)
+	if c.UserAgent == "" {
+		c.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	c.UserAgent += " replica/" + identity
+	return c
 }
 
 // ReadyzCheck fails until every informer has synced, so a replica takes

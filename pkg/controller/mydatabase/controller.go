@@ -118,6 +118,16 @@ type Config struct {
 	Operations instancesclient.Operations
 	// SwitchoverTimeout bounds a switchover (DefaultSwitchoverTimeout when 0).
 	SwitchoverTimeout time.Duration
+	// Store, when set, covers a spec in mydb's store guard before the
+	// cluster is changed to follow it (pkg/storeguard).
+	Store StoreCoverage
+}
+
+// StoreCoverage is what the controller needs of mydb's store guard.
+type StoreCoverage interface {
+	// Cover returns once a snapshot of mydb's store without the write at
+	// revision can no longer pass for the current store.
+	Cover(ctx context.Context, revision int64) error
 }
 
 // Controller reconciles MyDatabases.

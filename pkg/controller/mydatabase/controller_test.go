@@ -3,9 +3,8 @@ package mydatabase
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	instancesclient "github.com/mydb-dev/mydb/pkg/controller/internal/instances"
-	"github.com/mydb-dev/mydb/pkg/engine"
 	"reflect"
 	"slices"
 	"strings"
@@ -15,7 +14,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/controller/internal/fixtures"
+	instancesclient "github.com/mydb-dev/mydb/pkg/controller/internal/instances"
 	"github.com/mydb-dev/mydb/pkg/controller/runner"
+	"github.com/mydb-dev/mydb/pkg/engine"
 	mydbfake "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/fake"
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
 	"github.com/mydb-dev/mydb/pkg/instance"
@@ -62,6 +63,8 @@ type fixture struct {
 	// do not answer. operations answers their restore endpoints.
 	instances  fakeInstances
 	operations instancesclient.Operations
+	// store stands for mydb's store guard (nil: none).
+	store StoreCoverage
 }
 
 func newFixture(t *testing.T, dbs []*examplev1.MyDatabase, kubeObjects ...runtime.Object) *fixture {
@@ -126,7 +129,7 @@ func (f *fixture) newController() *Controller {
 	mydbInf := mydbinformers.NewSharedInformerFactory(f.mydbClient, 0)
 	informers := NewInformers(kubeInf, kubeInf, mydbInf)
 	c, err := NewController(context.Background(), f.kubeClient, f.mydbClient, informers, f.recorder, clocktesting.NewFakePassiveClock(now),
-		Config{InstanceImage: "mydb:test", PollInterval: 10 * time.Second, Instances: f.instances, Operations: f.operations})
+		Config{InstanceImage: "mydb:test", PollInterval: 10 * time.Second, Instances: f.instances, Operations: f.operations, Store: f.store})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -1463,4 +1466,75 @@ func TestAnotherPodsManagerAtTheIPIsNotThisInstance(t *testing.T) {
 	if len(ops.restores) != 0 {
 		t.Errorf("asked %+v of another database's manager", ops.restores)
 	}
+}
+
+// fakeStoreGuard records the revisions it is asked to cover and answers err.
+type fakeStoreGuard struct {
+	covered []int64
+	err     error
+}
+
+func (g *fakeStoreGuard) Cover(_ context.Context, revision int64) error {
+	g.covered = append(g.covered, revision)
+	return g.err
+}
+
+func TestTheClusterFollowsOnlyWhatTheStoreGuardCovers(t *testing.T) {
+	// Generation 2 at resourceVersion 42, the status still at generation 1.
+	changed := func(d *examplev1.MyDatabase) {
+		d.Generation, d.ResourceVersion, d.Status.ObservedGeneration = 2, "42", 1
+	}
+	t.Run("a spec not covered changes nothing", func(t *testing.T) {
+		guard := &fakeStoreGuard{err: errors.New("the store is not verified")}
+		f := newFixture(t, []*examplev1.MyDatabase{myDatabase(changed)})
+		f.store = guard
+		if err := f.sync(); err == nil || !strings.Contains(err.Error(), "the store is not verified") {
+			t.Fatalf("sync: %v, want the guard's error", err)
+		}
+		f.expectWrites(nil, nil)
+		if want := []int64{42}; !slices.Equal(guard.covered, want) {
+			t.Fatalf("covered %v, want %v", guard.covered, want)
+		}
+	})
+	t.Run("a covered spec is acted on", func(t *testing.T) {
+		guard := &fakeStoreGuard{}
+		f := newFixture(t, []*examplev1.MyDatabase{myDatabase(changed)})
+		f.store = guard
+		if err := f.sync(); err != nil {
+			t.Fatal(err)
+		}
+		if got := writes(f.kubeClient.Actions()); !slices.Contains(got, "apply statefulsets prod-mysql") {
+			t.Fatalf("writes %q, want the StatefulSet", got)
+		}
+		if want := []int64{42}; !slices.Equal(guard.covered, want) {
+			t.Fatalf("covered %v, want %v", guard.covered, want)
+		}
+	})
+	t.Run("a spec the status says was acted on needs no cover", func(t *testing.T) {
+		db, children, instances := convergedState(t, myDatabase())
+		guard := &fakeStoreGuard{err: errors.New("must not be asked")}
+		f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
+		f.instances, f.store = instances, guard
+		if err := f.sync(); err != nil {
+			t.Fatal(err)
+		}
+		if len(guard.covered) != 0 {
+			t.Fatalf("covered %v for a converged database", guard.covered)
+		}
+	})
+	t.Run("a deletion not covered deletes nothing", func(t *testing.T) {
+		db, children, instances := convergedState(t, myDatabase(deleteData))
+		deleting := db.DeepCopy()
+		deleting.DeletionTimestamp, deleting.ResourceVersion = &metav1.Time{Time: now}, "43"
+		guard := &fakeStoreGuard{err: errors.New("the store is not verified")}
+		f := newFixture(t, []*examplev1.MyDatabase{deleting}, append(children, dataClaim(db, 0))...)
+		f.instances, f.store = instances, guard
+		if err := f.sync(); err == nil {
+			t.Fatal("sync deleted with the guard refusing")
+		}
+		f.expectWrites(nil, nil)
+		if want := []int64{43}; !slices.Equal(guard.covered, want) {
+			t.Fatalf("covered %v, want %v", guard.covered, want)
+		}
+	})
 }

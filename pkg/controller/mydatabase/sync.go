@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
+	"time"
 
 	"github.com/mydb-dev/mydb/pkg/names"
 
@@ -65,6 +67,9 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		return err
 	}
 	if db.DeletionTimestamp != nil {
+		if err := c.cover(ctx, db); err != nil {
+			return err
+		}
 		return c.finalize(ctx, db)
 	}
 	eng, ok := engine.Lookup(string(db.Spec.Engine))
@@ -82,6 +87,11 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		return c.setFinalizers(ctx, db, append(slices.Clone(db.Finalizers), examplev1.DeleteDataFinalizer))
 	}
 
+	if db.Status.ObservedGeneration != db.Generation {
+		if err := c.cover(ctx, db); err != nil {
+			return err
+		}
+	}
 	var f findings
 	if err := c.reconcileSecret(ctx, db, &f); err != nil {
 		return err
@@ -427,4 +437,31 @@ func (c *Controller) expansionProblem(claim *corev1.PersistentVolumeClaim) strin
 		return fmt.Sprintf("StorageClass %q does not allow volume expansion, so PersistentVolumeClaim %q stays at its size", sc.Name, claim.Name)
 	}
 	return ""
+}
+
+// coverTimeout bounds the wait for the store guard to cover a write.
+const coverTimeout = 30 * time.Second
+
+// cover waits until mydb's store guard has recorded a marker written after
+// db's last write: a snapshot of mydb's etcd without that write is then
+// refused as a rollback, so a restore never silently loses a spec or a
+// deletion the cluster was changed to follow (children whose owner is gone,
+// a StatefulSet scaled to a spec the store no longer holds, data deleted
+// for a database the store still has). sync covers a spec the status does
+// not yet say was acted on, and a deletion; the guard otherwise lags by one
+// interval, and a burst of writes shares one extra check.
+func (c *Controller) cover(ctx context.Context, db *examplev1.MyDatabase) error {
+	if c.config.Store == nil {
+		return nil
+	}
+	revision, err := strconv.ParseInt(db.ResourceVersion, 10, 64)
+	if err != nil {
+		return fmt.Errorf("resourceVersion %q of %s is not a store revision: %w", db.ResourceVersion, db.Name, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, coverTimeout)
+	defer cancel()
+	if err := c.config.Store.Cover(ctx, revision); err != nil {
+		return fmt.Errorf("waiting for the store guard to record the last write of %s: %w", db.Name, err)
+	}
+	return nil
 }
