@@ -39,9 +39,40 @@ type RestoreRequest struct {
 }
 
 // Destination is where a backup is written or read: one object in an
-// S3-compatible bucket.
+// S3-compatible bucket, or the dump server of the backup's own claim.
+// Exactly one is set.
 type Destination struct {
-	S3 *S3Object `json:"s3,omitempty"`
+	S3     *S3Object     `json:"s3,omitempty"`
+	Volume *VolumeObject `json:"volume,omitempty"`
+}
+
+// VolumeObject is the dump server (see dumpserver.go) of the short-lived
+// pod that mounts one backup's claim. The instance authenticates to it with
+// its own replication credentials: the pod mounts the same Secret.
+type VolumeObject struct {
+	// Address is the server's host:port, the pod's IP and port 8000.
+	Address string `json:"address"`
+	// Claim is the claim's name, for messages.
+	Claim string `json:"claim"`
+}
+
+// where says where a destination is, for logs and messages.
+func (d Destination) where() string {
+	switch {
+	case d.S3 != nil:
+		return "s3://" + d.S3.Bucket + "/" + d.S3.Key
+	case d.Volume != nil:
+		return "pvc://" + d.Volume.Claim
+	}
+	return ""
+}
+
+// key is the destination's object key ("dump" for a claim, which holds one).
+func (d Destination) key() string {
+	if d.S3 != nil {
+		return d.S3.Key
+	}
+	return dumpFile
 }
 
 // S3Object is one object of a bucket, with the credentials to reach it.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"slices"
@@ -109,7 +110,7 @@ func (m *Manager) postBackup(w http.ResponseWriter, r *http.Request) {
 	if !decodeJSON(w, r, &req) {
 		return
 	}
-	if errs := append(validateID(req.ID), validateS3("destination.s3", req.Destination.S3)...); len(errs) > 0 {
+	if errs := append(validateID(req.ID), validateDestination("destination", req.Destination)...); len(errs) > 0 {
 		http.Error(w, strings.Join(errs, "; "), http.StatusUnprocessableEntity)
 		return
 	}
@@ -118,9 +119,9 @@ func (m *Manager) postBackup(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("backups are not supported for %s yet", m.opts.Engine), http.StatusNotImplemented)
 		return
 	}
-	store, err := m.openStore(*req.Destination.S3)
+	store, err := m.openStore(req.Destination)
 	if err != nil {
-		http.Error(w, "destination.s3: "+err.Error(), http.StatusUnprocessableEntity)
+		http.Error(w, "destination: "+err.Error(), http.StatusUnprocessableEntity)
 		return
 	}
 	m.mu.Lock()
@@ -151,7 +152,7 @@ func (m *Manager) postBackup(w http.ResponseWriter, r *http.Request) {
 	m.ops.backups[req.ID], m.ops.lastBackup, m.ops.backupRunning = op, req.ID, true
 	c := *op
 	m.mu.Unlock()
-	m.log.Info("backup started", "id", req.ID, "role", c.Role, "bucket", req.Destination.S3.Bucket, "key", req.Destination.S3.Key)
+	m.log.Info("backup started", "id", req.ID, "role", c.Role, "to", req.Destination.where())
 	go m.runBackup(b, store, req, op)
 	writeJSON(w, http.StatusAccepted, c)
 }
@@ -173,7 +174,7 @@ func (m *Manager) runBackup(b Backuper, store ObjectStore, req BackupRequest, op
 		pw.CloseWithError(err)
 		done <- result{pos, err}
 	}()
-	obj, putErr := store.Put(ctx, req.Destination.S3.Key, pr)
+	obj, putErr := store.Put(ctx, req.Destination.key(), pr)
 	if putErr != nil {
 		// The engine's tool stops on its next write.
 		cancel()
@@ -197,7 +198,7 @@ func (m *Manager) runBackup(b Backuper, store ObjectStore, req BackupRequest, op
 	} else {
 		pos := res.pos
 		op.Phase, op.Size, op.SHA256, op.Position = OperationSucceeded, obj.Size, obj.SHA256, &pos
-		op.Message = fmt.Sprintf("%d bytes to s3://%s/%s in %s", obj.Size, req.Destination.S3.Bucket, req.Destination.S3.Key, now.Sub(op.StartTime).Round(time.Millisecond))
+		op.Message = fmt.Sprintf("%d bytes to %s in %s", obj.Size, req.Destination.where(), now.Sub(op.StartTime).Round(time.Millisecond))
 	}
 	m.ops.backupRunning = false
 	m.mu.Unlock()
@@ -213,7 +214,7 @@ func (m *Manager) postRestore(w http.ResponseWriter, r *http.Request) {
 	if !decodeJSON(w, r, &req) {
 		return
 	}
-	errs := append(validateID(req.ID), validateS3("source.s3", req.Source.S3)...)
+	errs := append(validateID(req.ID), validateDestination("source", req.Source)...)
 	if !sha256Hex.MatchString(req.SHA256) {
 		errs = append(errs, "sha256: Invalid value: must be 64 lowercase hexadecimal digits")
 	}
@@ -232,9 +233,9 @@ func (m *Manager) postRestore(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("restores are not supported for %s yet", m.opts.Engine), http.StatusNotImplemented)
 		return
 	}
-	store, err := m.openStore(*req.Source.S3)
+	store, err := m.openStore(req.Source)
 	if err != nil {
-		http.Error(w, "source.s3: "+err.Error(), http.StatusUnprocessableEntity)
+		http.Error(w, "source: "+err.Error(), http.StatusUnprocessableEntity)
 		return
 	}
 	m.mu.Lock()
@@ -284,21 +285,27 @@ func (m *Manager) restoreOrAwait(ctx context.Context) error {
 	p := m.ops.pending
 	m.ops.pending = nil
 	first := !m.st.awaitingRestore
-	m.st.awaitingRestore = p == nil
+	if p != nil {
+		m.st.awaitingRestore = false
+	}
 	op := m.ops.restore
 	m.mu.Unlock()
 	if p == nil {
 		if first {
 			// Whatever a load that was interrupted (a crash, a kill) left
-			// goes: the next one starts from a clean directory.
+			// goes, before the instance says it awaits a restore: the next
+			// one starts from a clean directory.
 			m.log.Info("no data: waiting for a restore")
 			if err := b.DiscardRestore(); err != nil {
 				return err
 			}
+			m.mu.Lock()
+			m.st.awaitingRestore = true
+			m.mu.Unlock()
 		}
 		return errAwaitingRestore
 	}
-	m.log.Info("restoring", "id", p.req.ID, "bucket", p.req.Source.S3.Bucket, "key", p.req.Source.S3.Key, "bytes", p.req.Size)
+	m.log.Info("restoring", "id", p.req.ID, "from", p.req.Source.where(), "bytes", p.req.Size)
 	err := m.load(ctx, b, p, op)
 	now := time.Now().UTC()
 	m.mu.Lock()
@@ -308,7 +315,7 @@ func (m *Manager) restoreOrAwait(ctx context.Context) error {
 		m.st.awaitingRestore = true
 	} else {
 		op.Phase = OperationSucceeded
-		op.Message = fmt.Sprintf("%d bytes from s3://%s/%s in %s", op.Bytes, p.req.Source.S3.Bucket, p.req.Source.S3.Key, now.Sub(op.StartTime).Round(time.Millisecond))
+		op.Message = fmt.Sprintf("%d bytes from %s in %s", op.Bytes, p.req.Source.where(), now.Sub(op.StartTime).Round(time.Millisecond))
 	}
 	m.mu.Unlock()
 	if err != nil {
@@ -338,15 +345,15 @@ func (m *Manager) notAwaitingRestore(why string) {
 // load streams the object into the engine's Restore, which lets the data
 // in only once the whole stream matched the backup's size and digest.
 func (m *Manager) load(ctx context.Context, b Backuper, p *pendingRestore, op *Operation) error {
-	key := p.req.Source.S3.Key
-	stat, err := p.store.Stat(ctx, key)
+	key := p.req.Source.where()
+	stat, err := p.store.Stat(ctx, p.req.Source.key())
 	if err != nil {
 		return err
 	}
 	if stat.Size != p.req.Size {
 		return fmt.Errorf("the object %s holds %d bytes, the backup %d", key, stat.Size, p.req.Size)
 	}
-	rc, err := p.store.Get(ctx, key)
+	rc, err := p.store.Get(ctx, p.req.Source.key())
 	if err != nil {
 		return err
 	}
@@ -376,11 +383,18 @@ func (m *Manager) load(ctx context.Context, b Backuper, p *pendingRestore, op *O
 	return err
 }
 
-func (m *Manager) openStore(o S3Object) (ObjectStore, error) {
-	if m.opts.OpenStore != nil {
-		return m.opts.OpenStore(o)
+func (m *Manager) openStore(d Destination) (ObjectStore, error) {
+	if d.Volume != nil {
+		password, err := m.opts.ReplicationPassword()
+		if err != nil {
+			return nil, err
+		}
+		return OpenDump(d.Volume.Address, password), nil
 	}
-	return OpenS3(o)
+	if m.opts.OpenStore != nil {
+		return m.opts.OpenStore(*d.S3)
+	}
+	return OpenS3(*d.S3)
 }
 
 func (m *Manager) runContext() context.Context {
@@ -448,10 +462,24 @@ func validateID(id string) []string {
 	return nil
 }
 
-func validateS3(path string, o *S3Object) []string {
-	if o == nil {
-		return []string{path + ": Required value: an S3 object is the only destination"}
+// validateDestination checks that exactly one of s3 and volume is set, and
+// that one.
+func validateDestination(path string, d Destination) []string {
+	switch {
+	case d.S3 == nil && d.Volume == nil:
+		return []string{path + ": Required value: exactly one of s3 and volume"}
+	case d.S3 != nil && d.Volume != nil:
+		return []string{path + ".volume: Forbidden: may not be set with s3"}
+	case d.Volume != nil:
+		if _, _, err := net.SplitHostPort(d.Volume.Address); err != nil {
+			return []string{fmt.Sprintf("%s.volume.address: Invalid value: %q: must be host:port", path, d.Volume.Address)}
+		}
+		return nil
 	}
+	return validateS3(path+".s3", d.S3)
+}
+
+func validateS3(path string, o *S3Object) []string {
 	var errs []string
 	for field, v := range map[string]string{"endpoint": o.Endpoint, "bucket": o.Bucket, "key": o.Key,
 		"accessKeyID": o.AccessKeyID, "secretAccessKey": o.SecretAccessKey} {

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -231,9 +233,49 @@ func TestBackupsOfAnEngineWithoutThemAreNotImplemented(t *testing.T) {
 	h := startManagerWith(t, eng, eng, "db-0", func(o *Options) { o.Engine = "mysql" })
 	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432}
 	h.wait("a running primary", func(s Status) bool { return s.Ready })
-	code, msg := h.call("POST", "/v1/backups", BackupRequest{ID: "b1", Destination: Destination{S3: s3Object("k")}})
-	if code != http.StatusNotImplemented || !strings.Contains(msg, "backups are not supported for mysql yet") {
-		t.Errorf("POST: %d %s", code, msg)
+	for _, dest := range []Destination{{S3: s3Object("k")}, {Volume: &VolumeObject{Address: "127.0.0.1:8000", Claim: "b1-dump"}}} {
+		code, msg := h.call("POST", "/v1/backups", BackupRequest{ID: "b1", Destination: dest})
+		if code != http.StatusNotImplemented || !strings.Contains(msg, "backups are not supported for mysql yet") {
+			t.Errorf("POST to %s: %d %s", dest.where(), code, msg)
+		}
+	}
+}
+
+func TestBackupDestinationIsExactlyOneOfS3AndVolume(t *testing.T) {
+	eng := &backupEngine{fakeEngine: &fakeEngine{}}
+	h := startManagerWith(t, eng, eng.fakeEngine, "db-0", func(*Options) {})
+	h.src <- Topology{Primary: "db-0"}
+	h.wait("a running primary", func(s Status) bool { return s.EngineRunning })
+	for body, want := range map[string]string{
+		`{"id":"x","destination":{}}`: "destination: Required value: exactly one of s3 and volume",
+		`{"id":"x","destination":{"s3":{"endpoint":"http://s3","bucket":"b","key":"k","accessKeyID":"a","secretAccessKey":"s"},"volume":{"address":"127.0.0.1:8000"}}}`: "destination.volume: Forbidden",
+		`{"id":"x","destination":{"volume":{"address":"nowhere"}}}`: "destination.volume.address: Invalid value",
+	} {
+		if code, msg := h.call("POST", "/v1/backups", body); code != http.StatusUnprocessableEntity || !strings.Contains(msg, want) {
+			t.Errorf("POST %s: %d %s, want 422 %q", body, code, msg, want)
+		}
+	}
+}
+
+func TestBackupToADumpServer(t *testing.T) {
+	dir := t.TempDir()
+	eng := &backupEngine{fakeEngine: &fakeEngine{}, data: bytes.Repeat([]byte("consistent "), 100000)}
+	h := startManagerWith(t, eng, eng.fakeEngine, "db-0", func(*Options) {})
+	h.src <- Topology{Primary: "db-0"}
+	h.wait("a running primary", func(s Status) bool { return s.EngineRunning })
+	address := startDumpServer(t, dir, false)
+	if code, msg := h.call("POST", "/v1/backups", BackupRequest{ID: "b1", Destination: Destination{Volume: &VolumeObject{Address: address, Claim: "b1-dump"}}}); code != http.StatusAccepted {
+		t.Fatalf("POST: %d %s", code, msg)
+	}
+	s := h.wait("the backup done", func(s Status) bool { return s.Backup != nil && s.Backup.Phase != OperationRunning })
+	// The manager presents its own replication password, which the
+	// server reads from the same Secret.
+	sum := sha256.Sum256(eng.data)
+	if b := s.Backup; b.Phase != OperationSucceeded || b.Size != int64(len(eng.data)) || b.SHA256 != hex.EncodeToString(sum[:]) || !strings.Contains(b.Message, "pvc://b1-dump") {
+		t.Errorf("backup %+v", b)
+	}
+	if data, _ := os.ReadFile(filepath.Join(dir, dumpFile)); !bytes.Equal(data, eng.data) {
+		t.Errorf("the claim holds %d bytes, want the %d of the backup", len(data), len(eng.data))
 	}
 }
 

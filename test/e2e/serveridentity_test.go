@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mydb-dev/mydb/pkg/controller/dump"
 	"github.com/mydb-dev/mydb/pkg/names"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -79,12 +80,15 @@ func TestServerIdentityIsLeastPrivilege(t *testing.T) {
 		{[]string{"delete", "namespaces"}, false},
 		{[]string{"update", "validatingadmissionpolicies.admissionregistration.k8s.io"}, false},
 		{[]string{"delete", "validatingadmissionpolicybindings.admissionregistration.k8s.io"}, false},
-		// No way into a running pod, and no pods of its own making.
+		// No way into a running pod. The pods it makes itself are the dump
+		// servers of volume backups (the policy admits no other).
 		{[]string{"create", "pods", "--subresource", "exec", "-n", ns}, false},
 		{[]string{"create", "pods", "--subresource", "portforward", "-n", ns}, false},
-		{[]string{"create", "pods", "-n", ns}, false},
+		{[]string{"create", "pods", "--subresource", "attach", "-n", ns}, false},
+		{[]string{"create", "pods", "-n", ns}, true},
+		{[]string{"delete", "pods", "-n", ns}, true},
+		{[]string{"update", "pods", "-n", ns}, false},
 		{[]string{"create", "serviceaccounts", "--subresource", "token", "-n", ns}, false},
-		{[]string{"delete", "pods", "-n", ns}, false},
 		// Leases in its own namespace only, and only its own.
 		{[]string{"update", "leases.coordination.k8s.io", "-n", "kube-system"}, false},
 		{[]string{"update", "leases.coordination.k8s.io/other", "-n", "mydb-system"}, false},
@@ -190,6 +194,51 @@ func TestPolicyLimitsTheServerToWhatItManages(t *testing.T) {
 	if err := patch("ours", `{"metadata":{"annotations":{"x":"y"}}}`); err != nil {
 		t.Errorf("patching its own Service: %v", err)
 	}
+	// Pods: only dump servers, as their database's ServiceAccount without
+	// its token, mounting a claim and that database's Secret.
+	dumpPod := func(mod func(*corev1.Pod)) *corev1.Pod {
+		owner := metav1.OwnerReference{APIVersion: "example.com/v1", Kind: "MyDatabaseBackup", Name: "snap", UID: "0b6a4c2e-0000-4000-8000-000000000001"}
+		p := dump.NewServerPod("snap-dump", ns, "orders", "snap-dump", "mydb-instance:test", false, owner)
+		if mod != nil {
+			mod(p)
+		}
+		return p
+	}
+	// The database's instance ServiceAccount, which pods are admitted only
+	// when it exists.
+	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "orders-instance"}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createPod := func(p *corev1.Pod) error {
+		_, err := asServer.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err
+	}
+	if err := createPod(dumpPod(nil)); err != nil {
+		t.Errorf("creating a dump-server pod: %v", err)
+	}
+	for what, mod := range map[string]func(*corev1.Pod){
+		"unlabelled":                    func(p *corev1.Pod) { p.Labels = nil },
+		"not a dump server":             func(p *corev1.Pod) { p.Labels[names.LabelComponent] = names.ComponentDatabase },
+		"with its ServiceAccount token": func(p *corev1.Pod) { p.Spec.AutomountServiceAccountToken = ptr.To(true) },
+		"as another ServiceAccount":     func(p *corev1.Pod) { p.Spec.ServiceAccountName = "default" },
+		"mounting another Secret": func(p *corev1.Pod) {
+			p.Spec.Volumes[1].Secret.SecretName = "other-credentials"
+		},
+		"mounting a host path": func(p *corev1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}})
+		},
+		"on the host's network": func(p *corev1.Pod) { p.Spec.HostNetwork = true },
+		"privileged": func(p *corev1.Pod) {
+			p.Spec.Containers[0].SecurityContext.AllowPrivilegeEscalation = nil
+			p.Spec.Containers[0].SecurityContext.Privileged = ptr.To(true)
+		},
+	} {
+		if err := createPod(dumpPod(mod)); !forbiddenByPolicy(err) {
+			t.Errorf("creating a pod %s: %v, want the policy's refusal", what, err)
+		}
+	}
+
 	// Nor may it delete what it did not make (RBAC lets it delete budgets).
 	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "theirs"},
 		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))}}

@@ -93,7 +93,14 @@ type BackupPolicy struct {
 
 // BackupDestination is where backups are written.
 type BackupDestination struct {
-	S3 *S3Destination
+	S3     *S3Destination
+	Volume *VolumeDestination
+}
+
+// VolumeDestination gives each backup a PersistentVolumeClaim of its own.
+type VolumeDestination struct {
+	StorageClassName *string
+	StorageSize      *resource.Quantity
 }
 
 // S3Destination is a bucket, and a prefix in it, of an S3-compatible store.
@@ -257,15 +264,27 @@ type MyDatabaseBackupStatus struct {
 
 // BackupLocation is where a backup's dump is stored.
 type BackupLocation struct {
-	S3 *S3Location
+	S3     *S3Location
+	Volume *VolumeLocation
 }
 
-// URI is the location as kubectl shows it: s3://<bucket>/<key>.
+// URI is the location as kubectl shows it: s3://<bucket>/<key> or
+// pvc://<claim>.
 func (l *BackupLocation) URI() string {
-	if l == nil || l.S3 == nil {
+	switch {
+	case l == nil:
 		return ""
+	case l.S3 != nil:
+		return "s3://" + l.S3.Bucket + "/" + l.S3.Key
+	case l.Volume != nil:
+		return "pvc://" + l.Volume.ClaimName
 	}
-	return "s3://" + l.S3.Bucket + "/" + l.S3.Key
+	return ""
+}
+
+// VolumeLocation is the PersistentVolumeClaim holding a backup's dump.
+type VolumeLocation struct {
+	ClaimName string
 }
 
 // S3Location is one object of a bucket, and what it takes to read it.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/controller/dump"
 	"github.com/mydb-dev/mydb/pkg/controller/internal/instances"
 	"github.com/mydb-dev/mydb/pkg/controller/runner"
 	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
@@ -17,6 +18,8 @@ import (
 	exampleinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions/example/v1"
 	examplelisters "github.com/mydb-dev/mydb/pkg/generated/listers/example/v1"
 	"github.com/mydb-dev/mydb/pkg/objectstore"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	coreinformers "k8s.io/client-go/informers/core/v1"
@@ -44,6 +47,10 @@ type Informers struct {
 	Backups     exampleinformers.MyDatabaseBackupInformer
 	MyDatabases exampleinformers.MyDatabaseInformer
 	Secrets     coreinformers.SecretInformer
+	// Pods and PersistentVolumeClaims are the dump-server pods and dump
+	// claims of volume backups (filtered like Secrets).
+	Pods                   coreinformers.PodInformer
+	PersistentVolumeClaims coreinformers.PersistentVolumeClaimInformer
 }
 
 // NewInformers takes the controller's informers from factories: kube
@@ -53,12 +60,16 @@ func NewInformers(kube informers.SharedInformerFactory, own mydbinformers.Shared
 		Backups:     own.Example().V1().MyDatabaseBackups(),
 		MyDatabases: own.Example().V1().MyDatabases(),
 		Secrets:     kube.Core().V1().Secrets(),
+		Pods:        kube.Core().V1().Pods(),
+		// The same informer as the MyDatabase controller's.
+		PersistentVolumeClaims: kube.Core().V1().PersistentVolumeClaims(),
 	}
 }
 
 // All are every informer the controller reads.
 func (i Informers) All() []cache.SharedIndexInformer {
-	return []cache.SharedIndexInformer{i.Backups.Informer(), i.MyDatabases.Informer(), i.Secrets.Informer()}
+	return []cache.SharedIndexInformer{i.Backups.Informer(), i.MyDatabases.Informer(), i.Secrets.Informer(),
+		i.Pods.Informer(), i.PersistentVolumeClaims.Informer()}
 }
 
 // ObjectStores deletes objects from buckets.
@@ -85,6 +96,9 @@ type Options struct {
 	Stores     ObjectStores
 	// PollInterval is how often a running backup is read; 0 is 5s.
 	PollInterval time.Duration
+	// InstanceImage ships mydb-instance, which the dump-server pods of
+	// volume backups run.
+	InstanceImage string
 }
 
 // Controller runs backups.
@@ -97,12 +111,16 @@ type Controller struct {
 	backupLister examplelisters.MyDatabaseBackupLister
 	dbLister     examplelisters.MyDatabaseLister
 	secretLister corelisters.SecretLister
+	podLister    corelisters.PodLister
+	claimLister  corelisters.PersistentVolumeClaimLister
 	informers    Informers
 	handlers     runner.Handlers
 
 	operations   instances.Operations
 	stores       ObjectStores
 	pollInterval time.Duration
+	// instanceImage is what dump-server pods run.
+	instanceImage string
 
 	// queue holds the backups to look at.
 	queue workqueue.TypedRateLimitingInterface[cache.ObjectName]
@@ -125,15 +143,18 @@ func NewController(kubeClient kubernetes.Interface, mydbClient clientset.Interfa
 		opts.PollInterval = 5 * time.Second
 	}
 	c := &Controller{
-		kubeClient:   kubeClient,
-		mydbClient:   mydbClient,
-		backupLister: informers.Backups.Lister(),
-		dbLister:     informers.MyDatabases.Lister(),
-		secretLister: informers.Secrets.Lister(),
-		informers:    informers,
-		operations:   opts.Operations,
-		stores:       opts.Stores,
-		pollInterval: opts.PollInterval,
+		kubeClient:    kubeClient,
+		mydbClient:    mydbClient,
+		backupLister:  informers.Backups.Lister(),
+		dbLister:      informers.MyDatabases.Lister(),
+		secretLister:  informers.Secrets.Lister(),
+		podLister:     informers.Pods.Lister(),
+		claimLister:   informers.PersistentVolumeClaims.Lister(),
+		informers:     informers,
+		operations:    opts.Operations,
+		stores:        opts.Stores,
+		pollInterval:  opts.PollInterval,
+		instanceImage: opts.InstanceImage,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "mydatabasebackup"}),
@@ -144,6 +165,13 @@ func NewController(kubeClient kubernetes.Interface, mydbClient clientset.Interfa
 		AddFunc:    c.enqueue,
 		UpdateFunc: func(_, obj interface{}) { c.enqueue(obj) },
 	}); err != nil {
+		return nil, err
+	}
+	// A dump-server pod that comes to serve lets its backup start.
+	if err := c.handlers.Add(informers.Pods.Informer(), cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj interface{}) { c.enqueueOwnerOf(obj) },
+	}); err != nil {
+		c.Close()
 		return nil, err
 	}
 	// A database whose deletion policy changes changes who owns its
@@ -197,5 +225,16 @@ func (c *Controller) enqueueBackupsOf(db *examplev1.MyDatabase, all bool) {
 		if b.Spec.DatabaseName == db.Name && (all || !finished(b) || b.DeletionTimestamp != nil) {
 			c.enqueue(b)
 		}
+	}
+}
+
+// enqueueOwnerOf enqueues the backup whose dump-server pod obj is.
+func (c *Controller) enqueueOwnerOf(obj interface{}) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || pod.Labels[dump.LabelClaim] == "" {
+		return
+	}
+	if ref := metav1.GetControllerOf(pod); ref != nil && ref.Kind == "MyDatabaseBackup" {
+		c.queue.Add(cache.ObjectName{Namespace: pod.Namespace, Name: ref.Name})
 	}
 }

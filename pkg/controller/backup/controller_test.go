@@ -88,7 +88,11 @@ type fakeManagers struct {
 }
 
 func (f *fakeManagers) StartBackup(_ context.Context, address string, auth instances.Auth, req instance.BackupRequest) (*instance.Operation, error) {
-	f.started = append(f.started, fmt.Sprintf("%s %s %s %s %s", address, auth.Password, req.ID, req.Destination.S3.Key, req.Destination.S3.AccessKeyID))
+	if v := req.Destination.Volume; v != nil {
+		f.started = append(f.started, fmt.Sprintf("%s %s %s volume %s %s", address, auth.Password, req.ID, v.Claim, v.Address))
+	} else {
+		f.started = append(f.started, fmt.Sprintf("%s %s %s %s %s", address, auth.Password, req.ID, req.Destination.S3.Key, req.Destination.S3.AccessKeyID))
+	}
 	if f.err != nil {
 		return nil, f.err
 	}
@@ -146,7 +150,7 @@ func sync(t *testing.T, managers *fakeManagers, b *examplev1.MyDatabaseBackup, d
 	mydbInf := mydbinformers.NewSharedInformerFactory(f.mydbClient, 0)
 	informers := NewInformers(kubeInf, mydbInf)
 	c, err := NewController(f.kubeClient, f.mydbClient, informers, f.recorder, clocktesting.NewFakePassiveClock(now),
-		Options{Operations: managers, Stores: f.buckets})
+		Options{Operations: managers, Stores: f.buckets, InstanceImage: "mydb-instance:test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,8 +164,15 @@ func sync(t *testing.T, managers *fakeManagers, b *examplev1.MyDatabaseBackup, d
 		add(informers.MyDatabases.Informer(), db)
 	}
 	for _, obj := range kubeObjects {
-		if s, ok := obj.(*corev1.Secret); ok && s.Labels[names.LabelManagedBy] == names.ManagedBy {
-			add(informers.Secrets.Informer(), s)
+		switch o := obj.(type) {
+		case *corev1.Secret:
+			if o.Labels[names.LabelManagedBy] == names.ManagedBy {
+				add(informers.Secrets.Informer(), o)
+			}
+		case *corev1.Pod:
+			add(informers.Pods.Informer(), o)
+		case *corev1.PersistentVolumeClaim:
+			add(informers.PersistentVolumeClaims.Informer(), o)
 		}
 	}
 	f.requeue, err = c.sync(context.Background(), cache.ObjectName{Namespace: b.Namespace, Name: b.Name})

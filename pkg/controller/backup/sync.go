@@ -48,7 +48,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 		return c.deleteDump(ctx, backup)
 	}
 	if finished(backup) {
-		return 0, nil
+		return 0, c.removeDumpPod(ctx, backup)
 	}
 	db, err := c.dbLister.MyDatabases(backup.Namespace).Get(backup.Spec.DatabaseName)
 	if apierrors.IsNotFound(err) {
@@ -75,7 +75,11 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 
 // start chooses the backup's instance, records it, and asks it to back up.
 func (c *Controller) start(ctx context.Context, backup *examplev1.MyDatabaseBackup, db *examplev1.MyDatabase) (time.Duration, error) {
-	if db.Spec.Backup == nil || db.Spec.Backup.Destination == nil || db.Spec.Backup.Destination.S3 == nil {
+	var dest *examplev1.BackupDestination
+	if db.Spec.Backup != nil {
+		dest = db.Spec.Backup.Destination
+	}
+	if dest == nil || dest.S3 == nil && dest.Volume == nil {
 		return 0, c.fail(ctx, backup, fmt.Sprintf("MyDatabase %q has no backup destination: set spec.backup.destination", db.Name))
 	}
 	if c.clock.Since(backup.CreationTimestamp.Time) > startDeadline {
@@ -94,7 +98,7 @@ func (c *Controller) start(ctx context.Context, backup *examplev1.MyDatabaseBack
 			return c.pollInterval, c.setStatus(ctx, backup, status)
 		}
 		status.Instance, status.Role, status.DatabaseUID = target.Name, target.Role, db.UID
-		status.Location = instances.LocationOf(db.Spec.Backup.Destination.S3, db, backup)
+		status.Location = locationOf(dest, db, backup)
 		status.Message = "asking " + target.Name + " to back up"
 		// Recorded before the instance is asked: a retry asks the same one.
 		return 0, c.setStatus(ctx, backup, status)
@@ -104,15 +108,35 @@ func (c *Controller) start(ctx context.Context, backup *examplev1.MyDatabaseBack
 		status.Message = err.Error()
 		return c.pollInterval, c.setStatus(ctx, backup, status)
 	}
-	object, err := instances.S3Object(ctx, c.kubeClient, backup.Namespace, status.Location.S3)
-	if err != nil {
-		if apierrors.IsNotFound(err) || !isAPIError(err) {
-			return 0, c.fail(ctx, backup, err.Error())
+	var destination instance.Destination
+	switch loc := status.Location; {
+	case loc.Volume != nil:
+		volume, wait, err := c.dumpServer(ctx, backup, db, dest.Volume)
+		var refused refusal
+		if errors.As(err, &refused) {
+			return 0, c.fail(ctx, backup, refused.Error())
 		}
-		return 0, err
+		if err != nil || wait != "" {
+			if wait != "" {
+				status.Message = wait
+				err = c.setStatus(ctx, backup, status)
+			}
+			// A dump server starts in seconds.
+			return min(time.Second, c.pollInterval), err
+		}
+		destination.Volume = volume
+	default:
+		object, err := instances.S3Object(ctx, c.kubeClient, backup.Namespace, loc.S3)
+		if err != nil {
+			if apierrors.IsNotFound(err) || !isAPIError(err) {
+				return 0, c.fail(ctx, backup, err.Error())
+			}
+			return 0, err
+		}
+		destination.S3 = object
 	}
 	op, err := c.operations.StartBackup(ctx, address, auth, instance.BackupRequest{
-		ID: string(backup.UID), Destination: instance.Destination{S3: object},
+		ID: string(backup.UID), Destination: destination,
 	})
 	if errors.Is(err, instances.ErrRefused) {
 		return 0, c.fail(ctx, backup, fmt.Sprintf("instance %s refused the backup: %v", status.Instance, err))
@@ -250,6 +274,13 @@ func (c *Controller) deleteDump(ctx context.Context, backup *examplev1.MyDatabas
 		if running, err := c.stillRunning(ctx, backup); running {
 			return c.pollInterval, err
 		}
+	}
+	if loc := backup.Status.Location; loc != nil && loc.Volume != nil {
+		if err := c.deleteDumpClaim(ctx, backup); err != nil {
+			c.recorder.Eventf(backup, corev1.EventTypeWarning, ReasonDumpKept, "Deleting the dump at %s: %v", loc.URI(), err)
+			return 0, err
+		}
+		c.recorder.Eventf(backup, corev1.EventTypeNormal, ReasonDumpDeleted, "Deleted the dump at %s", loc.URI())
 	}
 	if loc := backup.Status.Location; loc != nil && loc.S3 != nil {
 		object, err := instances.S3Object(ctx, c.kubeClient, backup.Namespace, loc.S3)

@@ -359,7 +359,7 @@ func (m *Manager) newControllers(ctx context.Context) (map[string]controller, er
 			c.Close()
 		}
 	}
-	databases, backupOptions := m.config.Databases, backupcontroller.Options{}
+	databases, backupOptions := m.config.Databases, backupcontroller.Options{InstanceImage: m.config.Databases.InstanceImage}
 	if m.fence != nil {
 		// Starting a backup or a restore on an instance is a write too.
 		operations := instances.HTTP{Client: &http.Client{Timeout: instances.Timeout, Transport: m.fence.wrap(http.DefaultTransport)}}

@@ -1452,6 +1452,22 @@ func TestRestoredDatabaseIsNotReadyBeforeItsData(t *testing.T) {
 	}
 }
 
+// A pod whose IP an earlier pod had, whose manager still answers there (a
+// ready primary of another database), is not taken for restored.
+func TestAnotherPodsManagerAtTheIPIsNotThisInstance(t *testing.T) {
+	f, ops := restoringState(t, instance.Status{AwaitingRestore: true}, nil)
+	f.instances["10.244.0.10"] = instance.Status{Name: "src-0", Role: instance.RolePrimary, Primary: "src-0", Ready: true}
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if c := restoredCond(t, f); c == nil || c.Status == metav1.ConditionTrue {
+		t.Errorf("Restored = %+v while another database's manager answers at the primary's IP", c)
+	}
+	if len(ops.restores) != 0 {
+		t.Errorf("asked %+v of another database's manager", ops.restores)
+	}
+}
+
 // fakeStoreGuard records the revisions it is asked to cover and answers err.
 type fakeStoreGuard struct {
 	covered []int64

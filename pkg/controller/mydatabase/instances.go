@@ -142,6 +142,11 @@ func (c *Controller) pollInstances(ctx context.Context, pods []*corev1.Pod, prim
 			ctx, cancel := context.WithTimeout(ctx, statusTimeout)
 			defer cancel()
 			s, err := c.instances.Status(ctx, pod.Status.PodIP)
+			if err == nil && s.Name != pod.Name {
+				// The pod's IP was another pod's, whose manager still
+				// answers there: its report is not this instance's.
+				s, err = nil, fmt.Errorf("the manager at %s answers as %q", pod.Status.PodIP, s.Name)
+			}
 			out[i].Ready, out[i].Message = instanceReadiness(s, err, role, primary)
 			out[i].Fenced = s != nil && s.Fenced
 			if s != nil && s.Position != nil && len(s.Position.LSN) <= maxPositionLength && len(s.Position.GTID) <= maxPositionLength {

@@ -62,7 +62,7 @@ func (c *Controller) restoreBackup(db *examplev1.MyDatabase) (*examplev1.MyDatab
 	if b.Status.Phase != examplev1.BackupPhaseSucceeded {
 		return nil, fmt.Sprintf("waiting for MyDatabaseBackup %q to succeed (it is %s)", name, phaseOf(b)), nil
 	}
-	if b.Status.Location == nil || b.Status.Location.S3 == nil {
+	if l := b.Status.Location; l == nil || l.S3 == nil && l.Volume == nil {
 		return nil, fmt.Sprintf("MyDatabaseBackup %q has no location mydb can read", name), nil
 	}
 	return b, "", nil
@@ -94,8 +94,11 @@ func restoreID(db *examplev1.MyDatabase, b *examplev1.MyDatabaseBackup) string {
 // (again after its manager restarted and forgot it); the condition follows
 // what the manager reports. Once Restored is True it stays so.
 func (c *Controller) reconcileRestore(ctx context.Context, db *examplev1.MyDatabase, f *findings) error {
-	if db.Spec.RestoreFrom == nil || meta.IsStatusConditionTrue(db.Status.Conditions, examplev1.ConditionRestored) {
+	if db.Spec.RestoreFrom == nil {
 		return nil
+	}
+	if meta.IsStatusConditionTrue(db.Status.Conditions, examplev1.ConditionRestored) {
+		return c.removeRestorePod(ctx, db)
 	}
 	if f.restoreWait != "" {
 		f.restored = restoredCondition(metav1.ConditionFalse, ReasonWaitingForBackup, f.restoreWait)
@@ -123,6 +126,8 @@ func (c *Controller) reconcileRestore(ctx context.Context, db *examplev1.MyDatab
 	case op != nil && op.Phase == instance.OperationFailed:
 		f.restored = restoredCondition(metav1.ConditionFalse, ReasonRestoreFailed,
 			fmt.Sprintf("%s failed to load MyDatabaseBackup %q: %s", report.Name, db.Spec.RestoreFrom.BackupName, op.Message))
+		// It is not retried: nothing reads the claim any more.
+		return c.removeRestorePod(ctx, db)
 	case !report.AwaitingRestore && (op != nil && op.Phase == instance.OperationSucceeded || report.Ready && report.Role == instance.RolePrimary):
 		f.restored = restoredCondition(metav1.ConditionTrue, ReasonRestored,
 			fmt.Sprintf("%s loaded MyDatabaseBackup %q", report.Name, db.Spec.RestoreFrom.BackupName))
@@ -141,9 +146,22 @@ func (c *Controller) reconcileRestore(ctx context.Context, db *examplev1.MyDatab
 
 // startRestore sends the primary-to-be its backup.
 func (c *Controller) startRestore(ctx context.Context, db *examplev1.MyDatabase, b *examplev1.MyDatabaseBackup, in examplev1.InstanceStatus, id string) *metav1.Condition {
-	source, err := instances.S3Object(ctx, c.kubeClient, b.Namespace, b.Status.Location.S3)
-	if err != nil {
-		return restoredCondition(metav1.ConditionFalse, ReasonRestoreFailed, "the restore cannot start: "+err.Error())
+	var source instance.Destination
+	if b.Status.Location.Volume != nil {
+		volume, wait, err := c.restoreDumpServer(ctx, db, b)
+		switch {
+		case err != nil:
+			return restoredCondition(metav1.ConditionFalse, ReasonRestoreFailed, "the restore cannot start: "+err.Error())
+		case wait != "":
+			return restoredCondition(metav1.ConditionFalse, ReasonRestoring, wait)
+		}
+		source.Volume = volume
+	} else {
+		object, err := instances.S3Object(ctx, c.kubeClient, b.Namespace, b.Status.Location.S3)
+		if err != nil {
+			return restoredCondition(metav1.ConditionFalse, ReasonRestoreFailed, "the restore cannot start: "+err.Error())
+		}
+		source.S3 = object
 	}
 	secret, err := c.secretLister.Secrets(db.Namespace).Get(names.Secret(db.Name))
 	if err != nil {
@@ -151,7 +169,7 @@ func (c *Controller) startRestore(ctx context.Context, db *examplev1.MyDatabase,
 	}
 	auth := instances.Auth{Password: string(secret.Data[engine.SecretKeyReplicationPassword])}
 	op, err := c.operations.StartRestore(ctx, in.Address, auth, instance.RestoreRequest{
-		ID: id, Source: instance.Destination{S3: source}, SHA256: b.Status.Checksum, Size: b.Status.SizeBytes, Format: b.Status.Format,
+		ID: id, Source: source, SHA256: b.Status.Checksum, Size: b.Status.SizeBytes, Format: b.Status.Format,
 	})
 	switch {
 	case errors.Is(err, instances.ErrRefused):

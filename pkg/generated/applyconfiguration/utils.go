@@ -66,6 +66,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &examplev1.S3DestinationApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("S3Location"):
 		return &examplev1.S3LocationApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("VolumeDestination"):
+		return &examplev1.VolumeDestinationApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("VolumeLocation"):
+		return &examplev1.VolumeLocationApplyConfiguration{}
 
 	}
 	return nil

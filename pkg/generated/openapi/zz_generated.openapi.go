@@ -57,6 +57,8 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1.S3CredentialsSecret{}.OpenAPIModelName():                         schema_pkg_apis_example_v1_S3CredentialsSecret(ref),
 		v1.S3Destination{}.OpenAPIModelName():                               schema_pkg_apis_example_v1_S3Destination(ref),
 		v1.S3Location{}.OpenAPIModelName():                                  schema_pkg_apis_example_v1_S3Location(ref),
+		v1.VolumeDestination{}.OpenAPIModelName():                           schema_pkg_apis_example_v1_VolumeDestination(ref),
+		v1.VolumeLocation{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_VolumeLocation(ref),
 		autoscalingv1.ContainerResourceMetricSource{}.OpenAPIModelName():    schema_k8sio_api_autoscaling_v1_ContainerResourceMetricSource(ref),
 		autoscalingv1.ContainerResourceMetricStatus{}.OpenAPIModelName():    schema_k8sio_api_autoscaling_v1_ContainerResourceMetricStatus(ref),
 		autoscalingv1.CrossVersionObjectReference{}.OpenAPIModelName():      schema_k8sio_api_autoscaling_v1_CrossVersionObjectReference(ref),
@@ -395,11 +397,17 @@ func schema_pkg_apis_example_v1_BackupDestination(ref common.ReferenceCallback) 
 							Ref:         ref(v1.S3Destination{}.OpenAPIModelName()),
 						},
 					},
+					"volume": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Volume gives each backup a PersistentVolumeClaim of its own, for clusters without object storage. A short-lived pod mounts the claim while the backup is written and while a restore reads it; no database's pod ever mounts it.",
+							Ref:         ref(v1.VolumeDestination{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.S3Destination{}.OpenAPIModelName()},
+			v1.S3Destination{}.OpenAPIModelName(), v1.VolumeDestination{}.OpenAPIModelName()},
 	}
 }
 
@@ -407,7 +415,7 @@ func schema_pkg_apis_example_v1_BackupLocation(ref common.ReferenceCallback) com
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
-				Description: "BackupLocation is where a backup's dump is stored; exactly one field is set. (Protobuf field 1 held a volume location and stays unused.)",
+				Description: "BackupLocation is where a backup's dump is stored; exactly one field is set. (Protobuf field 1 held the shared claim of an earlier design and stays unused.)",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
 					"s3": {
@@ -416,11 +424,17 @@ func schema_pkg_apis_example_v1_BackupLocation(ref common.ReferenceCallback) com
 							Ref:         ref(v1.S3Location{}.OpenAPIModelName()),
 						},
 					},
+					"volume": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Volume is the backup's own PersistentVolumeClaim.",
+							Ref:         ref(v1.VolumeLocation{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.S3Location{}.OpenAPIModelName()},
+			v1.S3Location{}.OpenAPIModelName(), v1.VolumeLocation{}.OpenAPIModelName()},
 	}
 }
 
@@ -1457,6 +1471,56 @@ func schema_pkg_apis_example_v1_S3Location(ref common.ReferenceCallback) common.
 		},
 		Dependencies: []string{
 			v1.CABundleSource{}.OpenAPIModelName(), v1.S3CredentialsSecret{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_VolumeDestination(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "VolumeDestination is how the claim of each backup is made: one claim per backup, named <backup>-dump, labelled app.kubernetes.io/managed-by=mydb, owned by nothing and deleted with its backup.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"storageClassName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StorageClassName is the claims' StorageClass; unset, the cluster's default.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"storageSize": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StorageSize is each claim's requested storage. Defaults to the database's storageSize, which a physical backup of its data does not outgrow.",
+							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			resource.Quantity{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_VolumeLocation(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "VolumeLocation is the PersistentVolumeClaim, in the backup's namespace, that holds the backup's dump and nothing else.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"claimName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ClaimName is the claim's name, <backup>-dump.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"claimName"},
+			},
+		},
 	}
 }
 

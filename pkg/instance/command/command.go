@@ -124,6 +124,7 @@ func New(ctx context.Context) *cobra.Command {
 		},
 	}
 	o.addFlags(cmd.Flags())
+	cmd.AddCommand(newDumpServer(ctx))
 	cmd.AddCommand(&cobra.Command{
 		Use:   "copy DEST",
 		Short: "Copy this executable to DEST (a directory or a file), for an init container",

@@ -241,6 +241,28 @@ type BackupDestination struct {
 	// S3 is a bucket of an S3-compatible object store.
 	// +optional
 	S3 *S3Destination `json:"s3,omitempty" protobuf:"bytes,1,opt,name=s3"`
+
+	// Volume gives each backup a PersistentVolumeClaim of its own, for
+	// clusters without object storage. A short-lived pod mounts the claim
+	// while the backup is written and while a restore reads it; no
+	// database's pod ever mounts it.
+	// +optional
+	Volume *VolumeDestination `json:"volume,omitempty" protobuf:"bytes,2,opt,name=volume"`
+}
+
+// VolumeDestination is how the claim of each backup is made: one claim per
+// backup, named <backup>-dump, labelled app.kubernetes.io/managed-by=mydb,
+// owned by nothing and deleted with its backup.
+type VolumeDestination struct {
+	// StorageClassName is the claims' StorageClass; unset, the cluster's
+	// default.
+	// +optional
+	StorageClassName *string `json:"storageClassName,omitempty" protobuf:"bytes,1,opt,name=storageClassName"`
+
+	// StorageSize is each claim's requested storage. Defaults to the database's
+	// storageSize, which a physical backup of its data does not outgrow.
+	// +optional
+	StorageSize *resource.Quantity `json:"storageSize,omitempty" protobuf:"bytes,2,opt,name=storageSize"`
 }
 
 // S3Destination is a bucket, and a prefix in it, of an S3-compatible object
@@ -645,19 +667,37 @@ type MyDatabaseBackupStatus struct {
 }
 
 // BackupLocation is where a backup's dump is stored; exactly one field is set.
-// (Protobuf field 1 held a volume location and stays unused.)
+// (Protobuf field 1 held the shared claim of an earlier design and stays
+// unused.)
 type BackupLocation struct {
 	// S3 is an object of an S3-compatible bucket.
 	// +optional
 	S3 *S3Location `json:"s3,omitempty" protobuf:"bytes,2,opt,name=s3"`
+
+	// Volume is the backup's own PersistentVolumeClaim.
+	// +optional
+	Volume *VolumeLocation `json:"volume,omitempty" protobuf:"bytes,3,opt,name=volume"`
 }
 
-// URI is the location as kubectl shows it: s3://<bucket>/<key>.
+// URI is the location as kubectl shows it: s3://<bucket>/<key> or
+// pvc://<claim>.
 func (l *BackupLocation) URI() string {
-	if l == nil || l.S3 == nil {
+	switch {
+	case l == nil:
 		return ""
+	case l.S3 != nil:
+		return "s3://" + l.S3.Bucket + "/" + l.S3.Key
+	case l.Volume != nil:
+		return "pvc://" + l.Volume.ClaimName
 	}
-	return "s3://" + l.S3.Bucket + "/" + l.S3.Key
+	return ""
+}
+
+// VolumeLocation is the PersistentVolumeClaim, in the backup's namespace,
+// that holds the backup's dump and nothing else.
+type VolumeLocation struct {
+	// ClaimName is the claim's name, <backup>-dump.
+	ClaimName string `json:"claimName" protobuf:"bytes,1,opt,name=claimName"`
 }
 
 // S3Location is one object of a bucket, and what it takes to read it.

@@ -130,3 +130,13 @@ func (in S3Destination) OpenAPIModelName() string {
 func (in S3Location) OpenAPIModelName() string {
 	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.S3Location"
 }
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in VolumeDestination) OpenAPIModelName() string {
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.VolumeDestination"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in VolumeLocation) OpenAPIModelName() string {
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.VolumeLocation"
+}

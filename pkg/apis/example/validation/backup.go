@@ -101,8 +101,21 @@ func validateLocation(l *example.BackupLocation, fldPath *field.Path) field.Erro
 	if l == nil {
 		return nil
 	}
-	if l.S3 == nil {
-		return field.ErrorList{field.Required(fldPath.Child("s3"), "must name where the dump is")}
+	switch {
+	case l.S3 == nil && l.Volume == nil:
+		return field.ErrorList{field.Required(fldPath, "must name where the dump is: exactly one of s3 and volume")}
+	case l.S3 != nil && l.Volume != nil:
+		return field.ErrorList{field.Forbidden(fldPath.Child("volume"), "may not be set with s3: a dump is in one place")}
+	case l.Volume != nil:
+		p := fldPath.Child("volume", "claimName")
+		if l.Volume.ClaimName == "" {
+			return field.ErrorList{field.Required(p, "must name the claim holding the dump")}
+		}
+		var allErrs field.ErrorList
+		for _, msg := range validation.IsDNS1123Subdomain(l.Volume.ClaimName) {
+			allErrs = append(allErrs, field.Invalid(p, l.Volume.ClaimName, msg))
+		}
+		return allErrs
 	}
 	p := fldPath.Child("s3")
 	allErrs := validateEndpoint(l.S3.Endpoint, p.Child("endpoint"))
@@ -119,8 +132,13 @@ func validateLocation(l *example.BackupLocation, fldPath *field.Path) field.Erro
 
 // validateDestination checks a database's backup destination.
 func validateDestination(d *example.BackupDestination, fldPath *field.Path) field.ErrorList {
-	if d.S3 == nil {
-		return field.ErrorList{field.Required(fldPath.Child("s3"), "must name where backups are written")}
+	switch {
+	case d.S3 == nil && d.Volume == nil:
+		return field.ErrorList{field.Required(fldPath, "must name where backups are written: exactly one of s3 and volume")}
+	case d.S3 != nil && d.Volume != nil:
+		return field.ErrorList{field.Forbidden(fldPath.Child("volume"), "may not be set with s3: exactly one of s3 and volume")}
+	case d.Volume != nil:
+		return validateVolumeDestination(d.Volume, fldPath.Child("volume"))
 	}
 	p := fldPath.Child("s3")
 	allErrs := validateEndpoint(d.S3.Endpoint, p.Child("endpoint"))
@@ -133,6 +151,20 @@ func validateDestination(d *example.BackupDestination, fldPath *field.Path) fiel
 	}
 	allErrs = append(allErrs, validateCredentialsSecret(&d.S3.CredentialsSecret, p.Child("credentialsSecret"))...)
 	allErrs = append(allErrs, validateCABundle(d.S3.CABundle, p.Child("caBundle"))...)
+	return allErrs
+}
+
+// validateVolumeDestination checks the class and size of the backups' claims.
+func validateVolumeDestination(v *example.VolumeDestination, fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	if v.StorageClassName != nil {
+		for _, msg := range validation.IsDNS1123Subdomain(*v.StorageClassName) {
+			allErrs = append(allErrs, field.Invalid(fldPath.Child("storageClassName"), *v.StorageClassName, msg))
+		}
+	}
+	if v.StorageSize != nil {
+		allErrs = append(allErrs, validateStorageSize(*v.StorageSize, fldPath.Child("storageSize"))...)
+	}
 	return allErrs
 }
 

@@ -78,7 +78,27 @@ func TestValidateMyDatabaseBackupUpdates(t *testing.T) {
 			b: myBackup(func(b *example.MyDatabaseBackup) { b.Status.Location = s3Location() })},
 		{name: "a location naming nothing", old: myBackup(), validate: ValidateMyDatabaseBackupStatusUpdate,
 			b:    myBackup(func(b *example.MyDatabaseBackup) { b.Status.Location = &example.BackupLocation{} }),
-			want: []errorSummary{{field.ErrorTypeRequired, "status.location.s3"}}},
+			want: []errorSummary{{field.ErrorTypeRequired, "status.location"}}},
+		{name: "a volume location", old: myBackup(), validate: ValidateMyDatabaseBackupStatusUpdate,
+			b: myBackup(func(b *example.MyDatabaseBackup) {
+				b.Status.Location = &example.BackupLocation{Volume: &example.VolumeLocation{ClaimName: "snap-dump"}}
+			})},
+		{name: "a volume location naming no claim", old: myBackup(), validate: ValidateMyDatabaseBackupStatusUpdate,
+			b: myBackup(func(b *example.MyDatabaseBackup) {
+				b.Status.Location = &example.BackupLocation{Volume: &example.VolumeLocation{}}
+			}),
+			want: []errorSummary{{field.ErrorTypeRequired, "status.location.volume.claimName"}}},
+		{name: "a volume location with a bad claim name", old: myBackup(), validate: ValidateMyDatabaseBackupStatusUpdate,
+			b: myBackup(func(b *example.MyDatabaseBackup) {
+				b.Status.Location = &example.BackupLocation{Volume: &example.VolumeLocation{ClaimName: "Snap_Dump"}}
+			}),
+			want: []errorSummary{{field.ErrorTypeInvalid, "status.location.volume.claimName"}}},
+		{name: "a location both in S3 and on a volume", old: myBackup(), validate: ValidateMyDatabaseBackupStatusUpdate,
+			b: myBackup(func(b *example.MyDatabaseBackup) {
+				b.Status.Location = s3Location()
+				b.Status.Location.Volume = &example.VolumeLocation{ClaimName: "snap-dump"}
+			}),
+			want: []errorSummary{{field.ErrorTypeForbidden, "status.location.volume"}}},
 		{name: "a location outside the tree", old: myBackup(), validate: ValidateMyDatabaseBackupStatusUpdate,
 			b: myBackup(func(b *example.MyDatabaseBackup) {
 				b.Status.Location = s3Location()

@@ -202,7 +202,31 @@ func TestValidateMyDatabase(t *testing.T) {
 		})},
 		{name: "a destination naming nothing", db: myDatabase(func(d *example.MyDatabase) {
 			d.Spec.Backup = &example.BackupPolicy{Retention: 7, Destination: &example.BackupDestination{}}
-		}), want: []errorSummary{{field.ErrorTypeRequired, "spec.backup.destination.s3"}}},
+		}), want: []errorSummary{{field.ErrorTypeRequired, "spec.backup.destination"}}},
+		{name: "a volume destination", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Backup = &example.BackupPolicy{Retention: 7, Destination: &example.BackupDestination{Volume: &example.VolumeDestination{
+				StorageClassName: ptr.To("fast"), StorageSize: ptr.To(resource.MustParse("20Gi"))}}}
+		})},
+		{name: "a volume destination with defaults", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Backup = &example.BackupPolicy{Retention: 7, Destination: &example.BackupDestination{Volume: &example.VolumeDestination{}}}
+		})},
+		{name: "both an S3 and a volume destination", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Backup = &example.BackupPolicy{Retention: 7, Destination: &example.BackupDestination{
+				S3: &example.S3Destination{Endpoint: "https://s3.example.com", Bucket: "backups",
+					CredentialsSecret: example.S3CredentialsSecret{Name: "s3"}},
+				Volume: &example.VolumeDestination{}}}
+		}), want: []errorSummary{{field.ErrorTypeForbidden, "spec.backup.destination.volume"}}},
+		{name: "a volume destination with a bad class and size", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Backup = &example.BackupPolicy{Retention: 7, Destination: &example.BackupDestination{Volume: &example.VolumeDestination{
+				StorageClassName: ptr.To("Bad_Class"), StorageSize: ptr.To(resource.MustParse("-1Gi"))}}}
+		}), want: []errorSummary{
+			{field.ErrorTypeInvalid, "spec.backup.destination.volume.storageClassName"},
+			{field.ErrorTypeInvalid, "spec.backup.destination.volume.storageSize"},
+		}},
+		{name: "a volume destination of no size", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Backup = &example.BackupPolicy{Retention: 7, Destination: &example.BackupDestination{Volume: &example.VolumeDestination{
+				StorageSize: ptr.To(resource.MustParse("0"))}}}
+		}), want: []errorSummary{{field.ErrorTypeRequired, "spec.backup.destination.volume.storageSize"}}},
 		{name: "every field of a destination wrong", db: myDatabase(func(d *example.MyDatabase) {
 			d.Spec.Backup = &example.BackupPolicy{Retention: 7, Destination: &example.BackupDestination{S3: &example.S3Destination{
 				Endpoint: "ftp://store", Bucket: "Backups_1", Prefix: "/prod/../x/",

@@ -45,12 +45,18 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: s3
       type:
         namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.S3Destination
+    - name: volume
+      type:
+        namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.VolumeDestination
 - name: com.github.mydb-dev.mydb.pkg.apis.example.v1.BackupLocation
   map:
     fields:
     - name: s3
       type:
         namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.S3Location
+    - name: volume
+      type:
+        namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.VolumeLocation
 - name: com.github.mydb-dev.mydb.pkg.apis.example.v1.BackupPolicy
   map:
     fields:
@@ -371,6 +377,22 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: region
       type:
         scalar: string
+- name: com.github.mydb-dev.mydb.pkg.apis.example.v1.VolumeDestination
+  map:
+    fields:
+    - name: storageClassName
+      type:
+        scalar: string
+    - name: storageSize
+      type:
+        namedType: io.k8s.apimachinery.pkg.api.resource.Quantity
+- name: com.github.mydb-dev.mydb.pkg.apis.example.v1.VolumeLocation
+  map:
+    fields:
+    - name: claimName
+      type:
+        scalar: string
+      default: ""
 - name: io.k8s.api.core.v1.ResourceClaim
   map:
     fields:

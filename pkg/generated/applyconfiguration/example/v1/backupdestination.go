@@ -25,6 +25,11 @@ package v1
 type BackupDestinationApplyConfiguration struct {
 	// S3 is a bucket of an S3-compatible object store.
 	S3 *S3DestinationApplyConfiguration `json:"s3,omitempty"`
+	// Volume gives each backup a PersistentVolumeClaim of its own, for
+	// clusters without object storage. A short-lived pod mounts the claim
+	// while the backup is written and while a restore reads it; no
+	// database's pod ever mounts it.
+	Volume *VolumeDestinationApplyConfiguration `json:"volume,omitempty"`
 }
 
 // BackupDestinationApplyConfiguration constructs a declarative configuration of the BackupDestination type for use with
@@ -38,5 +43,13 @@ func BackupDestination() *BackupDestinationApplyConfiguration {
 // If called multiple times, the S3 field is set to the value of the last call.
 func (b *BackupDestinationApplyConfiguration) WithS3(value *S3DestinationApplyConfiguration) *BackupDestinationApplyConfiguration {
 	b.S3 = value
+	return b
+}
+
+// WithVolume sets the Volume field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Volume field is set to the value of the last call.
+func (b *BackupDestinationApplyConfiguration) WithVolume(value *VolumeDestinationApplyConfiguration) *BackupDestinationApplyConfiguration {
+	b.Volume = value
 	return b
 }

@@ -22,10 +22,13 @@ package v1
 // with apply.
 //
 // BackupLocation is where a backup's dump is stored; exactly one field is set.
-// (Protobuf field 1 held a volume location and stays unused.)
+// (Protobuf field 1 held the shared claim of an earlier design and stays
+// unused.)
 type BackupLocationApplyConfiguration struct {
 	// S3 is an object of an S3-compatible bucket.
 	S3 *S3LocationApplyConfiguration `json:"s3,omitempty"`
+	// Volume is the backup's own PersistentVolumeClaim.
+	Volume *VolumeLocationApplyConfiguration `json:"volume,omitempty"`
 }
 
 // BackupLocationApplyConfiguration constructs a declarative configuration of the BackupLocation type for use with
@@ -39,5 +42,13 @@ func BackupLocation() *BackupLocationApplyConfiguration {
 // If called multiple times, the S3 field is set to the value of the last call.
 func (b *BackupLocationApplyConfiguration) WithS3(value *S3LocationApplyConfiguration) *BackupLocationApplyConfiguration {
 	b.S3 = value
+	return b
+}
+
+// WithVolume sets the Volume field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Volume field is set to the value of the last call.
+func (b *BackupLocationApplyConfiguration) WithVolume(value *VolumeLocationApplyConfiguration) *BackupLocationApplyConfiguration {
+	b.Volume = value
 	return b
 }

@@ -1,0 +1,117 @@
+package instance
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func startDumpServer(t *testing.T, dir string, readOnly bool) string {
+	t.Helper()
+	srv := httptest.NewServer((&DumpServer{Dir: dir, ReadOnly: readOnly,
+		Password: func() (string, error) { return "repl-pw", nil }}).Handler())
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
+func TestDumpServerKeepsOneDumpByteForByte(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	data := make([]byte, 5<<20+123)
+	_, _ = rand.Read(data)
+	sum := sha256.Sum256(data)
+
+	store := OpenDump(startDumpServer(t, dir, false), "repl-pw")
+	obj, err := store.Put(ctx, dumpFile, bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if obj.Size != int64(len(data)) || obj.SHA256 != hex.EncodeToString(sum[:]) {
+		t.Errorf("put answered %d bytes, sha256 %s; want %d, %x", obj.Size, obj.SHA256, len(data), sum)
+	}
+	if _, err := store.Put(ctx, dumpFile, strings.NewReader("again")); err == nil || !strings.Contains(err.Error(), "409") {
+		t.Errorf("a second put: %v, want 409", err)
+	}
+
+	// A restore's server mounts the claim read-only: it serves the same
+	// bytes and refuses writes.
+	reader := OpenDump(startDumpServer(t, dir, true), "repl-pw")
+	stat, err := reader.Stat(ctx, dumpFile)
+	if err != nil || stat.Size != obj.Size || stat.SHA256 != obj.SHA256 {
+		t.Errorf("stat: %+v, %v; want %+v", stat, err, obj)
+	}
+	rc, err := reader.Get(ctx, dumpFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil || !bytes.Equal(got, data) {
+		t.Errorf("get: %d bytes (%v), want the %d written", len(got), err, len(data))
+	}
+	if _, err := reader.Put(ctx, dumpFile, strings.NewReader("x")); err == nil || !strings.Contains(err.Error(), "403") {
+		t.Errorf("a put to a read-only server: %v, want 403", err)
+	}
+	if _, err := OpenDump(startDumpServer(t, dir, true), "wrong").Get(ctx, dumpFile); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("a get with a wrong password: %v, want 401", err)
+	}
+}
+
+// failingReader gives n bytes, then fails as a backup tool that dies does.
+type failingReader struct{ n int }
+
+func (f *failingReader) Read(b []byte) (int, error) {
+	if f.n == 0 {
+		return 0, errors.New("the backup tool died")
+	}
+	k := min(len(b), f.n)
+	f.n -= k
+	return k, nil
+}
+
+func TestDumpServerKeepsNothingOfAnInterruptedUpload(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	store := OpenDump(startDumpServer(t, dir, false), "repl-pw")
+	if _, err := store.Put(ctx, dumpFile, &failingReader{n: 3 << 20}); err == nil || !strings.Contains(err.Error(), "the backup tool died") {
+		t.Fatalf("an interrupted upload: %v, want the tool's error", err)
+	}
+	// The server notices the body's end without its last chunk.
+	leftovers := func() []string {
+		entries, _ := os.ReadDir(dir)
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		return names
+	}
+	for range 100 {
+		if len(leftovers()) == 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if left := leftovers(); len(left) != 0 {
+		t.Errorf("an interrupted upload left %v in the claim", left)
+	}
+	if _, err := store.Stat(ctx, dumpFile); err == nil {
+		t.Error("the server answers for a dump it never completed")
+	}
+	// The claim still takes the backup, the next time.
+	if _, err := store.Put(ctx, dumpFile, strings.NewReader("complete")); err != nil {
+		t.Errorf("a put after an interrupted one: %v", err)
+	}
+	if data, _ := os.ReadFile(filepath.Join(dir, dumpFile)); string(data) != "complete" {
+		t.Errorf("the dump holds %q", data)
+	}
+}

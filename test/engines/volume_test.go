@@ -1,0 +1,236 @@
+//go:build engines
+
+package engines
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mydb-dev/mydb/pkg/instance"
+)
+
+// The volume destination: the backup streams to `mydb-instance
+// dump-server`, as the short-lived pod that mounts the backup's own claim
+// runs it, with a directory standing in for the claim; a restore reads it
+// from a read-only dump server authenticated with the new database's
+// credentials. Run next to the S3 tests, on addresses of their own.
+func TestPostgresVolumeBackupRestore(t *testing.T) {
+	t.Parallel()
+	b := postgresBackup()
+	b.srcPrefix, b.dstPrefix = "127.0.139.", "127.0.140."
+	testVolumeBackupRestore(t, b)
+}
+
+func TestMariaDBVolumeBackupRestore(t *testing.T) {
+	t.Parallel()
+	b := mariadbBackup()
+	b.srcPrefix, b.dstPrefix = "127.0.141.", "127.0.142."
+	testVolumeBackupRestore(t, b)
+}
+
+func testVolumeBackupRestore(t *testing.T, b backupSpec) {
+	name := b.engine.name
+	src := newClusterIn(t, b.engine, "volume-src-"+name, b.srcPrefix, 1)
+	p := src.nodes[0]
+	p.start()
+	src.setPrimary(p)
+	p.waitReady(time.Minute, instance.RolePrimary)
+	b.load(t, p)
+	want := b.checksums(t, p)
+
+	claim := filepath.Join(root, "volume-claim-"+name)
+	if err := os.MkdirAll(claim, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writer := startDumpServer(t, src, b.srcPrefix+"9", claim, false)
+	op := p.backupTo(t, "volume-backup", instance.Destination{Volume: &instance.VolumeObject{Address: writer, Claim: "claim"}})
+	if op.Size < 20<<20 || op.Bytes != op.Size || op.Position == nil || !strings.Contains(op.Message, "pvc://claim") {
+		t.Fatalf("backup: %+v", op)
+	}
+	// The claim holds exactly the stream: its size and SHA-256 are the
+	// backup's, and so is what the server recorded next to it.
+	f, err := os.Open(filepath.Join(claim, "dump"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	size, sum := digest(f)
+	f.Close()
+	var recorded instance.DumpInfo
+	data, _ := os.ReadFile(filepath.Join(claim, "dump.json"))
+	_ = json.Unmarshal(data, &recorded)
+	if size != op.Size || sum != op.SHA256 || recorded.Size != op.Size || recorded.SHA256 != op.SHA256 {
+		t.Fatalf("the claim holds %d bytes %s (recorded %+v); the backup says %d %s", size, sum, recorded, op.Size, op.SHA256)
+	}
+	entries, _ := os.ReadDir(claim)
+	if len(entries) != 2 {
+		t.Errorf("the claim holds %d entries, want the dump and its record", len(entries))
+	}
+	// Written once: a second backup to the claim is refused.
+	code, body := p.call(t, http.MethodPost, "/v1/backups", instance.BackupRequest{ID: "volume-again",
+		Destination: instance.Destination{Volume: &instance.VolumeObject{Address: writer, Claim: "claim"}}})
+	if code != http.StatusAccepted {
+		t.Fatalf("POST /v1/backups: %d %s", code, body)
+	}
+	again := p.waitBackup(t, "volume-again")
+	if again.Phase != instance.OperationFailed || !strings.Contains(again.Message, "holds a dump already") {
+		t.Errorf("a second backup to the claim: %+v", again)
+	}
+
+	dst := newClusterIn(t, b.engine, "volume-dst-"+name, b.dstPrefix, 1)
+	dp := dst.nodes[0]
+	dp.extraArgs = []string{"--restore"}
+	dp.start()
+	dst.setPrimary(dp)
+	dp.waitStatus(time.Minute, "awaiting its restore", func(s instance.Status) bool { return s.AwaitingRestore })
+
+	t.Run("a corrupted claim fails the restore and leaves no data", func(t *testing.T) {
+		bad := filepath.Join(root, "volume-corrupt-"+name)
+		if err := os.MkdirAll(bad, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		dump, _ := os.ReadFile(filepath.Join(claim, "dump"))
+		dump[len(dump)/2] ^= 0xff
+		if err := os.WriteFile(filepath.Join(bad, "dump"), dump, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(bad, "dump.json"), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		reader := startDumpServer(t, dst, b.dstPrefix+"8", bad, true)
+		dp.postRestoreFrom(t, "volume-corrupt", instance.Destination{Volume: &instance.VolumeObject{Address: reader, Claim: "corrupt"}}, op)
+		s := dp.waitStatus(2*time.Minute, "the failed restore", func(s instance.Status) bool {
+			return s.Restore != nil && s.Restore.ID == "volume-corrupt" && s.Restore.Phase == instance.OperationFailed && s.AwaitingRestore
+		})
+		if !strings.Contains(s.Restore.Message, "checksum mismatch") || s.Ready {
+			t.Errorf("restore of a corrupted dump: %+v, ready %v", s.Restore, s.Ready)
+		}
+		dp.assertNoData(t)
+	})
+
+	t.Run("the restore holds the source's rows", func(t *testing.T) {
+		reader := startDumpServer(t, dst, b.dstPrefix+"9", claim, true)
+		// The source's credentials do not read the new database's server.
+		if code := getWith(reader, src.secrets[instance.SecretReplicationPassword]); code != http.StatusUnauthorized {
+			t.Errorf("the source's password on the restore's dump server: %d, want 401", code)
+		}
+		dp.postRestoreFrom(t, "volume-restore", instance.Destination{Volume: &instance.VolumeObject{Address: reader, Claim: "claim"}}, op)
+		dp.waitReady(3*time.Minute, instance.RolePrimary)
+		s, _ := dp.status()
+		if r := s.Restore; r == nil || r.Phase != instance.OperationSucceeded || r.Bytes != op.Size {
+			t.Fatalf("restore %+v", r)
+		}
+		if got := b.checksums(t, dp); !equalMaps(got, want) {
+			t.Errorf("restored from the volume:\n got %v\nwant %v", got, want)
+		}
+		b.credentials(t, dp, src)
+		t.Logf("%s volume figures:\n  backup from the primary: %s\n  restore (load, verify, recovery, credentials): %s",
+			name, throughput(op), throughput(*s.Restore))
+	})
+	// The restore's server mounted the claim read-only: the dump is as it was.
+	f, err = os.Open(filepath.Join(claim, "dump"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size, after := digest(f); size != op.Size || after != op.SHA256 {
+		t.Errorf("the dump changed during the restore: %d bytes %s", size, after)
+	}
+	f.Close()
+}
+
+// startDumpServer runs `mydb-instance dump-server` on host for the
+// directory dir with c's credentials, until the test ends, and returns its
+// address once it answers.
+func startDumpServer(t *testing.T, c *cluster, host, dir string, readOnly bool) string {
+	t.Helper()
+	address := net.JoinHostPort(host, strconv.Itoa(freePort(t, host)))
+	args := []string{"dump-server", "--dir=" + dir, "--secrets-dir=" + filepath.Join(c.dir, "secrets"), "--address=" + address}
+	if readOnly {
+		args = append(args, "--read-only")
+	}
+	cmd := exec.Command(binary, args...)
+	logf, err := os.Create(dir + "-" + host + ".log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		logf.Close()
+	})
+	waitFor(t, 30*time.Second, "the dump server on "+address, func() error {
+		resp, err := http.Get("http://" + address + "/healthz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		return nil
+	})
+	return address
+}
+
+// getWith is the status of GET /v1/dump with password.
+func getWith(address, password string) int {
+	req, _ := http.NewRequest(http.MethodHead, "http://"+address+"/v1/dump", nil)
+	req.SetBasicAuth(instance.ReplicationUser, password)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func (n *node) backupTo(t *testing.T, id string, dest instance.Destination) instance.Operation {
+	t.Helper()
+	code, body := n.call(t, http.MethodPost, "/v1/backups", instance.BackupRequest{ID: id, Destination: dest})
+	if code != http.StatusAccepted {
+		t.Fatalf("%s: POST /v1/backups: %d %s", n.name, code, body)
+	}
+	op := n.waitBackup(t, id)
+	if op.Phase != instance.OperationSucceeded {
+		t.Fatalf("backup %s: %+v", id, op)
+	}
+	return op
+}
+
+// waitBackup waits for backup id of n to end.
+func (n *node) waitBackup(t *testing.T, id string) instance.Operation {
+	t.Helper()
+	var op instance.Operation
+	waitFor(t, 3*time.Minute, "backup "+id, func() error {
+		code, body := n.call(t, http.MethodGet, "/v1/backups/"+id, nil)
+		if err := json.Unmarshal([]byte(body), &op); code != http.StatusOK || err != nil {
+			return fmt.Errorf("%d %s", code, body)
+		}
+		if op.Phase == instance.OperationRunning {
+			return fmt.Errorf("running, %d bytes", op.Bytes)
+		}
+		return nil
+	})
+	return op
+}
+
+func (n *node) postRestoreFrom(t *testing.T, id string, source instance.Destination, backup instance.Operation) {
+	t.Helper()
+	code, body := n.call(t, http.MethodPost, "/v1/restore", instance.RestoreRequest{
+		ID: id, Source: source, SHA256: backup.SHA256, Size: backup.Size, Format: backup.Format,
+	})
+	if code != http.StatusAccepted {
+		t.Fatalf("%s: POST /v1/restore: %d %s", n.name, code, body)
+	}
+}
