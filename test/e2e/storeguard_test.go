@@ -233,10 +233,30 @@ func acceptWhateverStore(t *testing.T, direct *rest.Config, server *localProcess
 		if guardSays(direct, "") == nil {
 			server.stop(t)
 			server.start(t)
+			waitServedThroughTheAggregator(t, direct)
 			return
 		}
 	}
 	t.Log("mydb still refuses its store: the tests that follow will fail")
+}
+
+// waitServedThroughTheAggregator waits, for up to a minute, until a
+// restarted mydb is ready and a list through kube-apiserver is answered:
+// the aggregator reaches local-up's mydb through an ExternalName Service,
+// with no readiness in between, so a server still loading its
+// authentication configuration would answer the next test as anonymous.
+func waitServedThroughTheAggregator(t *testing.T, direct *rest.Config) {
+	aggregated := mydbClient(t, restConfig(t))
+	var err error
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+		if err = ready(direct); err != nil {
+			continue
+		}
+		if _, err = aggregated.ExampleV1().MyDatabases("").List(context.Background(), metav1.ListOptions{Limit: 1}); err == nil {
+			return
+		}
+	}
+	t.Logf("mydb is not served again a minute after its restart: %v", err)
 }
 
 // refusedWith tells whether err is a 503 whose message says want.
