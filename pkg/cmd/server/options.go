@@ -182,7 +182,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	if err := addEtcdReadyzChecks(&serverConfig.Config, o.RecommendedOptions.Etcd.StorageConfig); err != nil {
 		return nil, err
 	}
-	apiserver.AddAuthenticationReadyzCheck(&serverConfig.Config)
+	apiserver.WaitForAuthentication(&serverConfig.Config)
 	guard, err := o.StoreGuard.apply(serverConfig, o.RecommendedOptions.Etcd.StorageConfig, serverConfig.ClientConfig)
 	if err != nil {
 		return nil, err
