@@ -130,6 +130,42 @@ func (dc dataCase) waitSums(t *testing.T, h *replicationHarness, n int, want map
 	}
 }
 
+// source is a database a test backs up, with rows written.
+type source struct {
+	db *examplev1.MyDatabase
+	h  *replicationHarness
+	// status is the database's once its instances streamed.
+	status  examplev1.MyDatabaseStatus
+	primary *sql.DB
+	// sums are the primary's per-table checksums after the writes.
+	sums map[string]string
+}
+
+// startSource creates the database src in ns with spec, its engine and
+// version dc's, plays its pods, and once its instances stream writes rows
+// rows of dc's tables to the primary.
+func (dc dataCase) startSource(t *testing.T, ns string, spec examplev1.MyDatabaseSpec, rows int) source {
+	t.Helper()
+	spec.Engine, spec.Version = examplev1.Engine(dc.engine.name), dc.version
+	db, err := mydbClient(t, restConfig(t)).ExampleV1().MyDatabases(ns).Create(context.Background(),
+		&examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "src"}, Spec: spec}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startRig(t, ns, "src", dc.engine)
+	src := source{db: db, h: &replicationHarness{t: t, tc: dc.replicationCase, ns: ns, db: "src"}}
+	src.status = src.h.waitStreaming(int(*spec.Replicas))
+	src.primary = src.h.connect(src.status.CurrentPrimary)
+	for _, q := range dc.schema {
+		mustExec(t, src.primary, q)
+	}
+	dc.write(t, src.primary, 0, rows)
+	if src.sums, err = dc.sums(t, src.primary); err != nil {
+		t.Fatal(err)
+	}
+	return src
+}
+
 // TestBackupAndRestore, for postgres and mariadb, with real engines and a
 // real S3 server: rows of tricky types on a 2-instance database are backed
 // up (postgres: kubectl mydb backup, from the replica by default;
@@ -148,27 +184,11 @@ func TestBackupAndRestore(t *testing.T) {
 			srv, dest := startS3(t, ns, "e2e/"+dc.engine.name)
 			store := srv.Store(t)
 			admin := mydbClient(t, restConfig(t)).ExampleV1()
-			src := &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "src"}, Spec: examplev1.MyDatabaseSpec{
-				Engine: examplev1.Engine(dc.engine.name), Version: dc.version, Replicas: int32Ptr(2), StorageSize: quantity("1Gi"),
-				DeletionPolicy: examplev1.DeletionPolicyDelete,
-				Backup:         &examplev1.BackupPolicy{FinalBackup: true, Destination: dest}}}
-			src, err := admin.MyDatabases(ns).Create(ctx, src, metav1.CreateOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			startRig(t, ns, "src", dc.engine)
-			h := &replicationHarness{t: t, tc: dc.replicationCase, ns: ns, db: "src"}
-			status := h.waitStreaming(2)
-			primary := h.connect(status.CurrentPrimary)
-			for _, q := range dc.schema {
-				mustExec(t, primary, q)
-			}
 			const rows = 200
-			dc.write(t, primary, 0, rows)
-			want, err := dc.sums(t, primary)
-			if err != nil {
-				t.Fatal(err)
-			}
+			source := dc.startSource(t, ns, examplev1.MyDatabaseSpec{Replicas: int32Ptr(2), StorageSize: quantity("1Gi"),
+				DeletionPolicy: examplev1.DeletionPolicyDelete,
+				Backup:         &examplev1.BackupPolicy{FinalBackup: true, Destination: dest}}, rows)
+			src, h, status, primary, want := source.db, source.h, source.status, source.primary, source.sums
 			// The replica has every row before the backup is asked for.
 			dc.waitSums(t, h, 2, want)
 
@@ -312,24 +332,9 @@ func TestRestoreInterruptedByAKill(t *testing.T) {
 	ns := newNamespace(t)
 	_, dest := startS3(t, ns, "kill")
 	admin := mydbClient(t, restConfig(t)).ExampleV1()
-	src := &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "src"}, Spec: examplev1.MyDatabaseSpec{
-		Engine: examplev1.EnginePostgres, Version: dc.version, Replicas: int32Ptr(1), StorageSize: quantity("1Gi"),
-		Backup: &examplev1.BackupPolicy{Destination: dest}}}
-	if _, err := admin.MyDatabases(ns).Create(ctx, src, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	startRig(t, ns, "src", dc.engine)
-	h := &replicationHarness{t: t, tc: dc.replicationCase, ns: ns, db: "src"}
-	status := h.waitStreaming(1)
-	primary := h.connect(status.CurrentPrimary)
-	for _, q := range dc.schema {
-		mustExec(t, primary, q)
-	}
-	dc.write(t, primary, 0, 1500) // some 100 MiB of blobs: a load that takes a while
-	want, err := dc.sums(t, primary)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Some 100 MiB of blobs: a load that takes a while.
+	want := dc.startSource(t, ns, examplev1.MyDatabaseSpec{Replicas: int32Ptr(1), StorageSize: quantity("1Gi"),
+		Backup: &examplev1.BackupPolicy{Destination: dest}}, 1500).sums
 	if r := backupRaw(t, ns, "src", `{"metadata":{"name":"snap"}}`); r.err != nil {
 		t.Fatal(r)
 	}

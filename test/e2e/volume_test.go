@@ -209,27 +209,11 @@ func TestVolumeBackupAndRestore(t *testing.T) {
 			ctx := context.Background()
 			ns := newNamespace(t)
 			kube := kubeClient(t)
-			admin := mydbClient(t, restConfig(t)).ExampleV1()
 			dumps := startDumpRig(t, ns)
-			src := &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "src"}, Spec: examplev1.MyDatabaseSpec{
-				Engine: examplev1.Engine(dc.engine.name), Version: dc.version, Replicas: int32Ptr(2), StorageSize: quantity("1Gi"),
+			source := dc.startSource(t, ns, examplev1.MyDatabaseSpec{Replicas: int32Ptr(2), StorageSize: quantity("1Gi"),
 				Backup: &examplev1.BackupPolicy{Destination: &examplev1.BackupDestination{Volume: &examplev1.VolumeDestination{
-					StorageSize: ptrQuantity("2Gi")}}}}}
-			if _, err := admin.MyDatabases(ns).Create(ctx, src, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			startRig(t, ns, "src", dc.engine)
-			h := &replicationHarness{t: t, tc: dc.replicationCase, ns: ns, db: "src"}
-			status := h.waitStreaming(2)
-			primary := h.connect(status.CurrentPrimary)
-			for _, q := range dc.schema {
-				mustExec(t, primary, q)
-			}
-			dc.write(t, primary, 0, 200)
-			want, err := dc.sums(t, primary)
-			if err != nil {
-				t.Fatal(err)
-			}
+					StorageSize: ptrQuantity("2Gi")}}}}, 200)
+			h, want := source.h, source.sums
 			dc.waitSums(t, h, 2, want)
 
 			start := time.Now()

@@ -215,10 +215,26 @@ func testBackupRestore(t *testing.T, b backupSpec) {
 // backup asks n's manager for a backup to key and waits for its end.
 func (n *node) backup(t *testing.T, id string, s3 *s3server.Server, key string) instance.Operation {
 	t.Helper()
-	code, body := n.call(t, http.MethodPost, "/v1/backups", instance.BackupRequest{ID: id, Destination: destination(s3, key)})
+	return n.backupTo(t, id, destination(s3, key))
+}
+
+// backupTo asks n's manager for a backup to dest and waits for its end.
+func (n *node) backupTo(t *testing.T, id string, dest instance.Destination) instance.Operation {
+	t.Helper()
+	code, body := n.call(t, http.MethodPost, "/v1/backups", instance.BackupRequest{ID: id, Destination: dest})
 	if code != http.StatusAccepted {
 		t.Fatalf("%s: POST /v1/backups: %d %s", n.name, code, body)
 	}
+	op := n.waitBackup(t, id)
+	if op.Phase != instance.OperationSucceeded {
+		t.Fatalf("backup %s: %+v", id, op)
+	}
+	return op
+}
+
+// waitBackup waits for backup id of n to end.
+func (n *node) waitBackup(t *testing.T, id string) instance.Operation {
+	t.Helper()
 	var op instance.Operation
 	waitFor(t, 3*time.Minute, "backup "+id, func() error {
 		code, body := n.call(t, http.MethodGet, "/v1/backups/"+id, nil)
@@ -230,16 +246,18 @@ func (n *node) backup(t *testing.T, id string, s3 *s3server.Server, key string) 
 		}
 		return nil
 	})
-	if op.Phase != instance.OperationSucceeded {
-		t.Fatalf("backup %s: %+v", id, op)
-	}
 	return op
 }
 
 func (n *node) postRestore(t *testing.T, id string, s3 *s3server.Server, key string, backup instance.Operation) {
 	t.Helper()
+	n.postRestoreFrom(t, id, destination(s3, key), backup)
+}
+
+func (n *node) postRestoreFrom(t *testing.T, id string, source instance.Destination, backup instance.Operation) {
+	t.Helper()
 	code, body := n.call(t, http.MethodPost, "/v1/restore", instance.RestoreRequest{
-		ID: id, Source: destination(s3, key), SHA256: backup.SHA256, Size: backup.Size, Format: backup.Format,
+		ID: id, Source: source, SHA256: backup.SHA256, Size: backup.Size, Format: backup.Format,
 	})
 	if code != http.StatusAccepted {
 		t.Fatalf("%s: POST /v1/restore: %d %s", n.name, code, body)

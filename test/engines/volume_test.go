@@ -4,7 +4,6 @@ package engines
 
 import (
 	"encoding/json"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -193,44 +192,4 @@ func getWith(address, password string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
-}
-
-func (n *node) backupTo(t *testing.T, id string, dest instance.Destination) instance.Operation {
-	t.Helper()
-	code, body := n.call(t, http.MethodPost, "/v1/backups", instance.BackupRequest{ID: id, Destination: dest})
-	if code != http.StatusAccepted {
-		t.Fatalf("%s: POST /v1/backups: %d %s", n.name, code, body)
-	}
-	op := n.waitBackup(t, id)
-	if op.Phase != instance.OperationSucceeded {
-		t.Fatalf("backup %s: %+v", id, op)
-	}
-	return op
-}
-
-// waitBackup waits for backup id of n to end.
-func (n *node) waitBackup(t *testing.T, id string) instance.Operation {
-	t.Helper()
-	var op instance.Operation
-	waitFor(t, 3*time.Minute, "backup "+id, func() error {
-		code, body := n.call(t, http.MethodGet, "/v1/backups/"+id, nil)
-		if err := json.Unmarshal([]byte(body), &op); code != http.StatusOK || err != nil {
-			return fmt.Errorf("%d %s", code, body)
-		}
-		if op.Phase == instance.OperationRunning {
-			return fmt.Errorf("running, %d bytes", op.Bytes)
-		}
-		return nil
-	})
-	return op
-}
-
-func (n *node) postRestoreFrom(t *testing.T, id string, source instance.Destination, backup instance.Operation) {
-	t.Helper()
-	code, body := n.call(t, http.MethodPost, "/v1/restore", instance.RestoreRequest{
-		ID: id, Source: source, SHA256: backup.SHA256, Size: backup.Size, Format: backup.Format,
-	})
-	if code != http.StatusAccepted {
-		t.Fatalf("%s: POST /v1/restore: %d %s", n.name, code, body)
-	}
 }
