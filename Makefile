@@ -66,7 +66,7 @@ FAULTS_ENV = LOCAL_DIR=$(FAULTS_DIR) MYDB_ETCD_MEMBERS=3 POD_CIDR=$(FAULTS_POD_C
 	KWOK_PORT=$(call faults_port,247)
 
 .PHONY: test-faults
-test-faults: ## Fault suite on its own control plane, under load: kill -9 members of a 3-member TLS etcd (fsync on), rolling restarts of mydb-apiserver replicas, a 30 s cut between the aggregator and mydb, SIGSTOP of the controllers' leader past its lease during 100 spec changes (~6 min; MYDB_E2E_LONG=1: 20 kill cycles, 10 restarts, 200 changes).
+test-faults: ## Fault suite on its own control plane, under load: kill -9 members of a 3-member TLS etcd (fsync on), rolling restarts of mydb-apiserver replicas, a 30 s cut between the aggregator and mydb, SIGSTOP of the controllers' leader past its lease during 100 spec changes (~5 min; MYDB_E2E_LONG=1: 20 kill cycles, 10 restarts, 200 changes).
 	rc=0; $(FAULTS_ENV) hack/local-up.sh && E2E_LOCAL_DIR=$(FAULTS_DIR) E2E_KUBECONFIG=$(FAULTS_DIR)/kubeconfig \
 		go test $(GOFLAGS_TEST) -v -timeout 30m -tags e2e,faults -run 'TestEtcdMember|TestRollingRestarts|TestACutBetweenTheAggregatorAndMydb|TestFrozenLeader' ./test/e2e/... || rc=$$?; \
 	$(FAULTS_ENV) hack/local-down.sh; exit $$rc
