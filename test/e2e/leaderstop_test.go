@@ -42,7 +42,6 @@ import (
 // write (primary.go: decidePrimary), so there is no intermediate step to
 // freeze the old leader at; only switchover has one.
 func TestFailoverAcrossALeaderChange(t *testing.T) {
-	const failoverDelay = 5 * time.Second
 	const bothRun = 20 * time.Second
 	ctx := context.Background()
 	tc := replicationCases[0]

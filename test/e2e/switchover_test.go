@@ -31,11 +31,6 @@ import (
 // writes asynchronous replication had not shipped; the old primary, brought
 // back, rejoins as a replica and never takes a write again.
 func TestSwitchoverAndFailover(t *testing.T) {
-	const failoverDelay = 5 * time.Second
-	// The bound on top of failoverDelay: the controller's poll interval (2s
-	// in local-up) to see the primary unready, one more poll to decide, a
-	// status timeout (2s) for the dead manager, and the promotion.
-	const failoverBound = 8 * time.Second
 	for _, tc := range replicationCases {
 		t.Run(tc.engine.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -97,32 +92,9 @@ func TestSwitchoverAndFailover(t *testing.T) {
 
 			// Failover: kill -9 the primary's processes.
 			old := status.CurrentPrimary
-			r.kill(old)
-			killed := time.Now()
-			var after examplev1.MyDatabaseStatus
-			eventually(t, failoverDelay+failoverBound+30*time.Second, func() error {
-				got, err := dbs.Get(ctx, "shop", metav1.GetOptions{})
-				if err != nil {
-					return err
-				}
-				after = got.Status
-				if after.CurrentPrimary == old {
-					return fmt.Errorf("the primary is still %s", old)
-				}
-				return nil
-			})
-			decided := time.Now() // the poll's, an upper bound of the decision's
-			if at := after.TargetPrimaryTime; at != nil && at.Time.Before(decided) {
-				decided = at.Time
-			}
+			after, killed, decided := failOver(t, r, dbs, old, "failover")
 			newPrimary := after.CurrentPrimary
 			firstAck := w.waitAckOn(newPrimary, killed, time.Minute)
-			if took := decided.Sub(killed); took > failoverDelay+failoverBound {
-				t.Errorf("failover decided %s after the kill, want within failoverDelay %s + %s", took, failoverDelay, failoverBound)
-			}
-			if after.TargetPrimaryReason != examplev1.TargetPrimaryReasonFailover {
-				t.Errorf("targetPrimaryReason %q", after.TargetPrimaryReason)
-			}
 			lost := w.missingOn(h, newPrimary, killed)
 			c := meta.FindStatusCondition(after.Conditions, examplev1.ConditionPrimaryChange)
 			t.Logf("%s: failover %s -> %s: decided %s after kill -9 (failoverDelay %s), writes resumed after %s, %d acknowledged writes lost of %d; controller: %+v",
@@ -383,6 +355,50 @@ func head(ids []int) []int {
 		return ids[:10]
 	}
 	return ids
+}
+
+// failoverDelay is the spec.failoverDelay of the failover tests' database,
+// and failoverBound what a failover may take on top of it: the
+// controller's poll interval (2s in local-up) to see the primary unready,
+// one more poll to decide, a status timeout (2s) for the dead manager, and
+// the promotion.
+const (
+	failoverDelay = 5 * time.Second
+	failoverBound = 8 * time.Second
+)
+
+// failOver kills -9 the processes of primary old and waits until the
+// database names another. It returns that status, when the kill was and
+// when the failover was decided (the status's targetPrimaryTime, or the
+// poll that saw it if that is earlier), and fails what (say "failover 3")
+// when it was decided later than failoverDelay + failoverBound after the
+// kill or for another reason than a failover.
+func failOver(t *testing.T, r *rig, dbs typedv1.MyDatabaseInterface, old, what string) (after examplev1.MyDatabaseStatus, killed, decided time.Time) {
+	t.Helper()
+	r.kill(old)
+	killed = time.Now()
+	eventually(t, failoverDelay+failoverBound+30*time.Second, func() error {
+		got, err := dbs.Get(context.Background(), "shop", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		after = got.Status
+		if after.CurrentPrimary == old {
+			return fmt.Errorf("the primary is still %s", old)
+		}
+		return nil
+	})
+	decided = time.Now()
+	if at := after.TargetPrimaryTime; at != nil && at.Time.Before(decided) {
+		decided = at.Time
+	}
+	if took := decided.Sub(killed); took > failoverDelay+failoverBound {
+		t.Errorf("%s decided %s after the kill, want within failoverDelay %s + %s", what, took, failoverDelay, failoverBound)
+	}
+	if after.TargetPrimaryReason != examplev1.TargetPrimaryReasonFailover {
+		t.Errorf("%s: targetPrimaryReason %q", what, after.TargetPrimaryReason)
+	}
+	return after, killed, decided
 }
 
 // startShop creates "shop", three instances of tc's engine with the
