@@ -17,8 +17,16 @@ KWOK_VERSION=$(cd "${ROOT}/hack/tools/kwok" && go list -m -f '{{.Version}}' sigs
 WEED_MODULE=github.com/seaweedfs/seaweedfs
 WEED_VERSION=v0.0.0-20261109003541-7506e5f91cd6
 mkdir -p "${BIN_DIR}"
-
 log() { printf '[build-tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+# One run at a time per output directory: a second would race on the same
+# files. (flock, not a look at the process list: another checkout's build
+# writes elsewhere and need not be waited for.)
+exec 9>"${BIN_DIR}/.build-tools.lock"
+if ! flock -n 9; then
+  log "another hack/build-tools.sh is building into ${BIN_DIR}; waiting for it"
+  flock 9
+fi
 
 # cached <name> <version>: links _output/bin/<name> to a binary built before.
 cached() {

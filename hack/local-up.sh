@@ -110,14 +110,8 @@ kubectl() { "${BIN_DIR}/kubectl" --kubeconfig="${ADMIN_KUBECONFIG}" "$@"; }
 # ---------------------------------------------------------------------------
 
 build_binaries() {
-  # build-tools.sh caches each binary by version; a second copy running at the
-  # same time would race on the same output files, so wait for it instead.
-  local waited=0
-  while pgrep -f "hack/build-tools.sh" >/dev/null; do
-    ((waited)) || log "hack/build-tools.sh is already running (log: _output/build-tools.log); waiting for it"
-    waited=1
-    sleep 2
-  done
+  # build-tools.sh caches each binary by version, and waits for another run
+  # building into the same directory.
   log "checking control-plane binaries (hack/build-tools.sh)"
   "${ROOT}/hack/build-tools.sh"
 
