@@ -9,7 +9,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -27,7 +29,9 @@ type fakeEngine struct {
 	upstream   string
 	bootstraps int
 	clones     int
-	promotes   int
+	// readyFile is where the running server says it is ready.
+	readyFile string
+	promotes  int
 	// lost makes Follow report that the data cannot catch up, once.
 	lost bool
 	// stopsToFence makes the fake fence like Postgres (by a clean stop);
@@ -78,12 +82,23 @@ func (f *fakeEngine) Clone(_ context.Context, t Topology) error {
 }
 
 func (f *fakeEngine) Command() (*exec.Cmd, error) {
-	return exec.Command("sh", "-c", `trap 'exit 0' TERM; while :; do sleep 0.05; done`), nil
+	// The shell says it is ready once its trap is set: a SIGTERM before
+	// that would kill it, which the manager rightly reports as unclean.
+	ready := filepath.Join(os.TempDir(), fmt.Sprintf("fake-engine-%d-%p-%d", os.Getpid(), f, time.Now().UnixNano()))
+	f.locked(func() { f.readyFile = ready })
+	return exec.Command("sh", "-c", `trap 'exit 0' TERM; : > "$0"; while :; do sleep 0.05; done`, ready), nil
 }
 
-func (f *fakeEngine) StopSignal() syscall.Signal      { return syscall.SIGTERM }
-func (f *fakeEngine) WaitReady(context.Context) error { return nil }
-func (f *fakeEngine) Close()                          {}
+func (f *fakeEngine) StopSignal() syscall.Signal { return syscall.SIGTERM }
+func (f *fakeEngine) WaitReady(ctx context.Context) error {
+	var ready string
+	f.locked(func() { ready = f.readyFile })
+	return PollUntil(ctx, 5*time.Millisecond, func() error { _, err := os.Stat(ready); return err })
+}
+
+func (f *fakeEngine) Close() {
+	f.locked(func() { _ = os.Remove(f.readyFile) })
+}
 
 func (f *fakeEngine) Follow(_ context.Context, t Topology) error {
 	f.mu.Lock()
