@@ -6,6 +6,7 @@ import (
 
 	"github.com/mydb-dev/mydb/pkg/controller/manager"
 	mydbcontroller "github.com/mydb-dev/mydb/pkg/controller/mydatabase"
+	"github.com/mydb-dev/mydb/pkg/scope"
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -29,6 +30,10 @@ type ControllerOptions struct {
 
 	InstanceImage        string
 	InstancePollInterval time.Duration
+
+	// DatabaseNamespaces are where databases may be made; empty is every
+	// namespace.
+	DatabaseNamespaces []string
 }
 
 // NewControllerOptions returns the defaults: on, leader-elected, with the
@@ -68,6 +73,9 @@ func (o *ControllerOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.InstancePollInterval, "instance-poll-interval", o.InstancePollInterval, "How often the controller reads every instance manager's status.")
 	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, fs)
 	fs.StringVar(&o.LeaderElectIdentity, "leader-elect-identity", o.LeaderElectIdentity, "This replica's name in the Lease; defaults to the hostname and a random suffix.")
+	fs.StringSliceVar(&o.DatabaseNamespaces, "database-namespaces", o.DatabaseNamespaces,
+		"Namespaces MyDatabases and MyDatabaseBackups may be created in (admission refuses others with 403), and the only ones the controllers read Secrets in, "+
+			"so that mydb's Secret permissions can be Roles in them (artifacts/namespaced). Empty: every namespace.")
 }
 
 // Validate checks the flags; hasMainCluster tells whether the server has a
@@ -95,6 +103,7 @@ func (o *ControllerOptions) Validate(hasMainCluster bool) []error {
 	if o.InstancePollInterval < time.Second {
 		errs = append(errs, fmt.Errorf("--instance-poll-interval must be at least 1s"))
 	}
+	errs = append(errs, scope.Namespaces(o.DatabaseNamespaces).Validate()...)
 	for _, err := range componentbasevalidation.ValidateLeaderElectionConfiguration(&o.LeaderElection, field.NewPath("leaderElection")) {
 		errs = append(errs, err)
 	}
@@ -117,5 +126,6 @@ func (o *ControllerOptions) ApplyTo(kubeConfig *rest.Config) *manager.Config {
 		LeaderElection: o.LeaderElection,
 		Identity:       o.LeaderElectIdentity,
 		Databases:      mydbcontroller.Config{InstanceImage: o.InstanceImage, PollInterval: o.InstancePollInterval},
+		Namespaces:     o.DatabaseNamespaces,
 	}
 }

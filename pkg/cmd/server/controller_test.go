@@ -1,6 +1,7 @@
 package server
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +27,9 @@ func TestControllerOptionsValidate(t *testing.T) {
 		{name: "no lease name", args: []string{"--leader-elect-resource-name="}, hasMainCluster: true,
 			want: []string{"leaderElection.resourceName"}},
 		{name: "no election, no lease needed", args: []string{"--leader-elect=false", "--leader-elect-resource-name="}, hasMainCluster: true},
+		{name: "database namespaces", args: []string{"--database-namespaces=team-a,team-b"}, hasMainCluster: true},
+		{name: "a database namespace that cannot be one", args: []string{"--database-namespaces=team-a,Team_B"}, hasMainCluster: true,
+			want: []string{`--database-namespaces: "Team_B"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := NewControllerOptions()
@@ -51,7 +55,8 @@ func TestControllerOptionsApplyTo(t *testing.T) {
 	o := NewControllerOptions()
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	o.AddFlags(fs)
-	if err := fs.Parse([]string{"--controller-kube-api-qps=77", "--leader-elect-identity=pod-1", "--leader-elect-lease-duration=20s"}); err != nil {
+	if err := fs.Parse([]string{"--controller-kube-api-qps=77", "--leader-elect-identity=pod-1", "--leader-elect-lease-duration=20s",
+		"--database-namespaces=team-a,team-b"}); err != nil {
 		t.Fatal(err)
 	}
 	main := &rest.Config{Host: "https://main", QPS: 5}
@@ -64,6 +69,9 @@ func TestControllerOptionsApplyTo(t *testing.T) {
 	}
 	if cfg.Identity != "pod-1" || cfg.LeaderElection.LeaseDuration.Duration != 20*time.Second || cfg.LeaderElection.ResourceNamespace != "mydb-system" {
 		t.Errorf("leader election %+v identity %q", cfg.LeaderElection, cfg.Identity)
+	}
+	if !slices.Equal(cfg.Namespaces, []string{"team-a", "team-b"}) {
+		t.Errorf("namespaces %v", cfg.Namespaces)
 	}
 	o.Enabled = false
 	if o.ApplyTo(main) != nil {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	"github.com/mydb-dev/mydb/pkg/admission/limitrange"
+	"github.com/mydb-dev/mydb/pkg/admission/namespaces"
 	quotaadmission "github.com/mydb-dev/mydb/pkg/admission/quota"
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
@@ -17,6 +18,7 @@ import (
 	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
 	generatedopenapi "github.com/mydb-dev/mydb/pkg/generated/openapi"
+	"github.com/mydb-dev/mydb/pkg/scope"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apiserver/pkg/admission"
@@ -111,8 +113,11 @@ func (o *Options) Complete() error {
 		// right after NamespaceLifecycle, as LimitRanger does for pods, so
 		// webhooks and policies see the defaults.
 		limitrange.Register(admission.Plugins)
+		// Before either: a create where mydb serves no databases is
+		// refused whatever it asks for.
+		namespaces.Register(admission.Plugins, func() scope.Namespaces { return o.Controller.DatabaseNamespaces })
 		order := admission.RecommendedPluginOrder
-		admission.RecommendedPluginOrder = append(append(append([]string{}, order[:1]...), limitrange.PluginName), order[1:]...)
+		admission.RecommendedPluginOrder = append(append(append([]string{}, order[:1]...), namespaces.PluginName, limitrange.PluginName), order[1:]...)
 		admission.RecommendedPluginOrder = append(admission.RecommendedPluginOrder, resourcequota.PluginName, quotaadmission.PluginName)
 	}
 	etcd := o.RecommendedOptions.Etcd

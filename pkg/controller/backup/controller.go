@@ -18,6 +18,7 @@ import (
 	exampleinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions/example/v1"
 	examplelisters "github.com/mydb-dev/mydb/pkg/generated/listers/example/v1"
 	"github.com/mydb-dev/mydb/pkg/objectstore"
+	"github.com/mydb-dev/mydb/pkg/scope"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -46,7 +47,7 @@ const (
 type Informers struct {
 	Backups     exampleinformers.MyDatabaseBackupInformer
 	MyDatabases exampleinformers.MyDatabaseInformer
-	Secrets     coreinformers.SecretInformer
+	Secrets     scope.SecretInformer
 	// Pods and PersistentVolumeClaims are the dump-server pods and dump
 	// claims of volume backups (filtered like Secrets).
 	Pods                   coreinformers.PodInformer
@@ -59,7 +60,7 @@ func NewInformers(kube informers.SharedInformerFactory, own mydbinformers.Shared
 	return Informers{
 		Backups:     own.Example().V1().MyDatabaseBackups(),
 		MyDatabases: own.Example().V1().MyDatabases(),
-		Secrets:     kube.Core().V1().Secrets(),
+		Secrets:     scope.AllNamespaces(kube.Core().V1().Secrets()),
 		Pods:        kube.Core().V1().Pods(),
 		// The same informer as the MyDatabase controller's.
 		PersistentVolumeClaims: kube.Core().V1().PersistentVolumeClaims(),
@@ -68,8 +69,8 @@ func NewInformers(kube informers.SharedInformerFactory, own mydbinformers.Shared
 
 // All are every informer the controller reads.
 func (i Informers) All() []cache.SharedIndexInformer {
-	return []cache.SharedIndexInformer{i.Backups.Informer(), i.MyDatabases.Informer(), i.Secrets.Informer(),
-		i.Pods.Informer(), i.PersistentVolumeClaims.Informer()}
+	return append([]cache.SharedIndexInformer{i.Backups.Informer(), i.MyDatabases.Informer(),
+		i.Pods.Informer(), i.PersistentVolumeClaims.Informer()}, i.Secrets.Informers()...)
 }
 
 // ObjectStores deletes objects from buckets.
@@ -99,6 +100,8 @@ type Options struct {
 	// InstanceImage ships mydb-instance, which the dump-server pods of
 	// volume backups run.
 	InstanceImage string
+	// Namespaces are where backups are served; empty is everywhere.
+	Namespaces scope.Namespaces
 }
 
 // Controller runs backups.
@@ -121,6 +124,7 @@ type Controller struct {
 	pollInterval time.Duration
 	// instanceImage is what dump-server pods run.
 	instanceImage string
+	namespaces    scope.Namespaces
 
 	// queue holds the backups to look at.
 	queue workqueue.TypedRateLimitingInterface[cache.ObjectName]
@@ -155,6 +159,7 @@ func NewController(kubeClient kubernetes.Interface, mydbClient clientset.Interfa
 		stores:        opts.Stores,
 		pollInterval:  opts.PollInterval,
 		instanceImage: opts.InstanceImage,
+		namespaces:    opts.Namespaces,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "mydatabasebackup"}),

@@ -167,7 +167,7 @@ func sync(t *testing.T, managers *fakeManagers, b *examplev1.MyDatabaseBackup, d
 		switch o := obj.(type) {
 		case *corev1.Secret:
 			if o.Labels[names.LabelManagedBy] == names.ManagedBy {
-				add(informers.Secrets.Informer(), o)
+				add(informers.Secrets.Informers()[0], o)
 			}
 		case *corev1.Pod:
 			add(informers.Pods.Informer(), o)

@@ -37,6 +37,9 @@ const (
 // never asked of two instances. A running one is read from its instance; a
 // finished one is never touched again, but for its deletion.
 func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Duration, error) {
+	if !c.namespaces.Serves(key.Namespace) {
+		return 0, nil // the MyDatabase controller says why
+	}
 	backup, err := c.backupLister.MyDatabaseBackups(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
 		return 0, nil

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mydb-dev/mydb/pkg/names"
+	"github.com/mydb-dev/mydb/pkg/scope"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/apis/example/validation"
@@ -35,8 +36,10 @@ type Controller struct {
 	mydbClient   clientset.Interface
 	dbLister     examplelisters.MyDatabaseLister
 	backupLister examplelisters.MyDatabaseBackupLister
-	informers    []cache.SharedIndexInformer
-	handlers     runner.Handlers
+	// namespaces are where databases are served; empty is everywhere.
+	namespaces scope.Namespaces
+	informers  []cache.SharedIndexInformer
+	handlers   runner.Handlers
 
 	// queue holds MyDatabases to look at, each re-added for its next due time.
 	queue workqueue.TypedRateLimitingInterface[cache.ObjectName]
@@ -45,9 +48,11 @@ type Controller struct {
 }
 
 // NewController returns a controller reading from the informers.
-func NewController(mydbClient clientset.Interface, dbs exampleinformers.MyDatabaseInformer, backups exampleinformers.MyDatabaseBackupInformer, clk clock.WithTicker) (*Controller, error) {
+func NewController(mydbClient clientset.Interface, dbs exampleinformers.MyDatabaseInformer, backups exampleinformers.MyDatabaseBackupInformer,
+	namespaces scope.Namespaces, clk clock.WithTicker) (*Controller, error) {
 	c := &Controller{
 		mydbClient:   mydbClient,
+		namespaces:   namespaces,
 		dbLister:     dbs.Lister(),
 		backupLister: backups.Lister(),
 		informers:    []cache.SharedIndexInformer{dbs.Informer(), backups.Informer()},
@@ -122,6 +127,9 @@ func (c *Controller) enqueue(obj interface{}) {
 // kept in the database's status, which only mydb writes: no backup a user
 // creates or labels can move the schedule.
 func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Time, error) {
+	if !c.namespaces.Serves(key.Namespace) {
+		return time.Time{}, nil // the MyDatabase controller says why
+	}
 	db, err := c.dbLister.MyDatabases(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
 		return time.Time{}, nil

@@ -85,7 +85,7 @@ func run(t *testing.T, now time.Time, db *examplev1.MyDatabase, backups ...*exam
 	}
 	client := mydbfake.NewClientset(objects...)
 	inf := mydbinformers.NewSharedInformerFactory(client, 0)
-	c, err := NewController(client, inf.Example().V1().MyDatabases(), inf.Example().V1().MyDatabaseBackups(), clocktesting.NewFakeClock(now))
+	c, err := NewController(client, inf.Example().V1().MyDatabases(), inf.Example().V1().MyDatabaseBackups(), nil, clocktesting.NewFakeClock(now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func TestTakingTheSameBackupTwiceIsHarmless(t *testing.T) {
 	existing := scheduled(at("11:00"), examplev1.BackupPhasePending)
 	client := mydbfake.NewClientset(db, existing)
 	inf := mydbinformers.NewSharedInformerFactory(client, 0)
-	c, err := NewController(client, inf.Example().V1().MyDatabases(), inf.Example().V1().MyDatabaseBackups(), clocktesting.NewFakeClock(at("11:05")))
+	c, err := NewController(client, inf.Example().V1().MyDatabases(), inf.Example().V1().MyDatabaseBackups(), nil, clocktesting.NewFakeClock(at("11:05")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +271,7 @@ func TestFinalBackup(t *testing.T) {
 			}
 			client := mydbfake.NewClientset(objects...)
 			inf := mydbinformers.NewSharedInformerFactory(client, 0)
-			c, err := NewController(client, inf.Example().V1().MyDatabases(), inf.Example().V1().MyDatabaseBackups(), clocktesting.NewFakeClock(at("12:01")))
+			c, err := NewController(client, inf.Example().V1().MyDatabases(), inf.Example().V1().MyDatabaseBackups(), nil, clocktesting.NewFakeClock(at("12:01")))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -25,6 +25,7 @@ import (
 	mydbscheme "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/scheme"
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
 	"github.com/mydb-dev/mydb/pkg/names"
+	"github.com/mydb-dev/mydb/pkg/scope"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -33,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -43,6 +45,7 @@ import (
 	componentbaseconfig "k8s.io/component-base/config"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
 	// Registers the leader election metrics (leader_election_master_status).
 	_ "k8s.io/component-base/metrics/prometheus/clientgo/leaderelection"
 )
@@ -61,6 +64,9 @@ type Config struct {
 	Identity string
 	// Databases configures the MyDatabase controller.
 	Databases mydbcontroller.Config
+	// Namespaces are where databases are served; empty is everywhere.
+	// With a list, Secrets are read only in those namespaces.
+	Namespaces scope.Namespaces
 	// Gate, when set, holds the controllers while mydb's etcd is not the
 	// store the cluster knows (pkg/storeguard): acting on an emptied or
 	// rolled-back store would undo what the cluster holds.
@@ -94,7 +100,10 @@ type Manager struct {
 	// longer hold the lease; nil without leader election.
 	fence *leaseFence
 
-	kubeInformers    informers.SharedInformerFactory
+	kubeInformers informers.SharedInformerFactory
+	// secretInformers read the Secrets of one namespace each, when mydb
+	// serves a list of namespaces; else kubeInformers read them.
+	secretInformers  []informers.SharedInformerFactory
 	storageInformers informers.SharedInformerFactory
 	databases        mydbcontroller.Informers
 	backups          backupcontroller.Informers
@@ -162,6 +171,19 @@ func New(config Config, own mydbinformers.SharedInformerFactory, loopback *rest.
 		informers.WithTransform(StripManagedFields))
 	// StorageClasses are few and carry no mydb label.
 	storageInformers := informers.NewSharedInformerFactoryWithOptions(kubeClient, config.ResyncPeriod, informers.WithTransform(StripManagedFields))
+	secrets := scope.AllNamespaces(kubeInformers.Core().V1().Secrets())
+	var secretInformers []informers.SharedInformerFactory
+	if len(config.Namespaces) > 0 {
+		byNamespace := map[string]coreinformers.SecretInformer{}
+		for _, ns := range config.Namespaces {
+			f := informers.NewSharedInformerFactoryWithOptions(kubeClient, config.ResyncPeriod, informers.WithNamespace(ns),
+				informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managed }),
+				informers.WithTransform(StripManagedFields))
+			byNamespace[ns] = f.Core().V1().Secrets()
+			secretInformers = append(secretInformers, f)
+		}
+		secrets = scope.PerNamespace(byNamespace)
+	}
 
 	broadcaster := record.NewBroadcaster()
 	m := &Manager{
@@ -172,12 +194,14 @@ func New(config Config, own mydbinformers.SharedInformerFactory, loopback *rest.
 		mydbClient:       mydbClient,
 		fence:            fence,
 		kubeInformers:    kubeInformers,
+		secretInformers:  secretInformers,
 		storageInformers: storageInformers,
 		databases:        mydbcontroller.NewInformers(kubeInformers, storageInformers, own),
 		backups:          backupcontroller.NewInformers(kubeInformers, own),
 		broadcaster:      broadcaster,
 		recorder:         broadcaster.NewRecorder(mydbscheme.Scheme, corev1.EventSource{Component: "mydb-controller"}),
 	}
+	m.databases.Secrets, m.backups.Secrets = secrets, secrets
 	m.build = m.newControllers
 	// Each Informer() call registers the informer with its factory, which
 	// starts every registered one.
@@ -198,6 +222,10 @@ func (m *Manager) Run(ctx context.Context) {
 	m.storageInformers.Start(ctx.Done())
 	defer m.kubeInformers.Shutdown()
 	defer m.storageInformers.Shutdown()
+	for _, f := range m.secretInformers {
+		f.Start(ctx.Done())
+		defer f.Shutdown()
+	}
 
 	if !m.config.LeaderElection.LeaderElect {
 		if err := m.lead(ctx); err != nil {
@@ -359,7 +387,9 @@ func (m *Manager) newControllers(ctx context.Context) (map[string]controller, er
 			c.Close()
 		}
 	}
-	databases, backupOptions := m.config.Databases, backupcontroller.Options{InstanceImage: m.config.Databases.InstanceImage}
+	databases := m.config.Databases
+	databases.Namespaces = m.config.Namespaces
+	backupOptions := backupcontroller.Options{InstanceImage: m.config.Databases.InstanceImage, Namespaces: m.config.Namespaces}
 	if m.fence != nil {
 		// Starting a backup or a restore on an instance is a write too.
 		operations := instances.HTTP{Client: &http.Client{Timeout: instances.Timeout, Transport: m.fence.wrap(http.DefaultTransport)}}
@@ -376,7 +406,7 @@ func (m *Manager) newControllers(ctx context.Context) (map[string]controller, er
 		return nil, fmt.Errorf("building the backup controller: %w", err)
 	}
 	controllers["backup"] = backups
-	schedules, err := backupschedule.NewController(m.mydbClient, m.backups.MyDatabases, m.backups.Backups, clock.RealClock{})
+	schedules, err := backupschedule.NewController(m.mydbClient, m.backups.MyDatabases, m.backups.Backups, m.config.Namespaces, clock.RealClock{})
 	if err != nil {
 		closeAll()
 		return nil, fmt.Errorf("building the backup schedule controller: %w", err)

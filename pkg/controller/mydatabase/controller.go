@@ -7,9 +7,11 @@ package mydatabase
 import (
 	"context"
 	"fmt"
-	instancesclient "github.com/mydb-dev/mydb/pkg/controller/internal/instances"
 	"net/http"
 	"time"
+
+	instancesclient "github.com/mydb-dev/mydb/pkg/controller/internal/instances"
+	"github.com/mydb-dev/mydb/pkg/scope"
 
 	"github.com/mydb-dev/mydb/pkg/names"
 
@@ -49,6 +51,7 @@ const (
 	ReasonResourceExists       = "ErrResourceExists"
 	ReasonResizingVolume       = "ResizingVolume"
 	ReasonExpansionUnsupported = "StorageExpansionUnsupported"
+	ReasonNamespaceNotServed   = "NamespaceNotServed"
 )
 
 // Informers are the shared informers the controller reads from. The ones
@@ -58,7 +61,7 @@ type Informers struct {
 	MyDatabases            exampleinformers.MyDatabaseInformer
 	StatefulSets           appsinformers.StatefulSetInformer
 	Services               coreinformers.ServiceInformer
-	Secrets                coreinformers.SecretInformer
+	Secrets                scope.SecretInformer
 	PersistentVolumeClaims coreinformers.PersistentVolumeClaimInformer
 	PodDisruptionBudgets   policyinformers.PodDisruptionBudgetInformer
 	ServiceAccounts        coreinformers.ServiceAccountInformer
@@ -79,7 +82,7 @@ func NewInformers(kube, storage informers.SharedInformerFactory, own mydbinforme
 		MyDatabases:            own.Example().V1().MyDatabases(),
 		StatefulSets:           kube.Apps().V1().StatefulSets(),
 		Services:               kube.Core().V1().Services(),
-		Secrets:                kube.Core().V1().Secrets(),
+		Secrets:                scope.AllNamespaces(kube.Core().V1().Secrets()),
 		PersistentVolumeClaims: kube.Core().V1().PersistentVolumeClaims(),
 		PodDisruptionBudgets:   kube.Policy().V1().PodDisruptionBudgets(),
 		ServiceAccounts:        kube.Core().V1().ServiceAccounts(),
@@ -93,11 +96,11 @@ func NewInformers(kube, storage informers.SharedInformerFactory, own mydbinforme
 
 // children are the informers of the objects a MyDatabase owns.
 func (i Informers) children() []cache.SharedIndexInformer {
-	return []cache.SharedIndexInformer{
-		i.StatefulSets.Informer(), i.Services.Informer(), i.Secrets.Informer(),
+	return append([]cache.SharedIndexInformer{
+		i.StatefulSets.Informer(), i.Services.Informer(),
 		i.PersistentVolumeClaims.Informer(), i.PodDisruptionBudgets.Informer(),
 		i.ServiceAccounts.Informer(), i.Roles.Informer(), i.RoleBindings.Informer(), i.Pods.Informer(),
-	}
+	}, i.Secrets.Informers()...)
 }
 
 // All are every informer the controller reads.
@@ -121,6 +124,9 @@ type Config struct {
 	// Store, when set, covers a spec in mydb's store guard before the
 	// cluster is changed to follow it (pkg/storeguard).
 	Store StoreCoverage
+	// Namespaces are where databases are served; empty is everywhere. A
+	// database elsewhere (made before the list) is left as it is.
+	Namespaces scope.Namespaces
 }
 
 // StoreCoverage is what the controller needs of mydb's store guard.

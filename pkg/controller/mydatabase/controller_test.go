@@ -21,6 +21,7 @@ import (
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
 	"github.com/mydb-dev/mydb/pkg/instance"
 	"github.com/mydb-dev/mydb/pkg/names"
+	"github.com/mydb-dev/mydb/pkg/scope"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -65,6 +66,8 @@ type fixture struct {
 	operations instancesclient.Operations
 	// store stands for mydb's store guard (nil: none).
 	store StoreCoverage
+	// namespaces are where the controller serves (nil: everywhere).
+	namespaces scope.Namespaces
 }
 
 func newFixture(t *testing.T, dbs []*examplev1.MyDatabase, kubeObjects ...runtime.Object) *fixture {
@@ -129,7 +132,7 @@ func (f *fixture) newController() *Controller {
 	mydbInf := mydbinformers.NewSharedInformerFactory(f.mydbClient, 0)
 	informers := NewInformers(kubeInf, kubeInf, mydbInf)
 	c, err := NewController(context.Background(), f.kubeClient, f.mydbClient, informers, f.recorder, clocktesting.NewFakePassiveClock(now),
-		Config{InstanceImage: "mydb:test", PollInterval: 10 * time.Second, Instances: f.instances, Operations: f.operations, Store: f.store})
+		Config{InstanceImage: "mydb:test", PollInterval: 10 * time.Second, Instances: f.instances, Operations: f.operations, Store: f.store, Namespaces: f.namespaces})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -150,7 +153,7 @@ func (f *fixture) newController() *Controller {
 		case *corev1.Service:
 			add(f.t, informers.Services.Informer().GetIndexer(), o)
 		case *corev1.Secret:
-			add(f.t, informers.Secrets.Informer().GetIndexer(), o)
+			add(f.t, informers.Secrets.Informers()[0].GetIndexer(), o)
 		case *corev1.PersistentVolumeClaim:
 			add(f.t, informers.PersistentVolumeClaims.Informer().GetIndexer(), o)
 		case *policyv1.PodDisruptionBudget:
@@ -830,6 +833,26 @@ func TestPausedDatabaseIsNotReconciled(t *testing.T) {
 	status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
 	if c := meta.FindStatusCondition(status.Conditions, examplev1.ConditionProgressing); c.Reason != ReasonPaused {
 		t.Errorf("Progressing = %+v", c)
+	}
+}
+
+// TestDatabaseOutsideTheServedNamespacesIsLeftAlone: a database made before
+// mydb was limited to other namespaces gets nothing, new credentials least
+// of all (mydb may not read the Secret it has), and an Event says why.
+func TestDatabaseOutsideTheServedNamespacesIsLeftAlone(t *testing.T) {
+	for name, db := range map[string]*examplev1.MyDatabase{
+		"new":           myDatabase(),
+		"being deleted": myDatabase(deleteData, func(d *examplev1.MyDatabase) { d.DeletionTimestamp = &metav1.Time{Time: now} }),
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, []*examplev1.MyDatabase{db})
+			f.namespaces = scope.Namespaces{"team-a"}
+			if err := f.sync(); err != nil {
+				t.Fatal(err)
+			}
+			f.expectWrites(nil, nil)
+			expectEvent(t, f.recorder, "Warning NamespaceNotServed")
+		})
 	}
 }
 

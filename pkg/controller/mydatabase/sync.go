@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mydb-dev/mydb/pkg/names"
+	"github.com/mydb-dev/mydb/pkg/scope"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/engine"
@@ -65,6 +66,12 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	}
 	if err != nil {
 		return err
+	}
+	if !c.config.Namespaces.Serves(db.Namespace) {
+		// mydb may not read the Secrets there: acting would mean new
+		// credentials for a database that has some.
+		c.recorder.Event(db, corev1.EventTypeWarning, ReasonNamespaceNotServed, scope.NotServed(db.Namespace).Error()+": mydb leaves this database as it is")
+		return nil
 	}
 	if db.DeletionTimestamp != nil {
 		if err := c.cover(ctx, db); err != nil {
