@@ -38,10 +38,12 @@ const (
 )
 
 // newDatabaseGrace is how long a new database may go without a status while
-// it comes up without a problem: its first status is written once its
-// primary has an address (what the instance managers wait for), or at once
-// when something is wrong, so that a database coming up quickly costs one
-// status write on its way there and one when it is Ready.
+// it comes up without a problem, counted from when mydb made its
+// StatefulSet (a database that waited in a long queue has not begun to come
+// up): its first status is written once its primary has an address (what
+// the instance managers wait for), or at once when something is wrong, so
+// that a database coming up quickly costs one status write on its way there
+// and one when it is Ready.
 const newDatabaseGrace = 30 * time.Second
 
 // updateStatus writes what the reconcile saw through /status when it is
@@ -51,7 +53,11 @@ const newDatabaseGrace = 30 * time.Second
 func (c *Controller) updateStatus(ctx context.Context, db *examplev1.MyDatabase, eng engine.Engine, sts *appsv1.StatefulSet, f findings, paused bool) error {
 	now := c.clock.Now()
 	status := computeStatus(db, eng, sts, f, paused, metav1.NewTime(now))
-	write, wait := statusWorthWriting(db, status, paused, now)
+	comingUpSince := db.CreationTimestamp.Time
+	if sts != nil && sts.CreationTimestamp.After(comingUpSince) {
+		comingUpSince = sts.CreationTimestamp.Time
+	}
+	write, wait := statusWorthWriting(db, status, paused, comingUpSince, now)
 	if wait > 0 {
 		c.queue.AddAfter(cache.MetaObjectToName(db), wait)
 	}
@@ -74,9 +80,9 @@ func (c *Controller) updateStatus(ctx context.Context, db *examplev1.MyDatabase,
 //   - not for a database created paused: its empty status already says
 //     that nothing reconciled it (one that had a status is written, so
 //     that it says Paused);
-//   - not, for up to newDatabaseGrace after its creation, for a database
-//     that has no status yet and comes up without a problem, until its
-//     primary has an address;
+//   - not, for up to newDatabaseGrace after comingUpSince (when its
+//     StatefulSet was made), for a database that has no status yet and
+//     comes up without a problem, until its primary has an address;
 //   - otherwise when the settled parts differ, when an instance that was
 //     ready is not any more (the write keeps the last position it
 //     reported, which a failover decided by another leader reads), or
@@ -85,7 +91,7 @@ func (c *Controller) updateStatus(ctx context.Context, db *examplev1.MyDatabase,
 // What is left (replica counts, messages, the readiness a new primary
 // gains on its way to Ready, replicas' addresses, positions) goes with the
 // next write that has a reason; /metrics has the live replication lag.
-func statusWorthWriting(db *examplev1.MyDatabase, status examplev1.MyDatabaseStatus, paused bool, now time.Time) (bool, time.Duration) {
+func statusWorthWriting(db *examplev1.MyDatabase, status examplev1.MyDatabaseStatus, paused bool, comingUpSince, now time.Time) (bool, time.Duration) {
 	stored := db.Status
 	neverWritten := len(stored.Conditions) == 0
 	switch {
@@ -94,7 +100,7 @@ func statusWorthWriting(db *examplev1.MyDatabase, status examplev1.MyDatabaseSta
 	case neverWritten && paused:
 		return false, 0
 	case neverWritten && !hasTopology(status) && !notRoutine(status):
-		if age := now.Sub(db.CreationTimestamp.Time); age < newDatabaseGrace {
+		if age := now.Sub(comingUpSince); age < newDatabaseGrace {
 			return false, newDatabaseGrace - age
 		}
 		return true, 0

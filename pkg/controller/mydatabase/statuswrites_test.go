@@ -3,6 +3,7 @@ package mydatabase
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/instance"
@@ -142,49 +143,56 @@ func TestStatusWorthWriting(t *testing.T) {
 		change func(*examplev1.MyDatabaseStatus)
 		paused bool
 		write  bool
+		// comingUpSince is when its StatefulSet was made (nil: at its creation).
+		comingUpSince *time.Time
 	}{
-		{"equal", ready, func(*examplev1.MyDatabaseStatus) {}, false, false},
+		{"equal", ready, func(*examplev1.MyDatabaseStatus) {}, false, false, nil},
 		{"positions moved", ready, func(s *examplev1.MyDatabaseStatus) {
 			s.Instances[1].Position = &examplev1.InstancePosition{Timeline: 1, LSN: "0/5000000"}
-		}, false, false},
+		}, false, false, nil},
 		{"a message changed", ready, func(s *examplev1.MyDatabaseStatus) {
 			s.Instances[0].Message = "slow"
 			meta.FindStatusCondition(s.Conditions, examplev1.ConditionReady).Message = "other words"
-		}, false, false},
-		{"a replica's address", ready, func(s *examplev1.MyDatabaseStatus) { s.Instances[1].Address = "10.244.1.1" }, false, false},
-		{"the primary's address", ready, func(s *examplev1.MyDatabaseStatus) { s.Instances[0].Address = "10.244.1.1" }, false, true},
-		{"a replica was lost", ready, func(s *examplev1.MyDatabaseStatus) { s.Instances[2].Ready = false }, false, true},
-		{"the primary was lost", ready, func(s *examplev1.MyDatabaseStatus) { s.Instances[0].Ready = false }, false, true},
+		}, false, false, nil},
+		{"a replica's address", ready, func(s *examplev1.MyDatabaseStatus) { s.Instances[1].Address = "10.244.1.1" }, false, false, nil},
+		{"the primary's address", ready, func(s *examplev1.MyDatabaseStatus) { s.Instances[0].Address = "10.244.1.1" }, false, true, nil},
+		{"a replica was lost", ready, func(s *examplev1.MyDatabaseStatus) { s.Instances[2].Ready = false }, false, true, nil},
+		{"the primary was lost", ready, func(s *examplev1.MyDatabaseStatus) { s.Instances[0].Ready = false }, false, true, nil},
 		{"the primary is ready again", func() *examplev1.MyDatabase {
 			db := ready()
 			db.Status.Instances[0].Ready = false
 			return db
-		}, func(s *examplev1.MyDatabaseStatus) { s.Instances[0].Ready = true }, false, true},
+		}, func(s *examplev1.MyDatabaseStatus) { s.Instances[0].Ready = true }, false, true, nil},
 		{"a new primary is ready before the database", func() *examplev1.MyDatabase {
 			db := ready()
 			db.Status.Instances[0].Ready = false
 			meta.FindStatusCondition(db.Status.Conditions, examplev1.ConditionReady).Status = metav1.ConditionFalse
 			return db
-		}, func(s *examplev1.MyDatabaseStatus) { s.Instances[0].Ready = true }, false, false},
+		}, func(s *examplev1.MyDatabaseStatus) { s.Instances[0].Ready = true }, false, false, nil},
 		{"a condition's reason", ready, func(s *examplev1.MyDatabaseStatus) {
 			meta.FindStatusCondition(s.Conditions, examplev1.ConditionDegraded).Reason = ReasonChildConflict
-		}, false, true},
-		{"the generation", ready, func(s *examplev1.MyDatabaseStatus) { s.ObservedGeneration = 2 }, false, true},
-		{"the target primary", ready, func(s *examplev1.MyDatabaseStatus) { s.TargetPrimary = "prod-mysql-1" }, false, true},
+		}, false, true, nil},
+		{"the generation", ready, func(s *examplev1.MyDatabaseStatus) { s.ObservedGeneration = 2 }, false, true, nil},
+		{"the target primary", ready, func(s *examplev1.MyDatabaseStatus) { s.TargetPrimary = "prod-mysql-1" }, false, true, nil},
 		{"an instance more", ready, func(s *examplev1.MyDatabaseStatus) {
 			s.Instances = append(s.Instances, examplev1.InstanceStatus{Name: "prod-mysql-3", Role: examplev1.InstanceRoleReplica})
-		}, false, true},
-		{"new, coming up", newDB, func(s *examplev1.MyDatabaseStatus) { rollingOut(s) }, false, false},
+		}, false, true, nil},
+		{"new, coming up", newDB, func(s *examplev1.MyDatabaseStatus) { rollingOut(s) }, false, false, nil},
 		{"new, coming up for longer than the grace", func() *examplev1.MyDatabase {
 			db := newDB()
 			db.CreationTimestamp = metav1.NewTime(now.Add(-newDatabaseGrace))
 			return db
-		}, func(s *examplev1.MyDatabaseStatus) { rollingOut(s) }, false, true},
+		}, func(s *examplev1.MyDatabaseStatus) { rollingOut(s) }, false, true, nil},
+		{"new, queued for longer than the grace, its StatefulSet just made", func() *examplev1.MyDatabase {
+			db := newDB()
+			db.CreationTimestamp = metav1.NewTime(now.Add(-2 * newDatabaseGrace))
+			return db
+		}, func(s *examplev1.MyDatabaseStatus) { rollingOut(s) }, false, false, ptr.To(now.Add(-time.Second))},
 		{"new, the primary has an address", newDB, func(s *examplev1.MyDatabaseStatus) {
 			rollingOut(s)
 			s.CurrentPrimary = "prod-mysql-0"
 			s.Instances = []examplev1.InstanceStatus{{Name: "prod-mysql-0", Role: examplev1.InstanceRolePrimary, Address: "10.244.0.10"}}
-		}, false, true},
+		}, false, true, nil},
 		{"a database that was seen with a status, its primary without an address yet", func() *examplev1.MyDatabase {
 			db := newDB()
 			rollingOut(&db.Status)
@@ -192,24 +200,28 @@ func TestStatusWorthWriting(t *testing.T) {
 		}, func(s *examplev1.MyDatabaseStatus) {
 			s.CurrentPrimary = "prod-mysql-0"
 			s.Instances = []examplev1.InstanceStatus{{Name: "prod-mysql-0", Role: examplev1.InstanceRolePrimary, Message: "the pod has no IP yet"}}
-		}, false, false},
-		{"the primary lost its address", ready, func(s *examplev1.MyDatabaseStatus) { s.Instances[0].Address = "" }, false, true},
+		}, false, false, nil},
+		{"the primary lost its address", ready, func(s *examplev1.MyDatabaseStatus) { s.Instances[0].Address = "" }, false, true, nil},
 		{"new, degraded", newDB, func(s *examplev1.MyDatabaseStatus) {
 			rollingOut(s)
 			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: examplev1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: ReasonChildConflict})
-		}, false, true},
+		}, false, true, nil},
 		{"created paused", newDB, func(s *examplev1.MyDatabaseStatus) {
 			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: examplev1.ConditionProgressing, Status: metav1.ConditionFalse, Reason: ReasonPaused})
-		}, true, false},
+		}, true, false, nil},
 		{"paused later", ready, func(s *examplev1.MyDatabaseStatus) {
 			meta.FindStatusCondition(s.Conditions, examplev1.ConditionProgressing).Reason = ReasonPaused
-		}, true, true},
+		}, true, true, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db := tc.db()
 			status := *db.Status.DeepCopy()
 			tc.change(&status)
-			if write, _ := statusWorthWriting(db, status, tc.paused, now); write != tc.write {
+			since := db.CreationTimestamp.Time
+			if tc.comingUpSince != nil {
+				since = *tc.comingUpSince
+			}
+			if write, _ := statusWorthWriting(db, status, tc.paused, since, now); write != tc.write {
 				t.Errorf("write %v, want %v", write, tc.write)
 			}
 		})
@@ -249,7 +261,7 @@ func BenchmarkStatusWorthWriting(b *testing.B) {
 	status.Instances[1].Position = &examplev1.InstancePosition{Timeline: 1, LSN: "0/5000000"}
 	b.ReportAllocs()
 	for b.Loop() {
-		if write, _ := statusWorthWriting(db, status, false, now); write {
+		if write, _ := statusWorthWriting(db, status, false, now, now); write {
 			b.Fatal("a write for moved positions")
 		}
 	}
