@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/healthz"
@@ -30,12 +31,20 @@ func WaitForAuthentication(c *server.Config) {
 	if len(pending) == 0 {
 		return
 	}
+	// Once loaded, the CAs stay loaded (a failed reload keeps the last
+	// good bundle): the check costs an atomic load per request from then
+	// on, not a copy of every bundle.
+	var done atomic.Bool
 	loaded := func() error {
+		if done.Load() {
+			return nil
+		}
 		for _, content := range pending {
 			if len(content()) == 0 {
 				return fmt.Errorf("the client CAs of delegated authentication have not loaded yet")
 			}
 		}
+		done.Store(true)
 		return nil
 	}
 	c.AddReadyzChecks(healthz.NamedCheck("authentication-cas-loaded", func(*http.Request) error { return loaded() }))

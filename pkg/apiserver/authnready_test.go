@@ -15,10 +15,14 @@ import (
 
 // caContent stands for the request-header CA loaded from
 // extension-apiserver-authentication: empty until load is called.
-type caContent struct{ loaded atomic.Bool }
+type caContent struct {
+	loaded atomic.Bool
+	reads  atomic.Int64
+}
 
 func (c *caContent) Name() string { return "request-header" }
 func (c *caContent) CurrentCABundleContent() []byte {
+	c.reads.Add(1)
 	if c.loaded.Load() {
 		return []byte("-----BEGIN CERTIFICATE-----")
 	}
@@ -68,5 +72,14 @@ func TestRequestsWaitForTheAuthenticationCAs(t *testing.T) {
 	ca.loaded.Store(true)
 	if rec := serve("/apis/example.com/v1/namespaces/a/mydatabases"); rec.Code != http.StatusOK {
 		t.Errorf("a request once the CAs loaded: %d, want it passed on", rec.Code)
+	}
+	// Loaded once is loaded for good: no request reads the bundles again
+	// (each read copies them).
+	reads := ca.reads.Load()
+	for range 10 {
+		serve("/apis")
+	}
+	if n := ca.reads.Load() - reads; n != 0 {
+		t.Errorf("10 requests after the CAs loaded read them %d times, want 0", n)
 	}
 }
