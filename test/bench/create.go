@@ -201,19 +201,7 @@ func (e *env) scenarioProfile(ctx context.Context) error {
 			pw.Add(1)
 			go func() {
 				defer pw.Done()
-				raw, err := c.Get().AbsPath("/debug/pprof/profile").Param("seconds", fmt.Sprint(e.o.profileSeconds)).DoRaw(ctx)
-				if err != nil {
-					e.logf("profile of %s: %v", server, err)
-					return
-				}
-				file := filepath.Join(e.o.profileDir, fmt.Sprintf("cpu-%s-%s.pb.gz", tn, server))
-				if err := os.WriteFile(file, raw, 0o644); err != nil {
-					e.logf("%v", err)
-					return
-				}
-				e.res.note(fmt.Sprintf("profile/%s/%s/file", tn, server), file)
-				e.res.note(fmt.Sprintf("profile/%s/%s/top", tn, server), pprofTop(file, false, 18))
-				e.res.note(fmt.Sprintf("profile/%s/%s/cum", tn, server), pprofTop(file, true, 45))
+				e.cpuProfile(ctx, c, tn, server)
 			}()
 		}
 		pw.Wait()
@@ -227,6 +215,24 @@ func (e *env) scenarioProfile(ctx context.Context) error {
 		e.waitControllerIdle(ctx)
 	}
 	return nil
+}
+
+// cpuProfile saves a CPU profile of -profile-seconds of server (reached
+// through c) as the profile of what is named, with its top entries.
+func (e *env) cpuProfile(ctx context.Context, c rest.Interface, name, server string) {
+	raw, err := c.Get().AbsPath("/debug/pprof/profile").Param("seconds", fmt.Sprint(e.o.profileSeconds)).DoRaw(ctx)
+	if err != nil {
+		e.logf("profile of %s: %v", server, err)
+		return
+	}
+	file := filepath.Join(e.o.profileDir, fmt.Sprintf("cpu-%s-%s.pb.gz", name, server))
+	if err := os.WriteFile(file, raw, 0o644); err != nil {
+		e.logf("%v", err)
+		return
+	}
+	e.res.note(fmt.Sprintf("profile/%s/%s/file", name, server), file)
+	e.res.note(fmt.Sprintf("profile/%s/%s/top", name, server), pprofTop(file, false, 18))
+	e.res.note(fmt.Sprintf("profile/%s/%s/cum", name, server), pprofTop(file, true, 45))
 }
 
 // pprofTop runs go tool pprof -top on a profile.
@@ -292,6 +298,20 @@ var cpuBuckets = []cpuBucket{
 	{"HTTP/2 server (connection loop, frame writes)", []string{"golang.org/x/net/http2.(*serverConn).serve", "golang.org/x/net/http2.(*serverConn).writeFrameAsync"}, false},
 	{"TLS reads and writes", []string{"crypto/tls.(*Conn).Read", "crypto/tls.(*Conn).Write"}, false},
 	{"goroutine stack growth (newstack)", []string{"runtime.newstack"}, false},
+	{"garbage collection (background mark workers)", []string{"runtime.gcBgMarkWorker"}, false},
+	{"memory allocation (mallocgc, overlaps the rows above)", []string{"runtime.mallocgc"}, false},
+}
+
+// listBuckets are the parts of a LIST of the population, through the
+// aggregator or straight at mydb.
+var listBuckets = []cpuBucket{
+	{"the LIST (read from the watch cache, encode, write)", []string{"k8s.io/apiserver/pkg/endpoints/handlers.ListResource.func1"}, false},
+	{"encoding the list (protobuf)", []string{"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters.SerializeObject"}, false},
+	{"the aggregator's proxy to mydb", []string{"k8s.io/kube-aggregator/pkg/apiserver.(*proxyHandler).ServeHTTP"}, true},
+	{"copying mydb's response to the client (ReverseProxy)", []string{"net/http/httputil.(*ReverseProxy).copyResponse"}, true},
+	{"HTTP/2 client reading mydb's response", []string{"golang.org/x/net/http2.(*clientConnReadLoop).run"}, true},
+	{"HTTP/2 server (connection loop, frame writes)", []string{"golang.org/x/net/http2.(*serverConn).serve", "golang.org/x/net/http2.(*serverConn).writeFrameAsync"}, false},
+	{"TLS reads and writes", []string{"crypto/tls.(*Conn).Read", "crypto/tls.(*Conn).Write"}, false},
 	{"garbage collection (background mark workers)", []string{"runtime.gcBgMarkWorker"}, false},
 	{"memory allocation (mallocgc, overlaps the rows above)", []string{"runtime.mallocgc"}, false},
 }

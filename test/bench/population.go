@@ -1,10 +1,16 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
@@ -78,6 +84,7 @@ func (e *env) scenarioPopulation(ctx context.Context) error {
 	if err := e.measureLists(ctx, nsDB, nsCR); err != nil {
 		return err
 	}
+	e.profileLists(ctx, nsDB)
 	if err := e.measureGets(ctx, nsDB, nsCR); err != nil {
 		return err
 	}
@@ -97,6 +104,9 @@ type listVariant struct {
 	path   string
 	accept string
 	limit  int
+	// gzip asks for a compressed response, as client-go and kubectl do
+	// by default; bytes are then the compressed ones.
+	gzip bool
 }
 
 const (
@@ -112,9 +122,11 @@ var listTitles = map[string]string{
 	"agg-proto-paged": "MyDatabase via aggregator, protobuf, limit=500",
 	"crd-json":        "CRD, JSON",
 	"crd-json-paged":  "CRD, JSON, limit=500",
+	"agg-proto-gzip":  "MyDatabase via aggregator, protobuf, gzip",
+	"crd-json-gzip":   "CRD, JSON, gzip",
 }
 
-var listOrder = []string{"agg-proto", "agg-json", "direct-proto", "direct-json", "agg-proto-paged", "crd-json", "crd-json-paged"}
+var listOrder = []string{"agg-proto", "agg-json", "direct-proto", "direct-json", "agg-proto-paged", "crd-json", "crd-json-paged", "agg-proto-gzip", "crd-json-gzip"}
 
 func (e *env) measureLists(ctx context.Context, nsDB, nsCR string) error {
 	mdbPath := "/apis/example.com/v1/namespaces/" + nsDB + "/mydatabases"
@@ -127,6 +139,8 @@ func (e *env) measureLists(ctx context.Context, nsDB, nsCR string) error {
 		"agg-proto-paged": {c: e.kubeREST, path: mdbPath, accept: acceptProto, limit: 500},
 		"crd-json":        {c: e.kubeREST, path: crdPath, accept: acceptJSON},
 		"crd-json-paged":  {c: e.kubeREST, path: crdPath, accept: acceptJSON, limit: 500},
+		"agg-proto-gzip":  {c: e.kubeREST, path: mdbPath, accept: acceptProto, gzip: true},
+		"crd-json-gzip":   {c: e.kubeREST, path: crdPath, accept: acceptJSON, gzip: true},
 	}
 	for rep := -1; rep < e.o.listReps; rep++ { // rep -1 warms up
 		for _, key := range rotate(listOrder, rep+1) {
@@ -154,6 +168,56 @@ func (e *env) measureLists(ctx context.Context, nsDB, nsCR string) error {
 	return nil
 }
 
+// profileLists CPU-profiles kube-apiserver and mydb-apiserver while one
+// client lists the MyDatabases through the aggregator, then mydb-apiserver
+// while it lists them straight: what one LIST costs in each process, and
+// what the aggregator's hop is made of.
+func (e *env) profileLists(ctx context.Context, nsDB string) {
+	if e.o.profileDir == "" {
+		return
+	}
+	if err := os.MkdirAll(e.o.profileDir, 0o755); err != nil {
+		e.logf("%v", err)
+		return
+	}
+	path := "/apis/example.com/v1/namespaces/" + nsDB + "/mydatabases"
+	for _, run := range []struct {
+		name    string
+		c       rest.Interface
+		servers map[string]rest.Interface
+	}{
+		{"list-aggregated", e.kubeREST, map[string]rest.Interface{"kube-apiserver": e.kubeREST, "mydb-apiserver": e.directREST}},
+		{"list-direct", e.directREST, map[string]rest.Interface{"mydb-apiserver": e.directREST}},
+	} {
+		lctx, stop := context.WithCancel(ctx)
+		var lists atomic.Int64
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for lctx.Err() == nil {
+				if _, _, _, _, err := rawList(lctx, listVariant{c: run.c, path: path, accept: acceptProto}); err == nil {
+					lists.Add(1)
+				}
+			}
+		}()
+		time.Sleep(time.Second)
+		before := lists.Load()
+		var wg sync.WaitGroup
+		for server, c := range run.servers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				e.cpuProfile(ctx, c, run.name, server)
+			}()
+		}
+		wg.Wait()
+		e.res.add("profile/"+run.name+"/ops", float64(lists.Load()-before))
+		stop()
+		<-done
+		e.logf("profiled %s (%d LISTs)", run.name, lists.Load())
+	}
+}
+
 // rawList lists a collection (page by page when v.limit is set) and returns
 // the time requests were out (each from sending to the last byte of the
 // response), the bytes received, the number of pages and of items.
@@ -163,6 +227,10 @@ func rawList(ctx context.Context, v listVariant) (time.Duration, int, int, int, 
 	cont := ""
 	for {
 		req := v.c.Get().AbsPath(v.path).SetHeader("Accept", v.accept)
+		if v.gzip {
+			// Set by hand, so the transport leaves the body compressed.
+			req = req.SetHeader("Accept-Encoding", "gzip")
+		}
 		if v.limit > 0 {
 			req = req.Param("limit", fmt.Sprint(v.limit))
 		}
@@ -179,6 +247,11 @@ func rawList(ctx context.Context, v listVariant) (time.Duration, int, int, int, 
 		elapsed += time.Since(t0)
 		size += len(raw)
 		pages++
+		if v.gzip {
+			if raw, err = gunzip(raw); err != nil {
+				return 0, 0, 0, 0, err
+			}
+		}
 		n, next, err := countItems(raw, v.accept)
 		if err != nil {
 			return 0, 0, 0, 0, err
@@ -189,6 +262,19 @@ func rawList(ctx context.Context, v listVariant) (time.Duration, int, int, int, 
 		}
 		cont = next
 	}
+}
+
+// gunzip inflates a response that was asked for compressed; one too small
+// for the server to compress comes as it is.
+func gunzip(raw []byte) ([]byte, error) {
+	if len(raw) < 2 || raw[0] != 0x1f || raw[1] != 0x8b {
+		return raw, nil
+	}
+	r, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		return nil, err
+	}
+	return io.ReadAll(r)
 }
 
 // countItems decodes a list response enough to count its items and read

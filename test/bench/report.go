@@ -248,6 +248,9 @@ func (e *env) report(full bool) string {
 			p("| %s | %s | %.2fx | %s | %.0f |\n", listTitles[k], fmtMs(v), v/crd, fmtBytes(by), pg)
 		}
 		p("\n")
+		if t := e.bucketTable("LIST", listColumns, listBuckets); t != "" {
+			p("Profiled while one client listed them (protobuf) for %d s through the aggregator, then %d s straight at mydb. %s", e.o.profileSeconds, e.o.profileSeconds, t)
+		}
 	}
 	if _, ok := e.res.med("watch/crd/p50"); ok {
 		p("## Watch\n\n%d watchers on a namespace, %d objects created one after the other; latency from sending the create to the ADDED event "+
@@ -311,7 +314,7 @@ func (e *env) report(full bool) string {
 	}
 	p("## Profiles\n\nTaken by the harness (`-profile-dir`, here `%s`) while %d clients created objects for %d s; `go tool pprof -top` of each.\n\n",
 		e.o.profileDir, e.o.concurrency, e.o.profileSeconds)
-	p("%s", e.bucketTable())
+	p("%s", e.bucketTable("create", createColumns, cpuBuckets))
 	for _, pr := range []struct{ key, title string }{
 		{"profile/aggregated/mydb-apiserver/top", "mydb-apiserver, creates through the aggregator (flat)"},
 		{"profile/aggregated/mydb-apiserver/cum", "mydb-apiserver, creates through the aggregator (cumulative)"},
@@ -319,6 +322,9 @@ func (e *env) report(full bool) string {
 		{"profile/aggregated/kube-apiserver/cum", "kube-apiserver proxying creates to mydb (cumulative)"},
 		{"profile/crd/kube-apiserver/top", "kube-apiserver serving CRD creates (flat)"},
 		{"profile/crd/kube-apiserver/cum", "kube-apiserver serving CRD creates (cumulative)"},
+		{"profile/list-aggregated/kube-apiserver/cum", "kube-apiserver proxying LISTs of the population to mydb (cumulative)"},
+		{"profile/list-aggregated/mydb-apiserver/cum", "mydb-apiserver serving LISTs through the aggregator (cumulative)"},
+		{"profile/list-direct/mydb-apiserver/cum", "mydb-apiserver serving LISTs straight (cumulative)"},
 		{"profile/heap/heap-mydb-apiserver", fmt.Sprintf("mydb-apiserver heap in use with %s MyDatabases", count(e.o.listN))},
 		{"profile/reconcile/goroutines", "mydb-apiserver's controller goroutines 4 s into the create -> StatefulSet burst"},
 	} {
@@ -476,15 +482,29 @@ func zeroNaN(v float64) float64 {
 	return v
 }
 
-// bucketTable splits each profiled server's CPU per create into the parts
-// of cpuBuckets, from the profiles the profile scenario saved.
-func (e *env) bucketTable() string {
-	type col struct{ title, tn, server string }
-	cols := []col{
-		{"mydb-apiserver, via aggregator", tAggregated, "mydb-apiserver"},
-		{"kube-apiserver, via aggregator", tAggregated, "kube-apiserver"},
-		{"kube-apiserver, CRD", tCRD, "kube-apiserver"},
+// bucketColumn is one profiled server in one profiled run.
+type bucketColumn struct {
+	title, run, server string
+	// proxied: kube-apiserver proxied this run to mydb
+	proxied bool
+}
+
+var (
+	createColumns = []bucketColumn{
+		{"mydb-apiserver, via aggregator", tAggregated, "mydb-apiserver", true},
+		{"kube-apiserver, via aggregator", tAggregated, "kube-apiserver", true},
+		{"kube-apiserver, CRD", tCRD, "kube-apiserver", false},
 	}
+	listColumns = []bucketColumn{
+		{"kube-apiserver, via aggregator", "list-aggregated", "kube-apiserver", true},
+		{"mydb-apiserver, via aggregator", "list-aggregated", "mydb-apiserver", true},
+		{"mydb-apiserver, direct", "list-direct", "mydb-apiserver", false},
+	}
+)
+
+// bucketTable splits each profiled server's CPU per operation (what) into
+// buckets, from the profiles the harness saved.
+func (e *env) bucketTable(what string, cols []bucketColumn, buckets []cpuBucket) string {
 	type data struct {
 		total float64
 		cum   map[string]float64
@@ -492,8 +512,8 @@ func (e *env) bucketTable() string {
 	}
 	got := map[int]data{}
 	for i, c := range cols {
-		file, ok := e.res.notes[fmt.Sprintf("profile/%s/%s/file", c.tn, c.server)]
-		ops, ok2 := e.res.med("profile/" + c.tn + "/ops")
+		file, ok := e.res.notes[fmt.Sprintf("profile/%s/%s/file", c.run, c.server)]
+		ops, ok2 := e.res.med("profile/" + c.run + "/ops")
 		if !ok || !ok2 || ops == 0 {
 			continue
 		}
@@ -507,8 +527,8 @@ func (e *env) bucketTable() string {
 		return ""
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "CPU per create, in milliseconds, by part of the work, from the CPU profiles below (a function's cumulative samples / the creates in the profile's window; "+
-		"rows nest, so they do not add up):\n\n| | ")
+	fmt.Fprintf(&b, "CPU per %s, in milliseconds, by part of the work, from the CPU profiles below (a function's cumulative samples / the %ss in the profile's window; "+
+		"rows nest, so they do not add up):\n\n| | ", what, what)
 	for i, c := range cols {
 		if _, ok := got[i]; ok {
 			fmt.Fprintf(&b, "%s | ", c.title)
@@ -527,7 +547,7 @@ func (e *env) bucketTable() string {
 		}
 	}
 	fmt.Fprintf(&b, "\n")
-	for _, bk := range cpuBuckets {
+	for _, bk := range buckets {
 		var cells []string
 		any := false
 		for i, c := range cols {
@@ -535,7 +555,7 @@ func (e *env) bucketTable() string {
 			if !ok {
 				continue
 			}
-			if bk.aggregatedOnly && c.tn != tAggregated {
+			if bk.aggregatedOnly && !c.proxied {
 				cells = append(cells, "-")
 				continue
 			}
