@@ -52,6 +52,7 @@ const (
 	ReasonResizingVolume       = "ResizingVolume"
 	ReasonExpansionUnsupported = "StorageExpansionUnsupported"
 	ReasonNamespaceNotServed   = "NamespaceNotServed"
+	ReasonCredentialsOwned     = "CredentialsOwned"
 )
 
 // Informers are the shared informers the controller reads from. The ones

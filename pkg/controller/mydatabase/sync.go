@@ -169,7 +169,8 @@ func (c *Controller) owned(db *examplev1.MyDatabase, child metav1.Object, kind s
 func (c *Controller) reconcileSecret(ctx context.Context, db *examplev1.MyDatabase, f *findings) error {
 	existing, err := c.secretLister.Secrets(db.Namespace).Get(names.Secret(db.Name))
 	if err == nil {
-		return c.adoptSecret(ctx, db, existing, f)
+		c.adoptSecret(db, existing, f)
+		return nil
 	}
 	if !apierrors.IsNotFound(err) {
 		return err
@@ -199,7 +200,8 @@ func (c *Controller) reconcileSecret(ctx context.Context, db *examplev1.MyDataba
 		if err != nil {
 			return err
 		}
-		return c.adoptSecret(ctx, db, existing, f)
+		c.adoptSecret(db, existing, f)
+		return nil
 	}
 	if err != nil {
 		return err
@@ -226,26 +228,27 @@ func isMyDatabaseRef(ref metav1.OwnerReference, name string) bool {
 	return ref.Kind == "MyDatabase" && ref.APIVersion == examplev1.SchemeGroupVersion.String() && ref.Name == name
 }
 
-// adoptSecret keeps db's credentials, and drops owner references to a
-// MyDatabase that older versions of mydb set (the garbage collector would
-// delete the Secret whenever the database reads as absent, or when it is
-// recreated with a new UID). Someone else's Secret is a conflict.
-func (c *Controller) adoptSecret(ctx context.Context, db *examplev1.MyDatabase, secret *corev1.Secret, f *findings) error {
+// adoptSecret keeps db's credentials. An owner reference to a MyDatabase,
+// which older versions of mydb set, is reported, not removed (mydb may not
+// update Secrets): the garbage collector would delete the Secret whenever
+// the database reads as absent, or when it is made again with a new UID.
+// Someone else's Secret is a conflict.
+func (c *Controller) adoptSecret(db *examplev1.MyDatabase, secret *corev1.Secret, f *findings) {
 	if !ownsData(db, secret) {
 		c.owned(db, secret, "Secret", f)
-		return nil
+		return
 	}
 	refs := slices.DeleteFunc(slices.Clone(secret.OwnerReferences), func(ref metav1.OwnerReference) bool { return isMyDatabaseRef(ref, db.Name) })
 	if len(refs) == len(secret.OwnerReferences) {
-		return nil
+		return
 	}
-	updated := secret.DeepCopy()
-	updated.OwnerReferences = refs
-	if _, err := c.kubeClient.CoreV1().Secrets(db.Namespace).Update(ctx, updated, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
-		return err
+	fix := fmt.Sprintf("kubectl patch secret %s -n %s --type=json -p '[{\"op\":\"remove\",\"path\":\"/metadata/ownerReferences\"}]'", secret.Name, secret.Namespace)
+	if len(refs) > 0 {
+		fix = fmt.Sprintf("kubectl edit secret %s -n %s, and remove the reference to MyDatabase %q", secret.Name, secret.Namespace, db.Name)
 	}
-	c.recorder.Eventf(db, corev1.EventTypeNormal, ReasonUpdated, "Secret %q no longer names an owner: only deleting the database deletes it", secret.Name)
-	return nil
+	c.recorder.Eventf(db, corev1.EventTypeWarning, ReasonCredentialsOwned,
+		"Secret %q names the MyDatabase as its owner (an older mydb set it): garbage collection would delete the credentials with a lost or remade database; remove the reference: %s",
+		secret.Name, fix)
 }
 
 // finalize deletes, for a database deleted under deletionPolicy Delete,
