@@ -34,12 +34,7 @@ const serverIdentity = "system:serviceaccount:mydb-system:mydb-apiserver"
 // over the cluster is not.
 func TestServerIdentityIsLeastPrivilege(t *testing.T) {
 	ns := newNamespace(t)
-	var wg sync.WaitGroup
-	slots := make(chan struct{}, 4)
-	for _, tc := range []struct {
-		args []string
-		want bool
-	}{
+	expectServerMay(t, []permission{
 		// What the controller does.
 		{[]string{"patch", "statefulsets.apps", "-n", ns}, true},
 		{[]string{"create", "statefulsets.apps", "-n", ns}, true},
@@ -98,7 +93,23 @@ func TestServerIdentityIsLeastPrivilege(t *testing.T) {
 		{[]string{"update", "statefulsets.apps", "-n", ns}, false},
 		{[]string{"delete", "services", "-n", ns}, false},
 		{[]string{"update", "mydatabases.example.com", "-n", ns}, false},
-	} {
+	})
+}
+
+// permission is a kubectl auth can-i question and whether mydb's identity
+// must be allowed.
+type permission struct {
+	args []string
+	want bool
+}
+
+// expectServerMay asks kube-apiserver each question as mydb-apiserver's
+// ServiceAccount and fails the test for every wrong answer.
+func expectServerMay(t *testing.T, perms []permission) {
+	t.Helper()
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, 4)
+	for _, tc := range perms {
 		// Four kubectl runs at a time: each mostly waits for its answer.
 		wg.Add(1)
 		slots <- struct{}{}
