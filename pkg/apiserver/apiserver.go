@@ -81,7 +81,10 @@ func (c completedConfig) New() (*Server, error) {
 	apiGroupInfo := genericapiserver.NewDefaultAPIGroupInfo(example.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 	// Bodies whose quantities do not parse are answered with the field paths.
 	apiGroupInfo.NegotiatedSerializer = fieldNamingSerializer{NegotiatedSerializer: Codecs}
-	optsGetter := common.WrapStorage(c.GenericConfig.RESTOptionsGetter, func(s storage.Interface) storage.Interface { return unavailableStorage{Interface: s} })
+	// The watch cache's MyDatabases share their resource lists (the largest
+	// part of a decoded one) with each other.
+	optsGetter := common.TransformCacheInput(c.GenericConfig.RESTOptionsGetter, example.Resource("mydatabases"), mydatabase.NewResourceListSharer().Share)
+	optsGetter = common.WrapStorage(optsGetter, func(s storage.Interface) storage.Interface { return unavailableStorage{Interface: s} })
 	if c.StoreGate != nil {
 		optsGetter = common.WrapStorage(optsGetter, storeguard.Guarded(c.StoreGate))
 	}
