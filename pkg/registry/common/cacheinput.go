@@ -156,7 +156,13 @@ func (w *transformedWatch) run(transform func(runtime.Object)) {
 	for e := range w.in.ResultChan() {
 		switch e.Type {
 		case watch.Added, watch.Modified, watch.Deleted:
-			transform(e.Object)
+			obj := e.Object
+			// etcd3 wraps the object with the time it was decoded at, for
+			// the cacher (which unwraps it) to measure its latency.
+			if timed, ok := obj.(storage.WatchEventWithRecordTime); ok {
+				obj = timed.Unwrap()
+			}
+			transform(obj)
 		}
 		select {
 		case w.out <- e:

@@ -43,7 +43,7 @@ type memEtcd struct {
 	mu       sync.Mutex
 	rev      uint64
 	data     map[string][]byte
-	watchers []chan watch.Event
+	watchers []watcher
 	updated  []runtime.Object // the existing object of each GuaranteedUpdate
 }
 
@@ -76,7 +76,11 @@ func (m *memEtcd) putLocked(key string, obj runtime.Object, typ watch.EventType)
 	}
 	m.data[key] = raw
 	for _, w := range m.watchers {
-		w <- watch.Event{Type: typ, Object: m.decode(raw)}
+		obj := m.decode(raw)
+		if w.timed {
+			obj = timedObject{Object: obj, at: time.Now()}
+		}
+		w.events <- watch.Event{Type: typ, Object: obj}
 	}
 	return raw, nil
 }
@@ -136,9 +140,28 @@ func (m *memEtcd) Watch(_ context.Context, _ string, opts storage.ListOptions) (
 			Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}}
 		w <- watch.Event{Type: watch.Bookmark, Object: end}
 	}
-	m.watchers = append(m.watchers, w)
+	m.watchers = append(m.watchers, watcher{events: w, timed: opts.RecordTimestamps})
 	return watch.NewProxyWatcher(w), nil
 }
+
+// watcher is one watch of memEtcd; timed, it wraps the objects with the
+// time they were decoded, as etcd3 does for the cacher.
+type watcher struct {
+	events chan watch.Event
+	timed  bool
+}
+
+type timedObject struct {
+	runtime.Object
+	at time.Time
+}
+
+func (t timedObject) GetObjectMeta() metav1.Object {
+	m, _ := meta.Accessor(t.Object)
+	return m
+}
+func (t timedObject) RecordTime() time.Time  { return t.at }
+func (t timedObject) Unwrap() runtime.Object { return t.Object }
 
 func (m *memEtcd) GuaranteedUpdate(_ context.Context, key string, destination runtime.Object, _ bool, _ *storage.Preconditions, tryUpdate storage.UpdateFunc, cachedExisting runtime.Object) error {
 	m.mu.Lock()
@@ -228,11 +251,6 @@ func TestTransformingCacherSharesOnlyInTheCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer destroy()
-	for _, name := range []string{"a", "b"} {
-		if err := s.Create(ctx, "/mydatabases/ns/"+name, testDB(name), &example.MyDatabase{}, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
 	cached := func(name string) *example.MyDatabase {
 		t.Helper()
 		rev, _ := etcd.GetCurrentResourceVersion(ctx)
@@ -243,9 +261,15 @@ func TestTransformingCacherSharesOnlyInTheCache(t *testing.T) {
 		}
 		return db
 	}
+	// Until the cache is ready, the delegator reads etcd.
 	deadline := time.Now().Add(10 * time.Second)
-	for !sameList(cached("b").Spec.Resources.Limits, sharedLimits) && time.Now().Before(deadline) {
+	for !sameList(cached("listed").Spec.Resources.Limits, sharedLimits) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
+	}
+	for _, name := range []string{"a", "b"} {
+		if err := s.Create(ctx, "/mydatabases/ns/"+name, testDB(name), &example.MyDatabase{}, 0); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, name := range []string{"listed", "a", "b"} {
 		if !sameList(cached(name).Spec.Resources.Limits, sharedLimits) {
