@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -229,16 +230,20 @@ func testDB(name string) *example.MyDatabase {
 // cached object as it was.
 func TestTransformingCacherSharesOnlyInTheCache(t *testing.T) {
 	etcd := newMemEtcd()
+	interner := NewMetadataInterner()
 	ctx := context.Background()
 	// One object exists before the cacher starts: it reaches the cache
 	// with the cacher's first list (or initial events), the others through
 	// its watch.
-	if err := etcd.Create(ctx, "/mydatabases/ns/listed", testDB("listed"), &example.MyDatabase{}, 0); err != nil {
+	if err := etcd.Create(ctx, "/mydatabases/ns/listed", managedDB("listed"), &example.MyDatabase{}, 0); err != nil {
 		t.Fatal(err)
 	}
 	decorate := storageWithTransformingCacher(func(*storagebackend.ConfigForResource, func() runtime.Object, func() runtime.Object, string) (storage.Interface, factory.DestroyFunc, error) {
 		return etcd, func() {}, nil
-	}, shareLimits)
+	}, func(obj runtime.Object) {
+		shareLimits(obj)
+		interner.Intern(obj)
+	})
 	config := &storagebackend.ConfigForResource{GroupResource: example.Resource("mydatabases"), Config: storagebackend.Config{Codec: etcd.codec,
 		EventsHistoryWindow: cacherstorage.DefaultEventFreshDuration}}
 	s, destroy, err := decorate(config, "/mydatabases",
@@ -267,7 +272,7 @@ func TestTransformingCacherSharesOnlyInTheCache(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	for _, name := range []string{"a", "b"} {
-		if err := s.Create(ctx, "/mydatabases/ns/"+name, testDB(name), &example.MyDatabase{}, 0); err != nil {
+		if err := s.Create(ctx, "/mydatabases/ns/"+name, managedDB(name), &example.MyDatabase{}, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -284,11 +289,18 @@ func TestTransformingCacherSharesOnlyInTheCache(t *testing.T) {
 		t.Errorf("a read served by etcd shares the cache's limits")
 	}
 
+	if cached("a").ManagedFields[0].FieldsV1 != cached("b").ManagedFields[0].FieldsV1 {
+		t.Errorf("cached a and b do not share their field sets")
+	}
+	wantFields := string(cached("b").ManagedFields[0].FieldsV1.Raw)
+
 	// Update a, writing its existing object in place.
 	err = s.GuaranteedUpdate(ctx, "/mydatabases/ns/a", &example.MyDatabase{}, false, nil, func(existing runtime.Object, _ storage.ResponseMeta) (runtime.Object, *uint64, error) {
 		db := existing.(*example.MyDatabase)
 		db.Spec.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("8")
 		db.Spec.Resources.Limits[corev1.ResourceMemory] = resource.MustParse("8Gi")
+		db.ManagedFields[0].FieldsV1.Raw[2] = 'X'
+		db.Labels["filler"] = "written"
 		return db, nil, nil
 	}, nil)
 	if err != nil {
@@ -305,8 +317,15 @@ func TestTransformingCacherSharesOnlyInTheCache(t *testing.T) {
 		t.Fatalf("the update of a changed the shared limits: %v", sharedLimits)
 	}
 	for _, name := range []string{"listed", "b"} {
-		if got := cached(name).Spec.Resources.Limits; !apiequality.Semantic.DeepEqual(got, want) {
+		db := cached(name)
+		if got := db.Spec.Resources.Limits; !apiequality.Semantic.DeepEqual(got, want) {
 			t.Errorf("cached %s has limits %v after the update of a, want %v", name, got, want)
+		}
+		if got := string(db.ManagedFields[0].FieldsV1.Raw); got != wantFields {
+			t.Errorf("cached %s has the field set %s after the update of a, want %s", name, got, wantFields)
+		}
+		if got := db.Labels["filler"]; got != strings.Repeat("a", 63) {
+			t.Errorf("cached %s has the label filler=%s after the update of a", name, got)
 		}
 	}
 	deadline = time.Now().Add(10 * time.Second)

@@ -10,10 +10,13 @@ import (
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	"github.com/mydb-dev/mydb/pkg/apis/example/install"
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/registry/common"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // storageCodecs are the encodings mydb stores (protobuf) and serves (JSON,
@@ -190,15 +193,36 @@ func TestResourceListSharerIsBounded(t *testing.T) {
 
 // BenchmarkDecodeForWatchCache is what the watch cache holds per
 // MyDatabase of the default resources (benchDB: ~1 KiB of labels and
-// annotations, a status), as decoded from etcd, without and with the
-// sharer: retained-B/op is the heap still in use per object after a GC,
-// with b.N objects held.
+// annotations, a status, and the managedFields of a client and a status
+// writer), as decoded from etcd: as decoded, with the resource lists
+// shared, and with the metadata interned too. retained-B/op is the heap
+// still in use per object after a GC, with b.N objects held. The objects
+// are alike but for their own strings (name, uid), as test/bench's are:
+// the interned figure is what metadata that repeats across objects costs.
 func BenchmarkDecodeForWatchCache(b *testing.B) {
 	c := newStorageCodecs(b)
-	raw := c.stored(b, benchDB("db"))
-	for _, shared := range []bool{false, true} {
-		b.Run(fmt.Sprintf("shared=%v", shared), func(b *testing.B) {
-			s := NewResourceListSharer()
+	db := benchDB("db")
+	at := metav1.Unix(1.7e9, 0)
+	db.ManagedFields = []metav1.ManagedFieldsEntry{
+		{Manager: "mydb-bench", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "example.com/v1", Time: &at, FieldsType: "FieldsV1",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{".":{},"f:bench.mydb.example.com/filler":{}},"f:labels":{".":{},"f:app.kubernetes.io/part-of":{},"f:bench.mydb.example.com/filler1":{},"f:bench.mydb.example.com/filler2":{}}},"f:spec":{"f:engine":{},"f:replicas":{},"f:storageSize":{}}}`)}},
+		{Manager: "mydb-controller", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "example.com/v1", Time: &at, FieldsType: "FieldsV1",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:conditions":{},"f:endpoint":{},"f:observedGeneration":{},"f:readyReplicas":{},"f:replicas":{}}}`)}, Subresource: "status"},
+	}
+	raw := c.stored(b, db)
+	for _, tc := range []struct {
+		name      string
+		transform func(s *ResourceListSharer, in *common.MetadataInterner, obj k8sruntime.Object)
+	}{
+		{"decoded", func(*ResourceListSharer, *common.MetadataInterner, k8sruntime.Object) {}},
+		{"shared resources", func(s *ResourceListSharer, _ *common.MetadataInterner, obj k8sruntime.Object) { s.Share(obj) }},
+		{"shared resources and metadata", func(s *ResourceListSharer, in *common.MetadataInterner, obj k8sruntime.Object) {
+			s.Share(obj)
+			in.Intern(obj)
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			s, in := NewResourceListSharer(), common.NewMetadataInterner()
 			held := make([]*example.MyDatabase, b.N)
 			var before, after runtime.MemStats
 			runtime.GC()
@@ -207,9 +231,8 @@ func BenchmarkDecodeForWatchCache(b *testing.B) {
 			b.ResetTimer()
 			for i := range held {
 				db := c.decode(b, raw)
-				if shared {
-					s.Share(db)
-				}
+				db.Name, db.UID = fmt.Sprintf("db-%d", i), types.UID(fmt.Sprintf("uid-%d", i))
+				tc.transform(s, in, db)
 				held[i] = db
 			}
 			b.StopTimer()
