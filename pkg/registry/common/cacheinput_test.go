@@ -436,3 +436,27 @@ type fakeWatchStorage struct {
 func (f fakeWatchStorage) Watch(context.Context, string, storage.ListOptions) (watch.Interface, error) {
 	return f.w, nil
 }
+
+// TestCacheInputTransformsLists: the cacher's first list (without the
+// WatchList feature, or when it falls back) is transformed too.
+func TestCacheInputTransformsLists(t *testing.T) {
+	etcd := newMemEtcd()
+	ctx := context.Background()
+	for _, name := range []string{"a", "b"} {
+		if err := etcd.Create(ctx, "/mydatabases/ns/"+name, testDB(name), &example.MyDatabase{}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := &example.MyDatabaseList{}
+	if err := (cacheInput{Interface: etcd, transform: shareLimits}).GetList(ctx, "/mydatabases", storage.ListOptions{}, list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 2 {
+		t.Fatalf("%d items listed, want 2", len(list.Items))
+	}
+	for _, db := range list.Items {
+		if !sameList(db.Spec.Resources.Limits, sharedLimits) {
+			t.Errorf("listed %s was not transformed", db.Name)
+		}
+	}
+}

@@ -16,7 +16,11 @@ const (
 	maxSharedFieldSets = 4096
 	// recentStrings is how many of the strings it interned last a
 	// MetadataInterner holds the handles of (8 bytes each).
-	recentStrings = 1 << 16
+	recentStrings = 8192
+	// maxInternedLength bounds the strings interned: a longer one (a
+	// kubectl.kubernetes.io/last-applied-configuration, say) is seldom
+	// another object's, and the handles held would keep it alive.
+	maxInternedLength = 1024
 )
 
 // MetadataInterner makes the watch cache's objects share the parts of their
@@ -35,8 +39,9 @@ const (
 // once no handle of it is left: the interner holds the handles of the last
 // recentStrings strings it interned, so objects decoded close together (a
 // burst of creates, the versions of an object) share their strings whatever
-// the garbage collector does meanwhile, and nothing is kept for strings no
-// object has used for long.
+// the garbage collector does meanwhile, a string many objects have stays
+// shared, and what the handles keep alive is bounded (recentStrings of at
+// most maxInternedLength bytes).
 type MetadataInterner struct {
 	mu        sync.Mutex
 	fieldSets map[string]*metav1.FieldsV1
@@ -89,8 +94,8 @@ func (in *MetadataInterner) fieldSet(f *metav1.FieldsV1) *metav1.FieldsV1 {
 }
 
 func (in *MetadataInterner) intern(s string) string {
-	if s == "" {
-		return ""
+	if s == "" || len(s) > maxInternedLength {
+		return s
 	}
 	h := unique.Make(s)
 	in.recent[in.next] = h

@@ -147,6 +147,10 @@ func TestMetadataInternerKeepsWhatReadersSee(t *testing.T) {
 
 func TestMetadataInternerIsBounded(t *testing.T) {
 	in := NewMetadataInterner()
+	long := strings.Repeat("y", maxInternedLength+1)
+	if a, b := in.intern(long), in.intern(strings.Clone(long)); sameString(a, b) {
+		t.Errorf("a string beyond %d bytes was interned", maxInternedLength)
+	}
 	for i := 0; i < maxSharedFieldSets+10; i++ {
 		in.fieldSet(&metav1.FieldsV1{Raw: []byte(fmt.Sprintf(`{"f:%d":{}}`, i))})
 	}
