@@ -70,8 +70,9 @@ func watchCached(getter generic.RESTOptionsGetter, resource schema.GroupResource
 // rawStorage makes a resource's storage of etcd (generic.NewRawStorage).
 type rawStorage func(config *storagebackend.ConfigForResource, newFunc, newListFunc func() runtime.Object, resourcePrefix string) (storage.Interface, factory.DestroyFunc, error)
 
-// storageWithTransformingCacher is genericregistry.StorageWithCacher, with
-// the cacher reading etcd through cacheInput.
+// storageWithTransformingCacher is genericregistry.StorageWithCacher
+// (k8s.io/apiserver v0.37.2; keep the two alike when it changes), with the
+// cacher reading etcd through cacheInput.
 func storageWithTransformingCacher(newRawStorage rawStorage, transform func(runtime.Object)) generic.StorageDecorator {
 	return func(storageConfig *storagebackend.ConfigForResource, resourcePrefix string, keyFunc func(runtime.Object) (string, error),
 		newFunc, newListFunc func() runtime.Object, getAttrs storage.AttrFunc, triggers storage.IndexerFuncs, indexers *cache.Indexers,
