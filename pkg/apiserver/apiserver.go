@@ -14,6 +14,7 @@ import (
 	"github.com/mydb-dev/mydb/pkg/registry/example/mydatabasebackup"
 	"github.com/mydb-dev/mydb/pkg/storeguard"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/storage"
@@ -81,7 +82,15 @@ func (c completedConfig) New() (*Server, error) {
 	apiGroupInfo := genericapiserver.NewDefaultAPIGroupInfo(example.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 	// Bodies whose quantities do not parse are answered with the field paths.
 	apiGroupInfo.NegotiatedSerializer = fieldNamingSerializer{NegotiatedSerializer: Codecs}
-	optsGetter := common.WrapStorage(c.GenericConfig.RESTOptionsGetter, func(s storage.Interface) storage.Interface { return unavailableStorage{Interface: s} })
+	// The watch cache's MyDatabases share their resource lists (the largest
+	// part of a decoded one) and their metadata's repeated strings and field
+	// sets with each other.
+	sharer, interner := mydatabase.NewResourceListSharer(), common.NewMetadataInterner()
+	optsGetter := common.TransformCacheInput(c.GenericConfig.RESTOptionsGetter, example.Resource("mydatabases"), func(obj runtime.Object) {
+		sharer.Share(obj)
+		interner.Intern(obj)
+	})
+	optsGetter = common.WrapStorage(optsGetter, func(s storage.Interface) storage.Interface { return unavailableStorage{Interface: s} })
 	if c.StoreGate != nil {
 		optsGetter = common.WrapStorage(optsGetter, storeguard.Guarded(c.StoreGate))
 	}
