@@ -12,6 +12,7 @@ import (
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/engine"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,14 +38,37 @@ const (
 	ReasonCredentialsMissing  = "CredentialsMissing"
 )
 
-// newDatabaseGrace is how long a new database may go without a status while
-// it comes up without a problem, counted from when mydb made its
-// StatefulSet (a database that waited in a long queue has not begun to come
-// up): its first status is written once its primary has an address (what
-// the instance managers wait for), or at once when something is wrong, so
-// that a database coming up quickly costs one status write on its way there
-// and one when it is Ready.
-const newDatabaseGrace = 30 * time.Second
+// A new database goes without a status while it comes up without a
+// problem, until its primary has an address (what the instance managers
+// wait for), so that one coming up costs one status write on its way there
+// and one when it is Ready; something wrong is written at once. How long
+// it may go so is bounded by what the cluster is doing meanwhile:
+// newDatabaseGrace after its primary's pod was made (the scheduler and the
+// kubelet start it), podCreationGrace after its StatefulSet was while that
+// has made no pod (under a burst, the StatefulSet controller's queue), and
+// newDatabaseGrace after its creation while mydb has made no StatefulSet.
+const (
+	newDatabaseGrace = 30 * time.Second
+	podCreationGrace = time.Minute
+)
+
+// firstStatusDue is when a new database gets a status whether or not its
+// primary has an address; pod is its primary's, sts its StatefulSet (each
+// nil while there is none).
+func firstStatusDue(db *examplev1.MyDatabase, sts *appsv1.StatefulSet, pod *corev1.Pod) time.Time {
+	due := db.CreationTimestamp.Add(newDatabaseGrace)
+	var then time.Time
+	switch {
+	case pod != nil:
+		then = pod.CreationTimestamp.Add(newDatabaseGrace)
+	case sts != nil:
+		then = sts.CreationTimestamp.Add(podCreationGrace)
+	}
+	if then.After(due) {
+		return then
+	}
+	return due
+}
 
 // updateStatus writes what the reconcile saw through /status when it is
 // worth a write (statusWorthWriting), so a converged database costs none,
@@ -53,11 +77,11 @@ const newDatabaseGrace = 30 * time.Second
 func (c *Controller) updateStatus(ctx context.Context, db *examplev1.MyDatabase, eng engine.Engine, sts *appsv1.StatefulSet, f findings, paused bool) error {
 	now := c.clock.Now()
 	status := computeStatus(db, eng, sts, f, paused, metav1.NewTime(now))
-	comingUpSince := db.CreationTimestamp.Time
-	if sts != nil && sts.CreationTimestamp.After(comingUpSince) {
-		comingUpSince = sts.CreationTimestamp.Time
+	var primaryPod *corev1.Pod
+	if f.primary != "" {
+		primaryPod, _ = c.podLister.Pods(db.Namespace).Get(f.primary)
 	}
-	write, wait := statusWorthWriting(db, status, paused, comingUpSince, now)
+	write, wait := statusWorthWriting(db, status, paused, firstStatusDue(db, sts, primaryPod), now)
 	if wait > 0 {
 		c.queue.AddAfter(cache.MetaObjectToName(db), wait)
 	}
@@ -80,8 +104,7 @@ func (c *Controller) updateStatus(ctx context.Context, db *examplev1.MyDatabase,
 //   - not for a database created paused: its empty status already says
 //     that nothing reconciled it (one that had a status is written, so
 //     that it says Paused);
-//   - not, for up to newDatabaseGrace after comingUpSince (when its
-//     StatefulSet was made), for a database that has no status yet and
+//   - not, until firstDue, for a database that has no status yet and
 //     comes up without a problem, until its primary has an address;
 //   - otherwise when the settled parts differ, when an instance that was
 //     ready is not any more (the write keeps the last position it
@@ -91,7 +114,7 @@ func (c *Controller) updateStatus(ctx context.Context, db *examplev1.MyDatabase,
 // What is left (replica counts, messages, the readiness a new primary
 // gains on its way to Ready, replicas' addresses, positions) goes with the
 // next write that has a reason; /metrics has the live replication lag.
-func statusWorthWriting(db *examplev1.MyDatabase, status examplev1.MyDatabaseStatus, paused bool, comingUpSince, now time.Time) (bool, time.Duration) {
+func statusWorthWriting(db *examplev1.MyDatabase, status examplev1.MyDatabaseStatus, paused bool, firstDue, now time.Time) (bool, time.Duration) {
 	stored := db.Status
 	neverWritten := len(stored.Conditions) == 0
 	switch {
@@ -100,8 +123,8 @@ func statusWorthWriting(db *examplev1.MyDatabase, status examplev1.MyDatabaseSta
 	case neverWritten && paused:
 		return false, 0
 	case neverWritten && !hasTopology(status) && !notRoutine(status):
-		if age := now.Sub(comingUpSince); age < newDatabaseGrace {
-			return false, newDatabaseGrace - age
+		if now.Before(firstDue) {
+			return false, firstDue.Sub(now)
 		}
 		return true, 0
 	}

@@ -143,8 +143,9 @@ func TestStatusWorthWriting(t *testing.T) {
 		change func(*examplev1.MyDatabaseStatus)
 		paused bool
 		write  bool
-		// comingUpSince is when its StatefulSet was made (nil: at its creation).
-		comingUpSince *time.Time
+		// firstDue is when a first status is due (nil: newDatabaseGrace
+		// after the database's creation).
+		firstDue *time.Time
 	}{
 		{"equal", ready, func(*examplev1.MyDatabaseStatus) {}, false, false, nil},
 		{"positions moved", ready, func(s *examplev1.MyDatabaseStatus) {
@@ -183,11 +184,11 @@ func TestStatusWorthWriting(t *testing.T) {
 			db.CreationTimestamp = metav1.NewTime(now.Add(-newDatabaseGrace))
 			return db
 		}, func(s *examplev1.MyDatabaseStatus) { rollingOut(s) }, false, true, nil},
-		{"new, queued for longer than the grace, its StatefulSet just made", func() *examplev1.MyDatabase {
+		{"new, coming up for longer than the grace, its pod just made", func() *examplev1.MyDatabase {
 			db := newDB()
 			db.CreationTimestamp = metav1.NewTime(now.Add(-2 * newDatabaseGrace))
 			return db
-		}, func(s *examplev1.MyDatabaseStatus) { rollingOut(s) }, false, false, ptr.To(now.Add(-time.Second))},
+		}, func(s *examplev1.MyDatabaseStatus) { rollingOut(s) }, false, false, ptr.To(now.Add(time.Second))},
 		{"new, the primary has an address", newDB, func(s *examplev1.MyDatabaseStatus) {
 			rollingOut(s)
 			s.CurrentPrimary = "prod-mysql-0"
@@ -217,14 +218,37 @@ func TestStatusWorthWriting(t *testing.T) {
 			db := tc.db()
 			status := *db.Status.DeepCopy()
 			tc.change(&status)
-			since := db.CreationTimestamp.Time
-			if tc.comingUpSince != nil {
-				since = *tc.comingUpSince
+			due := db.CreationTimestamp.Add(newDatabaseGrace)
+			if tc.firstDue != nil {
+				due = *tc.firstDue
 			}
-			if write, _ := statusWorthWriting(db, status, tc.paused, since, now); write != tc.write {
+			if write, _ := statusWorthWriting(db, status, tc.paused, due, now); write != tc.write {
 				t.Errorf("write %v, want %v", write, tc.write)
 			}
 		})
+	}
+}
+
+// TestFirstStatusDue: a new database's first status waits on what the
+// cluster is doing: its pod starting, its StatefulSet making the pod, or
+// mydb making the StatefulSet.
+func TestFirstStatusDue(t *testing.T) {
+	db := newDB()
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(now.Add(20 * time.Second))}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(now.Add(50 * time.Second))}}
+	for _, tc := range []struct {
+		name string
+		sts  *appsv1.StatefulSet
+		pod  *corev1.Pod
+		want time.Time
+	}{
+		{"no StatefulSet yet", nil, nil, now.Add(newDatabaseGrace)},
+		{"no pod yet", sts, nil, now.Add(20*time.Second + podCreationGrace)},
+		{"a pod", sts, pod, now.Add(50*time.Second + newDatabaseGrace)},
+	} {
+		if got := firstStatusDue(db, tc.sts, tc.pod); !got.Equal(tc.want) {
+			t.Errorf("%s: due %v, want %v", tc.name, got.Sub(now), tc.want.Sub(now))
+		}
 	}
 }
 
