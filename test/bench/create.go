@@ -310,6 +310,8 @@ var listBuckets = []cpuBucket{
 	{"the aggregator's proxy to mydb", []string{"k8s.io/kube-aggregator/pkg/apiserver.(*proxyHandler).ServeHTTP"}, true},
 	{"copying mydb's response to the client (ReverseProxy)", []string{"net/http/httputil.(*ReverseProxy).copyResponse"}, true},
 	{"HTTP/2 client reading mydb's response", []string{"golang.org/x/net/http2.(*clientConnReadLoop).run"}, true},
+	{"gzip of the response (mydb compresses what the aggregator's transport asked for)", []string{"compress/gzip.(*Writer).Write"}, false},
+	{"inflating it again for a client that did not ask for gzip (kube-apiserver)", []string{"golang.org/x/net/http2.(*gzipReader).Read"}, true},
 	{"HTTP/2 server (connection loop, frame writes)", []string{"golang.org/x/net/http2.(*serverConn).serve", "golang.org/x/net/http2.(*serverConn).writeFrameAsync"}, false},
 	{"TLS reads and writes", []string{"crypto/tls.(*Conn).Read", "crypto/tls.(*Conn).Write"}, false},
 	{"garbage collection (background mark workers)", []string{"runtime.gcBgMarkWorker"}, false},
