@@ -149,10 +149,13 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Time,
 	}
 
 	// The latest due time since the last scheduled backup (or since the
-	// database was created); missed ones before it are skipped.
+	// database was created); missed ones before it are skipped. A last
+	// time before the creation (a zero time, or one written by hand) counts
+	// from the creation: walking a schedule of every minute from year 1
+	// would hold this worker for hours.
 	last := db.CreationTimestamp.Time
-	if db.Status.LastScheduleTime != nil {
-		last = db.Status.LastScheduleTime.Time
+	if lst := db.Status.LastScheduleTime; lst != nil && lst.After(last) {
+		last = lst.Time
 	}
 	now := c.clock.Now()
 	var due time.Time

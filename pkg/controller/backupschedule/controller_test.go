@@ -169,6 +169,20 @@ func TestSchedule(t *testing.T) {
 				scheduled(at("12:00"), succeeded), scheduled(at("13:00"), succeeded),
 			},
 			wantWrites: []string{"delete " + scheduled(at("12:00"), "").Name}, wantNext: at("14:00")},
+		// Walking the schedule from year 1, or from 1970 every minute,
+		// would hold a worker for minutes to hours.
+		{name: "a last schedule time before the database counts from its creation", now: at("11:05"),
+			db: database(7, func(d *examplev1.MyDatabase) {
+				d.Spec.Backup.Schedule = "* * * * *"
+				d.Status.LastScheduleTime = &metav1.Time{}
+			}),
+			wantWrites: []string{"create for 11:05", "last scheduled 11:05"}, wantNext: at("11:06")},
+		{name: "a last schedule time decades before the database counts from its creation", now: at("10:30"),
+			db: database(7, func(d *examplev1.MyDatabase) {
+				d.Spec.Backup.Schedule = "* * * * *"
+				d.Status.LastScheduleTime = ptr.To(metav1.Unix(0, 0))
+			}),
+			wantWrites: []string{"create for 10:30", "last scheduled 10:30"}, wantNext: at("10:31")},
 		{name: "no schedule", now: at("13:30"), db: database(1, func(d *examplev1.MyDatabase) { d.Spec.Backup = nil })},
 	}
 	for _, tc := range tests {

@@ -35,6 +35,33 @@ var DefaultResources = corev1.ResourceRequirements{
 // replica is promoted, when spec.failoverDelay is not set.
 const DefaultFailoverDelay = 30 * time.Second
 
+// SetDefaults_MyDatabase reads a zero time as no time. Protobuf carries a
+// time that is present and empty, JSON cannot (it writes null): without
+// this, a protobuf client would see a time that a JSON client does not,
+// such as a last scheduled backup in year 1.
+func SetDefaults_MyDatabase(db *MyDatabase) {
+	db.DeletionTimestamp = noZeroTime(db.DeletionTimestamp)
+	db.Status.LastScheduleTime = noZeroTime(db.Status.LastScheduleTime)
+	if t := db.Status.TargetPrimaryTime; t != nil && t.IsZero() {
+		db.Status.TargetPrimaryTime = nil
+	}
+}
+
+// SetDefaults_MyDatabaseBackup reads a zero time as no time, as
+// SetDefaults_MyDatabase does.
+func SetDefaults_MyDatabaseBackup(b *MyDatabaseBackup) {
+	b.DeletionTimestamp = noZeroTime(b.DeletionTimestamp)
+	b.Status.StartTime = noZeroTime(b.Status.StartTime)
+	b.Status.CompletionTime = noZeroTime(b.Status.CompletionTime)
+}
+
+func noZeroTime(t *metav1.Time) *metav1.Time {
+	if t != nil && t.IsZero() {
+		return nil
+	}
+	return t
+}
+
 // SetDefaults_MyDatabaseSpec fills in the optional fields of a spec.
 func SetDefaults_MyDatabaseSpec(spec *MyDatabaseSpec) {
 	if spec.Version == "" {

@@ -119,3 +119,30 @@ func TestSetDefaultsOfBackups(t *testing.T) {
 		t.Errorf("target %q, want the Primary asked for", primary.Spec.Target)
 	}
 }
+
+// A zero time is what protobuf decodes from a time that is present and
+// empty; JSON reads the same object as having none.
+func TestSetDefaultsReadsAZeroTimeAsNone(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := v1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	set := metav1.Unix(1, 0)
+	db := &v1.MyDatabase{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &metav1.Time{}},
+		Spec:   v1.MyDatabaseSpec{Engine: v1.EnginePostgres},
+		Status: v1.MyDatabaseStatus{LastScheduleTime: &metav1.Time{}, TargetPrimaryTime: &metav1.MicroTime{}}}
+	scheme.Default(db)
+	if db.DeletionTimestamp != nil || db.Status.LastScheduleTime != nil || db.Status.TargetPrimaryTime != nil {
+		t.Errorf("zero times kept: deletionTimestamp %v, lastScheduleTime %v, targetPrimaryTime %v",
+			db.DeletionTimestamp, db.Status.LastScheduleTime, db.Status.TargetPrimaryTime)
+	}
+	b := &v1.MyDatabaseBackup{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &metav1.Time{}},
+		Status: v1.MyDatabaseBackupStatus{StartTime: &set, CompletionTime: &metav1.Time{}}}
+	scheme.Default(b)
+	if b.DeletionTimestamp != nil || b.Status.CompletionTime != nil {
+		t.Errorf("zero times kept: deletionTimestamp %v, completionTime %v", b.DeletionTimestamp, b.Status.CompletionTime)
+	}
+	if b.Status.StartTime == nil || !b.Status.StartTime.Equal(&set) {
+		t.Errorf("startTime %v, want %v kept", b.Status.StartTime, set)
+	}
+}

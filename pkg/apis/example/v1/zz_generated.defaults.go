@@ -37,6 +37,7 @@ func RegisterDefaults(scheme *runtime.Scheme) error {
 }
 
 func SetObjectDefaults_MyDatabase(in *MyDatabase) {
+	SetDefaults_MyDatabase(in)
 	SetDefaults_MyDatabaseSpec(&in.Spec)
 	if in.Spec.Backup != nil {
 		if in.Spec.Backup.Destination != nil {
@@ -51,6 +52,7 @@ func SetObjectDefaults_MyDatabase(in *MyDatabase) {
 }
 
 func SetObjectDefaults_MyDatabaseBackup(in *MyDatabaseBackup) {
+	SetDefaults_MyDatabaseBackup(in)
 	SetDefaults_MyDatabaseBackupSpec(&in.Spec)
 	if in.Status.Location != nil {
 		if in.Status.Location.S3 != nil {

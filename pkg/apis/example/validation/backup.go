@@ -33,6 +33,7 @@ func ValidateBackupName(name string, prefix bool) []string {
 // ValidateMyDatabaseBackup checks a backup on create.
 func ValidateMyDatabaseBackup(b *example.MyDatabaseBackup) field.ErrorList {
 	allErrs := apimachineryvalidation.ValidateObjectMeta(&b.ObjectMeta, true, ValidateBackupName, field.NewPath("metadata"))
+	allErrs = append(allErrs, validateMetadataTimes(&b.ObjectMeta, field.NewPath("metadata"))...)
 	dbPath := field.NewPath("spec", "databaseName")
 	if b.Spec.DatabaseName == "" {
 		allErrs = append(allErrs, field.Required(dbPath, "must name the MyDatabase to back up"))
@@ -50,6 +51,7 @@ func ValidateMyDatabaseBackup(b *example.MyDatabaseBackup) field.ErrorList {
 // ValidateMyDatabaseBackupUpdate checks an update: a backup's spec may not change.
 func ValidateMyDatabaseBackupUpdate(b, old *example.MyDatabaseBackup) field.ErrorList {
 	allErrs := apimachineryvalidation.ValidateObjectMetaUpdate(&b.ObjectMeta, &old.ObjectMeta, field.NewPath("metadata"))
+	allErrs = append(allErrs, validateMetadataTimes(&b.ObjectMeta, field.NewPath("metadata"))...)
 	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(b.Spec, old.Spec, field.NewPath("spec"))...)
 	return allErrs
 }
@@ -62,6 +64,9 @@ func ValidateMyDatabaseBackupStatusUpdate(b, old *example.MyDatabaseBackup) fiel
 	if s.Phase != "" && !slices.Contains(backupPhases, string(s.Phase)) {
 		allErrs = append(allErrs, field.NotSupported(statusPath.Child("phase"), s.Phase, backupPhases))
 	}
+	allErrs = append(allErrs, validateMetadataTimes(&b.ObjectMeta, field.NewPath("metadata"))...)
+	allErrs = append(allErrs, validateTimePtr(s.StartTime, statusPath.Child("startTime"))...)
+	allErrs = append(allErrs, validateTimePtr(s.CompletionTime, statusPath.Child("completionTime"))...)
 	if s.StartTime != nil && s.CompletionTime != nil && s.CompletionTime.Before(s.StartTime) {
 		allErrs = append(allErrs, field.Invalid(statusPath.Child("completionTime"), s.CompletionTime, "may not be before status.startTime"))
 	}

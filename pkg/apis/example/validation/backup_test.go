@@ -3,6 +3,7 @@ package validation
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -66,6 +67,13 @@ func TestValidateMyDatabaseBackupUpdates(t *testing.T) {
 			b: myBackup(func(b *example.MyDatabaseBackup) {
 				b.Status = example.MyDatabaseBackupStatus{Phase: example.BackupPhaseRunning, StartTime: &earlier}
 			})},
+		{name: "times JSON cannot write", old: myBackup(), validate: ValidateMyDatabaseBackupStatusUpdate,
+			b: myBackup(func(b *example.MyDatabaseBackup) {
+				b.Status = example.MyDatabaseBackupStatus{Phase: example.BackupPhaseSucceeded,
+					StartTime: &metav1.Time{Time: time.Date(-3, 1, 1, 0, 0, 0, 0, time.UTC)}, CompletionTime: &metav1.Time{Time: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}
+				b.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "m", Operation: metav1.ManagedFieldsOperationUpdate, Time: b.Status.CompletionTime}}
+			}),
+			want: []errorSummary{{field.ErrorTypeInvalid, "metadata.managedFields[0].time"}, {field.ErrorTypeInvalid, "status.completionTime"}, {field.ErrorTypeInvalid, "status.startTime"}}},
 		{name: "unknown phase", old: myBackup(), validate: ValidateMyDatabaseBackupStatusUpdate,
 			b:    myBackup(func(b *example.MyDatabaseBackup) { b.Status.Phase = "Done" }),
 			want: []errorSummary{{field.ErrorTypeNotSupported, "status.phase"}}},

@@ -73,6 +73,7 @@ func ValidateMyDatabaseName(name string, prefix bool) []string {
 func ValidateMyDatabase(db *example.MyDatabase) field.ErrorList {
 	allErrs := apimachineryvalidation.ValidateObjectMeta(&db.ObjectMeta, true, ValidateMyDatabaseName, field.NewPath("metadata"))
 	allErrs = append(allErrs, validateLabelsSize(db.Labels, field.NewPath("metadata", "labels"))...)
+	allErrs = append(allErrs, validateMetadataTimes(&db.ObjectMeta, field.NewPath("metadata"))...)
 	allErrs = append(allErrs, validateSpec(&db.Spec, field.NewPath("spec"))...)
 	return allErrs
 }
@@ -81,6 +82,7 @@ func ValidateMyDatabase(db *example.MyDatabase) field.ErrorList {
 func ValidateMyDatabaseUpdate(db, old *example.MyDatabase) field.ErrorList {
 	allErrs := apimachineryvalidation.ValidateObjectMetaUpdate(&db.ObjectMeta, &old.ObjectMeta, field.NewPath("metadata"))
 	allErrs = append(allErrs, validateLabelsSize(db.Labels, field.NewPath("metadata", "labels"))...)
+	allErrs = append(allErrs, validateMetadataTimes(&db.ObjectMeta, field.NewPath("metadata"))...)
 	specPath := field.NewPath("spec")
 	allErrs = append(allErrs, validateSpec(&db.Spec, specPath)...)
 	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(db.Spec.Engine, old.Spec.Engine, specPath.Child("engine"))...)
@@ -109,6 +111,12 @@ func ValidateMyDatabaseStatusUpdate(db, old *example.MyDatabase) field.ErrorList
 		allErrs = append(allErrs, field.Invalid(statusPath.Child("readyReplicas"), s.ReadyReplicas, "may not be greater than status.replicas"))
 	}
 	allErrs = append(allErrs, metav1validation.ValidateConditions(s.Conditions, statusPath.Child("conditions"))...)
+	allErrs = append(allErrs, validateConditionTimes(s.Conditions, statusPath.Child("conditions"))...)
+	allErrs = append(allErrs, validateTimePtr(s.LastScheduleTime, statusPath.Child("lastScheduleTime"))...)
+	if s.TargetPrimaryTime != nil {
+		allErrs = append(allErrs, validateTime(s.TargetPrimaryTime.Time, statusPath.Child("targetPrimaryTime"))...)
+	}
+	allErrs = append(allErrs, validateMetadataTimes(&db.ObjectMeta, field.NewPath("metadata"))...)
 	allErrs = append(allErrs, validateInstances(s, statusPath)...)
 	return allErrs
 }

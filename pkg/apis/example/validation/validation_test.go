@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -281,6 +282,10 @@ func TestValidateMyDatabaseUpdate(t *testing.T) {
 		want []errorSummary
 	}{
 		{name: "no change", old: myDatabase(), db: myDatabase()},
+		{name: "a managed fields time JSON cannot write", old: myDatabase(), db: myDatabase(func(d *example.MyDatabase) {
+			d.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "m", Operation: metav1.ManagedFieldsOperationUpdate,
+				Time: &metav1.Time{Time: time.Date(12000, 1, 1, 0, 0, 0, 0, time.UTC)}}}
+		}), want: []errorSummary{{field.ErrorTypeInvalid, "metadata.managedFields[0].time"}}},
 		{name: "scale up", old: myDatabase(), db: myDatabase(func(d *example.MyDatabase) { d.Spec.Replicas = 5 })},
 		{name: "scale down", old: myDatabase(), db: myDatabase(func(d *example.MyDatabase) { d.Spec.Replicas = 1 })},
 		{name: "grow storage", old: myDatabase(), db: myDatabase(func(d *example.MyDatabase) { d.Spec.StorageSize = resource.MustParse("100Gi") })},
@@ -365,6 +370,18 @@ func TestValidateMyDatabaseStatusUpdate(t *testing.T) {
 		{name: "bad condition status", status: example.MyDatabaseStatus{
 			Conditions: []metav1.Condition{condition(example.ConditionReady, "Maybe", "A")}},
 			want: []errorSummary{{field.ErrorTypeNotSupported, "status.conditions[0].status"}}},
+		{name: "times in the years RFC 3339 writes", status: example.MyDatabaseStatus{
+			LastScheduleTime:  &metav1.Time{Time: time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)},
+			TargetPrimaryTime: &metav1.MicroTime{Time: time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)},
+			Conditions: []metav1.Condition{{Type: example.ConditionReady, Status: metav1.ConditionTrue, Reason: "A",
+				LastTransitionTime: metav1.NewTime(time.Date(9999, 1, 1, 0, 0, 0, 0, time.FixedZone("", -3600)))}}}},
+		{name: "times JSON cannot write", status: example.MyDatabaseStatus{
+			LastScheduleTime:  &metav1.Time{Time: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
+			TargetPrimaryTime: &metav1.MicroTime{Time: time.Date(-1, 12, 31, 0, 0, 0, 0, time.UTC)},
+			Conditions: []metav1.Condition{{Type: example.ConditionReady, Status: metav1.ConditionTrue, Reason: "A",
+				LastTransitionTime: metav1.NewTime(time.Date(9999, 12, 31, 23, 0, 0, 0, time.FixedZone("", -3600)))}}},
+			want: []errorSummary{{field.ErrorTypeInvalid, "status.conditions[0].lastTransitionTime"},
+				{field.ErrorTypeInvalid, "status.lastScheduleTime"}, {field.ErrorTypeInvalid, "status.targetPrimaryTime"}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
