@@ -14,8 +14,10 @@ import (
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/util/retry"
 )
 
 // seedExample is the object from the article mydb grew from, unchanged.
@@ -274,5 +276,71 @@ func TestProtobufThroughAggregator(t *testing.T) {
 	raw := mustKubectl(t, "", "get", "--raw", fmt.Sprintf("/apis/example.com/v1/namespaces/%s/mydatabases/proto", ns))
 	if !strings.Contains(raw, `"engine":"postgres"`) {
 		t.Errorf("raw get: %s", raw)
+	}
+}
+
+// Protobuf carries times JSON cannot: an empty one, and years beyond 9999.
+// The server stores neither, so what a protobuf client writes every JSON
+// client (kubectl) can still read.
+func TestAProtobufClientStoresNoTimeJSONCannotRead(t *testing.T) {
+	ns := newNamespace(t)
+	cfg := restConfig(t)
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf
+	dbs := mydbClient(t, cfg).ExampleV1().MyDatabases(ns)
+	ctx := context.Background()
+	if _, err := dbs.Create(ctx, &examplev1.MyDatabase{
+		ObjectMeta: metav1.ObjectMeta{Name: "times"},
+		Spec:       examplev1.MyDatabaseSpec{Engine: examplev1.EnginePostgres, StorageSize: quantity("5Gi")},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	updateStatus := func(mod func(*examplev1.MyDatabase)) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			db, err := dbs.Get(ctx, "times", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			mod(db)
+			_, err = dbs.UpdateStatus(ctx, db, metav1.UpdateOptions{})
+			return err
+		})
+	}
+
+	late := time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+	err := updateStatus(func(db *examplev1.MyDatabase) { db.Status.LastScheduleTime = &metav1.Time{Time: late} })
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "status.lastScheduleTime") || !strings.Contains(err.Error(), "must be between the years 0000 and 9999") {
+		t.Errorf("a last schedule time in year 10000: %v, want 422 naming status.lastScheduleTime", err)
+	}
+	// Managed fields are written through the object itself (/status keeps
+	// the stored ones); another manager's entry keeps the time it carries.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		db, err := dbs.Get(ctx, "times", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		db.ManagedFields = append(db.ManagedFields, metav1.ManagedFieldsEntry{Manager: "someone-else", Operation: metav1.ManagedFieldsOperationUpdate,
+			APIVersion: "example.com/v1", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:engine":{}}}`)},
+			Time: &metav1.Time{Time: late}})
+		_, err = dbs.Update(ctx, db, metav1.UpdateOptions{})
+		return err
+	})
+	if !apierrors.IsInvalid(err) || !regexp.MustCompile(`metadata\.managedFields\[[0-9]+\]\.time`).MatchString(err.Error()) {
+		t.Errorf("a managed fields time in year 10000: %v, want 422 naming metadata.managedFields[...].time", err)
+	}
+
+	// An empty time is no time, through protobuf as through JSON.
+	if err := updateStatus(func(db *examplev1.MyDatabase) { db.Status.LastScheduleTime = &metav1.Time{} }); err != nil {
+		t.Fatalf("an empty last schedule time: %v", err)
+	}
+	db, err := dbs.Get(ctx, "times", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if db.Status.LastScheduleTime != nil {
+		t.Errorf("read over protobuf, lastScheduleTime is %v, want none", db.Status.LastScheduleTime)
+	}
+	if out := mustKubectl(t, "", "get", "-n", ns, "mdb", "-o", "json"); strings.Contains(out, "lastScheduleTime") {
+		t.Errorf("kubectl reads a lastScheduleTime:\n%s", out)
 	}
 }
