@@ -14,6 +14,7 @@ import (
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	mydbtyped "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/typed/example/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -252,12 +253,18 @@ func TestWatchWithKubectl(t *testing.T) {
 	next("prod-mysql ", "watch event for prod-mysql")
 }
 
-func TestProtobufThroughAggregator(t *testing.T) {
-	ns := newNamespace(t)
+// protobufMyDatabases is a client of the MyDatabases of ns that speaks
+// protobuf only.
+func protobufMyDatabases(t *testing.T, ns string) mydbtyped.MyDatabaseInterface {
 	cfg := restConfig(t)
 	cfg.ContentType = runtime.ContentTypeProtobuf
 	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf
-	dbs := mydbClient(t, cfg).ExampleV1().MyDatabases(ns)
+	return mydbClient(t, cfg).ExampleV1().MyDatabases(ns)
+}
+
+func TestProtobufThroughAggregator(t *testing.T) {
+	ns := newNamespace(t)
+	dbs := protobufMyDatabases(t, ns)
 	created, err := dbs.Create(context.Background(), &examplev1.MyDatabase{
 		ObjectMeta: metav1.ObjectMeta{Name: "proto"},
 		Spec:       examplev1.MyDatabaseSpec{Engine: examplev1.EnginePostgres, StorageSize: quantity("5Gi")},
@@ -284,10 +291,7 @@ func TestProtobufThroughAggregator(t *testing.T) {
 // client (kubectl) can still read.
 func TestAProtobufClientStoresNoTimeJSONCannotRead(t *testing.T) {
 	ns := newNamespace(t)
-	cfg := restConfig(t)
-	cfg.ContentType = runtime.ContentTypeProtobuf
-	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf
-	dbs := mydbClient(t, cfg).ExampleV1().MyDatabases(ns)
+	dbs := protobufMyDatabases(t, ns)
 	ctx := context.Background()
 	if _, err := dbs.Create(ctx, &examplev1.MyDatabase{
 		ObjectMeta: metav1.ObjectMeta{Name: "times"},
