@@ -152,12 +152,14 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Time,
 	// database was created); missed ones before it are skipped. A last
 	// time before the creation (a zero time, or one written by hand) counts
 	// from the creation: walking a schedule of every minute from year 1
-	// would hold this worker for hours.
+	// would hold this worker for hours. So does one further ahead than any
+	// clock skew: a leader whose clock had jumped years ahead wrote it, and
+	// kept, it would stop the schedule until then.
+	now := c.clock.Now()
 	last := db.CreationTimestamp.Time
-	if lst := db.Status.LastScheduleTime; lst != nil && lst.After(last) {
+	if lst := db.Status.LastScheduleTime; lst != nil && lst.After(last) && !lst.After(now.Add(maxClockSkew)) {
 		last = lst.Time
 	}
-	now := c.clock.Now()
 	var due time.Time
 	for t := schedule.Next(last); !t.After(now); t = schedule.Next(t) {
 		due = t
@@ -175,6 +177,10 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Time,
 	}
 	return schedule.Next(now), nil
 }
+
+// maxClockSkew is the furthest ahead of this replica's clock another
+// replica's may be.
+const maxClockSkew = 5 * time.Minute
 
 // recordSchedule writes the due time just taken into the database's status.
 func (c *Controller) recordSchedule(ctx context.Context, db *examplev1.MyDatabase, due time.Time) error {

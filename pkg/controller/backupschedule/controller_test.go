@@ -183,6 +183,14 @@ func TestSchedule(t *testing.T) {
 				d.Status.LastScheduleTime = ptr.To(metav1.Unix(0, 0))
 			}),
 			wantWrites: []string{"create for 10:30", "last scheduled 10:30"}, wantNext: at("10:31")},
+		{name: "a last schedule time years ahead counts from the creation", now: at("11:05"),
+			db: database(7, func(d *examplev1.MyDatabase) {
+				d.Status.LastScheduleTime = ptr.To(metav1.NewTime(created.AddDate(10, 0, 0)))
+			}),
+			wantWrites: []string{"create for 11:00", "last scheduled 11:00"}, wantNext: at("12:00")},
+		{name: "a last schedule time a little ahead is another replica's clock", now: at("11:05"),
+			db:       database(7, lastScheduled("11:08")),
+			wantNext: at("12:00")},
 		{name: "no schedule", now: at("13:30"), db: database(1, func(d *examplev1.MyDatabase) { d.Spec.Backup = nil })},
 	}
 	for _, tc := range tests {
