@@ -64,7 +64,6 @@ func ValidateMyDatabaseBackupStatusUpdate(b, old *example.MyDatabaseBackup) fiel
 	if s.Phase != "" && !slices.Contains(backupPhases, string(s.Phase)) {
 		allErrs = append(allErrs, field.NotSupported(statusPath.Child("phase"), s.Phase, backupPhases))
 	}
-	allErrs = append(allErrs, validateMetadataTimes(&b.ObjectMeta, field.NewPath("metadata"))...)
 	allErrs = append(allErrs, validateTimePtr(s.StartTime, statusPath.Child("startTime"))...)
 	allErrs = append(allErrs, validateTimePtr(s.CompletionTime, statusPath.Child("completionTime"))...)
 	if s.StartTime != nil && s.CompletionTime != nil && s.CompletionTime.Before(s.StartTime) {

@@ -26,7 +26,9 @@ func validateTimePtr(t *metav1.Time, fldPath *field.Path) field.ErrorList {
 }
 
 // validateMetadataTimes checks the times a client may write in metadata:
-// those of metadata.managedFields (the server sets the others).
+// those of metadata.managedFields, on a create or an update of the object
+// itself (the server sets the others, and /status keeps the stored
+// managed fields).
 func validateMetadataTimes(meta *metav1.ObjectMeta, fldPath *field.Path) field.ErrorList {
 	var allErrs field.ErrorList
 	for i, m := range meta.ManagedFields {

@@ -116,7 +116,6 @@ func ValidateMyDatabaseStatusUpdate(db, old *example.MyDatabase) field.ErrorList
 	if s.TargetPrimaryTime != nil {
 		allErrs = append(allErrs, validateTime(s.TargetPrimaryTime.Time, statusPath.Child("targetPrimaryTime"))...)
 	}
-	allErrs = append(allErrs, validateMetadataTimes(&db.ObjectMeta, field.NewPath("metadata"))...)
 	allErrs = append(allErrs, validateInstances(s, statusPath)...)
 	return allErrs
 }
