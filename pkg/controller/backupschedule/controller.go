@@ -152,9 +152,9 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Time,
 	// database was created); missed ones before it are skipped. A last
 	// time before the creation (a zero time, or one written by hand) counts
 	// from the creation: walking a schedule of every minute from year 1
-	// would hold this worker for hours. So does one further ahead than any
-	// clock skew: a leader whose clock had jumped years ahead wrote it, and
-	// kept, it would stop the schedule until then.
+	// would hold this worker for hours. One further ahead than any clock
+	// skew counts from the creation too: a leader whose clock had jumped
+	// years ahead wrote it, and kept, it would stop the schedule until then.
 	now := c.clock.Now()
 	last := db.CreationTimestamp.Time
 	if lst := db.Status.LastScheduleTime; lst != nil && lst.After(last) && !lst.After(now.Add(maxClockSkew)) {
