@@ -38,6 +38,7 @@ fuzz: ## Fuzz decoding, defaulting and validation for FUZZTIME (default 30s) fro
 .PHONY: e2e
 e2e: ## End-to-end tests through a real kube-apiserver's aggregation layer (starts or reuses make local-up).
 	hack/local-up.sh
+	hack/build-tools.sh weed etcdutl
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/kubectl-mydb ./cmd/kubectl-mydb
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/mydb-instance ./cmd/mydb-instance
 	go test $(GOFLAGS_TEST) -v -timeout 30m -tags e2e ./test/e2e/...

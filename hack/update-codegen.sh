@@ -2,7 +2,11 @@
 # Regenerates every generated file: deepcopy, defaulters, conversions,
 # protobuf, OpenAPI (with its violation report) and the typed client,
 # listers, informers and apply configurations. Every generator is a Go tool
-# dependency of this module; protoc comes from Debian's protobuf-compiler.
+# dependency of this module; protoc comes from Debian's protobuf-compiler, and
+# the well-known protos it imports (google/protobuf/descriptor.proto, which
+# gogo.proto needs) from the gogo/protobuf module, so that protoc's include
+# path never depends on a Debian package (libprotobuf-dev is only recommended
+# by protobuf-compiler, and a fresh machine lacks it).
 set -o errexit -o nounset -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -40,6 +44,7 @@ gen_protobuf() {
     --go-header-file "${BOILERPLATE}" \
     --output-dir "${tmp}/src" \
     --proto-import "${tmp}/src" \
+    --proto-import "${gogo_dir}/protobuf" \
     --apimachinery-packages "-k8s.io/apimachinery/pkg/util/intstr,-k8s.io/apimachinery/pkg/api/resource,-k8s.io/apimachinery/pkg/runtime/schema,-k8s.io/apimachinery/pkg/runtime,-k8s.io/apimachinery/pkg/apis/meta/v1" \
     --packages "-k8s.io/api/core/v1,${MODULE}/pkg/apis/example/v1")
 }
