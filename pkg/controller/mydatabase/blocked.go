@@ -25,6 +25,7 @@ const (
 	ReasonContainerFailed      = "ContainerCreateFailed"
 	ReasonUnschedulable        = "Unschedulable"
 	ReasonFailedCreate         = "FailedCreate"
+	ReasonPrimaryNotServing    = "PrimaryNotServing"
 )
 
 // blockage is one reason the database cannot reach its spec.
@@ -86,6 +87,72 @@ func (c *Controller) blockages(ctx context.Context, db *examplev1.MyDatabase, st
 		}
 	}
 	return out, nil
+}
+
+// primaryServeGrace is how long a primary whose pod Kubernetes reads as
+// Ready may go without its manager reporting that it serves before that is
+// a problem: a new instance bootstraps (initdb, a clone) and a new primary
+// promotes within it. On a node the pod's readiness is the manager's own
+// /readyz, so the two disagree for longer only where the pod's readiness
+// means nothing (kwok runs no container) or mydb cannot reach the manager.
+const primaryServeGrace = 30 * time.Second
+
+// primaryNotServing says that the pod of the primary has been Ready for
+// primaryServeGrace (or the primary was chosen that long ago) while its
+// manager does not report a writable primary: the database reads Ready to
+// Kubernetes and serves nobody. pod is the primary's (nil: none).
+func primaryNotServing(status examplev1.MyDatabaseStatus, pod *corev1.Pod, now time.Time) (blockage, bool) {
+	if pod == nil || status.CurrentPrimary == "" || (status.TargetPrimary != "" && status.TargetPrimary != status.CurrentPrimary) {
+		return blockage{}, false
+	}
+	in := instanceNamed(status.Instances, status.CurrentPrimary)
+	if in == nil || in.Ready {
+		return blockage{}, false
+	}
+	var since time.Time
+	for _, cond := range pod.Status.Conditions {
+		if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+			since = cond.LastTransitionTime.Time
+		}
+	}
+	if since.IsZero() {
+		return blockage{}, false // the pod says it is not ready: nothing disagrees
+	}
+	if t := status.TargetPrimaryTime; t != nil && t.After(since) {
+		since = t.Time
+	}
+	if now.Sub(since) < primaryServeGrace {
+		return blockage{}, false
+	}
+	why := in.Message
+	if why == "" {
+		why = "it does not serve"
+	}
+	return blockage{ReasonPrimaryNotServing, fmt.Sprintf("pod %q is Ready, but the primary does not serve: %s", pod.Name, why)}, true
+}
+
+// primaryBlockage is primaryNotServing for what this sync found.
+func (c *Controller) primaryBlockage(db *examplev1.MyDatabase, f findings) (blockage, bool) {
+	if f.primary == "" {
+		return blockage{}, false
+	}
+	pod, err := c.podLister.Pods(db.Namespace).Get(f.primary)
+	if err != nil {
+		return blockage{}, false
+	}
+	status := *db.Status.DeepCopy()
+	status.CurrentPrimary, status.Instances = f.primary, f.instances
+	return primaryNotServing(status, pod, c.clock.Now())
+}
+
+// instanceNamed is the instance of that name in instances, or nil.
+func instanceNamed(instances []examplev1.InstanceStatus, name string) *examplev1.InstanceStatus {
+	for i := range instances {
+		if instances[i].Name == name {
+			return &instances[i]
+		}
+	}
+	return nil
 }
 
 // claimBlockage says why a pending claim waits, when mydb can tell.

@@ -1463,7 +1463,8 @@ func TestRestoredDatabaseIsNotReadyBeforeItsData(t *testing.T) {
 		{name: "loaded", restored: restoredCondition(metav1.ConditionTrue, ReasonRestored, "loaded"), wantReady: metav1.ConditionTrue, wantReason: ReasonAllReplicasReady},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			status := computeStatus(db, eng, sts, findings{restored: tc.restored}, false, metav1.NewTime(now))
+			serving := []examplev1.InstanceStatus{{Name: "prod-mysql-0", Role: examplev1.InstanceRolePrimary, Ready: true}}
+			status := computeStatus(db, eng, sts, findings{restored: tc.restored, primary: "prod-mysql-0", instances: serving}, false, metav1.NewTime(now))
 			c := meta.FindStatusCondition(status.Conditions, examplev1.ConditionReady)
 			if c == nil || c.Status != tc.wantReady || c.Reason != tc.wantReason {
 				t.Errorf("Ready = %+v, want %s/%s", c, tc.wantReady, tc.wantReason)

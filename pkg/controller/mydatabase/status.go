@@ -226,7 +226,13 @@ func computeStatus(db *examplev1.MyDatabase, eng engine.Engine, sts *appsv1.Stat
 	}
 
 	want := desiredReplicas(db)
+	// ready: every pod runs the spec and reads Ready to Kubernetes. The
+	// database is Ready only when its primary also serves, as its manager
+	// reports: a pod's readiness alone says nothing where no container
+	// runs (kwok), or in the moment before a probe sees an engine stop.
 	ready := sts != nil && rolledOut(sts, want) && sts.Status.ReadyReplicas == want
+	primary := instanceNamed(status.Instances, status.CurrentPrimary)
+	serving := primary != nil && primary.Ready
 	set := func(typ string, s metav1.ConditionStatus, reason, message string) {
 		meta.SetStatusCondition(&status.Conditions, metav1.Condition{
 			Type: typ, Status: s, Reason: reason, Message: message,
@@ -248,8 +254,10 @@ func computeStatus(db *examplev1.MyDatabase, eng engine.Engine, sts *appsv1.Stat
 			reason, message = restored.Reason, "the backup is not loaded: "+restored.Message
 		}
 		set(examplev1.ConditionReady, metav1.ConditionFalse, reason, message)
+	case ready && serving:
+		set(examplev1.ConditionReady, metav1.ConditionTrue, ReasonAllReplicasReady, fmt.Sprintf("%d of %d replicas are ready and the primary %s serves", want, want, status.CurrentPrimary))
 	case ready:
-		set(examplev1.ConditionReady, metav1.ConditionTrue, ReasonAllReplicasReady, fmt.Sprintf("%d of %d replicas are ready", want, want))
+		set(examplev1.ConditionReady, metav1.ConditionFalse, ReasonPrimaryNotServing, primaryNotServingMessage(status.CurrentPrimary, primary))
 	default:
 		set(examplev1.ConditionReady, metav1.ConditionFalse, ReasonReplicasNotReady, fmt.Sprintf("%d of %d replicas are ready", status.ReadyReplicas, want))
 	}
@@ -295,6 +303,20 @@ func computeStatus(db *examplev1.MyDatabase, eng engine.Engine, sts *appsv1.Stat
 		set(examplev1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "no problems found")
 	}
 	return status
+}
+
+// primaryNotServingMessage says why the primary named primary, whose
+// instance is in (nil: none reported), does not serve.
+func primaryNotServingMessage(primary string, in *examplev1.InstanceStatus) string {
+	switch {
+	case primary == "":
+		return "no instance is the primary yet"
+	case in == nil:
+		return fmt.Sprintf("the primary %s has not reported", primary)
+	case in.Message != "":
+		return fmt.Sprintf("the primary %s does not serve: %s", primary, in.Message)
+	}
+	return fmt.Sprintf("the primary %s does not serve", primary)
 }
 
 // rolledOut tells whether the StatefulSet controller has seen its latest

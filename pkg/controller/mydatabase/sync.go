@@ -132,6 +132,9 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if f.blockages, err = c.blockages(ctx, db, sts); err != nil {
 		return err
 	}
+	if b, ok := c.primaryBlockage(db, f); ok {
+		f.blockages = append(f.blockages, b)
+	}
 	// The instance managers report nothing by themselves: read them again.
 	again := c.config.PollInterval
 	decision, soon := c.decidePrimary(db, f.instances, f.reports, c.clock.Now())

@@ -224,6 +224,9 @@ func TestPhase(t *testing.T) {
 		{name: "progressing", db: myDatabase(func(d *example.MyDatabase) {
 			d.Status.Conditions = []metav1.Condition{cond(example.ConditionProgressing, metav1.ConditionTrue)}
 		}), want: "Progressing"},
+		{name: "rolled out, primary not serving", db: myDatabase(func(d *example.MyDatabase) {
+			d.Status.Conditions = []metav1.Condition{cond(example.ConditionReady, metav1.ConditionFalse), cond(example.ConditionProgressing, metav1.ConditionFalse)}
+		}), want: "NotReady"},
 		{name: "degraded wins over ready", db: myDatabase(func(d *example.MyDatabase) {
 			d.Status.Conditions = append(d.Status.Conditions, cond(example.ConditionDegraded, metav1.ConditionTrue))
 		}), want: "Degraded"},

@@ -69,6 +69,11 @@ func Phase(db *example.MyDatabase) string {
 		return "Ready"
 	case meta.IsStatusConditionTrue(db.Status.Conditions, example.ConditionProgressing):
 		return "Progressing"
+	case meta.IsStatusConditionPresentAndEqual(db.Status.Conditions, example.ConditionReady, metav1.ConditionFalse) &&
+		meta.IsStatusConditionPresentAndEqual(db.Status.Conditions, example.ConditionProgressing, metav1.ConditionFalse) &&
+		db.Status.ObservedGeneration == db.Generation:
+		// Rolled out, and the primary does not serve (yet).
+		return "NotReady"
 	default:
 		return "Pending"
 	}
