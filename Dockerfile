@@ -1,5 +1,15 @@
 # syntax=docker/dockerfile:1
-FROM golang:1.26 AS build
+# The bases are build arguments so that a machine that cannot pull them (an
+# air-gapped cluster, this project's CI) builds this same file from bases it
+# made itself: hack/images.sh builds them from Debian's packages and the Go
+# toolchain on the machine, and passes them here.
+ARG BUILD_IMAGE=golang:1.26
+ARG RUNTIME_IMAGE=gcr.io/distroless/static-debian12:nonroot
+
+FROM ${BUILD_IMAGE} AS build
+# Empty means the go command's default proxy.
+ARG GOPROXY
+ARG GOFLAGS=-buildvcs=false
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
@@ -11,7 +21,7 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/mydb-apiserver ./c
 # runs in the unmodified engine images).
 RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/mydb-instance ./cmd/mydb-instance
 
-FROM gcr.io/distroless/static-debian12:nonroot
+FROM ${RUNTIME_IMAGE}
 COPY --from=build /out/mydb-apiserver /mydb-apiserver
 COPY --from=build /out/mydb-instance /mydb-instance
 USER 65532:65532

@@ -6,6 +6,7 @@ import (
 
 	"github.com/mydb-dev/mydb/pkg/controller/manager"
 	mydbcontroller "github.com/mydb-dev/mydb/pkg/controller/mydatabase"
+	"github.com/mydb-dev/mydb/pkg/engine"
 	"github.com/mydb-dev/mydb/pkg/scope"
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,6 +31,9 @@ type ControllerOptions struct {
 
 	InstanceImage        string
 	InstancePollInterval time.Duration
+	// EngineImages are ENGINE:VERSION=IMAGE overrides of the pinned
+	// engine images.
+	EngineImages []string
 
 	// DatabaseNamespaces are where databases may be made; empty is every
 	// namespace.
@@ -70,6 +74,8 @@ func (o *ControllerOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.Float32Var(&o.KubeAPIQPS, "controller-kube-api-qps", o.KubeAPIQPS, "Queries per second the controllers may send to the main cluster.")
 	fs.IntVar(&o.KubeAPIBurst, "controller-kube-api-burst", o.KubeAPIBurst, "Burst of queries the controllers may send to the main cluster.")
 	fs.StringVar(&o.InstanceImage, "instance-image", o.InstanceImage, "Image that ships mydb-instance; an init container copies it into every database pod.")
+	fs.StringSliceVar(&o.EngineImages, "engine-image", o.EngineImages,
+		"ENGINE:VERSION=IMAGE: run that engine version from IMAGE instead of the pinned official image (a private registry mirror, images built in-house); repeatable, e.g. postgres:17=registry.example.com/postgres:17.6.")
 	fs.DurationVar(&o.InstancePollInterval, "instance-poll-interval", o.InstancePollInterval, "How often the controller reads every instance manager's status.")
 	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, fs)
 	fs.StringVar(&o.LeaderElectIdentity, "leader-elect-identity", o.LeaderElectIdentity, "This replica's name in the Lease; defaults to the hostname and a random suffix.")
@@ -100,6 +106,9 @@ func (o *ControllerOptions) Validate(hasMainCluster bool) []error {
 	if o.InstanceImage == "" {
 		errs = append(errs, fmt.Errorf("--instance-image may not be empty"))
 	}
+	if _, err := engine.ParseImageOverrides(o.EngineImages); err != nil {
+		errs = append(errs, err)
+	}
 	if o.InstancePollInterval < time.Second {
 		errs = append(errs, fmt.Errorf("--instance-poll-interval must be at least 1s"))
 	}
@@ -116,6 +125,7 @@ func (o *ControllerOptions) ApplyTo(kubeConfig *rest.Config) *manager.Config {
 	if !o.Enabled || kubeConfig == nil {
 		return nil
 	}
+	images, _ := engine.ParseImageOverrides(o.EngineImages) // Validate refused bad ones
 	cfg := rest.CopyConfig(kubeConfig)
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
 	cfg = rest.AddUserAgent(cfg, "mydb-controller")
@@ -125,7 +135,7 @@ func (o *ControllerOptions) ApplyTo(kubeConfig *rest.Config) *manager.Config {
 		ResyncPeriod:   o.ResyncPeriod,
 		LeaderElection: o.LeaderElection,
 		Identity:       o.LeaderElectIdentity,
-		Databases:      mydbcontroller.Config{InstanceImage: o.InstanceImage, PollInterval: o.InstancePollInterval},
+		Databases:      mydbcontroller.Config{InstanceImage: o.InstanceImage, EngineImages: images, PollInterval: o.InstancePollInterval},
 		Namespaces:     o.DatabaseNamespaces,
 	}
 }

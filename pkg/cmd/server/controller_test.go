@@ -30,6 +30,9 @@ func TestControllerOptionsValidate(t *testing.T) {
 		{name: "database namespaces", args: []string{"--database-namespaces=team-a,team-b"}, hasMainCluster: true},
 		{name: "a database namespace that cannot be one", args: []string{"--database-namespaces=team-a,Team_B"}, hasMainCluster: true,
 			want: []string{`--database-namespaces: "Team_B"`}},
+		{name: "engine images", args: []string{"--engine-image=postgres:15=mydb.local/postgres:15,mariadb:11.8=mydb.local/mariadb:11.8"}, hasMainCluster: true},
+		{name: "an engine image of a version mydb does not run", args: []string{"--engine-image=postgres:9.6=mydb.local/postgres:9.6"}, hasMainCluster: true,
+			want: []string{`--engine-image "postgres:9.6=mydb.local/postgres:9.6": postgres version must be one of`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := NewControllerOptions()
@@ -56,7 +59,7 @@ func TestControllerOptionsApplyTo(t *testing.T) {
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	o.AddFlags(fs)
 	if err := fs.Parse([]string{"--controller-kube-api-qps=77", "--leader-elect-identity=pod-1", "--leader-elect-lease-duration=20s",
-		"--database-namespaces=team-a,team-b"}); err != nil {
+		"--database-namespaces=team-a,team-b", "--engine-image=postgres:15=mydb.local/postgres:15"}); err != nil {
 		t.Fatal(err)
 	}
 	main := &rest.Config{Host: "https://main", QPS: 5}
@@ -69,6 +72,9 @@ func TestControllerOptionsApplyTo(t *testing.T) {
 	}
 	if cfg.Identity != "pod-1" || cfg.LeaderElection.LeaseDuration.Duration != 20*time.Second || cfg.LeaderElection.ResourceNamespace != "mydb-system" {
 		t.Errorf("leader election %+v identity %q", cfg.LeaderElection, cfg.Identity)
+	}
+	if img := cfg.Databases.EngineImages["postgres"]["15"]; img != "mydb.local/postgres:15" {
+		t.Errorf("postgres 15 image %q, want the --engine-image one", img)
 	}
 	if !slices.Equal(cfg.Namespaces, []string{"team-a", "team-b"}) {
 		t.Errorf("namespaces %v", cfg.Namespaces)

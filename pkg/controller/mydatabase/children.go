@@ -139,7 +139,7 @@ func endpoint(db *examplev1.MyDatabase, eng engine.Engine) string {
 	return fmt.Sprintf("%s.%s.svc:%d", names.ClientService(db.Name), db.Namespace, eng.Port)
 }
 
-func newStatefulSet(db *examplev1.MyDatabase, eng engine.Engine, instanceImage string, restore bool) *appsv1.StatefulSet {
+func newStatefulSet(db *examplev1.MyDatabase, eng engine.Engine, images engine.ImageOverrides, instanceImage string, restore bool) *appsv1.StatefulSet {
 	meta := childMeta(db, names.StatefulSet(db.Name))
 	meta.Labels = versionedLabels(db)
 	return &appsv1.StatefulSet{
@@ -165,7 +165,7 @@ func newStatefulSet(db *examplev1.MyDatabase, eng engine.Engine, instanceImage s
 			},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: versionedLabels(db)},
-				Spec:       podSpec(db, eng, instanceImage, restore),
+				Spec:       podSpec(db, eng, images.Image(eng, db.Spec.Version), instanceImage, restore),
 			},
 			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
 				ObjectMeta: metav1.ObjectMeta{Name: names.DataVolume, Labels: SelectorLabels(db)},
@@ -193,7 +193,7 @@ const (
 // entrypoint: an init container copies the manager out of mydb's image into
 // an emptyDir, and the manager bootstraps or clones, runs and follows the
 // engine, taking its role from the database's status.
-func podSpec(db *examplev1.MyDatabase, eng engine.Engine, instanceImage string, restore bool) corev1.PodSpec {
+func podSpec(db *examplev1.MyDatabase, eng engine.Engine, image, instanceImage string, restore bool) corev1.PodSpec {
 	emptyDir := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
 	statusProbe := func(path string) corev1.ProbeHandler {
 		return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString(engine.StatusPortName)}}
@@ -226,7 +226,7 @@ func podSpec(db *examplev1.MyDatabase, eng engine.Engine, instanceImage string, 
 		}},
 		Containers: []corev1.Container{{
 			Name:    containerName,
-			Image:   eng.Images[db.Spec.Version],
+			Image:   image,
 			Command: []string{engine.InstanceManager},
 			Args: []string{
 				"--engine=" + eng.Name,

@@ -17,6 +17,7 @@ import (
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/controller/runner"
+	"github.com/mydb-dev/mydb/pkg/engine"
 	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
 	exampleinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions/example/v1"
@@ -114,6 +115,9 @@ type Config struct {
 	// InstanceImage ships mydb-instance, which an init container copies
 	// into every database pod.
 	InstanceImage string
+	// EngineImages replace the pinned images of some engine versions
+	// (--engine-image).
+	EngineImages engine.ImageOverrides
 	// PollInterval is how often every instance manager is read.
 	PollInterval time.Duration
 	// Instances reads the instance managers, and Operations starts and

@@ -102,3 +102,20 @@ func TestPrimaryNotServingIsDegradedAfterAGrace(t *testing.T) {
 		})
 	}
 }
+
+// --engine-image replaces the pinned image of the versions it names, and
+// only those.
+func TestEngineImageOverrides(t *testing.T) {
+	overrides := engine.ImageOverrides{"postgres": {"16": "mydb.local/postgres:16"}}
+	eng, _ := engine.Lookup("postgres")
+	for version, want := range map[string]string{"16": "mydb.local/postgres:16", "17": eng.Images["17"]} {
+		db := myDatabase(func(d *examplev1.MyDatabase) { d.Spec.Engine, d.Spec.Version = examplev1.EnginePostgres, version })
+		sts := newStatefulSet(db, eng, overrides, "mydb:test", false)
+		if got := sts.Spec.Template.Spec.Containers[0].Image; got != want {
+			t.Errorf("postgres %s runs %q, want %q", version, got, want)
+		}
+		if got := sts.Spec.Template.Spec.InitContainers[0].Image; got != "mydb:test" {
+			t.Errorf("the init container runs %q, want the instance image", got)
+		}
+	}
+}
