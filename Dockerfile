@@ -12,14 +12,14 @@ ARG GOPROXY
 ARG GOFLAGS=-buildvcs=false
 WORKDIR /src
 COPY go.mod go.sum ./
-RUN go mod download
+RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY cmd/ cmd/
 COPY pkg/ pkg/
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/mydb-apiserver ./cmd/mydb-apiserver
 # The instance manager: database pods' init container runs
 # `/mydb-instance copy /mydb` from this image into an emptyDir (static, so it
 # runs in the unmodified engine images).
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/mydb-instance ./cmd/mydb-instance
+RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/ ./cmd/mydb-apiserver ./cmd/mydb-instance
 
 FROM ${RUNTIME_IMAGE}
 COPY --from=build /out/mydb-apiserver /mydb-apiserver

@@ -36,8 +36,8 @@ fuzz: ## Fuzz decoding, defaulting and validation for FUZZTIME (default 30s) fro
 	go test -run='^$$' -fuzz=FuzzDecodeValidate -fuzztime=$(or $(FUZZTIME),30s) ./pkg/apis/example/install/
 
 .PHONY: e2e
-e2e: ## End-to-end tests through a real kube-apiserver's aggregation layer (starts or reuses make local-up).
-	hack/local-up.sh
+e2e: ## End-to-end tests through a real kube-apiserver's aggregation layer (starts or reuses make local-up with kwok's nodes, whose loopback pod IPs the rig serves on).
+	MYDB_NODE=kwok hack/local-up.sh
 	hack/build-tools.sh weed etcdutl
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/kubectl-mydb ./cmd/kubectl-mydb
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/mydb-instance ./cmd/mydb-instance
@@ -45,7 +45,7 @@ e2e: ## End-to-end tests through a real kube-apiserver's aggregation layer (star
 
 .PHONY: e2e-long
 e2e-long: ## The switchover and failover figures of docs/replication.md: 10 of each per engine under Sync (MYDB_E2E_LONG=1, ~7 min).
-	hack/local-up.sh
+	MYDB_NODE=kwok hack/local-up.sh
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/mydb-instance ./cmd/mydb-instance
 	MYDB_E2E_LONG=1 go test $(GOFLAGS_TEST) -v -timeout 40m -tags e2e -run 'TestSyncFailoverLosesNoAcknowledgedWrite' ./test/e2e/...
 
@@ -59,7 +59,7 @@ FAULTS_DIR := $(abspath $(OUTPUT))/faults
 FAULTS_PORT_BASE ?= 21500
 FAULTS_POD_CIDR ?= 127.21.0.0/16
 faults_port = $(shell echo $$(($(FAULTS_PORT_BASE)+$(1))))
-FAULTS_ENV = LOCAL_DIR=$(FAULTS_DIR) MYDB_ETCD_MEMBERS=3 POD_CIDR=$(FAULTS_POD_CIDR) \
+FAULTS_ENV = LOCAL_DIR=$(FAULTS_DIR) MYDB_NODE=kwok MYDB_ETCD_MEMBERS=3 POD_CIDR=$(FAULTS_POD_CIDR) \
 	ETCD_PORT=$(call faults_port,379) ETCD_PEER_PORT=$(call faults_port,380) \
 	MYDB_ETCD_PORT=$(call faults_port,381) MYDB_ETCD_PEER_PORT=$(call faults_port,382) \
 	KUBE_APISERVER_PORT=$(call faults_port,443) MYDB_PORT=$(call faults_port,444) \
@@ -85,15 +85,15 @@ bench-build: ## Build the benchmark harness (module test/bench) into _output/bin
 # The command as the report quotes it, passed in the environment: a note
 # with quotes or parentheses in BENCH_ARGS would break a shell assignment.
 bench: export BENCH_COMMAND = make bench$(if $(BENCH_ARGS), BENCH_ARGS='$(BENCH_ARGS)')
-bench: bench-build ## Measure on the local control plane (starts or reuses make local-up); BENCH_ARGS=-large for the issue's sizes.
-	hack/local-up.sh
+bench: bench-build ## Measure on the local control plane (starts or reuses make local-up with kwok's nodes); BENCH_ARGS=-large for the issue's sizes.
+	MYDB_NODE=kwok hack/local-up.sh
 	$(BENCH_BIN) -docs docs/benchmarks.md -chart docs/benchmarks.png $(BENCH_ARGS)
 
 .PHONY: ci
 ci: verify test test-engines fuzz e2e test-faults ## Everything CI runs.
 
 .PHONY: local-up
-local-up: ## Bring up etcd, kube-apiserver, controller-manager, scheduler, kwok and mydb-apiserver on loopback.
+local-up: ## Bring up etcd, kube-apiserver, controller-manager, scheduler, a node (real where the machine can run it, MYDB_NODE=kwok for fake ones) and mydb-apiserver.
 	hack/local-up.sh
 
 .PHONY: local-down

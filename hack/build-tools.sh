@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the control-plane binaries that local-up and the e2e suite run
 # (etcd, etcdutl, kube-apiserver, kube-controller-manager, kube-scheduler,
-# kubectl, kwok), and the S3 server the backup tests store to (weed,
+# kubectl, kwok), the real node's (kubelet, kube-proxy, coredns,
+# local-path-provisioner), and the S3 server the backup tests store to (weed,
 # SeaweedFS), from the Go module proxy at pinned versions, once per machine: each binary is
 # cached under _output/bin/<name>-<version> and skipped when present.
 # With arguments, builds only the named binaries (hack/build-tools.sh etcd).
@@ -16,6 +17,11 @@ KWOK_VERSION=$(cd "${ROOT}/hack/tools/kwok" && go list -m -f '{{.Version}}' sigs
 # require in hack/tools can build it: it is built as its own main module.
 WEED_MODULE=github.com/seaweedfs/seaweedfs
 WEED_VERSION=v0.0.0-20261109003541-7506e5f91cd6
+# The real node's cluster DNS and volume provisioner, each its own main module.
+COREDNS_MODULE=github.com/coredns/coredns
+COREDNS_VERSION=v1.15.0
+LOCAL_PATH_MODULE=github.com/rancher/local-path-provisioner
+LOCAL_PATH_VERSION=v0.0.30
 mkdir -p "${BIN_DIR}"
 log() { printf '[build-tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -48,10 +54,10 @@ build() {
   log "built ${name} in $((SECONDS - start))s"
 }
 
-# weed_dir downloads SeaweedFS's module (once per module cache) and prints
-# its directory.
-weed_dir() {
-  go mod download -json "${WEED_MODULE}@${WEED_VERSION}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])'
+# module_dir MODULE VERSION downloads a module that is built as its own main
+# module (once per module cache) and prints its directory.
+module_dir() {
+  go mod download -json "$1@$2" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])'
 }
 
 kube_ldflags() {
@@ -60,16 +66,20 @@ kube_ldflags() {
 }
 
 wanted=("$@")
-[[ ${#wanted[@]} -gt 0 ]] || wanted=(etcd etcdutl kube-apiserver kube-controller-manager kube-scheduler kubectl kwok weed)
+[[ ${#wanted[@]} -gt 0 ]] || wanted=(etcd etcdutl kube-apiserver kube-controller-manager kube-scheduler kubectl kwok weed kubelet kube-proxy coredns local-path-provisioner)
 for name in "${wanted[@]}"; do
   case "${name}" in
     etcd) build "${ROOT}/hack/tools" go.etcd.io/etcd/server/v3 etcd "${ETCD_VERSION}" ;;
     # Snapshots and restores of mydb's etcd (docs/operations.md).
     etcdutl) build "${ROOT}/hack/tools" go.etcd.io/etcd/etcdutl/v3 etcdutl "${ETCD_VERSION}" ;;
-    kube-apiserver | kube-controller-manager | kube-scheduler | kubectl)
+    kube-apiserver | kube-controller-manager | kube-scheduler | kubectl | kubelet | kube-proxy)
       build "${ROOT}/hack/tools" "k8s.io/kubernetes/cmd/${name}" "${name}" "${KUBE_VERSION}" "$(kube_ldflags)" ;;
     kwok) build "${ROOT}/hack/tools/kwok" sigs.k8s.io/kwok/cmd/kwok kwok "${KWOK_VERSION}" ;;
-    weed) cached weed "${WEED_VERSION}" || GOFLAGS=-mod=mod build "$(weed_dir)" ./weed weed "${WEED_VERSION}" ;;
+    weed) cached weed "${WEED_VERSION}" || GOFLAGS=-mod=mod build "$(module_dir "${WEED_MODULE}" "${WEED_VERSION}")" ./weed weed "${WEED_VERSION}" ;;
+    coredns) cached coredns "${COREDNS_VERSION}" ||
+      GOFLAGS=-mod=mod build "$(module_dir "${COREDNS_MODULE}" "${COREDNS_VERSION}")" . coredns "${COREDNS_VERSION}" ;;
+    local-path-provisioner) cached local-path-provisioner "${LOCAL_PATH_VERSION}" ||
+      GOFLAGS=-mod=mod build "$(module_dir "${LOCAL_PATH_MODULE}" "${LOCAL_PATH_VERSION}")" . local-path-provisioner "${LOCAL_PATH_VERSION}" ;;
     *) echo "unknown tool ${name}" >&2; exit 2 ;;
   esac
 done

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the build and tests need (protoc for the
 # protobuf generator, openssl for local-up's PKI, PostgreSQL 15 and MariaDB
-# for the real-engine suite of make test-engines), when they are missing.
+# for the real-engine suite of make test-engines, and the real node's
+# runtime and image tools), when they are missing. Each is checked by the
+# file it provides that is needed, not by a command that may be there for
+# another reason.
 set -o errexit -o nounset -o pipefail
 
 missing=()
@@ -14,6 +17,20 @@ command -v make >/dev/null || missing+=(make)
 command -v mariadbd >/dev/null || missing+=(mariadb-server)
 command -v mariadb-backup >/dev/null || missing+=(mariadb-backup)
 command -v mbstream >/dev/null || missing+=(mariadb-backup)
+# The real node of make local-up (hack/lib/node.sh) and the images it runs
+# (hack/images.sh): containerd with runc and the CNI plugins, kube-proxy's
+# iptables and conntrack, and buildah and mmdebstrap to build the images.
+[[ -x /usr/bin/containerd ]] || missing+=(containerd)
+[[ -x /usr/sbin/runc ]] || missing+=(runc)
+[[ -x /usr/lib/cni/bridge && -x /usr/lib/cni/host-local && -x /usr/lib/cni/loopback && -x /usr/lib/cni/portmap ]] ||
+  missing+=(containernetworking-plugins)
+[[ -x /usr/sbin/iptables ]] || missing+=(iptables)
+[[ -x /usr/sbin/conntrack ]] || missing+=(conntrack)
+[[ -x /usr/bin/buildah ]] || missing+=(buildah)
+[[ -x /usr/bin/mmdebstrap ]] || missing+=(mmdebstrap)
+[[ -x /usr/bin/ip || -x /sbin/ip ]] || missing+=(iproute2)
+# pause.c is built static (hack/images.sh): libc's static archive.
+[[ -f /usr/lib/x86_64-linux-gnu/libc.a || -f /usr/lib/$(uname -m)-linux-gnu/libc.a ]] || missing+=(libc6-dev)
 if [[ ${#missing[@]} -gt 0 ]]; then
   # shellcheck disable=SC2207
   missing=($(printf '%s\n' "${missing[@]}" | sort -u))

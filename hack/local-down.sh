@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Stops what hack/local-up.sh started: exactly the processes recorded in
 # LOCAL_DIR/pids (TERM, then KILL after STOP_TIMEOUT seconds), clients before
-# kube-apiserver before etcd so nothing logs errors about a vanished server.
+# kube-apiserver before etcd so nothing logs errors about a vanished server,
+# and with a real node what it leaves besides processes (hack/lib/node.sh
+# stop_node).
 #
 # Usage: hack/local-down.sh [--purge]     (make local-down)
 #   --purge, or PURGE=1: also delete LOCAL_DIR (etcd data, PKI, kubeconfigs,
@@ -26,8 +28,14 @@ if [[ ! -d "${LOCAL_DIR:-${ROOT}/_output/local}" ]]; then
 fi
 # shellcheck source=hack/lib/local.sh
 source "${ROOT}/hack/lib/local.sh"
+# shellcheck source=hack/lib/node.sh
+source "${ROOT}/hack/lib/node.sh"
 
 stop_processes mydb-apiserver kwok kube-scheduler kube-controller-manager
+# The real node: its processes, then what outlives them (containers,
+# mounts, iptables chains, the bridge, sysctls).
+stop_processes kubelet kube-proxy coredns local-path-provisioner
+stop_node
 stop_processes kube-apiserver
 stop_processes etcd mydb-etcd mydb-etcd-1 mydb-etcd-2
 

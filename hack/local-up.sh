@@ -9,9 +9,15 @@
 #   kube-apiserver           RBAC, service accounts, aggregation layer
 #   kube-controller-manager  default controllers (statefulset, job, GC, ...)
 #   kube-scheduler
-#   kwok                     plays the kubelet for 3 fake nodes: pods become
-#                            Running/Ready (Job pods Succeeded), PVCs of the
-#                            default StorageClass kwok-volume get bound PVs
+#   a node                   MYDB_NODE=real (the default where the machine
+#                            can run it): containerd, kubelet, kube-proxy,
+#                            CoreDNS and local-path-provisioner running real
+#                            containers from images built here
+#                            (hack/lib/node.sh, hack/images.sh);
+#                            MYDB_NODE=kwok: kwok plays the kubelet for 3
+#                            fake nodes: pods become Running/Ready (Job pods
+#                            Succeeded), PVCs of the default StorageClass
+#                            kwok-volume get bound PVs, no container runs
 #   mydb-apiserver           serves example.com/v1 through the aggregator,
 #                            authenticating and authorizing by delegation as
 #                            the ServiceAccount mydb-system/mydb-apiserver
@@ -41,6 +47,10 @@
 #   MYDB_PORT=21444                                 mydb-apiserver (https)
 #
 # Other knobs:
+#   MYDB_NODE=real|kwok  the node (default: the one LOCAL_DIR was made with,
+#                      else real where the machine can run it, else kwok,
+#                      saying why); the e2e and fault suites pin kwok, whose
+#                      loopback pod IPs their rig serves on
 #   MYDB_BIN=path      use this mydb-apiserver binary instead of building one
 #   POD_CIDR=127.1.0.0/16  the loopback range kwok gives pod IPs from (a second
 #                      control plane on the machine needs its own)
@@ -66,6 +76,8 @@ LOG_PREFIX=local-up
 source "${ROOT}/hack/lib/local.sh"
 # shellcheck source=hack/lib/golang.sh
 source "${ROOT}/hack/lib/golang.sh"
+# shellcheck source=hack/lib/node.sh
+source "${ROOT}/hack/lib/node.sh"
 
 ETCD_PORT=${ETCD_PORT:-21379}
 ETCD_PEER_PORT=${ETCD_PEER_PORT:-21380}
@@ -77,6 +89,7 @@ KUBE_SCHEDULER_PORT=${KUBE_SCHEDULER_PORT:-21259}
 KWOK_PORT=${KWOK_PORT:-21247}
 MYDB_PORT=${MYDB_PORT:-21444}
 WAIT_TIMEOUT=${WAIT_TIMEOUT:-120}
+MYDB_NODE=${MYDB_NODE:-}
 MYDB_TOKEN_DURATION=${MYDB_TOKEN_DURATION:-8760h}
 MYDB_ETCD_MEMBERS=${MYDB_ETCD_MEMBERS:-1}
 case "${MYDB_ETCD_MEMBERS}" in
@@ -96,6 +109,39 @@ POD_CIDR=${POD_CIDR:-127.1.0.0/16}
 SA_ISSUER=https://kubernetes.default.svc.cluster.local
 
 KUBE_APISERVER_URL="https://127.0.0.1:${KUBE_APISERVER_PORT}"
+
+# choose_node: MYDB_NODE, or real where the machine can run it.
+choose_node() {
+  local why was
+  # A state directory keeps the node it was made with: pods and claims of
+  # one kind mean nothing to the other.
+  was=$(cat "${LOCAL_DIR}/node.kind" 2>/dev/null || true)
+  # One made before there were real nodes had kwok's.
+  [[ -z "${was}" && -d "${LOCAL_DIR}/pki" ]] && was=kwok
+  if [[ -n "${was}" && -n "${MYDB_NODE}" && "${was}" != "${MYDB_NODE}" ]]; then
+    die "${LOCAL_DIR} was made with MYDB_NODE=${was}: make local-down, then hack/local-down.sh --purge to change it"
+  fi
+  MYDB_NODE=${MYDB_NODE:-${was}}
+  case "${MYDB_NODE}" in
+    kwok) ;;
+    real)
+      why=$(node_unsupported)
+      [[ -z "${why}" ]] || die "MYDB_NODE=real: this machine cannot run the real node: ${why}"
+      ;;
+    "")
+      why=$(node_unsupported)
+      if [[ -z "${why}" ]]; then
+        MYDB_NODE=real
+      else
+        MYDB_NODE=kwok
+        warn "no real node here (${why}): kwok's fake nodes instead, which run no container"
+      fi
+      ;;
+    *) die "MYDB_NODE must be real or kwok, not ${MYDB_NODE}" ;;
+  esac
+  echo "${MYDB_NODE}" >"${LOCAL_DIR}/node.kind"
+  log "node: ${MYDB_NODE}"
+}
 ADMIN_KUBECONFIG="${LOCAL_DIR}/kubeconfig"
 MYDB_KUBECONFIG="${KUBECONFIG_DIR}/mydb-apiserver.kubeconfig"
 MYDB_BIN=${MYDB_BIN:-}
@@ -115,7 +161,12 @@ build_binaries() {
   # tests that need the S3 server (weed) build it themselves (make test,
   # make test-engines, make e2e).
   log "checking control-plane binaries (hack/build-tools.sh)"
-  "${ROOT}/hack/build-tools.sh" etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok
+  if [[ "${MYDB_NODE}" == real ]]; then
+    "${ROOT}/hack/build-tools.sh" etcd kube-apiserver kube-controller-manager kube-scheduler kubectl \
+      kubelet kube-proxy coredns local-path-provisioner
+  else
+    "${ROOT}/hack/build-tools.sh" etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok
+  fi
 
   if [[ -n "${MYDB_BIN}" ]]; then
     [[ -x "${MYDB_BIN}" ]] || die "MYDB_BIN=${MYDB_BIN} is not an executable file"
@@ -141,7 +192,7 @@ make_pki() {
   ensure_sa_keys
 
   ensure_cert kube-apiserver ca server /CN=kube-apiserver \
-    "IP:127.0.0.1,IP:${KUBERNETES_SERVICE_IP},DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+    "IP:127.0.0.1,IP:${NODE_IP},IP:${KUBERNETES_SERVICE_IP},DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
   ensure_cert admin ca client /O=system:masters/CN=admin
   ensure_cert kube-controller-manager ca client /CN=system:kube-controller-manager
   ensure_cert kube-scheduler ca client /CN=system:kube-scheduler
@@ -289,10 +340,20 @@ start_kube_apiserver() {
   #   extension-apiserver-authentication for mydb-apiserver to read.
   # --enable-aggregator-routing=false: reach mydb-apiserver through its
   #   (ExternalName) Service rather than Endpoints of pods.
+  # With a real node, pods reach kube-apiserver at the node's address on
+  # their bridge (the kubernetes Service's endpoint), and kube-apiserver
+  # reaches the kubelet there.
+  local network=(--bind-address=127.0.0.1 --advertise-address=127.0.0.1 --endpoint-reconciler-type=none)
+  if [[ "${MYDB_NODE}" == real ]]; then
+    network=(--bind-address=0.0.0.0 --advertise-address="${NODE_IP}" --endpoint-reconciler-type=lease
+      --kubelet-certificate-authority="${p}/ca.crt"
+      --kubelet-client-certificate="${p}/kube-apiserver-kubelet-client.crt"
+      --kubelet-client-key="${p}/kube-apiserver-kubelet-client.key"
+      --kubelet-preferred-address-types=InternalIP)
+  fi
   start_process kube-apiserver "${KUBE_APISERVER_PORT}" -- "${BIN_DIR}/kube-apiserver" \
     --etcd-servers="http://127.0.0.1:${ETCD_PORT}" \
-    --bind-address=127.0.0.1 \
-    --advertise-address=127.0.0.1 \
+    "${network[@]}" \
     --secure-port="${KUBE_APISERVER_PORT}" \
     --cert-dir="${LOCAL_DIR}/certs/kube-apiserver" \
     --tls-cert-file="${p}/kube-apiserver.crt" \
@@ -303,7 +364,6 @@ start_kube_apiserver() {
     --service-account-issuer="${SA_ISSUER}" \
     --service-account-key-file="${p}/sa.pub" \
     --service-account-signing-key-file="${p}/sa.key" \
-    --endpoint-reconciler-type=none \
     --allow-privileged=true \
     --requestheader-client-ca-file="${p}/front-proxy-ca.crt" \
     --requestheader-allowed-names=front-proxy-client \
@@ -478,6 +538,12 @@ start_mydb_apiserver() {
       STOP_TIMEOUT=${MYDB_STOP_TIMEOUT:-10} stop_processes mydb-apiserver
     fi
   fi
+  # On the real node, database pods run the images built here.
+  local node_flags=()
+  if [[ "${MYDB_NODE}" == real ]]; then
+    mapfile -t node_flags < <(node_engine_image_flags)
+    node_flags+=(--instance-image="${IMAGE_PREFIX}/mydb:dev")
+  fi
   local etcd_tls=()
   if ((MYDB_ETCD_MEMBERS > 1)); then
     etcd_tls=(--etcd-cafile="${PKI_DIR}/mydb-etcd-ca.crt"
@@ -494,6 +560,7 @@ start_mydb_apiserver() {
     --authentication-kubeconfig="${MYDB_KUBECONFIG}" \
     --authorization-kubeconfig="${MYDB_KUBECONFIG}" \
     --instance-poll-interval=2s \
+    "${node_flags[@]}" \
     "${AUDIT_FLAGS[@]/@LOG@/mydb-apiserver-audit}"
   if ((STARTED)); then
     echo "${sum}" >"${sum_file}"
@@ -545,6 +612,10 @@ export KUBE_APISERVER_PORT=${KUBE_APISERVER_PORT}
 export KUBE_CONTROLLER_MANAGER_PORT=${KUBE_CONTROLLER_MANAGER_PORT}
 export KUBE_SCHEDULER_PORT=${KUBE_SCHEDULER_PORT}
 export KWOK_PORT=${KWOK_PORT}
+export MYDB_NODE=${MYDB_NODE}
+export NODE_NAME=${NODE_NAME}
+export NODE_IP=${NODE_IP}
+export CONTAINERD_SOCKET=${CONTAINERD_SOCKET}
 export MYDB_PORT=${MYDB_PORT}
 export MYDB_BIN=${MYDB_BIN}
 EOF
@@ -553,9 +624,12 @@ EOF
 
 main() {
   local start=${SECONDS}
+  choose_node
   build_binaries
   make_pki
   write_kubeconfigs
+  [[ "${MYDB_NODE}" == real ]] && make_node_pki
+  [[ "${MYDB_NODE}" == real ]] && node_network
 
   # Both etcds start at once; the servers then wait for their health.
   start_etcd etcd "${ETCD_PORT}" "${ETCD_PEER_PORT}"
@@ -570,13 +644,19 @@ main() {
   start_kube_apiserver
   wait_until kube-apiserver "${WAIT_TIMEOUT}" "kube-apiserver /readyz on :${KUBE_APISERVER_PORT}" kube_apiserver_ready
 
-  # kwok's permissions first, so it does not start by being forbidden.
-  log "applying kwok RBAC, nodes and StorageClass (artifacts/local/kwok)"
-  kubectl apply -k "${ROOT}/artifacts/local/kwok" >/dev/null
+  if [[ "${MYDB_NODE}" == kwok ]]; then
+    # kwok's permissions first, so it does not start by being forbidden.
+    log "applying kwok RBAC, nodes and StorageClass (artifacts/local/kwok)"
+    kubectl apply -k "${ROOT}/artifacts/local/kwok" >/dev/null
+  fi
 
   start_kube_controller_manager
   start_kube_scheduler
-  start_kwok
+  if [[ "${MYDB_NODE}" == kwok ]]; then
+    start_kwok
+  else
+    start_node
+  fi
 
   # mydb-apiserver's identity and permissions must exist before it starts:
   # it reads the authentication ConfigMap at start-up.
@@ -591,14 +671,16 @@ main() {
     component_healthy "${KUBE_CONTROLLER_MANAGER_PORT}"
   wait_until kube-scheduler "${WAIT_TIMEOUT}" "kube-scheduler /healthz on :${KUBE_SCHEDULER_PORT}" \
     component_healthy "${KUBE_SCHEDULER_PORT}"
-  wait_until kwok "${WAIT_TIMEOUT}" "kwok /healthz on :${KWOK_PORT}" kwok_healthy
+  [[ "${MYDB_NODE}" == kwok ]] && wait_until kwok "${WAIT_TIMEOUT}" "kwok /healthz on :${KWOK_PORT}" kwok_healthy
   wait_until mydb-apiserver "${WAIT_TIMEOUT}" "mydb-apiserver /readyz on :${MYDB_PORT}" mydb_ready
 
   log "registering example.com/v1 with the aggregator (APIService v1.example.com)"
   apply_apiservice
   wait_apiservice
-  wait_until kwok "${WAIT_TIMEOUT}" "the kwok nodes to become Ready" \
-    kubectl wait --for=condition=Ready node -l type=kwok --timeout=5s
+  if [[ "${MYDB_NODE}" == kwok ]]; then
+    wait_until kwok "${WAIT_TIMEOUT}" "the kwok nodes to become Ready" \
+      kubectl wait --for=condition=Ready node -l type=kwok --timeout=5s
+  fi
   # Namespaces get their default ServiceAccount from the controller manager;
   # pods can only be created once it exists.
   wait_until kube-controller-manager "${WAIT_TIMEOUT}" "ServiceAccount default/default" \
