@@ -72,6 +72,30 @@ test-faults: ## Fault suite on its own control plane, under load: kill -9 member
 		go test $(GOFLAGS_TEST) -v -timeout 30m -tags e2e,faults -run 'TestEtcdMember|TestRollingRestarts|TestACutBetweenTheAggregatorAndMydb|TestFrozenLeader' ./test/e2e/... || rc=$$?; \
 	$(FAULTS_ENV) hack/local-down.sh; exit $$rc
 
+# The real-node suite runs on a control plane of its own (LOCAL_DIR
+# _output/node-test, ports NODE_PORT_BASE + the last three digits of
+# local-up's defaults, 22247 to 22444 by default) with a real node
+# (MYDB_NODE=real: containerd, kubelet, kube-proxy, CoreDNS,
+# local-path-provisioner, images built by hack/images.sh), so it never
+# disturbs make local-up's; it is taken down afterwards, passed or not.
+NODE_TEST_DIR := $(abspath $(OUTPUT))/node-test
+NODE_PORT_BASE ?= 22000
+node_port = $(shell echo $$(($(NODE_PORT_BASE)+$(1))))
+NODE_ENV = LOCAL_DIR=$(NODE_TEST_DIR) MYDB_NODE=real \
+	ETCD_PORT=$(call node_port,379) ETCD_PEER_PORT=$(call node_port,380) \
+	MYDB_ETCD_PORT=$(call node_port,381) MYDB_ETCD_PEER_PORT=$(call node_port,382) \
+	KUBE_APISERVER_PORT=$(call node_port,443) MYDB_PORT=$(call node_port,444) \
+	KUBE_CONTROLLER_MANAGER_PORT=$(call node_port,257) KUBE_SCHEDULER_PORT=$(call node_port,259) \
+	KWOK_PORT=$(call node_port,247) KUBELET_PORT=$(call node_port,250) KUBELET_HEALTHZ_PORT=$(call node_port,248) \
+	KUBE_PROXY_HEALTHZ_PORT=$(call node_port,256) KUBE_PROXY_METRICS_PORT=$(call node_port,249) \
+	COREDNS_HEALTH_PORT=$(call node_port,253)
+
+.PHONY: test-node
+test-node: ## The database scenarios on a real node, through the aggregation layer, with the pods as mydb wrote them (its own control plane; MYDB_NODE=real).
+	rc=0; $(NODE_ENV) hack/local-up.sh && E2E_LOCAL_DIR=$(NODE_TEST_DIR) E2E_KUBECONFIG=$(NODE_TEST_DIR)/kubeconfig \
+		go test $(GOFLAGS_TEST) -v -timeout 30m -tags e2e,node -run 'TestNode' ./test/e2e/... || rc=$$?; \
+	$(NODE_ENV) hack/local-down.sh; exit $$rc
+
 # test/bench is a Go module of its own (test/bench/go.mod), so that gonum/plot
 # stays out of the server's go.mod: it is built there and run from here, where
 # its default paths (_output/local, _output/bench) are.
@@ -120,6 +144,7 @@ verify-vet:
 	go vet ./...
 	go vet -tags e2e ./test/e2e/...
 	go vet -tags e2e,faults ./test/e2e/...
+	go vet -tags e2e,node ./test/e2e/...
 	go vet -tags engines ./test/engines/...
 	cd test/bench && go vet ./...
 

@@ -53,12 +53,18 @@ image_ref() {
   esac
 }
 
-# fresh NAME RECIPE: true when NAME's archive was made from RECIPE (a
-# string whose hash stands for everything the image is made from).
+# fresh NAME RECIPE: true when NAME was made from RECIPE (a string whose
+# hash stands for everything the image is made from) and is still there: its
+# archive, or for the Dockerfile's bases (never loaded into a node) the
+# image in buildah's store.
 fresh() {
   local sum
   sum=$(printf '%s' "$2" | sha256sum | cut -d' ' -f1)
-  [[ -s "${IMAGES_DIR}/$1.tar" && "$(cat "${IMAGES_DIR}/$1.recipe" 2>/dev/null)" == "${sum}" ]]
+  [[ "$(cat "${IMAGES_DIR}/$1.recipe" 2>/dev/null)" == "${sum}" ]] || return 1
+  case "$1" in
+    golang | static) buildah inspect --type image "$(image_ref "$1")" >/dev/null 2>&1 ;;
+    *) [[ -s "${IMAGES_DIR}/$1.tar" ]] ;;
+  esac
 }
 done_with() {
   printf '%s' "$2" | sha256sum | cut -d' ' -f1 >"${IMAGES_DIR}/$1.recipe"
@@ -142,12 +148,15 @@ build_golang() {
   local recipe dir="${IMAGES_DIR}/golang.rootfs" suite goroot
   suite=$(. /etc/os-release && echo "${VERSION_CODENAME}")
   goroot=$(go env GOROOT)
-  recipe="${suite} $(go env GOVERSION) $(declare -f build_golang debootstrap_tree)"
+  recipe="${suite} $(go env GOVERSION) $(sha256sum /etc/ssl/certs/ca-certificates.crt) $(declare -f build_golang debootstrap_tree)"
   fresh golang "${recipe}" && return
   log "building $(image_ref golang): ${suite} with $(go env GOVERSION) from ${goroot}"
   debootstrap_tree "${dir}" "${suite}" ca-certificates,git
   mkdir -p "${dir}/usr/local" "${dir}/go"
   cp -a "${goroot}" "${dir}/usr/local/go"
+  # The machine's trust, which may hold a CA of its own network's (a proxy
+  # to the Go module proxy), as a build machine's image would.
+  cp /etc/ssl/certs/ca-certificates.crt "${dir}/etc/ssl/certs/ca-certificates.crt"
   from_rootfs golang "${dir}" --env GOPATH=/go --env PATH=/go/bin:/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     --workingdir /go
   rm -rf "${dir}"

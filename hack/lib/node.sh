@@ -50,13 +50,17 @@ node_unsupported() {
   [[ -x /usr/lib/cni/bridge && -x /usr/lib/cni/host-local && -x /usr/lib/cni/loopback ]] ||
     { echo "the CNI plugins are missing (containernetworking-plugins)"; return; }
   [[ -e /proc/sys/net/bridge/bridge-nf-call-iptables ]] || { echo "the kernel has no bridge netfilter (br_netfilter)"; return; }
-  local probe
+  local probe f
   probe=$(mktemp -d)
   # runc itself must be able to make a container here (a nested sandbox may
-  # not let it): a spec with the host's root, read-only, running /bin/true.
-  if ! (cd "${probe}" && runc spec >/dev/null 2>&1 &&
-    sed -i -e 's|"path": "rootfs"|"path": "/"|' -e 's|"terminal": true|"terminal": false|' -e 's|"sh"|"true"|' config.json &&
-    timeout 20 runc run --bundle "${probe}" "mydb-probe-$$" >/dev/null 2>&1); then
+  # not let it): /bin/true with its libraries as the root filesystem.
+  mkdir -p "${probe}/rootfs"
+  for f in /bin/true $(ldd /bin/true | grep -o '/[^ ]*'); do
+    mkdir -p "${probe}/rootfs$(dirname "${f}")" && cp -L "${f}" "${probe}/rootfs${f}"
+  done
+  if ! (cd "${probe}" && runc spec &&
+    python3 -c 'import json; c=json.load(open("config.json")); c["process"]["terminal"]=False; c["process"]["args"]=["/bin/true"]; json.dump(c, open("config.json", "w"))' &&
+    timeout 20 runc run --bundle "${probe}" "mydb-probe-$$") >/dev/null 2>&1; then
     runc delete --force "mydb-probe-$$" >/dev/null 2>&1 || true
     rm -rf "${probe}"
     echo "runc cannot run a container on this machine"
