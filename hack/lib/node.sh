@@ -88,7 +88,9 @@ node_network() {
     log "creating bridge ${NODE_BRIDGE} with ${NODE_IP}/${NODE_POD_CIDR#*/}"
     ip link add "${NODE_BRIDGE}" type bridge
   fi
-  ip addr show dev "${NODE_BRIDGE}" | grep -qF " ${NODE_IP}/" || ip addr add "${NODE_IP}/${NODE_POD_CIDR#*/}" dev "${NODE_BRIDGE}"
+  local addrs
+  addrs=$(ip -o -4 addr show dev "${NODE_BRIDGE}")
+  [[ "${addrs}" == *" ${NODE_IP}/"* ]] || ip addr add "${NODE_IP}/${NODE_POD_CIDR#*/}" dev "${NODE_BRIDGE}"
   ip link set "${NODE_BRIDGE}" up
   set_sysctl net.ipv4.ip_forward 1
   set_sysctl net.bridge.bridge-nf-call-iptables 1
@@ -137,13 +139,16 @@ state = "${dir}/state"
     bin_dir = "/usr/lib/cni"
     conf_dir = "${cni}/net.d"
 EOF
+  # Pods have a route to the Services' addresses through the node, and none
+  # beyond it: nothing in a pod can reach an address outside this machine.
   cat >"${cni}/net.d/10-mydb.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
   "name": "mydb",
   "plugins": [
     {"type": "bridge", "bridge": "${NODE_BRIDGE}", "isGateway": true, "ipMasq": false, "hairpinMode": true,
-     "ipam": {"type": "host-local", "dataDir": "${cni}/ipam", "ranges": [[{"subnet": "${NODE_POD_CIDR}", "gateway": "${NODE_IP}"}]]}},
+     "ipam": {"type": "host-local", "dataDir": "${cni}/ipam", "ranges": [[{"subnet": "${NODE_POD_CIDR}", "gateway": "${NODE_IP}"}]],
+              "routes": [{"dst": "${SERVICE_CIDR}"}]}},
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
 }

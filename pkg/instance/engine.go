@@ -108,6 +108,15 @@ type RestartRequester interface {
 	RestartRequested(exitCode int) bool
 }
 
+// ListenAddresses are the addresses the engine listens on: ListenHost, and
+// 127.0.0.1 with ListenLoopback.
+func (c EngineConfig) ListenAddresses() []string {
+	if c.ListenLoopback && c.ListenHost != "127.0.0.1" {
+		return []string{c.ListenHost, "127.0.0.1"}
+	}
+	return []string{c.ListenHost}
+}
+
 // EngineConfig is what every engine is built from.
 type EngineConfig struct {
 	// Name is the instance name (db-1).
@@ -118,7 +127,12 @@ type EngineConfig struct {
 	// RunDir holds sockets, passfiles and scratch files.
 	RunDir     string
 	ListenHost string
-	Port       int
+	// ListenLoopback makes the engine listen on 127.0.0.1 too, as it
+	// should in a pod, whose loopback is its own: `kubectl port-forward`
+	// connects there. (Instances that share a host's loopback, as the
+	// engine suite's and the rig's do, may not.)
+	ListenLoopback bool
+	Port           int
 	// BinDir holds the engine's binaries; empty means PATH.
 	BinDir  string
 	Secrets Secrets

@@ -236,6 +236,8 @@ func podSpec(db *examplev1.MyDatabase, eng engine.Engine, image, instanceImage s
 				"--run-dir=" + engine.RunDir,
 				"--secrets-dir=" + engine.SecretsDir,
 				fmt.Sprintf("--status-address=:%d", engine.StatusPort),
+				// The pod's loopback is its own: kubectl port-forward connects there.
+				"--listen-loopback",
 			},
 			Env: []corev1.EnvVar{
 				fieldEnv("POD_NAME", "metadata.name"),

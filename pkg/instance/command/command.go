@@ -39,6 +39,7 @@ type Options struct {
 	DataRoot         string
 	RunDir           string
 	ListenHost       string
+	ListenLoopback   bool
 	Port             int
 	StatusAddress    string
 	SecretsDir       string
@@ -60,6 +61,7 @@ func (o *Options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.DataRoot, "data-root", env("MYDB_DATA_ROOT", ""), "the data volume's mount point; the data lives in a subdirectory ($MYDB_DATA_ROOT)")
 	fs.StringVar(&o.RunDir, "run-dir", env("MYDB_RUN_DIR", ""), "directory for sockets and scratch files ($MYDB_RUN_DIR)")
 	fs.StringVar(&o.ListenHost, "listen-host", env("MYDB_LISTEN_HOST", env("POD_IP", "")), "address the engine listens on, the pod IP ($MYDB_LISTEN_HOST, $POD_IP)")
+	fs.BoolVar(&o.ListenLoopback, "listen-loopback", false, "the engine listens on 127.0.0.1 too, where kubectl port-forward connects (a pod's own loopback; not where instances share one)")
 	fs.IntVar(&o.Port, "port", 0, "engine port (default: the engine's usual port)")
 	fs.StringVar(&o.StatusAddress, "status-address", env("MYDB_STATUS_ADDRESS", ":8000"), "address of the status HTTP server ($MYDB_STATUS_ADDRESS)")
 	fs.StringVar(&o.SecretsDir, "secrets-dir", env("MYDB_SECRETS_DIR", ""), "mounted credentials Secret: username, password, database, superuser-password, replication-password ($MYDB_SECRETS_DIR)")
@@ -149,7 +151,7 @@ func run(ctx context.Context, o *Options) error {
 		serverID = ServerIDFromName(o.Name)
 	}
 	cfg := instance.EngineConfig{
-		Name: o.Name, DataRoot: o.DataRoot, RunDir: o.RunDir, ListenHost: o.ListenHost, Port: o.Port,
+		Name: o.Name, DataRoot: o.DataRoot, RunDir: o.RunDir, ListenHost: o.ListenHost, ListenLoopback: o.ListenLoopback, Port: o.Port,
 		BinDir: o.BinDir, Secrets: instance.Secrets{Dir: o.SecretsDir}, ServerID: serverID,
 		Stdout: os.Stdout, Stderr: os.Stdout, Log: log.With("engine", o.Engine),
 	}

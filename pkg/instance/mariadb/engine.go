@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
@@ -80,7 +81,8 @@ func (e *Engine) serverArgs(dataDir string) []string {
 // topology says so.
 func (e *Engine) Command() (*exec.Cmd, error) {
 	args := append(e.serverArgs(e.DataDir),
-		"--bind-address="+e.cfg.ListenHost,
+		// A list since MariaDB 10.11, the oldest version mydb runs.
+		"--bind-address="+strings.Join(e.cfg.ListenAddresses(), ","),
 		fmt.Sprintf("--port=%d", e.cfg.Port),
 		fmt.Sprintf("--server-id=%d", e.cfg.ServerID),
 		"--report-host="+e.cfg.ListenHost,

@@ -3,6 +3,7 @@ package mysql
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
 	"github.com/mydb-dev/mydb/pkg/instance/mysqlfamily"
@@ -158,7 +159,8 @@ func tempArgs(cfg instance.EngineConfig, dataDir string) []string {
 // naming the logs after mydb rather than the host name.
 func ServerArgs(cfg instance.EngineConfig, dataDir string) []string {
 	return append(baseArgs(cfg, dataDir),
-		"--bind-address="+cfg.ListenHost,
+		// A list since MySQL 8.0.13.
+		"--bind-address="+strings.Join(cfg.ListenAddresses(), ","),
 		fmt.Sprintf("--port=%d", cfg.Port),
 		fmt.Sprintf("--server-id=%d", cfg.ServerID),
 		"--report-host="+cfg.ListenHost,

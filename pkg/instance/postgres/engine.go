@@ -115,7 +115,7 @@ func (e *Engine) Command() (*exec.Cmd, error) {
 	if err := e.writePassfile(); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(e.cfg.Bin("postgres"), e.serverArgs(e.DataDir(), e.cfg.ListenHost)...)
+	cmd := exec.Command(e.cfg.Bin("postgres"), e.serverArgs(e.DataDir(), strings.Join(e.cfg.ListenAddresses(), ","))...)
 	cmd.Stdout, cmd.Stderr = e.cfg.Stdout, e.cfg.Stderr
 	cmd.Env = instance.CleanEnv()
 	return cmd, nil
