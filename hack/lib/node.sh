@@ -33,10 +33,11 @@ KUBE_PROXY_METRICS_PORT=${KUBE_PROXY_METRICS_PORT:-21249}
 COREDNS_HEALTH_PORT=${COREDNS_HEALTH_PORT:-21253}
 IMAGES_DIR=${IMAGES_DIR:-"${ROOT}/_output/images"}
 IMAGE_PREFIX=${IMAGE_PREFIX:-mydb.local}
-# The images the node loads; the engines mydb is pointed at with
-# --engine-image (NODE_ENGINE_IMAGES=all: every engine image hack/images.sh
-# knows).
-NODE_ENGINE_IMAGES=${NODE_ENGINE_IMAGES:-postgres-15 postgres-17}
+# The engine images the node loads, and mydb is pointed at with
+# --engine-image: by default only PostgreSQL 17, the default version, so the
+# quick start builds one (NODE_ENGINE_IMAGES="postgres-15 mariadb-10.11",
+# or all: every engine image hack/images.sh knows).
+NODE_ENGINE_IMAGES=${NODE_ENGINE_IMAGES:-postgres-17}
 
 # node_unsupported: prints why this machine cannot run the real node, or
 # nothing when it can.
@@ -67,6 +68,19 @@ node_unsupported() {
     return
   fi
   rm -rf "${probe}"
+}
+
+# write_config FILE: writes standard input to FILE when it differs from what
+# FILE holds: kube-proxy exits when its configuration file is written, even
+# with the same content, and a re-run of local-up must leave it running.
+write_config() {
+  local tmp="$1.tmp"
+  cat >"${tmp}"
+  if cmp -s "${tmp}" "$1"; then
+    rm -f "${tmp}"
+  else
+    mv -f "${tmp}" "$1"
+  fi
 }
 
 # set_sysctl KEY VALUE: sets a sysctl the node needs, remembering the value
@@ -115,7 +129,7 @@ start_containerd() {
   # cgroupfs (no systemd here) and restrict_oom_score_adj: root on this
   # machine lacks CAP_SYS_RESOURCE, and runc fails a container asked for a
   # lower oom_score_adj than its own.
-  cat >"${dir}/config.toml" <<EOF
+  write_config "${dir}/config.toml" <<EOF
 version = 2
 root = "${dir}/root"
 state = "${dir}/state"
@@ -141,7 +155,7 @@ state = "${dir}/state"
 EOF
   # Pods have a route to the Services' addresses through the node, and none
   # beyond it: nothing in a pod can reach an address outside this machine.
-  cat >"${cni}/net.d/10-mydb.conflist" <<EOF
+  write_config "${cni}/net.d/10-mydb.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
   "name": "mydb",
@@ -205,7 +219,7 @@ start_kubelet() {
   fi
   # failCgroupV1 false / cgroupfs: this machine has cgroups v1 and no
   # systemd. oomScoreAdj 0: root may not lower it (no CAP_SYS_RESOURCE).
-  cat >"${NODE_DIR}/kubelet.yaml" <<EOF
+  write_config "${NODE_DIR}/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: ${NODE_IP}
@@ -248,7 +262,7 @@ EOF
 kubelet_healthy() { [[ "$(curl -sS --max-time 3 "http://127.0.0.1:${KUBELET_HEALTHZ_PORT}/healthz")" == ok ]]; }
 
 start_kube_proxy() {
-  cat >"${NODE_DIR}/kube-proxy.yaml" <<EOF
+  write_config "${NODE_DIR}/kube-proxy.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection: {kubeconfig: ${KUBECONFIG_DIR}/kube-proxy.kubeconfig}
@@ -272,7 +286,7 @@ start_coredns() {
   mkdir -p "${NODE_DIR}/coredns"
   # Names of the cluster only; anything else is NXDOMAIN (no upstream can be
   # reached from here).
-  cat >"${NODE_DIR}/coredns/Corefile" <<EOF
+  write_config "${NODE_DIR}/coredns/Corefile" <<EOF
 cluster.local:53 in-addr.arpa:53 ip6.arpa:53 {
   bind ${NODE_IP}
   errors
@@ -299,7 +313,7 @@ coredns_healthy() { [[ "$(curl -sS --max-time 3 "http://127.0.0.1:${COREDNS_HEAL
 start_local_path_provisioner() {
   local token kc="${KUBECONFIG_DIR}/local-path-provisioner.kubeconfig"
   mkdir -p "${NODE_DIR}/volumes"
-  cat >"${NODE_DIR}/local-path.json" <<EOF
+  write_config "${NODE_DIR}/local-path.json" <<EOF
 {"nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": ["${NODE_DIR}/volumes"]}]}
 EOF
   if [[ ! -s "${kc}" ]]; then
@@ -356,8 +370,21 @@ stop_node() {
   for m in /var/run/netns/cni-*; do
     [[ -e "${m}" ]] && ip netns delete "$(basename "${m}")" 2>/dev/null || true
   done
-  # kube-proxy's chains (its own cleanup mode removes exactly those).
+  # kube-proxy's chains (its own cleanup mode removes exactly those), then
+  # the kubelet's: its firewall for localhost and its canaries.
   [[ -x "${BIN_DIR}/kube-proxy" ]] && "${BIN_DIR}/kube-proxy" --cleanup >/dev/null 2>&1 || true
+  local ipt table chain
+  for ipt in iptables ip6tables; do
+    command -v "${ipt}" >/dev/null || continue
+    for chain in INPUT OUTPUT; do
+      while "${ipt}" -D "${chain}" -j KUBE-FIREWALL 2>/dev/null; do :; done
+    done
+    for table in filter nat mangle; do
+      for chain in KUBE-FIREWALL KUBE-KUBELET-CANARY KUBE-IPTABLES-HINT; do
+        "${ipt}" -t "${table}" -F "${chain}" 2>/dev/null && "${ipt}" -t "${table}" -X "${chain}" 2>/dev/null || true
+      done
+    done
+  done
   ip link show "${NODE_BRIDGE}" >/dev/null 2>&1 && ip link delete "${NODE_BRIDGE}"
   if [[ -f "${NODE_DIR}/sysctl.saved" ]]; then
     local line

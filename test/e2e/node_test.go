@@ -37,7 +37,8 @@ type nodeEngine struct {
 	args   func(host string, port int, user, database string) []string
 }
 
-var nodePostgres = nodeEngine{engine: "postgres", version: "15", image: "mydb.local/postgres:15", client: "psql",
+// PostgreSQL 17, the default version, as the README's quick start runs it.
+var nodePostgres = nodeEngine{engine: "postgres", version: "17", image: "mydb.local/postgres:17", client: "psql",
 	args: func(host string, port int, user, database string) []string {
 		return []string{"-h", host, "-p", fmt.Sprint(port), "-U", user, "-d", database, "-v", "ON_ERROR_STOP=1", "-tA"}
 	}}
@@ -74,8 +75,7 @@ spec:
 		ready := meta.FindStatusCondition(db.Status.Conditions, examplev1.ConditionReady)
 		replicating := meta.FindStatusCondition(db.Status.Conditions, examplev1.ConditionReplicating)
 		if ready == nil || ready.Status != metav1.ConditionTrue || replicating == nil || replicating.Status != metav1.ConditionTrue {
-			return fmt.Errorf("not Ready and replicating yet: Ready %+v, Replicating %+v, pods:\n%s", ready, replicating,
-				kubectl(t, "", "get", "pods", "-n", ns, "-o", "wide").stdout)
+			return fmt.Errorf("not Ready and replicating yet: Ready %+v, Replicating %+v, pods: %s", ready, replicating, podPhases(t, ns))
 		}
 		return nil
 	})
@@ -129,7 +129,11 @@ echo "shop-ro never showed %[2]d rows (last: $n)"; exit 1
 		}
 		return fmt.Errorf("client pod %s", p.Status.Phase)
 	})
-	t.Logf("client pod: %s", strings.TrimSpace(mustKubectl(t, "", "logs", "-n", ns, "client")))
+	if logs := mustKubectl(t, "", "logs", "-n", ns, "client"); !strings.Contains(logs, fmt.Sprintf("read %d rows through shop-ro", rows)) {
+		t.Errorf("the client pod succeeded without saying it read its rows back:\n%s", logs)
+	} else {
+		t.Logf("client pod: %s", strings.ReplaceAll(strings.TrimSpace(logs), "\n", " | "))
+	}
 
 	// From the host: port-forward to the -rw Service, and the host's psql.
 	secret, err := kube.CoreV1().Secrets(ns).Get(ctx, "shop-credentials", metav1.GetOptions{})
@@ -140,11 +144,32 @@ echo "shop-ro never showed %[2]d rows (last: $n)"; exit 1
 	cmd := exec.Command(e.client, append(e.args("127.0.0.1", port, string(secret.Data["username"]), string(secret.Data["database"])),
 		"-c", "SELECT count(*) FROM orders")...)
 	cmd.Env = append(os.Environ(), "PGPASSWORD="+string(secret.Data["password"]), "PGSSLMODE=disable")
-	out, err := cmd.CombinedOutput()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr // the host's psql may be older than the server, and says so here
+	out, err := cmd.Output()
 	if err != nil || strings.TrimSpace(string(out)) != fmt.Sprint(rows) {
-		t.Fatalf("psql through kubectl port-forward svc/shop-rw: %v\n%s", err, out)
+		t.Fatalf("psql through kubectl port-forward svc/shop-rw: %v\n%s%s", err, out, stderr.String())
 	}
 	t.Logf("psql on the host through kubectl port-forward svc/shop-rw read %s rows", strings.TrimSpace(string(out)))
+}
+
+// podPhases says how the pods of ns are doing, for a message.
+func podPhases(t *testing.T, ns string) string {
+	pods, err := kubeClient(t).CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, p := range pods.Items {
+		ready := "not ready"
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				ready = "ready"
+			}
+		}
+		out = append(out, fmt.Sprintf("%s %s %s %s", p.Name, p.Status.Phase, ready, p.Status.PodIP))
+	}
+	return strings.Join(out, "; ")
 }
 
 // portForward runs `kubectl port-forward TARGET :REMOTE` until the test
