@@ -114,7 +114,7 @@ bench: bench-build ## Measure on the local control plane (starts or reuses make 
 	$(BENCH_BIN) -docs docs/benchmarks.md -chart docs/benchmarks.png $(BENCH_ARGS)
 
 .PHONY: ci
-ci: verify test test-engines fuzz e2e test-faults ## Everything CI runs.
+ci: verify test test-engines fuzz e2e test-faults test-node ## Everything CI runs.
 
 .PHONY: local-up
 local-up: ## Bring up etcd, kube-apiserver, controller-manager, scheduler, a node (real where the machine can run it, MYDB_NODE=kwok for fake ones) and mydb-apiserver.
