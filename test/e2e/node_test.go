@@ -88,8 +88,19 @@ spec:
 
 	// A client pod, by the Services' DNS names, with the Secret's credentials.
 	const rows = 1000
+	// Ready comes from the managers' reports; the Service routes once the
+	// EndpointSlice controller and kube-proxy have seen the primary's
+	// readiness and role label, a moment later: the client retries its
+	// first connection for a bounded time, and says how long it waited.
 	script := fmt.Sprintf(`set -e
-psql -h shop-rw.%[1]s.svc.cluster.local -v ON_ERROR_STOP=1 -c 'CREATE TABLE orders (id int PRIMARY KEY)' -c 'INSERT INTO orders SELECT generate_series(1, %[2]d)'
+start=$(date +%%s%%N)
+for i in $(seq 1 60); do
+  psql -h shop-rw.%[1]s.svc.cluster.local -v ON_ERROR_STOP=1 -c 'CREATE TABLE IF NOT EXISTS orders (id int PRIMARY KEY)' \
+    -c 'INSERT INTO orders SELECT generate_series(1, %[2]d) ON CONFLICT DO NOTHING' && break
+  [ "$i" = 60 ] && { echo "shop-rw refused every connection for 30 s"; exit 1; }
+  sleep 0.5
+done
+echo "wrote through shop-rw after $(( ($(date +%%s%%N) - start) / 1000000 )) ms"
 for i in $(seq 1 120); do
   n=$(psql -h shop-ro.%[1]s.svc.cluster.local -tA -c 'SELECT count(*) FROM orders' 2>/dev/null || true)
   [ "$n" = %[2]d ] && { echo "read $n rows through shop-ro"; exit 0; }
