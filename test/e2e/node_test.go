@@ -26,30 +26,62 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// nodeEngine is how the node test reaches one engine with its own client.
+// nodeEngine is how the node test reaches one engine with its own clients.
 type nodeEngine struct {
 	engine, version string
-	// image runs the client in a pod (the engine's image has it).
+	port            int
+	// image runs the client pod (the engine's image has the client).
 	image string
-	// client is the host's command line client; sql runs a statement with
-	// it; count reads a number.
-	client string
-	args   func(host string, port int, user, database string) []string
+	// shell is a client command line for the client pod, reading the
+	// credentials from the environment that credentialsEnv sets; create,
+	// insert and count are its statements.
+	shell                 func(host string) string
+	create, insert, count string
+	credentialsEnv        map[string]string // variable -> key of the Secret
+	// host runs the host's client: the command and its environment.
+	host func(port int, user, password, database, statement string) (*exec.Cmd, []string)
 }
 
-// PostgreSQL 17, the default version, as the README's quick start runs it.
-var nodePostgres = nodeEngine{engine: "postgres", version: "17", image: "mydb.local/postgres:17", client: "psql",
-	args: func(host string, port int, user, database string) []string {
-		return []string{"-h", host, "-p", fmt.Sprint(port), "-U", user, "-d", database, "-v", "ON_ERROR_STOP=1", "-tA"}
-	}}
+var nodeEngines = []nodeEngine{
+	// PostgreSQL 17, the default version, as the README's quick start runs it.
+	{engine: "postgres", version: "17", port: 5432, image: "mydb.local/postgres:17",
+		shell:          func(host string) string { return "psql -h " + host + " -v ON_ERROR_STOP=1 -tA" },
+		create:         "CREATE TABLE IF NOT EXISTS orders (id int PRIMARY KEY)",
+		insert:         "INSERT INTO orders SELECT generate_series(1, 1000) ON CONFLICT DO NOTHING",
+		count:          "SELECT count(*) FROM orders",
+		credentialsEnv: map[string]string{"PGUSER": "username", "PGPASSWORD": "password", "PGDATABASE": "database"},
+		host: func(port int, user, password, database, statement string) (*exec.Cmd, []string) {
+			return exec.Command("psql", "-h", "127.0.0.1", "-p", fmt.Sprint(port), "-U", user, "-d", database, "-v", "ON_ERROR_STOP=1", "-tA", "-c", statement),
+				[]string{"PGPASSWORD=" + password, "PGSSLMODE=disable"}
+		}},
+	{engine: "mariadb", version: "10.11", port: 3306, image: "mydb.local/mariadb:10.11",
+		shell:  func(host string) string { return `mariadb -h ` + host + ` -u "$DB_USER" -N "$DB_NAME"` },
+		create: "CREATE TABLE IF NOT EXISTS orders (id INT PRIMARY KEY)",
+		insert: "INSERT IGNORE INTO orders WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1000) SELECT i FROM n",
+		count:  "SELECT count(*) FROM orders",
+		// MYSQL_PWD keeps the password off the command line.
+		credentialsEnv: map[string]string{"DB_USER": "username", "MYSQL_PWD": "password", "DB_NAME": "database"},
+		host: func(port int, user, password, database, statement string) (*exec.Cmd, []string) {
+			return exec.Command("mariadb", "-h", "127.0.0.1", "-P", fmt.Sprint(port), "-u", user, "-N", database, "-e", statement),
+				[]string{"MYSQL_PWD=" + password}
+		}},
+}
 
-// TestNodePostgres: a 3-instance PostgreSQL on the real node is Ready only
-// once it serves; a pod writes through <name>-rw by its DNS name and reads
-// what it wrote through <name>-ro; from the host, `kubectl port-forward
-// svc/<name>-rw` and psql with the generated credentials reach the primary
-// (the README's quick start).
-func TestNodePostgres(t *testing.T) {
-	e := nodePostgres
+// TestNodeDatabases: for each engine, a 3-instance database on the real
+// node is Ready only once it serves; a pod writes through <name>-rw by its
+// DNS name and reads what it wrote through <name>-ro; from the host,
+// `kubectl port-forward svc/<name>-rw` and the engine's own client with the
+// generated credentials reach the primary (the README's quick start).
+func TestNodeDatabases(t *testing.T) {
+	for _, e := range nodeEngines {
+		t.Run(e.engine, func(t *testing.T) {
+			t.Parallel()
+			nodeDatabase(t, e)
+		})
+	}
+}
+
+func nodeDatabase(t *testing.T, e nodeEngine) {
 	ns := newNamespace(t)
 	ctx := context.Background()
 	kube := kubeClient(t)
@@ -86,39 +118,40 @@ spec:
 		}
 	}
 
-	// A client pod, by the Services' DNS names, with the Secret's credentials.
+	// A client pod, by the Services' DNS names, with the Secret's
+	// credentials. Ready comes from the managers' reports; the Service
+	// routes once the EndpointSlice controller and kube-proxy have seen the
+	// primary's readiness and role label, a moment later: the client
+	// retries its first connection for a bounded time, and says how long
+	// it waited.
 	const rows = 1000
-	// Ready comes from the managers' reports; the Service routes once the
-	// EndpointSlice controller and kube-proxy have seen the primary's
-	// readiness and role label, a moment later: the client retries its
-	// first connection for a bounded time, and says how long it waited.
+	rw, ro := e.shell("shop-rw."+ns+".svc.cluster.local"), e.shell("shop-ro."+ns+".svc.cluster.local")
 	script := fmt.Sprintf(`set -e
 start=$(date +%%s%%N)
 for i in $(seq 1 60); do
-  psql -h shop-rw.%[1]s.svc.cluster.local -v ON_ERROR_STOP=1 -c 'CREATE TABLE IF NOT EXISTS orders (id int PRIMARY KEY)' \
-    -c 'INSERT INTO orders SELECT generate_series(1, %[2]d) ON CONFLICT DO NOTHING' && break
+  echo %[3]q | %[1]s && echo %[4]q | %[1]s && break
   [ "$i" = 60 ] && { echo "shop-rw refused every connection for 30 s"; exit 1; }
   sleep 0.5
 done
 echo "wrote through shop-rw after $(( ($(date +%%s%%N) - start) / 1000000 )) ms"
 for i in $(seq 1 120); do
-  n=$(psql -h shop-ro.%[1]s.svc.cluster.local -tA -c 'SELECT count(*) FROM orders' 2>/dev/null || true)
-  [ "$n" = %[2]d ] && { echo "read $n rows through shop-ro"; exit 0; }
+  n=$(echo %[5]q | %[2]s 2>/dev/null || true)
+  [ "$n" = %[6]d ] && { echo "read $n rows through shop-ro"; exit 0; }
   sleep 0.5
 done
-echo "shop-ro never showed %[2]d rows (last: $n)"; exit 1
-`, ns, rows)
-	secretEnv := func(name, key string) corev1.EnvVar {
-		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-			LocalObjectReference: corev1.LocalObjectReference{Name: "shop-credentials"}, Key: key}}}
+echo "shop-ro never showed %[6]d rows (last: $n)"; exit 1
+`, rw, ro, e.create+";", e.insert+";", e.count+";", rows)
+	var env []corev1.EnvVar
+	for name, key := range e.credentialsEnv {
+		env = append(env, corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "shop-credentials"}, Key: key}}})
 	}
 	client := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "client"},
 		Spec: corev1.PodSpec{
 			RestartPolicy: corev1.RestartPolicyNever,
 			Containers: []corev1.Container{{
-				Name: "psql", Image: e.image, Command: []string{"sh", "-c", script},
-				Env: []corev1.EnvVar{secretEnv("PGUSER", "username"), secretEnv("PGPASSWORD", "password"), secretEnv("PGDATABASE", "database")},
+				Name: "client", Image: e.image, Command: []string{"sh", "-c", script}, Env: env,
 				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), RunAsNonRoot: ptr.To(true),
 					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
 			}},
@@ -146,22 +179,21 @@ echo "shop-ro never showed %[2]d rows (last: $n)"; exit 1
 		t.Logf("client pod: %s", strings.ReplaceAll(strings.TrimSpace(logs), "\n", " | "))
 	}
 
-	// From the host: port-forward to the -rw Service, and the host's psql.
+	// From the host: port-forward to the -rw Service, and the host's client.
 	secret, err := kube.CoreV1().Secrets(ns).Get(ctx, "shop-credentials", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := portForward(t, ns, "svc/shop-rw", 5432)
-	cmd := exec.Command(e.client, append(e.args("127.0.0.1", port, string(secret.Data["username"]), string(secret.Data["database"])),
-		"-c", "SELECT count(*) FROM orders")...)
-	cmd.Env = append(os.Environ(), "PGPASSWORD="+string(secret.Data["password"]), "PGSSLMODE=disable")
+	port := portForward(t, ns, "svc/shop-rw", e.port)
+	cmd, env2 := e.host(port, string(secret.Data["username"]), string(secret.Data["password"]), string(secret.Data["database"]), e.count)
+	cmd.Env = append(os.Environ(), env2...)
 	var stderr strings.Builder
-	cmd.Stderr = &stderr // the host's psql may be older than the server, and says so here
+	cmd.Stderr = &stderr // the host's client may be older than the server, and says so here
 	out, err := cmd.Output()
 	if err != nil || strings.TrimSpace(string(out)) != fmt.Sprint(rows) {
-		t.Fatalf("psql through kubectl port-forward svc/shop-rw: %v\n%s%s", err, out, stderr.String())
+		t.Fatalf("%s through kubectl port-forward svc/shop-rw: %v\n%s%s", cmd.Path, err, out, stderr.String())
 	}
-	t.Logf("psql on the host through kubectl port-forward svc/shop-rw read %s rows", strings.TrimSpace(string(out)))
+	t.Logf("%s on the host through kubectl port-forward svc/shop-rw read %s rows", cmd.Args[0], strings.TrimSpace(string(out)))
 }
 
 // podPhases says how the pods of ns are doing, for a message.
