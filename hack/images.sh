@@ -114,8 +114,10 @@ system_user() {
 
 build_pause() {
   local src recipe dir="${IMAGES_DIR}/pause.rootfs"
-  src="$(cd "${ROOT}/hack/tools" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c"
-  [[ -f "${src}" ]] || (cd "${ROOT}/hack/tools" && go mod download k8s.io/kubernetes)
+  # Downloaded first: `go list -m` prints no directory for a module not in
+  # the module cache yet.
+  src="$(cd "${ROOT}/hack/tools" && go mod download k8s.io/kubernetes && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c"
+  [[ -f "${src}" ]] || die "no ${src} in the k8s.io/kubernetes module"
   recipe="$(sha256sum "${src}") $(declare -f build_pause)"
   fresh pause "${recipe}" && return
   log "building $(image_ref pause) from Kubernetes ${KUBE_VERSION}'s pause.c"
