@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"time"
 
 	"github.com/mydb-dev/mydb/pkg/names"
 
@@ -253,8 +254,10 @@ func podSpec(db *examplev1.MyDatabase, eng engine.Engine, image, instanceImage s
 			// writes, a replica streams within the lag bound.
 			ReadinessProbe: &corev1.Probe{ProbeHandler: statusProbe("/readyz"), PeriodSeconds: 5, TimeoutSeconds: 3, FailureThreshold: 2},
 			// The manager answers /healthz while it supervises the engine,
-			// through crash recovery and clones alike.
-			LivenessProbe: &corev1.Probe{ProbeHandler: statusProbe("/healthz"), PeriodSeconds: 10, TimeoutSeconds: 5, FailureThreshold: 6},
+			// through crash recovery and clones alike; one that stopped
+			// answering is restarted, engine and all, before a failover
+			// could promote another instance (livenessProbe).
+			LivenessProbe: livenessProbe(statusProbe("/healthz"), failoverDelay(db)),
 			VolumeMounts: []corev1.VolumeMount{
 				{Name: names.DataVolume, MountPath: eng.DataPath},
 				{Name: instanceVolume, MountPath: engine.InstanceDirectory, ReadOnly: true},
@@ -322,4 +325,23 @@ func newInstanceIdentity(db *examplev1.MyDatabase) (*corev1.ServiceAccount, *rba
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: db.Namespace}},
 	}
 	return sa, role, binding
+}
+
+// livenessProbe restarts the container of a manager that stopped answering
+// (stuck, or stopped with SIGSTOP) within three quarters of failoverDelay.
+// Such a manager can neither fence its engine nor learn that another
+// instance was promoted, while the engine it started still takes writes
+// from clients that kept its address: the kubelet's kill takes the engine
+// down with it (the manager is the container's PID 1). The controller
+// promotes no sooner than failoverDelay after it first saw the primary
+// unready, which is no sooner than the manager stopped answering, and the
+// kill comes at most period*threshold + timeout + grace after that.
+func livenessProbe(handler corev1.ProbeHandler, delay time.Duration) *corev1.Probe {
+	budget := int64(delay * 3 / 4 / time.Second) // whole seconds
+	period := min(max(budget/4, 1), 10)
+	timeout := min(period, 5)
+	grace := period
+	threshold := min(max((budget-timeout-grace)/period, 2), 6)
+	return &corev1.Probe{ProbeHandler: handler, PeriodSeconds: int32(period), TimeoutSeconds: int32(timeout),
+		FailureThreshold: int32(threshold), TerminationGracePeriodSeconds: ptr.To(grace)}
 }
