@@ -44,7 +44,13 @@ func backupRaw(t *testing.T, ns, db, body string, as ...string) result {
 // and a destination in it under prefix.
 func startS3(t *testing.T, ns, prefix string) (*s3server.Server, *examplev1.BackupDestination) {
 	t.Helper()
-	srv := s3server.Start(t, s3server.Options{})
+	return startS3With(t, ns, prefix, s3server.Options{})
+}
+
+// startS3With is startS3 with the server's options.
+func startS3With(t *testing.T, ns, prefix string, o s3server.Options) (*s3server.Server, *examplev1.BackupDestination) {
+	t.Helper()
+	srv := s3server.Start(t, o)
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3"}, Data: map[string][]byte{
 		"accessKeyID": []byte(srv.AccessKeyID), "secretAccessKey": []byte(srv.SecretAccessKey)}}
 	if _, err := kubeClient(t).CoreV1().Secrets(ns).Create(context.Background(), secret, metav1.CreateOptions{}); err != nil {

@@ -173,6 +173,11 @@ type writer struct {
 
 	mu   sync.Mutex
 	acks []ack
+
+	// pinned, when set, is the one pod the writer writes to, at the address
+	// it had when the writer started, whatever its role becomes: a client
+	// that kept its connection string.
+	pinned string
 }
 
 func startWriter(t *testing.T, h *replicationHarness) *writer { return startWriters(t, h, 1) }
@@ -184,6 +189,16 @@ func startWriters(t *testing.T, h *replicationHarness, n int) *writer {
 		w.wg.Add(1)
 		go w.run()
 	}
+	return w
+}
+
+// startPinnedWriter starts one connection writing to pod's address only.
+func startPinnedWriter(t *testing.T, h *replicationHarness, pod string) *writer {
+	w := &writer{t: t, h: h, done: make(chan struct{}), pinned: pod}
+	// Its ids stay clear of the other writers' in the same table.
+	w.ids.Store(1_000_000_000)
+	w.wg.Add(1)
+	go w.run()
 	return w
 }
 
@@ -214,6 +229,14 @@ func (w *writer) run() {
 			return
 		default:
 		}
+		if ip == "" && w.pinned != "" {
+			p, err := kube.CoreV1().Pods(w.h.ns).Get(context.Background(), w.pinned, metav1.GetOptions{})
+			if err != nil || p.Status.PodIP == "" {
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			pod, ip = p.Name, p.Status.PodIP
+		}
 		if ip == "" {
 			pods, err := kube.CoreV1().Pods(w.h.ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
 			if err != nil || len(pods.Items) != 1 || pods.Items[0].Status.PodIP == "" {
@@ -242,8 +265,11 @@ func (w *writer) run() {
 			w.failed.Add(1)
 			// Not acknowledged, so no loss whatever became of it (it may
 			// have committed without the answer arriving): each id is
-			// tried once, and the next goes wherever the primary is now.
-			ip = ""
+			// tried once, and the next goes wherever the primary is now
+			// (a pinned writer keeps its address).
+			if w.pinned == "" {
+				ip = ""
+			}
 			time.Sleep(20 * time.Millisecond)
 			continue
 		}
@@ -407,20 +433,29 @@ func failOver(t *testing.T, r *rig, dbs typedv1.MyDatabaseInterface, old, what s
 // once both replicas stream and the acks table the writers fill exists.
 func startShop(t *testing.T, cfg *rest.Config, tc replicationCase, delay time.Duration, mode examplev1.ReplicationMode) (typedv1.MyDatabaseInterface, *rig, *replicationHarness, examplev1.MyDatabaseStatus) {
 	t.Helper()
+	dbs, h := createShop(t, cfg, tc, delay, mode)
+	r := startRig(t, h.ns, "shop", tc.engine)
+	status := h.waitStreaming(3)
+	mustExec(t, h.connect(status.CurrentPrimary), "CREATE TABLE acks (id INT PRIMARY KEY)")
+	return dbs, r, h, status
+}
+
+// createShop creates "shop" as startShop describes (delay 0: the default
+// failoverDelay), and returns at once.
+func createShop(t *testing.T, cfg *rest.Config, tc replicationCase, delay time.Duration, mode examplev1.ReplicationMode) (typedv1.MyDatabaseInterface, *replicationHarness) {
+	t.Helper()
 	ns := newNamespace(t)
 	dbs := mydbClient(t, cfg).ExampleV1().MyDatabases(ns)
 	db := &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "shop"}, Spec: examplev1.MyDatabaseSpec{
-		Engine: examplev1.Engine(tc.engine.name), Version: tc.version, Replicas: int32Ptr(3), StorageSize: quantity("1Gi"),
-		FailoverDelay: &metav1.Duration{Duration: delay}}}
+		Engine: examplev1.Engine(tc.engine.name), Version: tc.version, Replicas: int32Ptr(3), StorageSize: quantity("1Gi")}}
+	if delay > 0 {
+		db.Spec.FailoverDelay = &metav1.Duration{Duration: delay}
+	}
 	if mode != "" {
 		db.Spec.Replication = &examplev1.ReplicationSpec{Mode: mode}
 	}
 	if _, err := dbs.Create(context.Background(), db, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	r := startRig(t, ns, "shop", tc.engine)
-	h := &replicationHarness{t: t, tc: tc, ns: ns, db: "shop"}
-	status := h.waitStreaming(3)
-	mustExec(t, h.connect(status.CurrentPrimary), "CREATE TABLE acks (id INT PRIMARY KEY)")
-	return dbs, r, h, status
+	return dbs, &replicationHarness{t: t, tc: tc, ns: ns, db: "shop"}
 }

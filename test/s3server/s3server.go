@@ -29,7 +29,8 @@ import (
 	"github.com/mydb-dev/mydb/pkg/objectstore"
 )
 
-// Host is the loopback address the server listens on.
+// Host is the loopback address the server listens on unless
+// Options.Host says otherwise.
 const Host = "127.0.0.1"
 
 // Server is a running weed S3 gateway with one bucket.
@@ -51,6 +52,9 @@ type Server struct {
 type Options struct {
 	// Bucket is the bucket made at start ("backups" when empty).
 	Bucket string
+	// Host is the address to listen on (Host when empty): the real node's
+	// pods reach the machine at the node's address, not at loopback.
+	Host string
 }
 
 // Binary is $MYDB_WEED_BIN or the weed hack/build-tools.sh caches in
@@ -99,11 +103,15 @@ func Start(t testing.TB, o Options) *Server {
 	if err := os.Mkdir(data, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	ports := freePorts(t, 11)
+	host := o.Host
+	if host == "" {
+		host = Host
+	}
+	ports := freePorts(t, host, 11)
 	// weed mini is master, volume server, filer and S3 gateway in one
 	// process, made for a single-node cluster (it skips the filer's wait
 	// for peers that weed server has).
-	args := []string{"mini", "-dir=" + data, "-ip=" + Host, "-ip.bind=" + Host,
+	args := []string{"mini", "-dir=" + data, "-ip=" + host, "-ip.bind=" + host,
 		"-master.port=" + ports[0], "-master.port.grpc=" + ports[1],
 		"-volume.port=" + ports[2], "-volume.port.grpc=" + ports[3],
 		"-filer.port=" + ports[4], "-filer.port.grpc=" + ports[5],
@@ -116,10 +124,10 @@ func Start(t testing.TB, o Options) *Server {
 		// full disk leaves no volume to write to.
 		"-master.volumeSizeLimitMB=64", "-volume.max=32",
 	}
-	cert, key, ca := selfSigned(t, dir)
+	cert, key, ca := selfSigned(t, dir, host)
 	args = append(args, "-s3.port.https="+ports[8], "-s3.cert.file="+cert, "-s3.key.file="+key)
-	s.Endpoint = "http://" + net.JoinHostPort(Host, ports[6])
-	s.HTTPSEndpoint, s.CABundle = "https://"+net.JoinHostPort(Host, ports[8]), ca
+	s.Endpoint = "http://" + net.JoinHostPort(host, ports[6])
+	s.HTTPSEndpoint, s.CABundle = "https://"+net.JoinHostPort(host, ports[8]), ca
 	logPath := filepath.Join(dir, "weed.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -232,7 +240,7 @@ func (s *Server) waitBucket(exited <-chan struct{}, timeout time.Duration) error
 	return nil
 }
 
-func freePorts(t testing.TB, n int) []string {
+func freePorts(t testing.TB, host string, n int) []string {
 	t.Helper()
 	var out []string
 	var lns []net.Listener
@@ -242,7 +250,7 @@ func freePorts(t testing.TB, n int) []string {
 		}
 	}()
 	for len(out) < n {
-		ln, err := net.Listen("tcp", net.JoinHostPort(Host, "0"))
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -253,9 +261,9 @@ func freePorts(t testing.TB, n int) []string {
 	return out
 }
 
-// selfSigned writes a CA and a certificate for 127.0.0.1 it signed; it
-// returns the certificate's and key's paths and the CA's PEM.
-func selfSigned(t testing.TB, dir string) (certPath, keyPath string, caPEM []byte) {
+// selfSigned writes a CA and a certificate for host it signed; it returns
+// the certificate's and key's paths and the CA's PEM.
+func selfSigned(t testing.TB, dir, host string) (certPath, keyPath string, caPEM []byte) {
 	t.Helper()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -277,9 +285,9 @@ func selfSigned(t testing.TB, dir string) (certPath, keyPath string, caPEM []byt
 		t.Fatal(err)
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: Host},
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: host},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.ParseIP(Host)},
+		IPAddresses: []net.IP{net.ParseIP(host)},
 		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
