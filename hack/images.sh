@@ -100,7 +100,9 @@ from_rootfs() {
 debootstrap_tree() {
   local dir=$1 suite=$2 packages=$3 hook=${4:-true}
   rm -rf "${dir}"
-  mmdebstrap --variant=apt --include="${packages}" \
+  # The mirror may be a snapshot: sid's Release file then carries a
+  # Valid-Until in the past. Its signature is still checked.
+  mmdebstrap --variant=apt --include="${packages}" --aptopt='Acquire::Check-Valid-Until "false"' \
     --essential-hook="chroot \"\$1\" sh -c '${hook}'" \
     --customize-hook='chroot "$1" sh -c "apt-get clean; rm -rf /var/lib/apt/lists/* /var/cache/* /var/log/*"' \
     "${suite}" "${dir}" >"${dir}.log" 2>&1 || { tail -20 "${dir}.log" >&2; die "mmdebstrap ${suite} failed (log ${dir}.log)"; }

@@ -246,8 +246,11 @@ podLogsDir: ${NODE_DIR}/pod-logs
 serializeImagePulls: false
 maxPods: 110
 evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
-imageGCHighThresholdPercent: 99
-imageGCLowThresholdPercent: 98
+# The images were imported, and no registry has them: image garbage
+# collection (on a disk over the threshold) would lose them for good, the
+# pause image first, and no pod could start again. 100 turns it off.
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
 EOF
   # Pods resolve through the cluster DNS only: nothing outside this machine.
   : >"${NODE_DIR}/resolv.conf"
