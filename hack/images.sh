@@ -20,6 +20,7 @@
 #                   engine_image below)
 #
 # Usage: hack/images.sh [NAME...]   (default: pause busybox mydb postgres-15)
+#        hack/images.sh --ref NAME  (the reference NAME is tagged with)
 # Env:   IMAGES_DIR (default _output/images), IMAGE_PREFIX (default mydb.local)
 set -o errexit -o nounset -o pipefail
 
@@ -36,10 +37,6 @@ buildah() {
   command buildah --root "${IMAGES_DIR}/storage" --runroot "${IMAGES_DIR}/run" --storage-driver vfs "$@"
 }
 
-# One run at a time: two would race on the same store and archives.
-exec 8>"${IMAGES_DIR}/.images.lock"
-flock 8
-
 # image_ref NAME: the reference an image is tagged with (postgres-15 ->
 # mydb.local/postgres:15).
 image_ref() {
@@ -52,6 +49,16 @@ image_ref() {
     *-*) echo "${IMAGE_PREFIX}/${name%%-*}:${name#*-}" ;;
   esac
 }
+
+# --ref NAME prints the reference NAME is tagged with, and builds nothing.
+if [[ "${1:-}" == --ref ]]; then
+  image_ref "$2"
+  exit 0
+fi
+
+# One run at a time: two would race on the same store and archives.
+exec 8>"${IMAGES_DIR}/.images.lock"
+flock 8
 
 # fresh NAME RECIPE: true when NAME was made from RECIPE (a string whose
 # hash stands for everything the image is made from) and is still there: its

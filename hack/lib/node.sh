@@ -184,9 +184,15 @@ load_images() {
   fi
   IMAGES_DIR="${IMAGES_DIR}" IMAGE_PREFIX="${IMAGE_PREFIX}" "${ROOT}/hack/images.sh" "${images[@]}"
   touch "${NODE_DIR}/images.loaded"
+  # What containerd holds, not only what was imported: an image it lost
+  # (deleted by hand, or by an older kubelet's garbage collection) is
+  # imported again.
+  local present
+  present=$(ctr --address "${CONTAINERD_SOCKET}" -n k8s.io images ls -q)
   for name in "${images[@]}"; do
     sum="${name} $(cat "${IMAGES_DIR}/${name}.recipe")"
-    grep -qxF "${sum}" "${NODE_DIR}/images.loaded" && continue
+    grep -qxF "${sum}" "${NODE_DIR}/images.loaded" &&
+      grep -qxF "$(IMAGE_PREFIX="${IMAGE_PREFIX}" "${ROOT}/hack/images.sh" --ref "${name}")" <<<"${present}" && continue
     log "importing image ${name} into containerd"
     ctr --address "${CONTAINERD_SOCKET}" -n k8s.io images import --no-unpack=false "${IMAGES_DIR}/${name}.tar" >/dev/null
     grep -v "^${name} " "${NODE_DIR}/images.loaded" >"${NODE_DIR}/images.loaded.tmp" || true

@@ -2,7 +2,7 @@ package engine
 
 func init() {
 	register(Engine{
-		Name:           "mysql",
+		Name: "mysql",
 		// 8.4 stays the default until 9.7, the newer long-term support
 		// line and the one that runs on the real node here (Debian's
 		// mysql-9.7), has been through the instance suite as well.

@@ -3,11 +3,15 @@ package instance
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -161,4 +165,38 @@ func (c EngineConfig) Tool(ctx context.Context, name string, args ...string) *ex
 	cmd.Stdout, cmd.Stderr = c.Stdout, c.Stderr
 	cmd.Env = CleanEnv()
 	return cmd
+}
+
+// StaleLockOwner is an engine that keeps lock files of its own besides
+// those in the run directory (Postgres' postmaster.pid in PGDATA).
+type StaleLockOwner interface {
+	// StaleLocks are the paths of those lock files.
+	StaleLocks() []string
+}
+
+// RemoveStaleLocks removes the engines' sockets, socket locks and pid
+// files from runDir, and eng's StaleLocks. Only for a manager that knows
+// no engine of an earlier run can be alive: a container's PID 1.
+func RemoveStaleLocks(runDir string, eng Engine) error {
+	entries, err := os.ReadDir(runDir)
+	if err != nil {
+		return err
+	}
+	var paths []string
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".s.PGSQL.") || strings.HasSuffix(name, ".sock") ||
+			strings.HasSuffix(name, ".lock") || strings.HasSuffix(name, ".pid") {
+			paths = append(paths, filepath.Join(runDir, name))
+		}
+	}
+	if o, ok := eng.(StaleLockOwner); ok {
+		paths = append(paths, o.StaleLocks()...)
+	}
+	for _, p := range paths {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("removing the stale %s: %w", p, err)
+		}
+	}
+	return nil
 }

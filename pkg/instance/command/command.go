@@ -159,6 +159,16 @@ func run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
+	if os.Getpid() == 1 {
+		// A container's first process: no engine of an earlier run of this
+		// container survives it, but their lock files do (the run directory
+		// and the data are volumes), naming pids this container reuses for
+		// its own processes and threads, and the engines then refuse to
+		// start ("lock file already exists").
+		if err := instance.RemoveStaleLocks(cfg.RunDir, eng); err != nil {
+			return err
+		}
+	}
 	topology, err := o.topologySource(cfg.Port, log)
 	if err != nil {
 		return err

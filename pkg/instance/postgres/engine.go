@@ -54,6 +54,9 @@ func New(cfg instance.EngineConfig) *Engine { return &Engine{cfg: cfg} }
 // DataDir is PGDATA.
 func (e *Engine) DataDir() string { return filepath.Join(e.cfg.DataRoot, dataSubdir) }
 
+// StaleLocks implements instance.StaleLockOwner: postmaster.pid.
+func (e *Engine) StaleLocks() []string { return []string{filepath.Join(e.DataDir(), "postmaster.pid")} }
+
 func (e *Engine) passfile() string { return filepath.Join(e.cfg.RunDir, "pgpass") }
 
 // HasData implements instance.Engine.
