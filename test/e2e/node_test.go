@@ -65,6 +65,20 @@ var nodeEngines = []nodeEngine{
 			return exec.Command("mariadb", "-h", "127.0.0.1", "-P", fmt.Sprint(port), "-u", user, "-N", database, "-e", statement),
 				[]string{"MYSQL_PWD=" + password}
 		}},
+	// MySQL 9.7, Debian's (sid) mysql-server in an image laid out like the
+	// official one.
+	{engine: "mysql", version: "9.7", port: 3306, image: "mydb.local/mysql:9.7",
+		shell:          func(host string) string { return `mysql -h ` + host + ` -u "$DB_USER" -N "$DB_NAME"` },
+		create:         "CREATE TABLE IF NOT EXISTS orders (id INT PRIMARY KEY)",
+		insert:         "INSERT IGNORE INTO orders WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1000) SELECT i FROM n",
+		count:          "SELECT count(*) FROM orders",
+		credentialsEnv: map[string]string{"DB_USER": "username", "MYSQL_PWD": "password", "DB_NAME": "database"},
+		// The host has MariaDB's client: caching_sha2_password sends the
+		// password over the TLS MySQL sets up at its first start.
+		host: func(port int, user, password, database, statement string) (*exec.Cmd, []string) {
+			return exec.Command("mariadb", "--ssl", "-h", "127.0.0.1", "-P", fmt.Sprint(port), "-u", user, "-N", database, "-e", statement),
+				[]string{"MYSQL_PWD=" + password}
+		}},
 }
 
 // TestNodeDatabases: for each engine, a 3-instance database on the real

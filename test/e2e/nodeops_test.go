@@ -1,0 +1,218 @@
+//go:build e2e && node
+
+// Day-two operations on the real node: evictions against the database's
+// PodDisruptionBudget, scaling through the claims local-path-provisioner
+// makes, a backup to an S3 server the pods reach over the node's network,
+// a restore into a new database, and a delete that takes the data with it.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/names"
+	"github.com/mydb-dev/mydb/test/s3server"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// nodeDataCases are the data cases at the versions the node has images for
+// (MySQL has no backups yet: docs/backups.md).
+func nodeDataCases() []dataCase {
+	var out []dataCase
+	for _, dc := range dataCases {
+		for _, tc := range nodeReplicationCases() {
+			if tc.engine.name == dc.engine.name {
+				dc.replicationCase = tc
+				out = append(out, dc)
+			}
+		}
+	}
+	return out
+}
+
+// nodeAddress is the node's InternalIP: where its pods reach this machine.
+func nodeAddress(t *testing.T) string {
+	t.Helper()
+	nodes, err := kubeClient(t).CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes.Items {
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP {
+				return a.Address
+			}
+		}
+	}
+	t.Fatalf("no node with an InternalIP: %+v", nodes.Items)
+	return ""
+}
+
+// TestNodeOperations: for each engine, on the real node, a 3-instance
+// database with rows of tricky types under deletionPolicy Delete. An
+// eviction of a replica goes through and a second one, of the primary,
+// is refused while the first is down (the PodDisruptionBudget); scaling
+// to 5 clones two replicas that hold the rows and scaling to 2 keeps the
+// primary; a backup goes to an S3 server the pods reach at the node's
+// address, and a new database restored from it holds the same checksums
+// on both its instances; deleting the source takes its claims and their
+// volumes.
+func TestNodeOperations(t *testing.T) {
+	for _, dc := range nodeDataCases() {
+		t.Run(dc.engine.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			kube := kubeClient(t)
+			admin := mydbClient(t, restConfig(t)).ExampleV1()
+			ns := newNamespace(t)
+			srv, dest := startS3With(t, ns, "node/"+dc.engine.name, s3server.Options{Host: nodeAddress(t)})
+			store := srv.Store(t)
+			const rows = 200
+			spec := examplev1.MyDatabaseSpec{Engine: examplev1.Engine(dc.engine.name), Version: dc.version,
+				Replicas: int32Ptr(3), StorageSize: quantity("1Gi"), DeletionPolicy: examplev1.DeletionPolicyDelete,
+				Backup: &examplev1.BackupPolicy{Destination: dest}}
+			if _, err := admin.MyDatabases(ns).Create(ctx, &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "src"}, Spec: spec}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			h := &replicationHarness{t: t, tc: dc.replicationCase, ns: ns, db: "src"}
+			status := h.waitStreaming(3)
+			primary := h.connect(status.CurrentPrimary)
+			for _, q := range dc.schema {
+				mustExec(t, primary, q)
+			}
+			dc.write(t, primary, 0, rows)
+			want, err := dc.sums(t, primary)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dc.waitSums(t, h, 3, want)
+
+			// Evictions, as kubectl drain asks for them.
+			replica := ""
+			for _, in := range status.Instances {
+				if in.Role == examplev1.InstanceRoleReplica {
+					replica = in.Name
+				}
+			}
+			evict := func(pod string) error {
+				return kube.PolicyV1().Evictions(ns).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: ns}})
+			}
+			eventually(t, time.Minute, func() error {
+				pdb, err := kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, names.PodDisruptionBudget("src"), metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				if pdb.Status.DisruptionsAllowed != 1 {
+					return fmt.Errorf("PodDisruptionBudget allows %d disruptions: %+v", pdb.Status.DisruptionsAllowed, pdb.Status)
+				}
+				return nil
+			})
+			evictedPod, err := kube.CoreV1().Pods(ns).Get(ctx, replica, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := evict(replica); err != nil {
+				t.Fatalf("evicting the replica %s with every instance ready: %v", replica, err)
+			}
+			if err := evict(status.CurrentPrimary); !apierrors.IsTooManyRequests(err) {
+				t.Errorf("evicting the primary %s while the replica %s is evicted: %v, want 429 (the PodDisruptionBudget)", status.CurrentPrimary, replica, err)
+			} else {
+				t.Logf("%s: a second eviction while %s is down: %v", dc.engine.name, replica, err)
+			}
+			evicted := time.Now()
+			// The StatefulSet makes the pod again (a new UID), and it streams.
+			eventually(t, 2*time.Minute, func() error {
+				p, err := kube.CoreV1().Pods(ns).Get(ctx, replica, metav1.GetOptions{})
+				if err != nil || p.UID == evictedPod.UID {
+					return fmt.Errorf("the evicted pod %s is not made again yet: %v", replica, err)
+				}
+				return nil
+			})
+			status = h.waitStreaming(3)
+			t.Logf("%s: the evicted replica %s streams again %s after its eviction", dc.engine.name, replica, time.Since(evicted).Round(100*time.Millisecond))
+
+			// Scale out: two replicas cloned onto new claims; and in.
+			scaled := time.Now()
+			h.scale(5)
+			dc.waitSums(t, h, 5, want)
+			t.Logf("%s: scaled 3 -> 5, both new replicas hold the rows after %s", dc.engine.name, time.Since(scaled).Round(100*time.Millisecond))
+			before := status.CurrentPrimary
+			h.scale(2)
+			if status = h.waitStreaming(2); status.CurrentPrimary != before {
+				t.Errorf("scaling 5 -> 2 moved the primary from %s to %s", before, status.CurrentPrimary)
+			}
+
+			// The backup, from the primary, into the bucket on the node's address.
+			start := time.Now()
+			if r := backupRaw(t, ns, "src", `{"metadata":{"name":"snap"},"spec":{"target":"Primary"}}`); r.err != nil {
+				t.Fatal(r)
+			}
+			snap := waitBackup(t, ns, "snap", 5*time.Minute)
+			took := time.Since(start)
+			s := snap.Status
+			if s.Phase != examplev1.BackupPhaseSucceeded {
+				t.Fatalf("backup %s: %s", s.Phase, s.Message)
+			}
+			if obj, err := store.Stat(ctx, s.Location.S3.Key); err != nil || obj.Size != s.SizeBytes {
+				t.Errorf("the dump in the bucket: %+v %v, want %d bytes", obj, err, s.SizeBytes)
+			}
+			t.Logf("%s: backup of %s to %s: %d bytes in %s", dc.engine.name, s.Instance, s.Location.URI(), s.SizeBytes, took.Round(100*time.Millisecond))
+
+			// The restore into a new database.
+			start = time.Now()
+			copySpec := examplev1.MyDatabaseSpec{Engine: spec.Engine, Version: spec.Version, Replicas: int32Ptr(2), StorageSize: quantity("1Gi"),
+				RestoreFrom: &examplev1.RestoreSource{BackupName: "snap"}}
+			if _, err := admin.MyDatabases(ns).Create(ctx, &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "copy"}, Spec: copySpec}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			loaded := restored(t, ns, "copy", 5*time.Minute)
+			dc.waitSums(t, &replicationHarness{t: t, tc: dc.replicationCase, ns: ns, db: "copy"}, 2, want)
+			t.Logf("%s: restored %d bytes into copy: Restored after %s, both instances holding the rows after %s", dc.engine.name, s.SizeBytes,
+				loaded.Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
+
+			// Delete under deletionPolicy Delete: the claims go, and the
+			// provisioner deletes their volumes.
+			claims, err := kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var volumes []string
+			for _, c := range claims.Items {
+				if strings.HasPrefix(c.Name, "data-src-") && c.Spec.VolumeName != "" {
+					volumes = append(volumes, c.Spec.VolumeName)
+				}
+			}
+			if len(volumes) != 5 {
+				t.Errorf("src has %d bound claims, want 5 (scaling in keeps them): %v", len(volumes), volumes)
+			}
+			mustKubectl(t, "", "delete", "mdb/src", "-n", ns, "--timeout=3m")
+			eventually(t, 3*time.Minute, func() error {
+				claims, err := kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+				if err != nil {
+					return err
+				}
+				for _, c := range claims.Items {
+					if strings.HasPrefix(c.Name, "data-src-") {
+						return fmt.Errorf("claim %s is still there", c.Name)
+					}
+				}
+				for _, v := range volumes {
+					if _, err := kube.CoreV1().PersistentVolumes().Get(ctx, v, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+						return fmt.Errorf("volume %s is still there: %v", v, err)
+					}
+				}
+				return nil
+			})
+			if _, err := admin.MyDatabases(ns).Get(ctx, "copy", metav1.GetOptions{}); err != nil {
+				t.Errorf("copy went with src: %v", err)
+			}
+		})
+	}
+}
