@@ -216,3 +216,76 @@ func TestNodeOperations(t *testing.T) {
 		})
 	}
 }
+
+// TestNodeVolumeBackup: for PostgreSQL and MariaDB on the real node, a
+// backup to a volume destination is written by a dump-server pod (mydb's
+// image, a claim of its own from local-path) that is gone once the backup
+// succeeded; a new database restored from it through a read-only
+// dump-server pod holds the same per-table checksums;
+// deleting the backup deletes its claim.
+func TestNodeVolumeBackup(t *testing.T) {
+	for _, dc := range nodeDataCases() {
+		t.Run(dc.engine.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			kube := kubeClient(t)
+			admin := mydbClient(t, restConfig(t)).ExampleV1()
+			ns := newNamespace(t)
+			spec := examplev1.MyDatabaseSpec{Engine: examplev1.Engine(dc.engine.name), Version: dc.version,
+				Replicas: int32Ptr(2), StorageSize: quantity("1Gi"),
+				Backup: &examplev1.BackupPolicy{Destination: &examplev1.BackupDestination{Volume: &examplev1.VolumeDestination{
+					StorageSize: ptrQuantity("2Gi")}}}}
+			if _, err := admin.MyDatabases(ns).Create(ctx, &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "src"}, Spec: spec}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			h := &replicationHarness{t: t, tc: dc.replicationCase, ns: ns, db: "src"}
+			status := h.waitStreaming(2)
+			primary := h.connect(status.CurrentPrimary)
+			for _, q := range dc.schema {
+				mustExec(t, primary, q)
+			}
+			dc.write(t, primary, 0, 200)
+			want, err := dc.sums(t, primary)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dc.waitSums(t, h, 2, want)
+
+			start := time.Now()
+			if r := backupRaw(t, ns, "src", `{"metadata":{"name":"snap"}}`); r.err != nil {
+				t.Fatal(r)
+			}
+			snap := waitBackup(t, ns, "snap", 5*time.Minute)
+			s := snap.Status
+			if s.Phase != examplev1.BackupPhaseSucceeded || s.Location == nil || s.Location.Volume == nil || s.Location.Volume.ClaimName != "snap-dump" || s.SizeBytes <= 0 {
+				t.Fatalf("backup %s: %s, status %+v", s.Phase, s.Message, s)
+			}
+			t.Logf("%s: volume backup of %s (%s) through the dump-server pod: %d bytes in %s", dc.engine.name, s.Instance, s.Role,
+				s.SizeBytes, time.Since(start).Round(100*time.Millisecond))
+			podGone(t, ns, "snap-dump")
+
+			start = time.Now()
+			// One instance: the node's 2 CPUs hold eight database pods'
+			// default requests (250m), and the restore's dump-server pod
+			// needs room beside both engines' sources and copies.
+			copySpec := examplev1.MyDatabaseSpec{Engine: spec.Engine, Version: spec.Version, Replicas: int32Ptr(1), StorageSize: quantity("1Gi"),
+				RestoreFrom: &examplev1.RestoreSource{BackupName: "snap"}}
+			if _, err := admin.MyDatabases(ns).Create(ctx, &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "copy"}, Spec: copySpec}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			loaded := restored(t, ns, "copy", 5*time.Minute)
+			dc.waitSums(t, &replicationHarness{t: t, tc: dc.replicationCase, ns: ns, db: "copy"}, 1, want)
+			t.Logf("%s: restored %d bytes from the volume into copy: Restored after %s, its instance holding the rows after %s", dc.engine.name,
+				s.SizeBytes, loaded.Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
+			podGone(t, ns, "copy-restore")
+
+			mustKubectl(t, "", "delete", "mdbb/snap", "-n", ns, "--timeout=1m")
+			eventually(t, 2*time.Minute, func() error {
+				if _, err := kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "snap-dump", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+					return fmt.Errorf("the claim snap-dump is still there: %v", err)
+				}
+				return nil
+			})
+		})
+	}
+}
