@@ -48,7 +48,7 @@ func TestEtcdMemberKillsLoseNoAcknowledgedWrite(t *testing.T) {
 		cycles = 20
 	}
 	const writers, perWriter = 3, 8
-	localDir := envOr("E2E_LOCAL_DIR", filepath.Join(repoRoot, "_output", "local"))
+	localDir := e2eLocalDir
 	members := []*localProcess{
 		localComponent(t, localDir, "mydb-etcd"),
 		localComponent(t, localDir, "mydb-etcd-1"),

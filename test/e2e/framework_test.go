@@ -31,6 +31,9 @@ var (
 	repoRoot   = func() string { _, f, _, _ := runtime.Caller(0); return filepath.Join(filepath.Dir(f), "..", "..") }()
 	kubeconfig = envOr("E2E_KUBECONFIG", filepath.Join(repoRoot, "_output", "local", "kubeconfig"))
 	kubectlBin = envOr("E2E_KUBECTL", filepath.Join(repoRoot, "_output", "bin", "kubectl"))
+	// e2eLocalDir is the state directory of the control plane under test
+	// (LOCAL_DIR of hack/local-up.sh): pids, logs, certificates, the node.
+	e2eLocalDir = envOr("E2E_LOCAL_DIR", filepath.Join(repoRoot, "_output", "local"))
 )
 
 func envOr(name, def string) string {

@@ -134,7 +134,7 @@ type standby struct {
 func startStandby(t *testing.T) *standby {
 	t.Helper()
 	ctx := context.Background()
-	localDir := envOr("E2E_LOCAL_DIR", filepath.Join(repoRoot, "_output", "local"))
+	localDir := e2eLocalDir
 	leaderPID, leaderArgs := localMydbProcess(t, localDir)
 	// A previous test's standby may have held the lease last: local-up's
 	// takes it back once it expires.

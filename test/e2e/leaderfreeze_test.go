@@ -66,7 +66,7 @@ func TestFrozenLeaderWritesNothingAfterTakeover(t *testing.T) {
 	// and some seconds after it, when both replicas run.
 	const before, after = 4 * time.Second, 8 * time.Second
 	ctx := context.Background()
-	localDir := envOr("E2E_LOCAL_DIR", filepath.Join(repoRoot, "_output", "local"))
+	localDir := e2eLocalDir
 	kubeAudit := filepath.Join(localDir, "logs", "kube-apiserver-audit.log")
 	leaderAudit := filepath.Join(localDir, "logs", "mydb-apiserver-audit.log")
 

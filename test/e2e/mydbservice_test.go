@@ -56,7 +56,7 @@ func (r *mydbReplica) addr() string { return fmt.Sprintf("127.0.0.1:%d", r.port)
 // example.com through them.
 func startMydbService(t *testing.T, n int) *mydbService {
 	t.Helper()
-	localDir := envOr("E2E_LOCAL_DIR", filepath.Join(repoRoot, "_output", "local"))
+	localDir := e2eLocalDir
 	s := &mydbService{t: t, localDir: localDir, local: localComponent(t, localDir, "mydb-apiserver")}
 	port := mustAtoi(t, flagValue(t, s.local.args, "--secure-port"))
 	for _, a := range s.local.args[1:] {

@@ -39,7 +39,7 @@ func TestANamespacedInstallReadsSecretsOnlyWhereItServes(t *testing.T) {
 	served, other := newNamespace(t), newNamespace(t)
 	kube := kubeClient(t)
 	admin := mydbClient(t, restConfig(t)).ExampleV1()
-	localDir := envOr("E2E_LOCAL_DIR", filepath.Join(repoRoot, "_output", "local"))
+	localDir := e2eLocalDir
 
 	// Made while mydb serves every namespace: it has a Secret.
 	legacy := &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "legacy"}, Spec: examplev1.MyDatabaseSpec{

@@ -425,7 +425,7 @@ func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { r
 
 func localMydbPort(t *testing.T) int {
 	t.Helper()
-	_, args := localMydbProcess(t, envOr("E2E_LOCAL_DIR", filepath.Join(repoRoot, "_output", "local")))
+	_, args := localMydbProcess(t, e2eLocalDir)
 	for _, a := range args {
 		var port int
 		if _, err := fmt.Sscanf(a, "--secure-port=%d", &port); err == nil {
