@@ -21,6 +21,7 @@ import (
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	typedv1 "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/typed/example/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -60,7 +61,7 @@ func nodeShop(t *testing.T, tc replicationCase, delay time.Duration, mode exampl
 // kubelet's namespace.
 func ctr(t *testing.T, args ...string) string {
 	t.Helper()
-	socket := filepath.Join(envOr("E2E_LOCAL_DIR", filepath.Join(repoRoot, "_output", "local")), "node", "containerd", "containerd.sock")
+	socket := filepath.Join(e2eLocalDir, "node", "containerd", "containerd.sock")
 	out, err := exec.Command("ctr", append([]string{"--address", socket, "--namespace", "k8s.io"}, args...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("ctr %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -68,10 +69,8 @@ func ctr(t *testing.T, args ...string) string {
 	return string(out)
 }
 
-// databaseTask is the containerd task of pod's database container: its id,
-// the host's pid of its PID 1 (the instance manager), and the container's
-// restart count.
-func databaseTask(t *testing.T, ns, pod string) (id string, pid int, restarts int32) {
+// databaseContainer is the status of pod's database container.
+func databaseContainer(t *testing.T, ns, pod string) corev1.ContainerStatus {
 	t.Helper()
 	p, err := kubeClient(t).CoreV1().Pods(ns).Get(context.Background(), pod, metav1.GetOptions{})
 	if err != nil {
@@ -79,21 +78,35 @@ func databaseTask(t *testing.T, ns, pod string) (id string, pid int, restarts in
 	}
 	for _, cs := range p.Status.ContainerStatuses {
 		if cs.Name == "database" {
-			id, restarts = strings.TrimPrefix(cs.ContainerID, "containerd://"), cs.RestartCount
+			return cs
 		}
 	}
-	if id == "" {
-		t.Fatalf("pod %s has no database container running: %+v", pod, p.Status.ContainerStatuses)
-	}
+	t.Fatalf("pod %s has no database container: %+v", pod, p.Status.ContainerStatuses)
+	return corev1.ContainerStatus{}
+}
+
+// databaseTask is the containerd task of pod's database container: its id,
+// the host's pid of its PID 1 (the instance manager), and the container's
+// restart count.
+func databaseTask(t *testing.T, ns, pod string) (id string, pid int, restarts int32) {
+	t.Helper()
+	cs := databaseContainer(t, ns, pod)
+	id, restarts = strings.TrimPrefix(cs.ContainerID, "containerd://"), cs.RestartCount
 	for _, line := range strings.Split(ctr(t, "task", "ls"), "\n") {
 		if f := strings.Fields(line); len(f) >= 2 && f[0] == id {
 			pid, _ = strconv.Atoi(f[1])
 		}
 	}
-	if pid == 0 {
-		t.Fatalf("containerd runs no task for container %s of pod %s", id, pod)
+	if id == "" || pid == 0 {
+		t.Fatalf("containerd runs no task for the database container of pod %s (%q)", pod, id)
 	}
 	return id, pid, restarts
+}
+
+// restartCount is the database container's restart count of pod.
+func restartCount(t *testing.T, ns, pod string) int32 {
+	t.Helper()
+	return databaseContainer(t, ns, pod).RestartCount
 }
 
 // nodeStall orders the engines' subtests around a stalled kubelet: a
@@ -102,18 +115,17 @@ func databaseTask(t *testing.T, ns, pod string) (id string, pid int, restarts in
 // container, its liveness probe) for reading.
 var nodeStall sync.RWMutex
 
-// stallMachine stops the kubelet (SIGSTOP) and freezes pod's database
-// container: the node stalls as a whole machine does, with no probe and no
+// stallMachine stops the kubelet (SIGSTOP) and freezes the container of
+// containerd task id: the node stalls as a whole machine does, with no probe and no
 // kill coming from it; resume thaws the container first, the kubelet right
 // after. With the kubelet running, the container's liveness probe would
 // have the kubelet kill a frozen container before a failover (it does:
 // TestNodeFrozenManager), which is what a container stall alone meets, not
 // what a machine stall does.
-func stallMachine(t *testing.T, ns, pod string) (resume func()) {
+func stallMachine(t *testing.T, id string) (resume func()) {
 	t.Helper()
-	nodeStall.Lock()
 	kubelet := nodePID(t, "kubelet")
-	id, _, _ := databaseTask(t, ns, pod)
+	nodeStall.Lock()
 	if err := syscall.Kill(kubelet, syscall.SIGSTOP); err != nil {
 		nodeStall.Unlock()
 		t.Fatalf("SIGSTOP of the kubelet (pid %d): %v", kubelet, err)
@@ -136,7 +148,7 @@ func stallMachine(t *testing.T, ns, pod string) (resume func()) {
 // nodePID is the pid of a process of the node that local-up started.
 func nodePID(t *testing.T, name string) int {
 	t.Helper()
-	file := filepath.Join(envOr("E2E_LOCAL_DIR", filepath.Join(repoRoot, "_output", "local")), "pids", name+".pid")
+	file := filepath.Join(e2eLocalDir, "pids", name+".pid")
 	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
@@ -148,36 +160,11 @@ func nodePID(t *testing.T, name string) int {
 	return pid
 }
 
-// restartCount is the database container's restart count of pod.
-func restartCount(t *testing.T, ns, pod string) int32 {
-	t.Helper()
-	p, err := kubeClient(t).CoreV1().Pods(ns).Get(context.Background(), pod, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, cs := range p.Status.ContainerStatuses {
-		if cs.Name == "database" {
-			return cs.RestartCount
-		}
-	}
-	return 0
-}
-
 // waitAck waits for a write sent after since that a pod, any pod,
 // acknowledged.
 func (w *writer) waitAck(since time.Time, timeout time.Duration) ack {
 	w.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		for _, a := range w.snapshot() {
-			if a.sent.After(since) {
-				return a
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	w.t.Fatalf("no write acknowledged within %s", timeout)
-	return ack{}
+	return w.waitAckThat(func(a ack) bool { return a.sent.After(since) }, "no write acknowledged", timeout)
 }
 
 // acksAfter lists the writes acknowledged after t.
@@ -232,13 +219,19 @@ func TestNodeSyncFaults(t *testing.T) {
 			// SIGKILL of the primary's container: PID 1 is the manager, so
 			// the engine and everything else in the container go with it.
 			old = status.CurrentPrimary
-			nodeStall.RLock()
 			id, _, restarts := databaseTask(t, h.ns, old)
 			before := w.count()
-			ctr(t, "task", "kill", "--signal", "SIGKILL", id)
-			killed := time.Now()
-			resumed := w.waitAck(killed, failoverDelay+failoverBound+time.Minute)
-			nodeStall.RUnlock()
+			var killed time.Time
+			var resumed ack
+			func() {
+				// The kubelet's restart is part of the figure; a Fatal
+				// here must not leave the lock held.
+				nodeStall.RLock()
+				defer nodeStall.RUnlock()
+				ctr(t, "task", "kill", "--signal", "SIGKILL", id)
+				killed = time.Now()
+				resumed = w.waitAck(killed, failoverDelay+failoverBound+time.Minute)
+			}()
 			status = h.waitStreaming(3)
 			missing := w.missingOn(h, status.CurrentPrimary, time.Now())
 			if len(missing) > 0 {
@@ -306,30 +299,11 @@ func nodeFrozenPrimary(t *testing.T, h *replicationHarness, dbs typedv1.MyDataba
 	defer pinned.stop()
 	pinned.waitAckOn(old, time.Now(), 30*time.Second)
 
-	_, _, restarts := databaseTask(t, h.ns, old)
-	resume := stallMachine(t, h.ns, old)
-	frozen := time.Now()
-	var after examplev1.MyDatabaseStatus
-	eventually(t, failoverDelay+failoverBound+30*time.Second, func() error {
-		db, err := dbs.Get(context.Background(), "shop", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		after = db.Status
-		if after.CurrentPrimary == old {
-			return fmt.Errorf("the primary is still %s", old)
-		}
-		return nil
-	})
-	decided := time.Now()
-	if at := after.TargetPrimaryTime; at != nil && at.Time.Before(decided) {
-		decided = at.Time
-	}
+	id, _, restarts := databaseTask(t, h.ns, old)
+	var resume func()
+	after, frozen, decided := failOverAfter(t, func() { resume = stallMachine(t, id) }, dbs, old, "the failover of a stalled primary")
 	newPrimary := after.CurrentPrimary
 	firstAck := w.waitAckOn(newPrimary, frozen, time.Minute)
-	if took := decided.Sub(frozen); took > failoverDelay+failoverBound {
-		t.Errorf("the failover was decided %s after the freeze, want within failoverDelay %s + %s", took, failoverDelay, failoverBound)
-	}
 
 	resume()
 	thawedAt := time.Now()

@@ -74,24 +74,9 @@ func TestNodeOperations(t *testing.T) {
 			ns := newNamespace(t)
 			srv, dest := startS3With(t, ns, "node/"+dc.engine.name, s3server.Options{Host: nodeAddress(t)})
 			store := srv.Store(t)
-			const rows = 200
-			spec := examplev1.MyDatabaseSpec{Engine: examplev1.Engine(dc.engine.name), Version: dc.version,
-				Replicas: int32Ptr(3), StorageSize: quantity("1Gi"), DeletionPolicy: examplev1.DeletionPolicyDelete,
-				Backup: &examplev1.BackupPolicy{Destination: dest}}
-			if _, err := admin.MyDatabases(ns).Create(ctx, &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "src"}, Spec: spec}, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			h := &replicationHarness{t: t, tc: dc.replicationCase, ns: ns, db: "src"}
-			status := h.waitStreaming(3)
-			primary := h.connect(status.CurrentPrimary)
-			for _, q := range dc.schema {
-				mustExec(t, primary, q)
-			}
-			dc.write(t, primary, 0, rows)
-			want, err := dc.sums(t, primary)
-			if err != nil {
-				t.Fatal(err)
-			}
+			src := dc.createSource(t, ns, examplev1.MyDatabaseSpec{Replicas: int32Ptr(3), StorageSize: quantity("1Gi"),
+				DeletionPolicy: examplev1.DeletionPolicyDelete, Backup: &examplev1.BackupPolicy{Destination: dest}}, 200, nil)
+			spec, h, status, want := src.db.Spec, src.h, src.status, src.sums
 			dc.waitSums(t, h, 3, want)
 
 			// Evictions, as kubectl drain asks for them.
@@ -231,25 +216,11 @@ func TestNodeVolumeBackup(t *testing.T) {
 			kube := kubeClient(t)
 			admin := mydbClient(t, restConfig(t)).ExampleV1()
 			ns := newNamespace(t)
-			spec := examplev1.MyDatabaseSpec{Engine: examplev1.Engine(dc.engine.name), Version: dc.version,
-				Replicas: int32Ptr(2), StorageSize: quantity("1Gi"),
+			src := dc.createSource(t, ns, examplev1.MyDatabaseSpec{Replicas: int32Ptr(2), StorageSize: quantity("1Gi"),
 				Backup: &examplev1.BackupPolicy{Destination: &examplev1.BackupDestination{Volume: &examplev1.VolumeDestination{
-					StorageSize: ptrQuantity("2Gi")}}}}
-			if _, err := admin.MyDatabases(ns).Create(ctx, &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "src"}, Spec: spec}, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			h := &replicationHarness{t: t, tc: dc.replicationCase, ns: ns, db: "src"}
-			status := h.waitStreaming(2)
-			primary := h.connect(status.CurrentPrimary)
-			for _, q := range dc.schema {
-				mustExec(t, primary, q)
-			}
-			dc.write(t, primary, 0, 200)
-			want, err := dc.sums(t, primary)
-			if err != nil {
-				t.Fatal(err)
-			}
-			dc.waitSums(t, h, 2, want)
+					StorageSize: ptrQuantity("2Gi")}}}}, 200, nil)
+			spec, want := src.db.Spec, src.sums
+			dc.waitSums(t, src.h, 2, want)
 
 			start := time.Now()
 			if r := backupRaw(t, ns, "src", `{"metadata":{"name":"snap"}}`); r.err != nil {

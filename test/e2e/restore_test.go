@@ -146,13 +146,22 @@ type source struct {
 // rows of dc's tables to the primary.
 func (dc dataCase) startSource(t *testing.T, ns string, spec examplev1.MyDatabaseSpec, rows int) source {
 	t.Helper()
+	return dc.createSource(t, ns, spec, rows, func() { startRig(t, ns, "src", dc.engine) })
+}
+
+// createSource is startSource with run starting the pods' instances (nil
+// when a real node runs them).
+func (dc dataCase) createSource(t *testing.T, ns string, spec examplev1.MyDatabaseSpec, rows int, run func()) source {
+	t.Helper()
 	spec.Engine, spec.Version = examplev1.Engine(dc.engine.name), dc.version
 	db, err := mydbClient(t, restConfig(t)).ExampleV1().MyDatabases(ns).Create(context.Background(),
 		&examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "src"}, Spec: spec}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	startRig(t, ns, "src", dc.engine)
+	if run != nil {
+		run()
+	}
 	src := source{db: db, h: &replicationHarness{t: t, tc: dc.replicationCase, ns: ns, db: "src"}}
 	src.status = src.h.waitStreaming(int(*spec.Replicas))
 	src.primary = src.h.connect(src.status.CurrentPrimary)

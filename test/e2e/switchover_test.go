@@ -301,17 +301,25 @@ func (w *writer) countBefore(t time.Time) int {
 // waitAckOn waits for a write acknowledged by pod after since, and returns when.
 func (w *writer) waitAckOn(pod string, since time.Time, timeout time.Duration) time.Time {
 	w.t.Helper()
+	return w.waitAckThat(func(a ack) bool { return a.pod == pod && a.at.After(since) },
+		fmt.Sprintf("no write acknowledged by %s", pod), timeout).at
+}
+
+// waitAckThat waits for an acknowledged write that match accepts, and
+// fails saying what when none came within timeout.
+func (w *writer) waitAckThat(match func(ack) bool, what string, timeout time.Duration) ack {
+	w.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		for _, a := range w.snapshot() {
-			if a.pod == pod && a.at.After(since) {
-				return a.at
+			if match(a) {
+				return a
 			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	w.t.Fatalf("no write acknowledged by %s within %s", pod, timeout)
-	return time.Time{}
+	w.t.Fatalf("%s within %s", what, timeout)
+	return ack{}
 }
 
 // maxGap is the longest time between two acknowledged writes that are
@@ -393,16 +401,23 @@ const (
 	failoverBound = 8 * time.Second
 )
 
-// failOver kills -9 the processes of primary old and waits until the
-// database names another. It returns that status, when the kill was and
-// when the failover was decided (the status's targetPrimaryTime, or the
-// poll that saw it if that is earlier), and fails what (say "failover 3")
-// when it was decided later than failoverDelay + failoverBound after the
-// kill or for another reason than a failover.
+// failOver kills -9 the processes of primary old (on the rig) and waits
+// until the database names another; see failOverAfter.
 func failOver(t *testing.T, r *rig, dbs typedv1.MyDatabaseInterface, old, what string) (after examplev1.MyDatabaseStatus, killed, decided time.Time) {
 	t.Helper()
-	r.kill(old)
-	killed = time.Now()
+	return failOverAfter(t, func() { r.kill(old) }, dbs, old, what)
+}
+
+// failOverAfter deals fault to primary old and waits until the database
+// names another. It returns that status, when the fault was dealt and when
+// the failover was decided (the status's targetPrimaryTime, or the poll
+// that saw it if that is earlier), and fails what (say "failover 3") when
+// it was decided later than failoverDelay + failoverBound after the fault
+// or for another reason than a failover.
+func failOverAfter(t *testing.T, fault func(), dbs typedv1.MyDatabaseInterface, old, what string) (after examplev1.MyDatabaseStatus, dealt, decided time.Time) {
+	t.Helper()
+	fault()
+	dealt = time.Now()
 	eventually(t, failoverDelay+failoverBound+30*time.Second, func() error {
 		got, err := dbs.Get(context.Background(), "shop", metav1.GetOptions{})
 		if err != nil {
@@ -418,13 +433,13 @@ func failOver(t *testing.T, r *rig, dbs typedv1.MyDatabaseInterface, old, what s
 	if at := after.TargetPrimaryTime; at != nil && at.Time.Before(decided) {
 		decided = at.Time
 	}
-	if took := decided.Sub(killed); took > failoverDelay+failoverBound {
-		t.Errorf("%s decided %s after the kill, want within failoverDelay %s + %s", what, took, failoverDelay, failoverBound)
+	if took := decided.Sub(dealt); took > failoverDelay+failoverBound {
+		t.Errorf("%s decided %s after the fault, want within failoverDelay %s + %s", what, took, failoverDelay, failoverBound)
 	}
 	if after.TargetPrimaryReason != examplev1.TargetPrimaryReasonFailover {
 		t.Errorf("%s: targetPrimaryReason %q", what, after.TargetPrimaryReason)
 	}
-	return after, killed, decided
+	return after, dealt, decided
 }
 
 // startShop creates "shop", three instances of tc's engine with the
