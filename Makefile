@@ -25,11 +25,12 @@ test: ## Unit and integration tests (integration starts a real etcd, the object 
 	go test $(GOFLAGS_TEST) ./pkg/... ./cmd/... ./test/integration/... ./test/tcpproxy/...
 
 .PHONY: test-engines
-test-engines: ## The instance manager against real PostgreSQL and MariaDB and a real S3 server (as root; hack/install-deps.sh installs them).
+test-engines: ## The instance manager against real PostgreSQL, MariaDB and MySQL 9.7 (from its engine image's root filesystem) and a real S3 server (as root; hack/install-deps.sh installs them).
 	hack/install-deps.sh
 	hack/build-tools.sh weed
+	hack/images.sh mysql-9.7
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/mydb-instance ./cmd/mydb-instance
-	MYDB_INSTANCE_BIN=$(abspath $(BIN)/mydb-instance) go test $(GOFLAGS_TEST) -v -timeout 10m -tags engines ./test/engines/...
+	MYDB_INSTANCE_BIN=$(abspath $(BIN)/mydb-instance) go test $(GOFLAGS_TEST) -v -timeout 20m -tags engines ./test/engines/...
 
 .PHONY: fuzz
 fuzz: ## Fuzz decoding, defaulting and validation for FUZZTIME (default 30s) from the committed corpus.

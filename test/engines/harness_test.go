@@ -26,8 +26,12 @@ import (
 
 // engineSpec is what the shared flow needs to know about an engine.
 type engineSpec struct {
-	name       string
-	osUser     string
+	name   string
+	osUser string
+	// image, when set, is the engine image (hack/images.sh) whose root
+	// filesystem the instances run in (imageroot_test.go), for an engine
+	// this machine does not package.
+	image      string
 	binDir     string
 	dataSubdir string
 	// ipPrefix gives each instance its own loopback address: 127.0.x.(n+1).
@@ -59,7 +63,9 @@ type cluster struct {
 	topology string
 	nodes    []*node
 	uid, gid int
-	leaks    *leakWatch
+	// image is the engine image's root the instances run in, if any.
+	image *imageRoot
+	leaks *leakWatch
 	// synchronous is the topology's Synchronous.
 	synchronous bool
 }
@@ -97,13 +103,21 @@ func newCluster(t *testing.T, spec engineSpec, n int) *cluster {
 // must not be a prefix of another cluster's (killUnder matches it).
 func newClusterIn(t *testing.T, spec engineSpec, dir, ipPrefix string, n int) *cluster {
 	t.Helper()
-	u, err := user.Lookup(spec.osUser)
-	if err != nil {
-		t.Fatalf("user %s: %v (run hack/install-deps.sh)", spec.osUser, err)
-	}
 	c := &cluster{t: t, spec: spec, dir: filepath.Join(root, dir)}
-	c.uid, _ = strconv.Atoi(u.Uid)
-	c.gid, _ = strconv.Atoi(u.Gid)
+	if spec.image != "" {
+		r, err := rootOf(spec.image, spec.osUser)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.image, c.uid, c.gid = r, r.uid, r.gid
+	} else {
+		u, err := user.Lookup(spec.osUser)
+		if err != nil {
+			t.Fatalf("user %s: %v (run hack/install-deps.sh)", spec.osUser, err)
+		}
+		c.uid, _ = strconv.Atoi(u.Uid)
+		c.gid, _ = strconv.Atoi(u.Gid)
+	}
 	c.secrets = map[string]string{
 		instance.SecretUsername:            "app",
 		instance.SecretDatabase:            "appdb",
@@ -263,6 +277,9 @@ func (n *node) start() {
 		// Should the test binary die without its cleanups (a -timeout
 		// panic), the managers still stop their engines and exit.
 		Pdeathsig: syscall.SIGTERM,
+	}
+	if n.c.image != nil {
+		cmd.SysProcAttr.Chroot = n.c.image.dir
 	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -50,13 +50,7 @@ func mariadbSpec() engineSpec {
 				}
 			},
 		},
-		openApp: func(host string, port int, user, password, database string) (*sql.DB, error) {
-			c := mysql.NewConfig()
-			c.User, c.Passwd, c.DBName = user, password, database
-			c.Net, c.Addr = "tcp", host+":"+strconv.Itoa(port)
-			c.Timeout = 5 * time.Second
-			return sql.Open("mysql", c.FormatDSN())
-		},
+		openApp: openMySQLFamily,
 		assertCleanStop: func(t *testing.T, n *node, logFrom int64) {
 			t.Helper()
 			if log := n.logSince(logFrom); !strings.Contains(log, "mariadbd: Shutdown complete") {
@@ -64,55 +58,14 @@ func mariadbSpec() engineSpec {
 			}
 		},
 		assertAppConfined: func(t *testing.T, c *cluster, app *sql.DB) {
-			mustExec(t, app, "CREATE TABLE app_owned (id int PRIMARY KEY)")
-			mustExec(t, app, "INSERT INTO app_owned VALUES (1)")
-			for stmt, code := range map[string]uint16{
+			assertMySQLFamilyAppConfined(t, c, app, map[string]uint16{
 				"CREATE USER 'intruder'@'%'":                     1227, // ER_SPECIFIC_ACCESS_DENIED_ERROR
 				"SELECT * FROM mysql.user":                       1142, // ER_TABLEACCESS_DENIED_ERROR
 				"SET GLOBAL max_connections = 500":               1227,
 				"SELECT 1 INTO OUTFILE '/tmp/mydb-intruder.txt'": 1227, // needs FILE
 				"CREATE DATABASE other":                          1044, // ER_DBACCESS_DENIED_ERROR
 				"GRANT ALL ON appdb.* TO 'intruder'@'%'":         1044,
-			} {
-				if _, err := app.Exec(stmt); !isMyCode(err, code) {
-					t.Errorf("as the application user, %q: want error %d, got %v", stmt, code, err)
-				}
-			}
-			// Without FILE, LOAD_FILE returns NULL instead of the file.
-			var content sql.NullString
-			if err := app.QueryRow("SELECT LOAD_FILE('/etc/passwd')").Scan(&content); err != nil || content.Valid {
-				t.Errorf("LOAD_FILE as the application user: %v, read %v", err, content.Valid)
-			}
-			var grants []string
-			rows, err := app.Query("SHOW GRANTS")
-			if err != nil {
-				t.Fatal(err)
-			}
-			for rows.Next() {
-				var g string
-				_ = rows.Scan(&g)
-				grants = append(grants, g)
-			}
-			rows.Close()
-			// Global privileges (SUPER, FILE, PROCESS, ...) would be grants
-			// ON *.*: only USAGE (the right to log in) may be there.
-			for _, g := range grants {
-				if (strings.Contains(g, " ON *.* ") && !strings.HasPrefix(g, "GRANT USAGE ON *.*")) || strings.Contains(g, "GRANT OPTION") {
-					t.Errorf("application user grant beyond its database: %s", g)
-				}
-			}
-			if len(grants) != 2 {
-				t.Errorf("application user grants: want USAGE and its database's, got %q", grants)
-			}
-			p := c.nodes[0]
-			if err := p.openAs("app", "wrong-password").Ping(); !isMyCode(err, 1045) {
-				t.Errorf("wrong password: want 1045, got %v", err)
-			}
-			for _, admin := range []string{"root", "mysql"} {
-				if err := p.openAs(admin, c.secrets[instance.SecretSuperuserPassword]).Ping(); err == nil {
-					t.Errorf("%s logged in over the network", admin)
-				}
-			}
+			})
 		},
 		bulkLoad: []string{
 			"CREATE TABLE bulk (id int PRIMARY KEY, v text)",
@@ -167,6 +120,65 @@ func mariadbSpec() engineSpec {
 			return sum
 		},
 	}
+}
+
+// assertMySQLFamilyAppConfined: the application user owns its database and
+// nothing else (each statement of refused fails with its error code), reads
+// no file, holds no global privilege, and the administrators cannot log in
+// over the network.
+func assertMySQLFamilyAppConfined(t *testing.T, c *cluster, app *sql.DB, refused map[string]uint16) {
+	t.Helper()
+	mustExec(t, app, "CREATE TABLE app_owned (id int PRIMARY KEY)")
+	mustExec(t, app, "INSERT INTO app_owned VALUES (1)")
+	for stmt, code := range refused {
+		if _, err := app.Exec(stmt); !isMyCode(err, code) {
+			t.Errorf("as the application user, %q: want error %d, got %v", stmt, code, err)
+		}
+	}
+	// Without FILE, LOAD_FILE returns NULL instead of the file.
+	var content sql.NullString
+	if err := app.QueryRow("SELECT LOAD_FILE('/etc/passwd')").Scan(&content); err != nil || content.Valid {
+		t.Errorf("LOAD_FILE as the application user: %v, read %v", err, content.Valid)
+	}
+	var grants []string
+	rows, err := app.Query("SHOW GRANTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var g string
+		_ = rows.Scan(&g)
+		grants = append(grants, g)
+	}
+	rows.Close()
+	// Global privileges (SUPER, FILE, PROCESS, ...) would be grants
+	// ON *.*: only USAGE (the right to log in) may be there.
+	for _, g := range grants {
+		if (strings.Contains(g, " ON *.* ") && !strings.HasPrefix(g, "GRANT USAGE ON *.*")) || strings.Contains(g, "GRANT OPTION") {
+			t.Errorf("application user grant beyond its database: %s", g)
+		}
+	}
+	if len(grants) != 2 {
+		t.Errorf("application user grants: want USAGE and its database's, got %q", grants)
+	}
+	p := c.nodes[0]
+	if err := p.openAs("app", "wrong-password").Ping(); !isMyCode(err, 1045) {
+		t.Errorf("wrong password: want 1045, got %v", err)
+	}
+	for _, admin := range []string{"root", "mysql"} {
+		if err := p.openAs(admin, c.secrets[instance.SecretSuperuserPassword]).Ping(); err == nil {
+			t.Errorf("%s logged in over the network", admin)
+		}
+	}
+}
+
+// openMySQLFamily opens a pool over TCP with the MySQL protocol.
+func openMySQLFamily(host string, port int, user, password, database string) (*sql.DB, error) {
+	c := mysql.NewConfig()
+	c.User, c.Passwd, c.DBName = user, password, database
+	c.Net, c.Addr = "tcp", host+":"+strconv.Itoa(port)
+	c.Timeout = 5 * time.Second
+	return sql.Open("mysql", c.FormatDSN())
 }
 
 func isMyCode(err error, code uint16) bool {
