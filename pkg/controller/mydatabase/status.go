@@ -222,7 +222,8 @@ func computeStatus(db *examplev1.MyDatabase, eng engine.Engine, sts *appsv1.Stat
 	}
 
 	if !paused {
-		status.CurrentPrimary, status.Instances = f.primary, f.instances
+		status.CurrentPrimary = f.primary
+		status.Instances = withNamedInstances(db, f.instances, f.primary, status.TargetPrimary)
 	}
 
 	want := desiredReplicas(db)
@@ -303,6 +304,32 @@ func computeStatus(db *examplev1.MyDatabase, eng engine.Engine, sts *appsv1.Stat
 		set(examplev1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "no problems found")
 	}
 	return status
+}
+
+// MessagePodGone is an instance's message while the status names it (as
+// its primary or switchover target) and its pod does not exist: the
+// StatefulSet controller makes it again, or the namespace is being
+// deleted.
+const MessagePodGone = "its pod does not exist"
+
+// withNamedInstances is instances, in pod order, with an entry for each of
+// primary and others that has none (its pod is gone): the status keeps
+// naming them, since the instance comes back with its volume, and
+// validation takes only names status.instances lists.
+func withNamedInstances(db *examplev1.MyDatabase, instances []examplev1.InstanceStatus, primary string, others ...string) []examplev1.InstanceStatus {
+	out := instances
+	for _, name := range append([]string{primary}, others...) {
+		if name == "" || instanceNamed(out, name) != nil {
+			continue
+		}
+		role := examplev1.InstanceRoleReplica
+		if name == primary {
+			role = examplev1.InstanceRolePrimary
+		}
+		out = append(slices.Clip(out), examplev1.InstanceStatus{Name: name, Role: role, Message: MessagePodGone})
+		slices.SortStableFunc(out, func(a, b examplev1.InstanceStatus) int { return ordinal(db, a.Name) - ordinal(db, b.Name) })
+	}
+	return out
 }
 
 // primaryNotServingMessage says why the primary named primary, whose
