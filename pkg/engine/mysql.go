@@ -3,10 +3,10 @@ package engine
 func init() {
 	register(Engine{
 		Name: "mysql",
-		// 8.4 stays the default until 9.7, the newer long-term support
-		// line and the one that runs on the real node here (Debian's
-		// mysql-9.7), has been through the instance suite as well.
-		DefaultVersion: "8.4",
+		// 9.7, the newest long-term support line, is the one proven: the
+		// instance suite and the real node run it (Debian's mysql-9.7);
+		// no 8.4 server has ever run here.
+		DefaultVersion: "9.7",
 		Images: map[string]string{
 			"8.0": "docker.io/library/mysql:8.0.43",
 			"8.4": "docker.io/library/mysql:8.4.6",

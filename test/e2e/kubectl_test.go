@@ -72,7 +72,7 @@ func TestSeedExampleLifecycle(t *testing.T) {
 		t.Errorf("-o wide lacks the wide columns:\n%s", wide)
 	}
 	yaml := mustKubectl(t, "", "get", "mdb/prod-mysql", "-n", ns, "-o", "yaml")
-	for _, want := range []string{"generation: 1", "version: \"8.4\"", "storageSize: 50Gi", "deletionPolicy: Retain", "memory: 512Mi"} {
+	for _, want := range []string{"generation: 1", "version: \"9.7\"", "storageSize: 50Gi", "deletionPolicy: Retain", "memory: 512Mi"} {
 		if !strings.Contains(yaml, want) {
 			t.Errorf("-o yaml lacks %q:\n%s", want, yaml)
 		}

@@ -51,7 +51,7 @@ func TestKubectlPlugin(t *testing.T) {
 		t.Errorf("restore from a missing backup:\n%s", r)
 	}
 	r = kubectlMydb(t, "status", "prod-mysql", "-n", ns)
-	if r.err != nil || !strings.Contains(r.stdout, "Engine:     mysql 8.4") {
+	if r.err != nil || !strings.Contains(r.stdout, "Engine:     mysql 9.7") {
 		t.Errorf("status:\n%s", r)
 	}
 	if r := kubectlMydb(t, "backup", "missing", "-n", ns); r.err == nil || !strings.Contains(r.stderr, "not found") {

@@ -147,7 +147,7 @@ func TestCRUD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if created.Generation != 1 || created.Spec.Version != "8.4" || *created.Spec.Replicas != 3 ||
+	if created.Generation != 1 || created.Spec.Version != "9.7" || *created.Spec.Replicas != 3 ||
 		created.Spec.DeletionPolicy != examplev1.DeletionPolicyRetain || created.Spec.Resources.Limits.Memory().String() != "1Gi" {
 		t.Errorf("created object not defaulted as expected: generation %d, spec %+v", created.Generation, created.Spec)
 	}
@@ -568,7 +568,7 @@ func TestProtobuf(t *testing.T) {
 		t.Fatalf("decoding the protobuf answer: %v", err)
 	}
 	got := obj.(*examplev1.MyDatabase)
-	if got.Name != "proto" || got.Spec.Version != "8.4" || got.Spec.StorageSize.String() != "50Gi" {
+	if got.Name != "proto" || got.Spec.Version != "9.7" || got.Spec.StorageSize.String() != "50Gi" {
 		t.Errorf("protobuf answer: %+v", got)
 	}
 

@@ -514,7 +514,7 @@ func hostileCases(t *testing.T, ns string) []hostileCase {
 		{name: "dryRun/All on create (nothing stored)", method: "POST", query: "dryRun=All", contentType: ctJSON, body: intruderBody(hostileOKSpec), wantCode: 201,
 			check: func(t *testing.T, res rawResult) {
 				var db examplev1.MyDatabase
-				if err := json.Unmarshal(res.body, &db); err != nil || db.Name != "intruder" || db.Spec.Version != "8.4" {
+				if err := json.Unmarshal(res.body, &db); err != nil || db.Name != "intruder" || db.Spec.Version != "9.7" {
 					t.Errorf("dry-run create answered %v %+v, want the defaulted intruder", err, db)
 				}
 			}},

@@ -28,7 +28,7 @@ func TestSetDefaults(t *testing.T) {
 	}{{
 		name: "seed example gets version, policy and the seed's resources",
 		spec: v1.MyDatabaseSpec{Engine: v1.EngineMySQL, Replicas: ptr.To[int32](3), StorageSize: resource.MustParse("50Gi")},
-		want: v1.MyDatabaseSpec{Engine: v1.EngineMySQL, Version: "8.4", Replicas: ptr.To[int32](3), StorageSize: resource.MustParse("50Gi"),
+		want: v1.MyDatabaseSpec{Engine: v1.EngineMySQL, Version: "9.7", Replicas: ptr.To[int32](3), StorageSize: resource.MustParse("50Gi"),
 			Resources:      corev1.ResourceRequirements{Requests: quantities("250m", "512Mi"), Limits: quantities("1", "1Gi")},
 			DeletionPolicy: v1.DeletionPolicyRetain},
 	}, {
