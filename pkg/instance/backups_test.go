@@ -230,12 +230,12 @@ func TestARefusedUploadIsTheBackupsFailure(t *testing.T) {
 
 func TestBackupsOfAnEngineWithoutThemAreNotImplemented(t *testing.T) {
 	eng := &fakeEngine{}
-	h := startManagerWith(t, eng, eng, "db-0", func(o *Options) { o.Engine = "mysql" })
+	h := startManagerWith(t, eng, eng, "db-0", func(o *Options) { o.Engine = "sqlite" })
 	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432}
 	h.wait("a running primary", func(s Status) bool { return s.Ready })
 	for _, dest := range []Destination{{S3: s3Object("k")}, {Volume: &VolumeObject{Address: "127.0.0.1:8000", Claim: "b1-dump"}}} {
 		code, msg := h.call("POST", "/v1/backups", BackupRequest{ID: "b1", Destination: dest})
-		if code != http.StatusNotImplemented || !strings.Contains(msg, "backups are not supported for mysql yet") {
+		if code != http.StatusNotImplemented || !strings.Contains(msg, "backups are not supported for sqlite yet") {
 			t.Errorf("POST to %s: %d %s", dest.where(), code, msg)
 		}
 	}

@@ -84,7 +84,7 @@ type CloneServer interface {
 }
 
 // Backuper is implemented by engines that back their data up and restore
-// it (Postgres and MariaDB; MySQL not yet).
+// it (every engine mydb runs).
 type Backuper interface {
 	// BackupFormat names the format Backup writes and Restore reads
 	// (Operation.Format).

@@ -5,7 +5,9 @@ package engines
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
@@ -162,6 +164,83 @@ func mariadbBackup() backupSpec {
 			}
 			if err := n.openAs(instance.ReplicationUser, src.secrets[instance.SecretReplicationPassword]).Ping(); !isMyCode(err, 1045) {
 				t.Errorf("replicator with the source's password: want 1045, got %v", err)
+			}
+		},
+	}
+}
+
+// mysqlBackup loads and reads through the image's own client as root
+// (adminSQL): one session per call, so its SET statements hold for what
+// follows them. MySQL 9.7 has no MD5(): the digests are SHA2's.
+func mysqlBackup() backupSpec {
+	seq := func(n int) string {
+		return fmt.Sprintf("WITH RECURSIVE seq (seq) AS (SELECT 1 UNION ALL SELECT seq + 1 FROM seq WHERE seq < %d) ", n)
+	}
+	return backupSpec{
+		engine: mysqlSpec(), srcPrefix: "127.0.40.", dstPrefix: "127.0.41.", onePrefix: "127.0.42.",
+		load: func(t *testing.T, n *node) {
+			script := strings.Join([]string{
+				`SET SESSION group_concat_max_len = 67108864`,
+				`SET SESSION cte_max_recursion_depth = 1000000`,
+				`CREATE TABLE appdb.tricky (id INT PRIMARY KEY, txt TEXT, b BLOB, ts DATETIME(6), tz TIMESTAMP(6) NULL, j JSON)`,
+				`SET time_zone = '+05:30'`,
+				`INSERT INTO appdb.tricky ` + seq(5000) + `SELECT seq, CONCAT('quote '' "dq" \\ backslash\nnewline\ttab ünïcødé 🐬 #', seq),
+					UNHEX(CONCAT(SHA2(seq, 256), '00FF')), '2024-03-10 02:30:00' + INTERVAL seq * 37 MINUTE,
+					'2024-03-31 01:30:00' + INTERVAL seq * 11 MINUTE, JSON_OBJECT('g', seq, 's', 'line\nbreak "q" \\')
+					FROM seq`,
+				`SET time_zone = '-08:00'`,
+				`INSERT INTO appdb.tricky VALUES (5001, '', '', '1000-01-01 00:00:00', '1970-01-01 00:00:01', 'null'),
+					(5002, NULL, NULL, '9999-12-31 23:59:59.999999', '2038-01-18 19:14:07', '{"ü": "é", "n": [1, 2.5, null]}'),
+					(5003, '\\0 is not NUL', X'00', '2024-10-27 02:30:00', '2024-10-27 02:30:00', '[]')`,
+				`CREATE TABLE appdb.blobs (id INT PRIMARY KEY, data LONGBLOB)`,
+				// 21.4 MiB that does not compress.
+				`INSERT INTO appdb.blobs ` + seq(700000) + `SELECT 1, UNHEX(GROUP_CONCAT(SHA2(seq, 256) ORDER BY seq SEPARATOR '')) FROM seq`,
+				`CREATE DATABASE otherdb`,
+				`CREATE TABLE otherdb.events (id BIGINT AUTO_INCREMENT PRIMARY KEY, payload JSON, at TIMESTAMP(3))`,
+				`INSERT INTO otherdb.events (payload, at) ` + seq(3000) + `SELECT JSON_OBJECT('n', seq, 'tags', JSON_ARRAY('a', 'b''c')),
+					'2025-01-01 00:00:00' + INTERVAL seq SECOND FROM seq`,
+			}, ";\n")
+			if _, err := n.adminSQL(script); err != nil {
+				t.Fatal(err)
+			}
+		},
+		checksums: func(t *testing.T, n *node) map[string]string {
+			out := map[string]string{}
+			for table, query := range map[string]string{
+				"appdb.tricky": `SELECT CONCAT(COUNT(*), ':', SHA2(GROUP_CONCAT(SHA2(CONCAT_WS('|', id, HEX(txt), HEX(b), ts, tz, j, ISNULL(txt)), 256)
+					ORDER BY id SEPARATOR ''), 256)) FROM appdb.tricky`,
+				"appdb.blobs": `SELECT CONCAT(COUNT(*), ':', SUM(LENGTH(data)), ':', SHA2(GROUP_CONCAT(SHA2(data, 256) ORDER BY id SEPARATOR ''), 256)) FROM appdb.blobs`,
+				"otherdb.events": `SELECT CONCAT(COUNT(*), ':', SHA2(GROUP_CONCAT(SHA2(CONCAT_WS('|', id, payload, at), 256) ORDER BY id SEPARATOR ''), 256))
+					FROM otherdb.events`,
+			} {
+				v, err := n.adminSQL("SET SESSION group_concat_max_len = 67108864; SET time_zone = '+00:00'; " + query)
+				if err != nil {
+					// A replica may not have the table yet: the comparison fails.
+					v = "error: " + err.Error()
+				}
+				out[table] = v
+			}
+			return out
+		},
+		credentials: func(t *testing.T, n *node, src *cluster) {
+			t.Helper()
+			if err := n.app().Ping(); err != nil {
+				t.Errorf("app with the restored database's password: %v", err)
+			}
+			if err := n.openAs("app", src.secrets[instance.SecretPassword]).Ping(); !isMyCode(err, 1045) {
+				t.Errorf("app with the source's password: want 1045, got %v", err)
+			}
+			// The replication user may log in (and then not use appdb:
+			// 1044); with the source's password it may not (1045).
+			if err := n.openAs(instance.ReplicationUser, n.c.secrets[instance.SecretReplicationPassword]).Ping(); !isMyCode(err, 1044) {
+				t.Errorf("replicator with the restored database's password: want 1044, got %v", err)
+			}
+			if err := n.openAs(instance.ReplicationUser, src.secrets[instance.SecretReplicationPassword]).Ping(); !isMyCode(err, 1045) {
+				t.Errorf("replicator with the source's password: want 1045, got %v", err)
+			}
+			// root is this instance's OS user's, by auth_socket.
+			if _, err := n.adminSQL("SELECT 1"); err != nil {
+				t.Errorf("root over the socket: %v", err)
 			}
 		},
 	}

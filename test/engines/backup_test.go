@@ -44,6 +44,7 @@ type backupSpec struct {
 // which run alone): their databases and S3 servers share nothing.
 func TestPostgresBackupRestore(t *testing.T) { t.Parallel(); testBackupRestore(t, postgresBackup()) }
 func TestMariaDBBackupRestore(t *testing.T)  { t.Parallel(); testBackupRestore(t, mariadbBackup()) }
+func TestMySQLBackupRestore(t *testing.T)    { t.Parallel(); testBackupRestore(t, mysqlBackup()) }
 
 // testBackupRestore backs a loaded database up from its primary and from
 // its replica into a real S3 server, then restores into new databases with
@@ -84,7 +85,7 @@ func testBackupRestore(t *testing.T, b backupSpec) {
 		if n == r {
 			role = instance.RoleReplica
 		}
-		if op.Role != role || op.Instance != n.name || op.Size < 20<<20 || op.Bytes != op.Size || op.Position == nil || op.Format == "" {
+		if op.Role != role || op.Instance != n.name || op.Size < 20<<20 || op.Bytes != op.Size || op.Position == nil || *op.Position == (instance.Position{}) || op.Format == "" {
 			t.Fatalf("backup of %s: %+v", n.name, op)
 		}
 		// The checksum is of the bytes the bucket holds.

@@ -37,6 +37,13 @@ func TestMariaDBVolumeBackupRestore(t *testing.T) {
 	testVolumeBackupRestore(t, b)
 }
 
+func TestMySQLVolumeBackupRestore(t *testing.T) {
+	t.Parallel()
+	b := mysqlBackup()
+	b.srcPrefix, b.dstPrefix = "127.0.143.", "127.0.144."
+	testVolumeBackupRestore(t, b)
+}
+
 func testVolumeBackupRestore(t *testing.T, b backupSpec) {
 	name := b.engine.name
 	src := newClusterIn(t, b.engine, "volume-src-"+name, b.srcPrefix, 1)
@@ -53,7 +60,7 @@ func testVolumeBackupRestore(t *testing.T, b backupSpec) {
 	}
 	writer := startDumpServer(t, src, b.srcPrefix+"9", claim, false)
 	op := p.backupTo(t, "volume-backup", instance.Destination{Volume: &instance.VolumeObject{Address: writer, Claim: "claim"}})
-	if op.Size < 20<<20 || op.Bytes != op.Size || op.Position == nil || !strings.Contains(op.Message, "pvc://claim") {
+	if op.Size < 20<<20 || op.Bytes != op.Size || op.Position == nil || *op.Position == (instance.Position{}) || !strings.Contains(op.Message, "pvc://claim") {
 		t.Fatalf("backup: %+v", op)
 	}
 	// The claim holds exactly the stream: its size and SHA-256 are the

@@ -100,9 +100,6 @@ func (o *Options) validate() error {
 	case o.Database != "" && o.Namespace == "":
 		errs = append(errs, errors.New("--namespace is required with --database"))
 	}
-	if o.Restore && o.Engine == "mysql" {
-		errs = append(errs, errors.New("--restore: backups and restores are not supported for mysql yet"))
-	}
 	if o.StopTimeout <= 0 {
 		errs = append(errs, errors.New("--stop-timeout must be positive"))
 	}

@@ -43,8 +43,7 @@ func TestValidate(t *testing.T) {
 		"both":                         {mod: func(o *Options) { o.TopologyFile, o.Database, o.Namespace = "/t.json", "db", "team-a" }, want: "exclusive"},
 		"a database without namespace": {mod: func(o *Options) { o.Database = "db" }, want: "--namespace is required"},
 		"a restore":                    {mod: func(o *Options) { o.TopologyFile, o.Restore = "/t.json", true }},
-		"a mysql restore": {mod: func(o *Options) { o.TopologyFile, o.Restore, o.Engine = "/t.json", true, "mysql" },
-			want: "backups and restores are not supported for mysql yet"},
+		"a mysql restore":              {mod: func(o *Options) { o.TopologyFile, o.Restore, o.Engine = "/t.json", true, "mysql" }},
 	} {
 		err := base(tc.mod).validate()
 		switch {

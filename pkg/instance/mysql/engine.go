@@ -1,12 +1,13 @@
-// Package mysql runs MySQL 8.4 under the instance manager: mysqld
-// --initialize-insecure bootstrap, clones through the CLONE plugin, GTID
-// auto-positioned replication, promotion and the status read from the
-// server. The lifecycle it shares with MariaDB is mysqlfamily.Server's.
+// Package mysql runs MySQL (9.7; 8.4 takes the same statements) under the
+// instance manager: mysqld --initialize-insecure bootstrap, clones through
+// the CLONE plugin, GTID auto-positioned replication, promotion, the
+// status read from the server, and backups as CLONE LOCAL copies. The
+// lifecycle it shares with MariaDB is mysqlfamily.Server's.
 //
-// It has never run against a real MySQL server: none can be installed on
-// the machines mydb is built on. Every statement sequence and decision is
-// unit tested against MySQL 8.4's documented syntax and behaviour, through
-// fakes of the admin connection and of the tools (engine_test.go).
+// The instance suite (test/engines, TestMySQL and the backup tests) runs
+// it against MySQL 9.7 from its engine image; every statement sequence and
+// decision is also unit tested through fakes of the admin connection and
+// of the tools (engine_test.go, backup_test.go). No 8.4 server has run.
 package mysql
 
 import (
@@ -41,7 +42,7 @@ type tools interface {
 	Serve(ctx context.Context, args []string, f func(context.Context, mysqlfamily.Conn) error) error
 }
 
-// Engine is MySQL 8.4 for the instance manager.
+// Engine is MySQL for the instance manager.
 type Engine struct {
 	*mysqlfamily.Server
 	cfg   instance.EngineConfig

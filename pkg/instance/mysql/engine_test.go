@@ -21,10 +21,10 @@ import (
 	"github.com/mydb-dev/mydb/pkg/instance/mysqlfamily/fakeconn"
 )
 
-// These tests stand in for a MySQL 8.4 server that cannot be installed
-// here: the tools (mysqld --initialize-insecure, the temporary servers)
-// and the admin connection are fakes that behave as the 8.4 manual says,
-// and the tests check what the engine runs and decides.
+// These tests need no server: the tools (mysqld --initialize-insecure,
+// the temporary servers) and the admin connection are fakes that behave
+// as the manual says, and the tests check what the engine runs and
+// decides. The instance suite (test/engines) runs a real MySQL 9.7.
 
 const (
 	appPassword  = "app-pw-1"

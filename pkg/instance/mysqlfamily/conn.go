@@ -53,13 +53,17 @@ func (c SQLConn) Close() error { return c.DB.Close() }
 // server authenticates the manager's OS user by the socket's peer
 // credentials (MariaDB unix_socket, MySQL auth_socket), so no admin
 // password exists to leak.
-func OpenAdmin(socket, user string) (Conn, error) {
+func OpenAdmin(socket, user string) (Conn, error) { return OpenAdminFor(socket, user, 30*time.Second) }
+
+// OpenAdminFor is OpenAdmin whose statements may each take up to
+// readTimeout (0: no bound, for a statement as long as a backup's copy).
+func OpenAdminFor(socket, user string, readTimeout time.Duration) (Conn, error) {
 	c := mysql.NewConfig()
 	c.User = user
 	c.Net = "unix"
 	c.Addr = socket
 	c.Timeout = 5 * time.Second
-	c.ReadTimeout = 30 * time.Second
+	c.ReadTimeout = readTimeout
 	c.InterpolateParams = false
 	db, err := sql.Open("mysql", c.FormatDSN())
 	if err != nil {

@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
@@ -16,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/datatar"
 )
 
 // BackupFormat is a pg_basebackup of the whole data directory as one tar
@@ -87,7 +87,7 @@ func (e *Engine) Restore(ctx context.Context, r io.Reader, verify func() error) 
 			_ = os.RemoveAll(tmp)
 		}
 	}()
-	if err := untar(r, tmp); err != nil {
+	if err := datatar.Extract(r, tmp); err != nil {
 		return fmt.Errorf("unpack: %w", err)
 	}
 	// What follows the tar's end (its padding) is part of the stream the
@@ -176,56 +176,6 @@ func (e *Engine) adoptCredentials(ctx context.Context, dataDir string, app appCr
 	}
 	conn.Close(ctx)
 	return c.stop()
-}
-
-// untar unpacks a pg_basebackup tar into dir: directories and regular
-// files only, every name inside dir.
-func untar(r io.Reader, dir string) error {
-	tr := tar.NewReader(r)
-	seen := false
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			if !seen {
-				return errors.New("the stream holds no file")
-			}
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		seen = true
-		name := filepath.Clean(h.Name)
-		if filepath.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../") {
-			return fmt.Errorf("%q lies outside the data directory", h.Name)
-		}
-		path := filepath.Join(dir, name)
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(path, 0o700); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-				return err
-			}
-			f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-			if err != nil {
-				return err
-			}
-			if _, err := io.Copy(f, tr); err != nil {
-				f.Close()
-				return err
-			}
-			if err := f.Close(); err != nil {
-				return err
-			}
-		default:
-			// Links would be tablespaces or a WAL directory elsewhere,
-			// which mydb's instances do not have.
-			return fmt.Errorf("%q: tar entry type %q is not supported", h.Name, h.Typeflag)
-		}
-	}
 }
 
 // limitedBuffer keeps the first max bytes written to it.

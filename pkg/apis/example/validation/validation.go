@@ -237,9 +237,6 @@ func validateSpec(spec *example.MyDatabaseSpec, fldPath *field.Path) field.Error
 			allErrs = append(allErrs, field.NotSupported(p, r.Mode, supportedReplicationModes))
 		}
 	}
-	if spec.RestoreFrom != nil && spec.Engine == example.EngineMySQL {
-		allErrs = append(allErrs, field.Forbidden(fldPath.Child("restoreFrom"), "may not be set for mysql: mydb-instance does not back up or restore mysql yet"))
-	}
 	if spec.RestoreFrom != nil {
 		p := fldPath.Child("restoreFrom", "backupName")
 		if spec.RestoreFrom.BackupName == "" {
@@ -267,16 +264,6 @@ const MaxBackupRetention = 100
 
 func validateBackupPolicy(p *example.BackupPolicy, engine example.Engine, fldPath *field.Path) field.ErrorList {
 	var allErrs field.ErrorList
-	// Backups of mysql fail at the instance: a schedule would only pile
-	// up failures, and a final backup hold every deletion.
-	if engine == example.EngineMySQL {
-		if p.Schedule != "" {
-			allErrs = append(allErrs, field.Forbidden(fldPath.Child("schedule"), "may not be set for mysql: mydb-instance does not back up mysql yet"))
-		}
-		if p.FinalBackup {
-			allErrs = append(allErrs, field.Forbidden(fldPath.Child("finalBackup"), "may not be set for mysql: mydb-instance does not back up mysql yet"))
-		}
-	}
 	if p.Destination != nil {
 		allErrs = append(allErrs, validateDestination(p.Destination, fldPath.Child("destination"))...)
 	} else if p.Schedule != "" || p.FinalBackup {
