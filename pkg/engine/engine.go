@@ -1,6 +1,7 @@
-// Package engine holds everything mydb knows about a database engine:
-// supported versions, images, ports, paths, credentials and probes. Adding an
-// engine is adding one file here.
+// Package engine holds everything the controller and the API server know
+// about a database engine: supported versions, images, ports, paths,
+// credentials and probes, one file per engine. An engine needs more than
+// its file here: docs/instance.md ("Adding an engine") lists every place.
 package engine
 
 import (
