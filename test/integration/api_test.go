@@ -501,7 +501,7 @@ func TestTable(t *testing.T) {
 	if diff := cmp.Diff(want, headers); diff != "" {
 		t.Errorf("columns (-want +got):\n%s", diff)
 	}
-	if len(table.Rows) != 1 || fmt.Sprint(table.Rows[0].Cells[:7]) != "[tabled mysql 8.4 3 0/3 50Gi Pending]" {
+	if len(table.Rows) != 1 || fmt.Sprint(table.Rows[0].Cells[:7]) != "[tabled mysql 9.7 3 0/3 50Gi Pending]" {
 		t.Errorf("rows = %v", table.Rows)
 	}
 }
