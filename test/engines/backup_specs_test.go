@@ -149,23 +149,7 @@ func mariadbBackup() backupSpec {
 			}, out)
 			return out
 		},
-		credentials: func(t *testing.T, n *node, src *cluster) {
-			t.Helper()
-			if err := n.app().Ping(); err != nil {
-				t.Errorf("app with the restored database's password: %v", err)
-			}
-			if err := n.openAs("app", src.secrets[instance.SecretPassword]).Ping(); !isMyCode(err, 1045) {
-				t.Errorf("app with the source's password: want 1045, got %v", err)
-			}
-			// The replication user may log in (and then not use appdb:
-			// 1044); with the source's password it may not (1045).
-			if err := n.openAs(instance.ReplicationUser, n.c.secrets[instance.SecretReplicationPassword]).Ping(); !isMyCode(err, 1044) {
-				t.Errorf("replicator with the restored database's password: want 1044, got %v", err)
-			}
-			if err := n.openAs(instance.ReplicationUser, src.secrets[instance.SecretReplicationPassword]).Ping(); !isMyCode(err, 1045) {
-				t.Errorf("replicator with the source's password: want 1045, got %v", err)
-			}
-		},
+		credentials: assertMySQLFamilyCredentials,
 	}
 }
 
@@ -224,24 +208,31 @@ func mysqlBackup() backupSpec {
 		},
 		credentials: func(t *testing.T, n *node, src *cluster) {
 			t.Helper()
-			if err := n.app().Ping(); err != nil {
-				t.Errorf("app with the restored database's password: %v", err)
-			}
-			if err := n.openAs("app", src.secrets[instance.SecretPassword]).Ping(); !isMyCode(err, 1045) {
-				t.Errorf("app with the source's password: want 1045, got %v", err)
-			}
-			// The replication user may log in (and then not use appdb:
-			// 1044); with the source's password it may not (1045).
-			if err := n.openAs(instance.ReplicationUser, n.c.secrets[instance.SecretReplicationPassword]).Ping(); !isMyCode(err, 1044) {
-				t.Errorf("replicator with the restored database's password: want 1044, got %v", err)
-			}
-			if err := n.openAs(instance.ReplicationUser, src.secrets[instance.SecretReplicationPassword]).Ping(); !isMyCode(err, 1045) {
-				t.Errorf("replicator with the source's password: want 1045, got %v", err)
-			}
+			assertMySQLFamilyCredentials(t, n, src)
 			// root is this instance's OS user's, by auth_socket.
 			if _, err := n.adminSQL("SELECT 1"); err != nil {
 				t.Errorf("root over the socket: %v", err)
 			}
 		},
+	}
+}
+
+// assertMySQLFamilyCredentials: on n, restored from src's backup, the
+// application and replication users have n's passwords, not src's.
+func assertMySQLFamilyCredentials(t *testing.T, n *node, src *cluster) {
+	t.Helper()
+	if err := n.app().Ping(); err != nil {
+		t.Errorf("app with the restored database's password: %v", err)
+	}
+	if err := n.openAs("app", src.secrets[instance.SecretPassword]).Ping(); !isMyCode(err, 1045) {
+		t.Errorf("app with the source's password: want 1045, got %v", err)
+	}
+	// The replication user may log in (and then not use appdb: 1044);
+	// with the source's password it may not (1045).
+	if err := n.openAs(instance.ReplicationUser, n.c.secrets[instance.SecretReplicationPassword]).Ping(); !isMyCode(err, 1044) {
+		t.Errorf("replicator with the restored database's password: want 1044, got %v", err)
+	}
+	if err := n.openAs(instance.ReplicationUser, src.secrets[instance.SecretReplicationPassword]).Ping(); !isMyCode(err, 1045) {
+		t.Errorf("replicator with the source's password: want 1045, got %v", err)
 	}
 }
