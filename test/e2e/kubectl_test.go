@@ -65,7 +65,7 @@ func TestSeedExampleLifecycle(t *testing.T) {
 	if got := strings.Join(header, " "); got != "NAME ENGINE VERSION REPLICAS READY STORAGE STATUS AGE" {
 		t.Errorf("columns = %q", got)
 	}
-	if !regexp.MustCompile(`prod-mysql\s+mysql\s+8\.4\s+3\s+\d/3\s+50Gi\s+\w+`).MatchString(out) {
+	if !regexp.MustCompile(`prod-mysql\s+mysql\s+9\.7\s+3\s+\d/3\s+50Gi\s+\w+`).MatchString(out) {
 		t.Errorf("row not as expected:\n%s", out)
 	}
 	if wide := mustKubectl(t, "", "get", "mydatabases", "-n", ns, "-o", "wide"); !strings.Contains(wide, "DELETION POLICY") || !strings.Contains(wide, "Retain") {
