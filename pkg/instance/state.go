@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -95,4 +96,30 @@ func ReplaceDir(src, dst string) error {
 		return err
 	}
 	return os.RemoveAll(old)
+}
+
+// UnpackVerified is the first half of every engine's Restore: scratch made
+// anew with mode, unpack filling it from r, r read to its end (what follows
+// an archive's end, its padding, is part of the stream the checksum
+// covers), then verify. On error scratch is gone; on success the caller
+// finishes the data in scratch and removes it if that fails.
+func UnpackVerified(scratch string, mode os.FileMode, r io.Reader, unpack func(r io.Reader, dir string) error, verify func() error) (err error) {
+	if err := os.RemoveAll(scratch); err != nil {
+		return err
+	}
+	if err := os.Mkdir(scratch, mode); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = os.RemoveAll(scratch)
+		}
+	}()
+	if err := unpack(r, scratch); err != nil {
+		return fmt.Errorf("unpack: %w", err)
+	}
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		return err
+	}
+	return verify()
 }

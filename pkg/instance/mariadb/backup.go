@@ -49,10 +49,15 @@ func (e *Engine) Restore(ctx context.Context, r io.Reader, verify func() error) 
 		return err
 	}
 	tmp := e.restoreDir()
-	if err := os.RemoveAll(tmp); err != nil {
-		return err
+	mbstream := func(r io.Reader, dir string) error {
+		x := e.cfg.Tool(ctx, "mbstream", "-x", "-C", dir)
+		x.Stdin = r
+		if err := x.Run(); err != nil {
+			return fmt.Errorf("mbstream: %w", err)
+		}
+		return nil
 	}
-	if err := os.Mkdir(tmp, 0o750); err != nil {
+	if err := instance.UnpackVerified(tmp, 0o750, r, mbstream, verify); err != nil {
 		return err
 	}
 	defer func() {
@@ -60,18 +65,6 @@ func (e *Engine) Restore(ctx context.Context, r io.Reader, verify func() error) 
 			_ = os.RemoveAll(tmp)
 		}
 	}()
-	x := e.cfg.Tool(ctx, "mbstream", "-x", "-C", tmp)
-	x.Stdin = r
-	if err := x.Run(); err != nil {
-		return fmt.Errorf("mbstream: %w", err)
-	}
-	// mbstream stops at the stream's end; the checksum covers all of it.
-	if _, err := io.Copy(io.Discard, r); err != nil {
-		return err
-	}
-	if err := verify(); err != nil {
-		return err
-	}
 	if err := e.cfg.Tool(ctx, "mariadb-backup", "--no-defaults", "--prepare", "--target-dir="+tmp).Run(); err != nil {
 		return fmt.Errorf("mariadb-backup --prepare: %w", err)
 	}

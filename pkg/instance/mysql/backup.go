@@ -99,10 +99,7 @@ func (e *Engine) Restore(ctx context.Context, r io.Reader, verify func() error) 
 		return err
 	}
 	tmp := e.restoreDir()
-	if err := os.RemoveAll(tmp); err != nil {
-		return err
-	}
-	if err := os.Mkdir(tmp, 0o750); err != nil {
+	if err := instance.UnpackVerified(tmp, 0o750, r, datatar.Extract, verify); err != nil {
 		return err
 	}
 	defer func() {
@@ -110,17 +107,6 @@ func (e *Engine) Restore(ctx context.Context, r io.Reader, verify func() error) 
 			_ = os.RemoveAll(tmp)
 		}
 	}()
-	if err := datatar.Extract(r, tmp); err != nil {
-		return fmt.Errorf("unpack: %w", err)
-	}
-	// What follows the tar's end (its padding) is part of the stream the
-	// checksum covers.
-	if _, err := io.Copy(io.Discard, r); err != nil {
-		return err
-	}
-	if err := verify(); err != nil {
-		return err
-	}
 	args := append(tempArgs(e.cfg, tmp), "--skip-grant-tables")
 	if err := e.tools.Serve(ctx, args, mysqlfamily.Statements("the restored database's credentials (it keeps the source's user and database names)", stmts...)); err != nil {
 		return err

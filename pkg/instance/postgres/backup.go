@@ -76,10 +76,7 @@ func (e *Engine) Restore(ctx context.Context, r io.Reader, verify func() error) 
 		return err
 	}
 	tmp := e.restoreDir()
-	if err := os.RemoveAll(tmp); err != nil {
-		return err
-	}
-	if err := os.Mkdir(tmp, 0o700); err != nil {
+	if err := instance.UnpackVerified(tmp, 0o700, r, datatar.Extract, verify); err != nil {
 		return err
 	}
 	defer func() {
@@ -87,17 +84,6 @@ func (e *Engine) Restore(ctx context.Context, r io.Reader, verify func() error) 
 			_ = os.RemoveAll(tmp)
 		}
 	}()
-	if err := datatar.Extract(r, tmp); err != nil {
-		return fmt.Errorf("unpack: %w", err)
-	}
-	// What follows the tar's end (its padding) is part of the stream the
-	// checksum covers.
-	if _, err := io.Copy(io.Discard, r); err != nil {
-		return err
-	}
-	if err := verify(); err != nil {
-		return err
-	}
 	if _, err := os.Stat(filepath.Join(tmp, "backup_manifest")); err == nil {
 		if err := e.cfg.Tool(ctx, "pg_verifybackup", "--quiet", tmp).Run(); err != nil {
 			return fmt.Errorf("pg_verifybackup: %w", err)
