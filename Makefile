@@ -30,7 +30,7 @@ test-engines: ## The instance manager against real PostgreSQL, MariaDB and MySQL
 	hack/build-tools.sh weed
 	hack/images.sh mysql-9.7
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/mydb-instance ./cmd/mydb-instance
-	MYDB_INSTANCE_BIN=$(abspath $(BIN)/mydb-instance) go test $(GOFLAGS_TEST) -v -timeout 20m -tags engines ./test/engines/...
+	MYDB_INSTANCE_BIN=$(abspath $(BIN)/mydb-instance) GOTEST_LOG=$(OUTPUT)/logs/test-engines.log hack/gotest.sh $(GOFLAGS_TEST) -v -timeout 20m -tags engines ./test/engines/...
 
 .PHONY: fuzz
 fuzz: ## Fuzz decoding, defaulting and validation for FUZZTIME (default 30s) from the committed corpus.
@@ -42,7 +42,7 @@ e2e: ## End-to-end tests through a real kube-apiserver's aggregation layer (star
 	hack/build-tools.sh weed etcdutl
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/kubectl-mydb ./cmd/kubectl-mydb
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/mydb-instance ./cmd/mydb-instance
-	go test $(GOFLAGS_TEST) -v -timeout 30m -tags e2e ./test/e2e/...
+	GOTEST_LOG=$(OUTPUT)/logs/e2e.log hack/gotest.sh $(GOFLAGS_TEST) -v -timeout 30m -tags e2e ./test/e2e/...
 
 .PHONY: e2e-long
 e2e-long: ## The switchover and failover figures of docs/replication.md: 10 of each per engine under Sync (MYDB_E2E_LONG=1, ~7 min).
@@ -70,7 +70,7 @@ FAULTS_ENV = LOCAL_DIR=$(FAULTS_DIR) MYDB_NODE=kwok MYDB_ETCD_MEMBERS=3 POD_CIDR
 .PHONY: test-faults
 test-faults: ## Fault suite on its own control plane, under load: kill -9 members of a 3-member TLS etcd (fsync on), rolling restarts of mydb-apiserver replicas, a 30 s cut between the aggregator and mydb, SIGSTOP of the controllers' leader past its lease during 100 spec changes (~5 min; MYDB_E2E_LONG=1: 20 kill cycles, 10 restarts, 200 changes).
 	rc=0; $(FAULTS_ENV) hack/local-up.sh && E2E_LOCAL_DIR=$(FAULTS_DIR) E2E_KUBECONFIG=$(FAULTS_DIR)/kubeconfig \
-		go test $(GOFLAGS_TEST) -v -timeout 30m -tags e2e,faults -run 'TestEtcdMember|TestRollingRestarts|TestACutBetweenTheAggregatorAndMydb|TestFrozenLeader' ./test/e2e/... || rc=$$?; \
+		GOTEST_LOG=$(OUTPUT)/logs/test-faults.log hack/gotest.sh $(GOFLAGS_TEST) -v -timeout 30m -tags e2e,faults -run 'TestEtcdMember|TestRollingRestarts|TestACutBetweenTheAggregatorAndMydb|TestFrozenLeader' ./test/e2e/... || rc=$$?; \
 	$(FAULTS_ENV) hack/local-down.sh; exit $$rc
 
 # The real-node suite runs on a control plane of its own (LOCAL_DIR
@@ -94,7 +94,7 @@ NODE_ENV = LOCAL_DIR=$(NODE_TEST_DIR) MYDB_NODE=real NODE_ENGINE_IMAGES="postgre
 .PHONY: test-node
 test-node: ## The database scenarios on a real node, through the aggregation layer, with the pods as mydb wrote them (its own control plane; MYDB_NODE=real).
 	rc=0; $(NODE_ENV) hack/local-up.sh && E2E_LOCAL_DIR=$(NODE_TEST_DIR) E2E_KUBECONFIG=$(NODE_TEST_DIR)/kubeconfig \
-		go test $(GOFLAGS_TEST) -v -timeout 30m -tags e2e,node -run 'TestNode' ./test/e2e/... || rc=$$?; \
+		GOTEST_LOG=$(OUTPUT)/logs/test-node.log hack/gotest.sh $(GOFLAGS_TEST) -v -timeout 30m -tags e2e,node -run 'TestNode' ./test/e2e/... || rc=$$?; \
 	$(NODE_ENV) hack/local-down.sh; exit $$rc
 
 # test/bench is a Go module of its own (test/bench/go.mod), so that gonum/plot
