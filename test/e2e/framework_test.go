@@ -129,9 +129,57 @@ func newNamespace(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		if t.Failed() {
+			dumpNamespace(t, name)
+		}
 		_ = client.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 	return name
+}
+
+// dumpNamespace keeps what a failed test's namespace held before it goes:
+// its databases, pods and events as YAML and every container's log (the
+// one before the last restart too) under <state dir>/logs/failed/<ns>; a
+// line per pod (phase, restarts, readiness) goes to the test's log.
+func dumpNamespace(t *testing.T, ns string) {
+	dir := filepath.Join(e2eLocalDir, "logs", "failed", ns)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Logf("keeping namespace %s: %v", ns, err)
+		return
+	}
+	for _, kind := range []string{"mydatabases,mydatabasebackups", "pods,services,endpoints,persistentvolumeclaims", "events"} {
+		out, err := exec.Command(kubectlBin, "--kubeconfig", kubeconfig, "get", kind, "-n", ns, "-o", "yaml").CombinedOutput()
+		if err != nil {
+			out = append(out, []byte("\n"+err.Error())...)
+		}
+		_ = os.WriteFile(filepath.Join(dir, strings.ReplaceAll(kind, ",", "-")+".yaml"), out, 0o644)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pods, err := kubeClient(t).CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Logf("keeping namespace %s: %v", ns, err)
+		return
+	}
+	for _, p := range pods.Items {
+		var states []string
+		for _, cs := range p.Status.ContainerStatuses {
+			states = append(states, fmt.Sprintf("%s ready=%t restarts=%d", cs.Name, cs.Ready, cs.RestartCount))
+			for _, previous := range []bool{false, true} {
+				logs, err := kubeClient(t).CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: cs.Name, Previous: previous}).DoRaw(ctx)
+				if err != nil {
+					continue
+				}
+				file := p.Name + "." + cs.Name + ".log"
+				if previous {
+					file = p.Name + "." + cs.Name + ".previous.log"
+				}
+				_ = os.WriteFile(filepath.Join(dir, file), logs, 0o644)
+			}
+		}
+		t.Logf("at the failure: pod %s %s (ip %s) %s", p.Name, p.Status.Phase, p.Status.PodIP, strings.Join(states, ", "))
+	}
+	t.Logf("what namespace %s held: %s", ns, dir)
 }
 
 // quantity parses a literal quantity.

@@ -173,6 +173,9 @@ type writer struct {
 
 	mu   sync.Mutex
 	acks []ack
+	// lastFailure is the newest write that got no acknowledgement, and
+	// why: what a wait for an acknowledgement reports when none came.
+	lastFailure string
 
 	// pinned, when set, is the one pod the writer writes to, at the address
 	// it had when the writer started, whatever its role becomes: a client
@@ -263,6 +266,9 @@ func (w *writer) run() {
 		cancel()
 		if err != nil {
 			w.failed.Add(1)
+			w.mu.Lock()
+			w.lastFailure = fmt.Sprintf("write %d to %s (%s) at %s: %v", id, pod, ip, sent.Format("15:04:05.000"), err)
+			w.mu.Unlock()
 			// Not acknowledged, so no loss whatever became of it (it may
 			// have committed without the answer arriving): each id is
 			// tried once, and the next goes wherever the primary is now
@@ -318,7 +324,10 @@ func (w *writer) waitAckThat(match func(ack) bool, what string, timeout time.Dur
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	w.t.Fatalf("%s within %s", what, timeout)
+	w.mu.Lock()
+	last := w.lastFailure
+	w.mu.Unlock()
+	w.t.Fatalf("%s within %s; %d writes unacknowledged, the last: %s", what, timeout, w.failed.Load(), last)
 	return ack{}
 }
 
@@ -362,19 +371,20 @@ func (w *writer) missingOnSince(h *replicationHarness, pod string, since time.Ti
 
 func (w *writer) missing(h *replicationHarness, pod string, which func(ack) bool) []int {
 	h.t.Helper()
-	rows, err := h.connect(pod).Query("SELECT id FROM acks")
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer rows.Close()
-	present := map[int]bool{}
-	for rows.Next() {
-		var id int
-		if err := rows.Scan(&id); err != nil {
-			h.t.Fatal(err)
+	// The read is retried (and each failure logged): a pod whose engine
+	// was just restarted may drop a first connection, and what is asked
+	// here is which writes it holds, not whether it kept a connection.
+	var present map[int]bool
+	db := h.connect(pod)
+	eventually(h.t, 30*time.Second, func() error {
+		ids, err := queryIDs(db, "SELECT id FROM acks")
+		if err != nil {
+			h.t.Logf("reading the acks on %s: %v", pod, err)
+			return err
 		}
-		present[id] = true
-	}
+		present = ids
+		return nil
+	})
 	var out []int
 	for _, a := range w.snapshot() {
 		if which(a) && !present[a.id] {
@@ -382,6 +392,24 @@ func (w *writer) missing(h *replicationHarness, pod string, which func(ack) bool
 		}
 	}
 	return out
+}
+
+// queryIDs is the set of the integers query returns.
+func queryIDs(db *sql.DB, query string) (map[int]bool, error) {
+	rows, err := db.Query(query)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	ids := map[int]bool{}
+	for rows.Next() {
+		var id int
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids[id] = true
+	}
+	return ids, rows.Err()
 }
 
 func head(ids []int) []int {
