@@ -87,20 +87,40 @@ func databaseContainer(t *testing.T, ns, pod string) corev1.ContainerStatus {
 
 // databaseTask is the containerd task of pod's database container: its id,
 // the host's pid of its PID 1 (the instance manager), and the container's
-// restart count.
+// restart count. It waits (up to a minute) for the kubelet's report of the
+// container to name a task containerd runs: right after a restart the pod's
+// status may still name the killed container, all the longer while another
+// subtest holds the kubelet stopped (stallMachine).
 func databaseTask(t *testing.T, ns, pod string) (id string, pid int, restarts int32) {
 	t.Helper()
-	cs := databaseContainer(t, ns, pod)
-	id, restarts = strings.TrimPrefix(cs.ContainerID, "containerd://"), cs.RestartCount
-	for _, line := range strings.Split(ctr(t, "task", "ls"), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == id {
-			pid, _ = strconv.Atoi(f[1])
+	eventually(t, time.Minute, func() error {
+		cs := databaseContainer(t, ns, pod)
+		id, restarts, pid = strings.TrimPrefix(cs.ContainerID, "containerd://"), cs.RestartCount, 0
+		for _, line := range strings.Split(ctr(t, "task", "ls"), "\n") {
+			if f := strings.Fields(line); len(f) >= 3 && f[0] == id && f[2] == "RUNNING" {
+				pid, _ = strconv.Atoi(f[1])
+			}
 		}
-	}
-	if id == "" || pid == 0 {
-		t.Fatalf("containerd runs no task for the database container of pod %s (%q)", pod, id)
-	}
+		if id == "" || pid == 0 {
+			return fmt.Errorf("containerd runs no task for the database container of pod %s (%q)", pod, id)
+		}
+		return nil
+	})
 	return id, pid, restarts
+}
+
+// waitRestarted waits for the kubelet to report that it restarted pod's
+// database container (a restart count above restarts) and that the new one
+// runs.
+func waitRestarted(t *testing.T, ns, pod string, restarts int32, timeout time.Duration) {
+	t.Helper()
+	eventually(t, timeout, func() error {
+		cs := databaseContainer(t, ns, pod)
+		if cs.RestartCount <= restarts || cs.State.Running == nil {
+			return fmt.Errorf("the kubelet reports no restart of %s's database container (restart count %d, was %d; state %+v)", pod, cs.RestartCount, restarts, cs.State)
+		}
+		return nil
+	})
 }
 
 // restartCount is the database container's restart count of pod.
@@ -109,11 +129,22 @@ func restartCount(t *testing.T, ns, pod string) int32 {
 	return databaseContainer(t, ns, pod).RestartCount
 }
 
-// nodeStall orders the engines' subtests around a stalled kubelet: a
-// machine stall (stallMachine) holds it for writing, and a step whose
-// figure depends on the kubelet's timing (its restart of a killed
-// container, its liveness probe) for reading.
+// nodeStall orders the engines' subtests around a stalled kubelet. Every
+// step of a subtest that runs beside a machine stall may depend on the
+// kubelet (its restart of a killed container, its readiness probes that
+// put a new primary behind its Service, its reports in the pod's status),
+// so each such subtest holds the node shared (useNode) from its start to
+// its end, and gives its share up only to stall the machine itself
+// (stallMachine holds the node exclusively). A stall then happens while no
+// other subtest is between two steps, and the others' figures never include
+// a stopped kubelet.
 var nodeStall sync.RWMutex
+
+// useNode holds the node shared until t ends (see nodeStall).
+func useNode(t *testing.T) {
+	nodeStall.RLock()
+	t.Cleanup(nodeStall.RUnlock)
+}
 
 // stallMachine stops the kubelet (SIGSTOP) and freezes the container of
 // containerd task id: the node stalls as a whole machine does, with no probe and no
@@ -121,27 +152,37 @@ var nodeStall sync.RWMutex
 // after. With the kubelet running, the container's liveness probe would
 // have the kubelet kill a frozen container before a failover (it does:
 // TestNodeFrozenManager), which is what a container stall alone meets, not
-// what a machine stall does.
+// what a machine stall does. The caller holds the node shared (useNode):
+// it gives its share up for the stall and takes it again on resume.
 func stallMachine(t *testing.T, id string) (resume func()) {
 	t.Helper()
 	kubelet := nodePID(t, "kubelet")
+	nodeStall.RUnlock()
 	nodeStall.Lock()
+	exclusive := true
+	release := func() {
+		if exclusive {
+			exclusive = false
+			nodeStall.Unlock()
+			nodeStall.RLock()
+		}
+	}
 	if err := syscall.Kill(kubelet, syscall.SIGSTOP); err != nil {
-		nodeStall.Unlock()
+		release()
 		t.Fatalf("SIGSTOP of the kubelet (pid %d): %v", kubelet, err)
 	}
-	ctr(t, "task", "pause", id)
 	resumed := false
 	resume = func() {
 		if resumed {
 			return
 		}
 		resumed = true
-		defer nodeStall.Unlock()
+		defer release()
 		defer func() { _ = syscall.Kill(kubelet, syscall.SIGCONT) }()
 		ctr(t, "task", "resume", id)
 	}
 	t.Cleanup(resume)
+	ctr(t, "task", "pause", id)
 	return resume
 }
 
@@ -191,6 +232,7 @@ func TestNodeSyncFaults(t *testing.T) {
 	for _, tc := range nodeReplicationCases() {
 		t.Run(tc.engine.name, func(t *testing.T) {
 			t.Parallel()
+			useNode(t)
 			ctx := context.Background()
 			dbs, h, status := nodeShop(t, tc, failoverDelay, examplev1.ReplicationModeSync)
 			w := startWriters(t, h, 4)
@@ -223,22 +265,14 @@ func TestNodeSyncFaults(t *testing.T) {
 			before := w.count()
 			var killed time.Time
 			var resumed ack
-			func() {
-				// The kubelet's restart is part of the figure; a Fatal
-				// here must not leave the lock held.
-				nodeStall.RLock()
-				defer nodeStall.RUnlock()
-				ctr(t, "task", "kill", "--signal", "SIGKILL", id)
-				killed = time.Now()
-				resumed = w.waitAck(killed, failoverDelay+failoverBound+time.Minute)
-			}()
+			ctr(t, "task", "kill", "--signal", "SIGKILL", id)
+			killed = time.Now()
+			resumed = w.waitAck(killed, failoverDelay+failoverBound+time.Minute)
+			waitRestarted(t, h.ns, old, restarts, time.Minute)
 			status = h.waitStreaming(3)
 			missing := w.missingOn(h, status.CurrentPrimary, time.Now())
 			if len(missing) > 0 {
 				t.Errorf("SIGKILL of %s's container: %d acknowledged writes are not on the primary %s: %v", old, len(missing), status.CurrentPrimary, head(missing))
-			}
-			if n := restartCount(t, h.ns, old); n <= restarts {
-				t.Errorf("the kubelet did not restart %s's container after SIGKILL (restart count %d, was %d)", old, n, restarts)
 			}
 			how := "the kubelet restarted it in place, still the primary"
 			if status.CurrentPrimary != old {
@@ -265,6 +299,7 @@ func TestNodeAsyncFrozenPrimary(t *testing.T) {
 	for _, tc := range nodeReplicationCases() {
 		t.Run(tc.engine.name, func(t *testing.T) {
 			t.Parallel()
+			useNode(t)
 			dbs, h, status := nodeShop(t, tc, failoverDelay, "")
 			w := startWriter(t, h)
 			defer w.stop()
@@ -362,8 +397,6 @@ func TestNodeFrozenManager(t *testing.T) {
 			time.Sleep(2 * time.Second)
 
 			old := status.CurrentPrimary
-			nodeStall.RLock()
-			defer nodeStall.RUnlock()
 			_, pid, restarts := databaseTask(t, h.ns, old)
 			before := w.count()
 			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
