@@ -15,10 +15,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/objectstore"
 )
 
-// The backup and restore endpoints (see backup.go for the contract) and
+// The backup and restore endpoints (package api holds the contract) and
 // the restore the loop runs.
 
 // ObjectStore is what backups and restores need of a bucket
@@ -30,7 +31,7 @@ type ObjectStore interface {
 }
 
 // OpenS3 opens the bucket of o.
-func OpenS3(o S3Object) (ObjectStore, error) {
+func OpenS3(o api.S3Object) (ObjectStore, error) {
 	return objectstore.New(objectstore.Config{
 		Endpoint: o.Endpoint, Region: o.Region, Bucket: o.Bucket,
 		AccessKeyID: o.AccessKeyID, SecretAccessKey: o.SecretAccessKey, CABundle: o.CABundle,
@@ -44,23 +45,23 @@ var errAwaitingRestore = errors.New("waiting for its restore (POST /v1/restore)"
 // operations is the manager's record of backups and the restore, under
 // Manager.mu.
 type operations struct {
-	backups map[string]*Operation
+	backups map[string]*api.Operation
 	// lastBackup is the ID of the backup running or last run; running
 	// tells whether it still runs.
 	lastBackup    string
 	backupRunning bool
 	// restore is the restore asked last; pending is its request until the
 	// loop takes it up.
-	restore *Operation
+	restore *api.Operation
 	pending *pendingRestore
 }
 
 type pendingRestore struct {
-	req   RestoreRequest
+	req   api.RestoreRequest
 	store ObjectStore
 }
 
-func (o *operations) backupOp() *Operation {
+func (o *operations) backupOp() *api.Operation {
 	if op := o.backups[o.lastBackup]; op != nil {
 		c := *op
 		return &c
@@ -68,7 +69,7 @@ func (o *operations) backupOp() *Operation {
 	return nil
 }
 
-func (o *operations) restoreOp() *Operation {
+func (o *operations) restoreOp() *api.Operation {
 	if o.restore == nil {
 		return nil
 	}
@@ -81,7 +82,7 @@ func (m *Manager) handleBackups(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/backups/{id}", m.authenticated(func(w http.ResponseWriter, r *http.Request) {
 		m.mu.Lock()
 		op := m.ops.backups[r.PathValue("id")]
-		var c Operation
+		var c api.Operation
 		if op != nil {
 			c = *op
 		}
@@ -106,7 +107,7 @@ func (m *Manager) handleBackups(mux *http.ServeMux) {
 }
 
 func (m *Manager) postBackup(w http.ResponseWriter, r *http.Request) {
-	var req BackupRequest
+	var req api.BackupRequest
 	if !decodeJSON(w, r, &req) {
 		return
 	}
@@ -142,29 +143,29 @@ func (m *Manager) postBackup(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the engine is not running (or is fenced): no backup can be taken now", http.StatusConflict)
 		return
 	}
-	op := &Operation{
-		ID: req.ID, Phase: OperationRunning, Instance: m.opts.Name, Role: m.st.role,
+	op := &api.Operation{
+		ID: req.ID, Phase: api.OperationRunning, Instance: m.opts.Name, Role: m.st.role,
 		StartTime: time.Now().UTC(), Format: b.BackupFormat(),
 	}
 	if m.ops.backups == nil {
-		m.ops.backups = map[string]*Operation{}
+		m.ops.backups = map[string]*api.Operation{}
 	}
 	m.ops.backups[req.ID], m.ops.lastBackup, m.ops.backupRunning = op, req.ID, true
 	c := *op
 	m.mu.Unlock()
-	m.log.Info("backup started", "id", req.ID, "role", c.Role, "to", req.Destination.where())
+	m.log.Info("backup started", "id", req.ID, "role", c.Role, "to", where(req.Destination))
 	go m.runBackup(b, store, req, op)
 	writeJSON(w, http.StatusAccepted, c)
 }
 
 // runBackup streams the engine's backup into the object: nothing is staged
 // on disk, and the object appears only when the whole stream arrived.
-func (m *Manager) runBackup(b Backuper, store ObjectStore, req BackupRequest, op *Operation) {
+func (m *Manager) runBackup(b Backuper, store ObjectStore, req api.BackupRequest, op *api.Operation) {
 	ctx, cancel := context.WithCancel(m.runContext())
 	defer cancel()
 	pr, pw := io.Pipe()
 	type result struct {
-		pos Position
+		pos api.Position
 		err error
 	}
 	done := make(chan result, 1)
@@ -174,7 +175,7 @@ func (m *Manager) runBackup(b Backuper, store ObjectStore, req BackupRequest, op
 		pw.CloseWithError(err)
 		done <- result{pos, err}
 	}()
-	obj, putErr := store.Put(ctx, req.Destination.key(), pr)
+	obj, putErr := store.Put(ctx, objectKey(req.Destination), pr)
 	if putErr != nil {
 		// The engine's tool stops on its next write.
 		cancel()
@@ -194,11 +195,11 @@ func (m *Manager) runBackup(b Backuper, store ObjectStore, req BackupRequest, op
 	m.mu.Lock()
 	op.FinishTime = &now
 	if err != nil {
-		op.Phase, op.Message = OperationFailed, err.Error()
+		op.Phase, op.Message = api.OperationFailed, err.Error()
 	} else {
 		pos := res.pos
-		op.Phase, op.Size, op.SHA256, op.Position = OperationSucceeded, obj.Size, obj.SHA256, &pos
-		op.Message = fmt.Sprintf("%d bytes to %s in %s", obj.Size, req.Destination.where(), now.Sub(op.StartTime).Round(time.Millisecond))
+		op.Phase, op.Size, op.SHA256, op.Position = api.OperationSucceeded, obj.Size, obj.SHA256, &pos
+		op.Message = fmt.Sprintf("%d bytes to %s in %s", obj.Size, where(req.Destination), now.Sub(op.StartTime).Round(time.Millisecond))
 	}
 	m.ops.backupRunning = false
 	m.mu.Unlock()
@@ -210,7 +211,7 @@ func (m *Manager) runBackup(b Backuper, store ObjectStore, req BackupRequest, op
 }
 
 func (m *Manager) postRestore(w http.ResponseWriter, r *http.Request) {
-	var req RestoreRequest
+	var req api.RestoreRequest
 	if !decodeJSON(w, r, &req) {
 		return
 	}
@@ -245,7 +246,7 @@ func (m *Manager) postRestore(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, c)
 		return
 	}
-	if op := m.ops.restore; op != nil && op.Phase == OperationRunning {
+	if op := m.ops.restore; op != nil && op.Phase == api.OperationRunning {
 		m.mu.Unlock()
 		http.Error(w, fmt.Sprintf("restore %s is running", op.ID), http.StatusConflict)
 		return
@@ -253,9 +254,9 @@ func (m *Manager) postRestore(w http.ResponseWriter, r *http.Request) {
 	if !m.st.awaitingRestore {
 		why := "it was not started with --restore"
 		switch {
-		case m.opts.Restore && m.st.role == RoleReplica:
+		case m.opts.Restore && m.st.role == api.RoleReplica:
 			why = "it is a replica, which clones from its primary"
-		case m.opts.Restore && m.st.role == RoleWaiting:
+		case m.opts.Restore && m.st.role == api.RoleWaiting:
 			why = "it has no topology yet"
 		case m.opts.Restore:
 			why = "it has data"
@@ -264,7 +265,7 @@ func (m *Manager) postRestore(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the instance does not await a restore: "+why, http.StatusConflict)
 		return
 	}
-	op := &Operation{ID: req.ID, Phase: OperationRunning, Instance: m.opts.Name, Role: m.st.role,
+	op := &api.Operation{ID: req.ID, Phase: api.OperationRunning, Instance: m.opts.Name, Role: m.st.role,
 		StartTime: time.Now().UTC(), Format: b.BackupFormat(), Size: req.Size, SHA256: req.SHA256}
 	m.ops.restore, m.ops.pending = op, &pendingRestore{req: req, store: store}
 	c := *op
@@ -305,17 +306,17 @@ func (m *Manager) restoreOrAwait(ctx context.Context) error {
 		}
 		return errAwaitingRestore
 	}
-	m.log.Info("restoring", "id", p.req.ID, "from", p.req.Source.where(), "bytes", p.req.Size)
+	m.log.Info("restoring", "id", p.req.ID, "from", where(p.req.Source), "bytes", p.req.Size)
 	err := m.load(ctx, b, p, op)
 	now := time.Now().UTC()
 	m.mu.Lock()
 	op.FinishTime = &now
 	if err != nil {
-		op.Phase, op.Message = OperationFailed, err.Error()
+		op.Phase, op.Message = api.OperationFailed, err.Error()
 		m.st.awaitingRestore = true
 	} else {
-		op.Phase = OperationSucceeded
-		op.Message = fmt.Sprintf("%d bytes from %s in %s", op.Bytes, p.req.Source.where(), now.Sub(op.StartTime).Round(time.Millisecond))
+		op.Phase = api.OperationSucceeded
+		op.Message = fmt.Sprintf("%d bytes from %s in %s", op.Bytes, where(p.req.Source), now.Sub(op.StartTime).Round(time.Millisecond))
 	}
 	m.mu.Unlock()
 	if err != nil {
@@ -338,22 +339,22 @@ func (m *Manager) notAwaitingRestore(why string) {
 	}
 	now := time.Now().UTC()
 	op := m.ops.restore
-	op.Phase, op.Message, op.FinishTime = OperationFailed, "not started: "+why, &now
+	op.Phase, op.Message, op.FinishTime = api.OperationFailed, "not started: "+why, &now
 	m.ops.pending = nil
 }
 
 // load streams the object into the engine's Restore, which lets the data
 // in only once the whole stream matched the backup's size and digest.
-func (m *Manager) load(ctx context.Context, b Backuper, p *pendingRestore, op *Operation) error {
-	key := p.req.Source.where()
-	stat, err := p.store.Stat(ctx, p.req.Source.key())
+func (m *Manager) load(ctx context.Context, b Backuper, p *pendingRestore, op *api.Operation) error {
+	key := where(p.req.Source)
+	stat, err := p.store.Stat(ctx, objectKey(p.req.Source))
 	if err != nil {
 		return err
 	}
 	if stat.Size != p.req.Size {
 		return fmt.Errorf("the object %s holds %d bytes, the backup %d", key, stat.Size, p.req.Size)
 	}
-	rc, err := p.store.Get(ctx, p.req.Source.key())
+	rc, err := p.store.Get(ctx, objectKey(p.req.Source))
 	if err != nil {
 		return err
 	}
@@ -383,7 +384,7 @@ func (m *Manager) load(ctx context.Context, b Backuper, p *pendingRestore, op *O
 	return err
 }
 
-func (m *Manager) openStore(d Destination) (ObjectStore, error) {
+func (m *Manager) openStore(d api.Destination) (ObjectStore, error) {
 	if d.Volume != nil {
 		password, err := m.opts.ReplicationPassword()
 		if err != nil {
@@ -419,7 +420,7 @@ func (m *Manager) wakeLoop() {
 type progressWriter struct {
 	w  io.Writer
 	m  *Manager
-	op *Operation
+	op *api.Operation
 }
 
 func (p *progressWriter) Write(b []byte) (int, error) {
@@ -434,7 +435,7 @@ type progressReader struct {
 	r  io.Reader
 	n  int64
 	m  *Manager
-	op *Operation
+	op *api.Operation
 }
 
 func (p *progressReader) Read(b []byte) (int, error) {
@@ -464,7 +465,7 @@ func validateID(id string) []string {
 
 // validateDestination checks that exactly one of s3 and volume is set, and
 // that one.
-func validateDestination(path string, d Destination) []string {
+func validateDestination(path string, d api.Destination) []string {
 	switch {
 	case d.S3 == nil && d.Volume == nil:
 		return []string{path + ": Required value: exactly one of s3 and volume"}
@@ -479,7 +480,7 @@ func validateDestination(path string, d Destination) []string {
 	return validateS3(path+".s3", d.S3)
 }
 
-func validateS3(path string, o *S3Object) []string {
+func validateS3(path string, o *api.S3Object) []string {
 	var errs []string
 	for field, v := range map[string]string{"endpoint": o.Endpoint, "bucket": o.Bucket, "key": o.Key,
 		"accessKeyID": o.AccessKeyID, "secretAccessKey": o.SecretAccessKey} {
@@ -508,4 +509,24 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// where says where a destination is, for logs and messages.
+func where(d api.Destination) string {
+	switch {
+	case d.S3 != nil:
+		return "s3://" + d.S3.Bucket + "/" + d.S3.Key
+	case d.Volume != nil:
+		return "pvc://" + d.Volume.Claim
+	}
+	return ""
+}
+
+// objectKey is the destination's object key ("dump" for a claim, which
+// holds one).
+func objectKey(d api.Destination) string {
+	if d.S3 != nil {
+		return d.S3.Key
+	}
+	return dumpFile
 }

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/objectstore"
 )
 
@@ -78,14 +79,14 @@ type backupEngine struct {
 
 func (b *backupEngine) BackupFormat() string { return "fake-tar" }
 
-func (b *backupEngine) Backup(_ context.Context, w io.Writer) (Position, error) {
+func (b *backupEngine) Backup(_ context.Context, w io.Writer) (api.Position, error) {
 	if b.gate != nil {
 		<-b.gate
 	}
 	if _, err := w.Write(b.data); err != nil {
-		return Position{}, err
+		return api.Position{}, err
 	}
-	return Position{LSN: "0/5000000", Timeline: 1}, b.fail
+	return api.Position{LSN: "0/5000000", Timeline: 1}, b.fail
 }
 
 func (b *backupEngine) Restore(_ context.Context, r io.Reader, verify func() error) error {
@@ -118,7 +119,7 @@ func (h *harness) call(method, path string, body any) (int, string) {
 		rd = bytes.NewReader(b)
 	}
 	req, _ := http.NewRequest(method, "http://"+h.addr+path, rd)
-	req.SetBasicAuth(ReplicationUser, "repl-pw")
+	req.SetBasicAuth(api.ReplicationUser, "repl-pw")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		h.t.Fatal(err)
@@ -128,21 +129,21 @@ func (h *harness) call(method, path string, body any) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-func operation(t *testing.T, body string) Operation {
+func operation(t *testing.T, body string) api.Operation {
 	t.Helper()
-	var op Operation
+	var op api.Operation
 	if err := json.Unmarshal([]byte(body), &op); err != nil {
 		t.Fatalf("%v: %s", err, body)
 	}
 	return op
 }
 
-func s3Object(key string) *S3Object {
-	return &S3Object{Endpoint: "http://127.0.0.1:1", Bucket: "b", Key: key, AccessKeyID: "k", SecretAccessKey: "s"}
+func s3Object(key string) *api.S3Object {
+	return &api.S3Object{Endpoint: "http://127.0.0.1:1", Bucket: "b", Key: key, AccessKeyID: "k", SecretAccessKey: "s"}
 }
 
 func withStore(st *memStore) func(*Options) {
-	return func(o *Options) { o.OpenStore = func(S3Object) (ObjectStore, error) { return st, nil } }
+	return func(o *Options) { o.OpenStore = func(api.S3Object) (ObjectStore, error) { return st, nil } }
 }
 
 func TestBackupStreamsToTheStoreOneAtATime(t *testing.T) {
@@ -150,7 +151,7 @@ func TestBackupStreamsToTheStoreOneAtATime(t *testing.T) {
 	eng := &backupEngine{fakeEngine: &fakeEngine{}, data: []byte("a consistent backup"), gate: make(chan struct{})}
 	h := startManagerWith(t, eng, eng.fakeEngine, "db-1", withStore(st))
 	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432}
-	h.wait("a running replica", func(s Status) bool { return s.EngineRunning })
+	h.wait("a running replica", func(s api.Status) bool { return s.EngineRunning })
 
 	for body, want := range map[string]int{
 		`{"id":`:                             http.StatusBadRequest,
@@ -169,28 +170,28 @@ func TestBackupStreamsToTheStoreOneAtATime(t *testing.T) {
 		t.Errorf("unauthenticated GET: %d", code)
 	}
 
-	req := BackupRequest{ID: "b1", Destination: Destination{S3: s3Object("db/b1")}}
+	req := api.BackupRequest{ID: "b1", Destination: api.Destination{S3: s3Object("db/b1")}}
 	code, body := h.call("POST", "/v1/backups", req)
-	if op := operation(t, body); code != http.StatusAccepted || op.Phase != OperationRunning || op.Role != RoleReplica || op.Format != "fake-tar" {
+	if op := operation(t, body); code != http.StatusAccepted || op.Phase != api.OperationRunning || op.Role != api.RoleReplica || op.Format != "fake-tar" {
 		t.Fatalf("POST: %d %+v", code, op)
 	}
 	if code, _ := h.call("POST", "/v1/backups", req); code != http.StatusOK {
 		t.Errorf("the same ID again: %d, want 200", code)
 	}
-	if code, msg := h.call("POST", "/v1/backups", BackupRequest{ID: "b2", Destination: Destination{S3: s3Object("db/b2")}}); code != http.StatusConflict {
+	if code, msg := h.call("POST", "/v1/backups", api.BackupRequest{ID: "b2", Destination: api.Destination{S3: s3Object("db/b2")}}); code != http.StatusConflict {
 		t.Errorf("another ID while one runs: %d %s, want 409", code, msg)
 	}
 	close(eng.gate)
-	s := h.wait("the backup done", func(s Status) bool { return s.Backup != nil && s.Backup.Phase != OperationRunning })
+	s := h.wait("the backup done", func(s api.Status) bool { return s.Backup != nil && s.Backup.Phase != api.OperationRunning })
 	sum := sha256.Sum256(eng.data)
-	if b := s.Backup; b.Phase != OperationSucceeded || b.Size != int64(len(eng.data)) || b.Bytes != b.Size ||
+	if b := s.Backup; b.Phase != api.OperationSucceeded || b.Size != int64(len(eng.data)) || b.Bytes != b.Size ||
 		b.SHA256 != hex.EncodeToString(sum[:]) || b.Position == nil || b.Position.LSN != "0/5000000" || b.FinishTime == nil {
 		t.Errorf("backup %+v", b)
 	}
 	if string(st.objects["db/b1"]) != string(eng.data) {
 		t.Errorf("stored %q", st.objects["db/b1"])
 	}
-	if code, body := h.call("GET", "/v1/backups/b1", nil); code != http.StatusOK || operation(t, body).Phase != OperationSucceeded {
+	if code, body := h.call("GET", "/v1/backups/b1", nil); code != http.StatusOK || operation(t, body).Phase != api.OperationSucceeded {
 		t.Errorf("GET: %d %s", code, body)
 	}
 	if code, _ := h.call("GET", "/v1/backups/nope", nil); code != http.StatusNotFound {
@@ -199,13 +200,13 @@ func TestBackupStreamsToTheStoreOneAtATime(t *testing.T) {
 
 	// A failing engine tool fails the backup and stores nothing.
 	eng.locked(func() { eng.gate, eng.fail = nil, errors.New("tool died") })
-	if code, _ := h.call("POST", "/v1/backups", BackupRequest{ID: "b3", Destination: Destination{S3: s3Object("db/b3")}}); code != http.StatusAccepted {
+	if code, _ := h.call("POST", "/v1/backups", api.BackupRequest{ID: "b3", Destination: api.Destination{S3: s3Object("db/b3")}}); code != http.StatusAccepted {
 		t.Fatalf("POST b3: %d", code)
 	}
-	s = h.wait("the backup failed", func(s Status) bool {
-		return s.Backup != nil && s.Backup.ID == "b3" && s.Backup.Phase != OperationRunning
+	s = h.wait("the backup failed", func(s api.Status) bool {
+		return s.Backup != nil && s.Backup.ID == "b3" && s.Backup.Phase != api.OperationRunning
 	})
-	if s.Backup.Phase != OperationFailed || !strings.Contains(s.Backup.Message, "tool died") {
+	if s.Backup.Phase != api.OperationFailed || !strings.Contains(s.Backup.Message, "tool died") {
 		t.Errorf("backup %+v", s.Backup)
 	}
 	if _, ok := st.objects["db/b3"]; ok {
@@ -218,12 +219,12 @@ func TestARefusedUploadIsTheBackupsFailure(t *testing.T) {
 	eng := &backupEngine{fakeEngine: &fakeEngine{}, data: bytes.Repeat([]byte("x"), 1<<20)}
 	h := startManagerWith(t, eng, eng.fakeEngine, "db-0", withStore(st))
 	h.src <- Topology{Primary: "db-0"}
-	h.wait("a running primary", func(s Status) bool { return s.EngineRunning })
-	if code, _ := h.call("POST", "/v1/backups", BackupRequest{ID: "b1", Destination: Destination{S3: s3Object("db/b1")}}); code != http.StatusAccepted {
+	h.wait("a running primary", func(s api.Status) bool { return s.EngineRunning })
+	if code, _ := h.call("POST", "/v1/backups", api.BackupRequest{ID: "b1", Destination: api.Destination{S3: s3Object("db/b1")}}); code != http.StatusAccepted {
 		t.Fatalf("POST: %d", code)
 	}
-	s := h.wait("the backup failed", func(s Status) bool { return s.Backup != nil && s.Backup.Phase != OperationRunning })
-	if s.Backup.Phase != OperationFailed || !strings.HasPrefix(s.Backup.Message, "InvalidAccessKeyId") {
+	s := h.wait("the backup failed", func(s api.Status) bool { return s.Backup != nil && s.Backup.Phase != api.OperationRunning })
+	if s.Backup.Phase != api.OperationFailed || !strings.HasPrefix(s.Backup.Message, "InvalidAccessKeyId") {
 		t.Errorf("the store's refusal must lead the message: %+v", s.Backup)
 	}
 }
@@ -232,11 +233,11 @@ func TestBackupsOfAnEngineWithoutThemAreNotImplemented(t *testing.T) {
 	eng := &fakeEngine{}
 	h := startManagerWith(t, eng, eng, "db-0", func(o *Options) { o.Engine = "sqlite" })
 	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432}
-	h.wait("a running primary", func(s Status) bool { return s.Ready })
-	for _, dest := range []Destination{{S3: s3Object("k")}, {Volume: &VolumeObject{Address: "127.0.0.1:8000", Claim: "b1-dump"}}} {
-		code, msg := h.call("POST", "/v1/backups", BackupRequest{ID: "b1", Destination: dest})
+	h.wait("a running primary", func(s api.Status) bool { return s.Ready })
+	for _, dest := range []api.Destination{{S3: s3Object("k")}, {Volume: &api.VolumeObject{Address: "127.0.0.1:8000", Claim: "b1-dump"}}} {
+		code, msg := h.call("POST", "/v1/backups", api.BackupRequest{ID: "b1", Destination: dest})
 		if code != http.StatusNotImplemented || !strings.Contains(msg, "backups are not supported for sqlite yet") {
-			t.Errorf("POST to %s: %d %s", dest.where(), code, msg)
+			t.Errorf("POST to %s: %d %s", where(dest), code, msg)
 		}
 	}
 }
@@ -245,7 +246,7 @@ func TestBackupDestinationIsExactlyOneOfS3AndVolume(t *testing.T) {
 	eng := &backupEngine{fakeEngine: &fakeEngine{}}
 	h := startManagerWith(t, eng, eng.fakeEngine, "db-0", func(*Options) {})
 	h.src <- Topology{Primary: "db-0"}
-	h.wait("a running primary", func(s Status) bool { return s.EngineRunning })
+	h.wait("a running primary", func(s api.Status) bool { return s.EngineRunning })
 	for body, want := range map[string]string{
 		`{"id":"x","destination":{}}`: "destination: Required value: exactly one of s3 and volume",
 		`{"id":"x","destination":{"s3":{"endpoint":"http://s3","bucket":"b","key":"k","accessKeyID":"a","secretAccessKey":"s"},"volume":{"address":"127.0.0.1:8000"}}}`: "destination.volume: Forbidden",
@@ -262,16 +263,16 @@ func TestBackupToADumpServer(t *testing.T) {
 	eng := &backupEngine{fakeEngine: &fakeEngine{}, data: bytes.Repeat([]byte("consistent "), 100000)}
 	h := startManagerWith(t, eng, eng.fakeEngine, "db-0", func(*Options) {})
 	h.src <- Topology{Primary: "db-0"}
-	h.wait("a running primary", func(s Status) bool { return s.EngineRunning })
+	h.wait("a running primary", func(s api.Status) bool { return s.EngineRunning })
 	address := startDumpServer(t, dir, false)
-	if code, msg := h.call("POST", "/v1/backups", BackupRequest{ID: "b1", Destination: Destination{Volume: &VolumeObject{Address: address, Claim: "b1-dump"}}}); code != http.StatusAccepted {
+	if code, msg := h.call("POST", "/v1/backups", api.BackupRequest{ID: "b1", Destination: api.Destination{Volume: &api.VolumeObject{Address: address, Claim: "b1-dump"}}}); code != http.StatusAccepted {
 		t.Fatalf("POST: %d %s", code, msg)
 	}
-	s := h.wait("the backup done", func(s Status) bool { return s.Backup != nil && s.Backup.Phase != OperationRunning })
+	s := h.wait("the backup done", func(s api.Status) bool { return s.Backup != nil && s.Backup.Phase != api.OperationRunning })
 	// The manager presents its own replication password, which the
 	// server reads from the same Secret.
 	sum := sha256.Sum256(eng.data)
-	if b := s.Backup; b.Phase != OperationSucceeded || b.Size != int64(len(eng.data)) || b.SHA256 != hex.EncodeToString(sum[:]) || !strings.Contains(b.Message, "pvc://b1-dump") {
+	if b := s.Backup; b.Phase != api.OperationSucceeded || b.Size != int64(len(eng.data)) || b.SHA256 != hex.EncodeToString(sum[:]) || !strings.Contains(b.Message, "pvc://b1-dump") {
 		t.Errorf("backup %+v", b)
 	}
 	if data, _ := os.ReadFile(filepath.Join(dir, dumpFile)); !bytes.Equal(data, eng.data) {
@@ -286,19 +287,19 @@ func TestRestoreLoadsOnlyAVerifiedBackupThenServes(t *testing.T) {
 	eng := &backupEngine{fakeEngine: &fakeEngine{}}
 	h := startManagerWith(t, eng, eng.fakeEngine, "db-0", func(o *Options) { o.Restore = true; withStore(st)(o) })
 
-	req := RestoreRequest{ID: "r1", Source: Destination{S3: s3Object("db/corrupt")}, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(dump))}
+	req := api.RestoreRequest{ID: "r1", Source: api.Destination{S3: s3Object("db/corrupt")}, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(dump))}
 	if code, msg := h.call("POST", "/v1/restore", req); code != http.StatusConflict || !strings.Contains(msg, "no topology yet") {
 		t.Errorf("POST before a topology: %d %s", code, msg)
 	}
 	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432}
-	s := h.wait("awaiting the restore", func(s Status) bool { return s.AwaitingRestore })
+	s := h.wait("awaiting the restore", func(s api.Status) bool { return s.AwaitingRestore })
 	if s.Ready || s.EngineRunning || !strings.Contains(s.Reason, "waiting for its restore") {
 		t.Errorf("status %+v", s)
 	}
 	if code, _ := h.call("GET", "/v1/restore", nil); code != http.StatusNotFound {
 		t.Errorf("GET before a restore: %d", code)
 	}
-	for name, bad := range map[string]RestoreRequest{
+	for name, bad := range map[string]api.RestoreRequest{
 		"no checksum":  {ID: "x", Source: req.Source, Size: 1},
 		"no size":      {ID: "x", Source: req.Source, SHA256: req.SHA256},
 		"other format": {ID: "x", Source: req.Source, SHA256: req.SHA256, Size: 1, Format: "mariadb-backup-xbstream"},
@@ -312,13 +313,13 @@ func TestRestoreLoadsOnlyAVerifiedBackupThenServes(t *testing.T) {
 	if code, body := h.call("POST", "/v1/restore", req); code != http.StatusAccepted {
 		t.Fatalf("POST: %d %s", code, body)
 	}
-	s = h.wait("the failed restore", func(s Status) bool {
-		return s.Restore != nil && s.Restore.Phase == OperationFailed && s.AwaitingRestore
+	s = h.wait("the failed restore", func(s api.Status) bool {
+		return s.Restore != nil && s.Restore.Phase == api.OperationFailed && s.AwaitingRestore
 	})
 	if !strings.Contains(s.Restore.Message, "checksum mismatch") || s.Ready || !strings.Contains(s.Reason, "checksum mismatch") {
 		t.Errorf("status %+v, restore %+v", s, s.Restore)
 	}
-	if code, body := h.call("POST", "/v1/restore", req); code != http.StatusOK || operation(t, body).Phase != OperationFailed {
+	if code, body := h.call("POST", "/v1/restore", req); code != http.StatusOK || operation(t, body).Phase != api.OperationFailed {
 		t.Errorf("the failed ID again: %d %s", code, body)
 	}
 	// A truncated object fails before loading anything.
@@ -327,7 +328,7 @@ func TestRestoreLoadsOnlyAVerifiedBackupThenServes(t *testing.T) {
 	if code, _ := h.call("POST", "/v1/restore", req); code != http.StatusAccepted {
 		t.Fatal(code)
 	}
-	s = h.wait("the failed restore", func(s Status) bool { return s.Restore.ID == "r2" && s.Restore.Phase == OperationFailed })
+	s = h.wait("the failed restore", func(s api.Status) bool { return s.Restore.ID == "r2" && s.Restore.Phase == api.OperationFailed })
 	if !strings.Contains(s.Restore.Message, "holds 5 bytes, the backup 18") {
 		t.Errorf("restore %+v", s.Restore)
 	}
@@ -341,8 +342,8 @@ func TestRestoreLoadsOnlyAVerifiedBackupThenServes(t *testing.T) {
 	if code, _ := h.call("POST", "/v1/restore", req); code != http.StatusAccepted {
 		t.Fatal(code)
 	}
-	s = h.wait("a ready restored primary", func(s Status) bool { return s.Ready })
-	if s.AwaitingRestore || s.Restore.Phase != OperationSucceeded || s.Restore.Bytes != int64(len(dump)) || s.SystemIdentifier != "sys-restored" {
+	s = h.wait("a ready restored primary", func(s api.Status) bool { return s.Ready })
+	if s.AwaitingRestore || s.Restore.Phase != api.OperationSucceeded || s.Restore.Bytes != int64(len(dump)) || s.SystemIdentifier != "sys-restored" {
 		t.Errorf("status %+v, restore %+v", s, s.Restore)
 	}
 	eng.locked(func() {
@@ -350,7 +351,7 @@ func TestRestoreLoadsOnlyAVerifiedBackupThenServes(t *testing.T) {
 			t.Errorf("restored %q, bootstraps %d, discards %d", eng.restored, eng.bootstraps, eng.discards)
 		}
 	})
-	if code, msg := h.call("POST", "/v1/restore", RestoreRequest{ID: "r4", Source: req.Source, SHA256: req.SHA256, Size: req.Size}); code != http.StatusConflict || !strings.Contains(msg, "has data") {
+	if code, msg := h.call("POST", "/v1/restore", api.RestoreRequest{ID: "r4", Source: req.Source, SHA256: req.SHA256, Size: req.Size}); code != http.StatusConflict || !strings.Contains(msg, "has data") {
 		t.Errorf("a restore of a primary with data: %d %s", code, msg)
 	}
 }
@@ -360,8 +361,8 @@ func TestAReplicaStartedToRestoreClones(t *testing.T) {
 	st := &memStore{objects: map[string][]byte{}}
 	h := startManagerWith(t, eng, eng.fakeEngine, "db-1", func(o *Options) { o.Restore = true; withStore(st)(o) })
 	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432}
-	s := h.wait("a ready replica", func(s Status) bool { return s.Ready })
-	if s.AwaitingRestore || s.Role != RoleReplica {
+	s := h.wait("a ready replica", func(s api.Status) bool { return s.Ready })
+	if s.AwaitingRestore || s.Role != api.RoleReplica {
 		t.Errorf("status %+v", s)
 	}
 	eng.locked(func() {
@@ -369,7 +370,7 @@ func TestAReplicaStartedToRestoreClones(t *testing.T) {
 			t.Errorf("clones %d, restores %d", eng.clones, eng.restores)
 		}
 	})
-	code, msg := h.call("POST", "/v1/restore", RestoreRequest{ID: "r1", Source: Destination{S3: s3Object("k")}, SHA256: strings.Repeat("0", 64), Size: 1})
+	code, msg := h.call("POST", "/v1/restore", api.RestoreRequest{ID: "r1", Source: api.Destination{S3: s3Object("k")}, SHA256: strings.Repeat("0", 64), Size: 1})
 	if code != http.StatusConflict || !strings.Contains(msg, "replica") {
 		t.Errorf("POST to a replica: %d %s", code, msg)
 	}

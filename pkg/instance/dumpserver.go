@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/objectstore"
 )
 
@@ -82,7 +83,7 @@ func (s *DumpServer) authenticated(h http.HandlerFunc) http.HandlerFunc {
 			http.Error(w, "no replication password configured", http.StatusServiceUnavailable)
 			return
 		}
-		if !ok || subtle.ConstantTimeCompare([]byte(user), []byte(ReplicationUser)) != 1 ||
+		if !ok || subtle.ConstantTimeCompare([]byte(user), []byte(api.ReplicationUser)) != 1 ||
 			subtle.ConstantTimeCompare([]byte(pass), []byte(want)) != 1 {
 			w.Header().Set("WWW-Authenticate", `Basic realm="mydb-dump"`)
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
@@ -226,7 +227,7 @@ func (c *dumpClient) request(ctx context.Context, method string, body io.Reader)
 	if err != nil {
 		return nil, err
 	}
-	req.SetBasicAuth(ReplicationUser, c.password)
+	req.SetBasicAuth(api.ReplicationUser, c.password)
 	resp, err := c.client.Do(req)
 	if err != nil {
 		return nil, err

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 )
 
 // Engine is what the Manager needs from a database engine. Every method
@@ -53,11 +55,29 @@ type Engine interface {
 	// client sessions, and returns the position a replica must have reached
 	// (Position.Reached) to hold every write the server took. When
 	// FenceStops, the manager has stopped the server cleanly before.
-	Fence(ctx context.Context) (Position, error)
+	Fence(ctx context.Context) (api.Position, error)
 	// Probe reads the running server's state.
 	Probe(ctx context.Context) (Probe, error)
 	// Close drops the admin connections (the server stopped).
 	Close()
+}
+
+// Probe is what an engine reports about its running server.
+type Probe struct {
+	// Writable tells whether the server accepts writes (not in recovery,
+	// not read-only).
+	Writable         bool
+	SystemIdentifier string
+	ServerID         uint32
+	Position         api.Position
+	Streaming        bool
+	Upstream         string
+	LagBytes         *int64
+	LagSeconds       *float64
+	// Synchronous tells whether the primary's commits wait for a replica;
+	// SyncReplicas counts the replicas that acknowledge them now.
+	Synchronous  bool
+	SyncReplicas int
 }
 
 // SyncReplicator is implemented by engines that can make the primary's
@@ -92,7 +112,7 @@ type Backuper interface {
 	// Backup streams a consistent physical backup of the running server,
 	// a primary or a replica, to w and returns the position it holds. It
 	// may run while the Manager's loop goes on.
-	Backup(ctx context.Context, w io.Writer) (Position, error)
+	Backup(ctx context.Context, w io.Writer) (api.Position, error)
 	// Restore loads a backup read from r into a scratch directory: it reads
 	// r to its end, then calls verify, and only when verify accepts the
 	// stream does it finish the load (recovery to a consistent state, this

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 )
 
 // Options configure a Manager.
@@ -34,7 +36,7 @@ type Options struct {
 	// clone from their primary whatever it says.
 	Restore bool
 	// OpenStore opens the bucket of a backup or restore (default OpenS3).
-	OpenStore func(S3Object) (ObjectStore, error)
+	OpenStore func(api.S3Object) (ObjectStore, error)
 	Log       *slog.Logger
 }
 
@@ -65,7 +67,7 @@ type Manager struct {
 
 // managerState is the part of the status the loop owns.
 type managerState struct {
-	role     Role
+	role     api.Role
 	topology Topology
 	child    *child
 	restarts int
@@ -78,7 +80,7 @@ type managerState struct {
 	// fencedChild the engine process it was fenced in (nil when fencing
 	// stopped the engine).
 	fenced      string
-	fencedPos   *Position
+	fencedPos   *api.Position
 	fencedChild *child
 	// awaitingRestore tells that the instance, a primary with no data
 	// started with --restore, waits for POST /v1/restore.
@@ -96,7 +98,7 @@ func NewManager(opts Options, eng Engine, source TopologySource) *Manager {
 		source: source,
 		log:    opts.Log,
 		http:   &http.Client{Timeout: 3 * time.Second},
-		st:     managerState{role: RoleWaiting},
+		st:     managerState{role: api.RoleWaiting},
 		wake:   make(chan struct{}, 1),
 		reap:   os.Getpid() == 1,
 	}

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 )
 
 // fakeEngine is an engine whose server is a shell loop that exits 0 on
@@ -126,9 +128,9 @@ func (f *fakeEngine) Probe(context.Context) (Probe, error) {
 
 func (f *fakeEngine) FenceStops() bool { return f.stopsToFence }
 
-func (f *fakeEngine) Fence(context.Context) (Position, error) {
+func (f *fakeEngine) Fence(context.Context) (api.Position, error) {
 	f.locked(func() { f.fences++; f.writable = false })
-	return Position{LSN: "0/3000029", Timeline: 1}, nil
+	return api.Position{LSN: "0/3000029", Timeline: 1}, nil
 }
 
 // ServeClone makes the fake a CloneServer.
@@ -207,10 +209,10 @@ func startManagerWith(t *testing.T, engine Engine, eng *fakeEngine, name string,
 }
 
 // wait polls the status until cond holds.
-func (h *harness) wait(what string, cond func(Status) bool) Status {
+func (h *harness) wait(what string, cond func(api.Status) bool) api.Status {
 	h.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	var s Status
+	var s api.Status
 	for time.Now().Before(deadline) {
 		s = h.m.Status(context.Background())
 		if cond(s) {
@@ -241,7 +243,7 @@ func TestSyncIsSetBeforeThePromotion(t *testing.T) {
 	eng := &fakeEngine{}
 	h := startManager(t, eng, "db-0")
 	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432, Synchronous: true}
-	h.wait("a synchronous primary", func(s Status) bool { return s.Ready && s.Synchronous })
+	h.wait("a synchronous primary", func(s api.Status) bool { return s.Ready && s.Synchronous })
 	eng.locked(func() {
 		if eng.promotes != 1 || !eng.syncAtPromote {
 			t.Errorf("promotes %d, synchronous when promoted %v", eng.promotes, eng.syncAtPromote)
@@ -253,7 +255,7 @@ func TestManagerPrimaryLifecycle(t *testing.T) {
 	eng := &fakeEngine{}
 	h := startManager(t, eng, "db-0")
 
-	s := h.wait("waiting", func(s Status) bool { return s.Role == RoleWaiting })
+	s := h.wait("waiting", func(s api.Status) bool { return s.Role == api.RoleWaiting })
 	if s.Ready || s.EngineRunning {
 		t.Fatalf("before a topology: %+v", s)
 	}
@@ -262,7 +264,7 @@ func TestManagerPrimaryLifecycle(t *testing.T) {
 	}
 
 	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432}
-	s = h.wait("a ready primary", func(s Status) bool { return s.Ready && s.Role == RolePrimary })
+	s = h.wait("a ready primary", func(s api.Status) bool { return s.Ready && s.Role == api.RolePrimary })
 	if eng.bootstraps != 1 || eng.promotes != 1 || s.SystemIdentifier != "sys-new" {
 		t.Errorf("bootstraps %d, promotes %d, status %+v", eng.bootstraps, eng.promotes, s)
 	}
@@ -274,7 +276,7 @@ func TestManagerPrimaryLifecycle(t *testing.T) {
 	for _, c := range []struct {
 		user, pass string
 		want       int
-	}{{"", "", 401}, {ReplicationUser, "wrong", 401}, {"app", "repl-pw", 401}, {ReplicationUser, "repl-pw", 200}} {
+	}{{"", "", 401}, {api.ReplicationUser, "wrong", 401}, {"app", "repl-pw", 401}, {api.ReplicationUser, "repl-pw", 200}} {
 		if got := h.get("/v1/clone", c.user, c.pass); got != c.want {
 			t.Errorf("/v1/clone as %q/%q: %d, want %d", c.user, c.pass, got, c.want)
 		}
@@ -285,9 +287,9 @@ func TestManagerPrimaryLifecycle(t *testing.T) {
 		t.Errorf("synchronous before the topology asked: %+v", s)
 	}
 	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432, Synchronous: true}
-	s = h.wait("a synchronous primary", func(s Status) bool { return s.Ready && s.Synchronous })
+	s = h.wait("a synchronous primary", func(s api.Status) bool { return s.Ready && s.Synchronous })
 	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432}
-	s = h.wait("an asynchronous primary", func(s Status) bool { return s.Ready && !s.Synchronous })
+	s = h.wait("an asynchronous primary", func(s api.Status) bool { return s.Ready && !s.Synchronous })
 	eng.locked(func() {
 		if eng.syncSets != 2 {
 			t.Errorf("SetSynchronous changed the setting %d times, want 2", eng.syncSets)
@@ -299,11 +301,11 @@ func TestManagerPrimaryLifecycle(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	down := h.wait("the crash noticed", func(s Status) bool { return s.Restarts == 1 })
+	down := h.wait("the crash noticed", func(s api.Status) bool { return s.Restarts == 1 })
 	if down.Ready || !strings.Contains(down.LastExit, "killed by signal 9") || down.LastExitTime == nil {
 		t.Errorf("after the crash: %+v", down)
 	}
-	up := h.wait("the engine restarted", func(s Status) bool { return s.Ready && s.EngineRunning && s.EnginePID != pid })
+	up := h.wait("the engine restarted", func(s api.Status) bool { return s.Ready && s.EngineRunning && s.EnginePID != pid })
 	if eng.bootstraps != 1 {
 		t.Errorf("bootstrapped %d times", eng.bootstraps)
 	}
@@ -313,11 +315,11 @@ func TestManagerPrimaryLifecycle(t *testing.T) {
 
 	// Told to be a replica, a former primary re-clones rather than follow.
 	h.src <- Topology{Primary: "db-1", PrimaryHost: "127.0.0.2", PrimaryPort: 5432}
-	s = h.wait("a ready replica", func(s Status) bool { return s.Ready && s.Role == RoleReplica })
+	s = h.wait("a ready replica", func(s api.Status) bool { return s.Ready && s.Role == api.RoleReplica })
 	if eng.clones != 1 || s.Upstream != "127.0.0.2:5432" || s.SystemIdentifier != "sys-db-1" {
 		t.Errorf("clones %d, status %+v", eng.clones, s)
 	}
-	if h.get("/v1/clone", ReplicationUser, "repl-pw") != 503 {
+	if h.get("/v1/clone", api.ReplicationUser, "repl-pw") != 503 {
 		t.Error("a replica served a clone")
 	}
 
@@ -344,13 +346,13 @@ func TestManagerKeepsOrReplacesReplicaData(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			primary := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-				_ = json.NewEncoder(w).Encode(Status{Name: "db-0", Role: RolePrimary, SystemIdentifier: c.primarySys})
+				_ = json.NewEncoder(w).Encode(api.Status{Name: "db-0", Role: api.RolePrimary, SystemIdentifier: c.primarySys})
 			}))
 			defer primary.Close()
 			eng := &fakeEngine{hasData: true, sysID: "sys-mine"}
 			h := startManager(t, eng, "db-1")
 			h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432, PrimaryStatusURL: primary.URL}
-			h.wait("a ready replica", func(s Status) bool { return s.Ready && s.Role == RoleReplica })
+			h.wait("a ready replica", func(s api.Status) bool { return s.Ready && s.Role == api.RoleReplica })
 			if eng.clones != c.wantClones || eng.bootstraps != 0 {
 				t.Errorf("%s: clones %d, bootstraps %d", c.description, eng.clones, eng.bootstraps)
 			}
@@ -362,7 +364,7 @@ func TestManagerReclonesAReplicaThatCannotCatchUp(t *testing.T) {
 	eng := &fakeEngine{hasData: true, sysID: "sys-db-0", lost: true}
 	h := startManager(t, eng, "db-1")
 	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432}
-	h.wait("a ready replica", func(s Status) bool { return s.Ready && s.Role == RoleReplica })
+	h.wait("a ready replica", func(s api.Status) bool { return s.Ready && s.Role == api.RoleReplica })
 	if eng.clones != 1 {
 		t.Errorf("clones %d, want 1", eng.clones)
 	}
@@ -370,8 +372,8 @@ func TestManagerReclonesAReplicaThatCannotCatchUp(t *testing.T) {
 
 func TestReadiness(t *testing.T) {
 	m := &Manager{opts: Options{MaxReadyLag: 10 * time.Second, MaxReadyLagBytes: 1 << 20}}
-	primary := managerState{role: RolePrimary}
-	replica := managerState{role: RoleReplica, topology: Topology{PrimaryHost: "10.0.0.1", PrimaryPort: 5432}}
+	primary := managerState{role: api.RolePrimary}
+	replica := managerState{role: api.RoleReplica, topology: Topology{PrimaryHost: "10.0.0.1", PrimaryPort: 5432}}
 	f := func(v float64) *float64 { return &v }
 	i := func(v int64) *int64 { return &v }
 	for _, c := range []struct {
@@ -428,7 +430,7 @@ func TestManagerRestartsAnEngineThatAsks(t *testing.T) {
 	h := startManagerFor(t, eng, eng.fakeEngine, "db-0")
 	start := time.Now()
 	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 3306}
-	s := h.wait("the engine started again", func(s Status) bool {
+	s := h.wait("the engine started again", func(s api.Status) bool {
 		var starts int
 		eng.locked(func() { starts = eng.starts })
 		return starts == 2 && s.EngineRunning && s.Ready
@@ -442,7 +444,7 @@ func TestManagerRestartsAnEngineThatAsks(t *testing.T) {
 	}
 	// Any other exit is still a crash.
 	h.m.child().signal(syscall.SIGKILL)
-	s = h.wait("a crash", func(s Status) bool { return s.Restarts == 1 })
+	s = h.wait("a crash", func(s api.Status) bool { return s.Restarts == 1 })
 	if !strings.Contains(s.LastExit, "killed") {
 		t.Errorf("last exit %q", s.LastExit)
 	}
@@ -455,12 +457,12 @@ func TestManagerFencesForASwitchover(t *testing.T) {
 			h := startManager(t, eng, "db-0")
 			primary := Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432}
 			h.src <- primary
-			h.wait("a ready primary", func(s Status) bool { return s.Ready && s.Role == RolePrimary })
+			h.wait("a ready primary", func(s api.Status) bool { return s.Ready && s.Role == api.RolePrimary })
 
 			switching := primary
 			switching.TargetPrimary = "db-1"
 			h.src <- switching
-			s := h.wait("fenced", func(s Status) bool { return s.Fenced && s.FencedPosition != nil })
+			s := h.wait("fenced", func(s api.Status) bool { return s.Fenced && s.FencedPosition != nil })
 			if s.Ready || s.EngineRunning == stops || s.FencedPosition.LSN != "0/3000029" || !strings.Contains(s.Reason, "db-1") {
 				t.Errorf("fenced status %+v", s)
 			}
@@ -473,7 +475,7 @@ func TestManagerFencesForASwitchover(t *testing.T) {
 
 			// Aborted (the target cleared): a primary again.
 			h.src <- primary
-			s = h.wait("a ready primary again", func(s Status) bool { return s.Ready && s.Role == RolePrimary })
+			s = h.wait("a ready primary again", func(s api.Status) bool { return s.Ready && s.Role == api.RolePrimary })
 			if s.Fenced || eng.promotes != 2 {
 				t.Errorf("unfenced: promotes %d, status %+v", eng.promotes, s)
 			}
@@ -482,73 +484,15 @@ func TestManagerFencesForASwitchover(t *testing.T) {
 			lost := primary
 			lost.Fence = "cannot read the database"
 			h.src <- lost
-			h.wait("fenced by the source", func(s Status) bool { return s.Fenced && s.FencedReason == lost.Fence })
+			h.wait("fenced by the source", func(s api.Status) bool { return s.Fenced && s.FencedReason == lost.Fence })
 
 			// Completed: the old primary is a replica of the new one, and
 			// re-clones since it served as primary.
 			h.src <- Topology{Primary: "db-1", PrimaryHost: "127.0.0.2", PrimaryPort: 5432, TargetPrimary: "db-1"}
-			s = h.wait("a ready replica", func(s Status) bool { return s.Ready && s.Role == RoleReplica })
+			s = h.wait("a ready replica", func(s api.Status) bool { return s.Ready && s.Role == api.RoleReplica })
 			if s.Fenced || eng.clones != 1 {
 				t.Errorf("clones %d, status %+v", eng.clones, s)
 			}
 		})
-	}
-}
-
-func TestPositionReached(t *testing.T) {
-	for _, c := range []struct {
-		name     string
-		p, final Position
-		want     bool
-	}{
-		{"lsn equal", Position{Timeline: 1, LSN: "0/3000029"}, Position{Timeline: 1, LSN: "0/3000029"}, true},
-		{"lsn past", Position{Timeline: 1, LSN: "1/0"}, Position{Timeline: 1, LSN: "0/FFFFFFFF"}, true},
-		{"lsn behind", Position{Timeline: 1, LSN: "0/3000028"}, Position{Timeline: 1, LSN: "0/3000029"}, false},
-		{"other timeline", Position{Timeline: 2, LSN: "0/4000000"}, Position{Timeline: 1, LSN: "0/3000029"}, false},
-		{"gtid equal", Position{GTID: "0-1-42"}, Position{GTID: "0-1-42"}, true},
-		{"gtid past", Position{GTID: "0-2-50"}, Position{GTID: "0-1-42"}, true},
-		{"gtid behind", Position{GTID: "0-1-41"}, Position{GTID: "0-1-42"}, false},
-		{"gtid missing domain", Position{GTID: "0-1-42"}, Position{GTID: "0-1-42,1-1-3"}, false},
-		{"gtid empty final", Position{GTID: "0-1-1"}, Position{GTID: ""}, false},
-		{"mysql set", Position{GTID: "u1:1-42"}, Position{GTID: "u1:1-40"}, true},
-		{"unparsable", Position{LSN: "x"}, Position{LSN: "0/1"}, false},
-	} {
-		if got := c.p.Reached(c.final); got != c.want {
-			t.Errorf("%s: %+v reached %+v = %v, want %v", c.name, c.p, c.final, got, c.want)
-		}
-	}
-	if (Position{Timeline: 1, LSN: "0/5"}).Compare(Position{Timeline: 1, LSN: "0/4"}) != 1 {
-		t.Error("compare ahead")
-	}
-	if FormatLSN(0x1_0000_0001) != "1/1" {
-		t.Error(FormatLSN(0x1_0000_0001))
-	}
-}
-
-func TestMergeGTIDs(t *testing.T) {
-	for _, c := range []struct {
-		name  string
-		lists []string
-		want  string
-	}{
-		{"relay log ahead", []string{"0-1-40", "0-1-42"}, "0-1-42"},
-		{"applied ahead (relay log purged at a restart)", []string{"0-1-42", "0-1-7"}, "0-1-42"},
-		{"per domain", []string{"0-1-40,1-2-9", "0-1-42,1-2-3"}, "0-1-42,1-2-9"},
-		{"a domain only in the relay log", []string{"0-1-40", "0-1-40,2-3-1"}, "0-1-40,2-3-1"},
-		{"nothing received", []string{"0-1-40", ""}, "0-1-40"},
-		{"empty", []string{"", ""}, ""},
-		{"mysql sets", []string{"u1:1-40", "u1:38-45"}, "u1:38-45"},
-		{"unparsable keeps the first", []string{"0-1-40", "junk"}, "0-1-40"},
-	} {
-		got := MergeGTIDs(c.lists...)
-		if got != c.want {
-			t.Errorf("%s: MergeGTIDs(%q) = %q, want %q", c.name, c.lists, got, c.want)
-		}
-		// The merge is at or beyond each list it merged.
-		for _, l := range c.lists {
-			if l != "" && c.name != "unparsable keeps the first" && !(Position{GTID: got}).Reached(Position{GTID: l}) {
-				t.Errorf("%s: %q does not reach %q", c.name, got, l)
-			}
-		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 )
 
 // The decisions: what the instance must do to be what the topology says.
@@ -14,9 +16,9 @@ import (
 // reconcile moves the instance one step towards t; it is called on every
 // tick and event and does nothing when the instance already is as t says.
 func (m *Manager) reconcile(ctx context.Context, t Topology, restartAt time.Time) error {
-	role := RoleReplica
+	role := api.RoleReplica
 	if t.Primary == m.opts.Name {
-		role = RolePrimary
+		role = api.RolePrimary
 	}
 	m.update(func(s *managerState) { s.role, s.topology = role, t })
 
@@ -25,7 +27,7 @@ func (m *Manager) reconcile(ctx context.Context, t Topology, restartAt time.Time
 		return m.fence(ctx, why, restartAt)
 	}
 	m.unfence(role)
-	if role == RolePrimary {
+	if role == api.RolePrimary {
 		return m.reconcilePrimary(ctx, t, restartAt)
 	}
 	return m.reconcileReplica(ctx, t, restartAt)
@@ -54,7 +56,7 @@ func (m *Manager) reconcilePrimary(ctx context.Context, t Topology, restartAt ti
 	}
 	// Recorded before the first write can happen, so a crash between
 	// promotion and the record cannot hide that this data took writes.
-	if err := m.recordState(stateFile{Role: RolePrimary, Primary: t.Primary}); err != nil {
+	if err := m.recordState(stateFile{Role: api.RolePrimary, Primary: t.Primary}); err != nil {
 		return err
 	}
 	if err := m.ensureRunning(ctx, restartAt); err != nil {
@@ -117,7 +119,7 @@ func (m *Manager) fence(ctx context.Context, why string, restartAt time.Time) er
 // unfence forgets a fence the topology no longer asks for: a primary takes
 // writes again (reconcilePrimary restarts or promotes its engine), a
 // replica follows the new primary (and re-clones, having served as one).
-func (m *Manager) unfence(role Role) {
+func (m *Manager) unfence(role api.Role) {
 	m.mu.Lock()
 	was := m.st.fenced
 	m.st.fenced, m.st.fencedPos, m.st.fencedChild = "", nil, nil
@@ -136,7 +138,7 @@ func (m *Manager) reconcileReplica(ctx context.Context, t Topology, restartAt ti
 			}
 		}
 	}
-	if err := m.recordState(stateFile{Role: RoleReplica, Primary: t.Primary}); err != nil {
+	if err := m.recordState(stateFile{Role: api.RoleReplica, Primary: t.Primary}); err != nil {
 		return err
 	}
 	if err := m.ensureRunning(ctx, restartAt); err != nil {
@@ -181,7 +183,7 @@ func (m *Manager) recordState(s stateFile) error {
 // reconciliation is a later step; a fresh clone is always safe.
 func (m *Manager) servedAsPrimary() bool {
 	s, err := readState(m.opts.DataRoot)
-	return err == nil && s.Role == RolePrimary
+	return err == nil && s.Role == api.RolePrimary
 }
 
 // cloneReason says why the data must be replaced by a clone of t's
@@ -226,7 +228,7 @@ func PrimarySystemID(ctx context.Context, client *http.Client, t Topology) (stri
 		return "", err
 	}
 	defer resp.Body.Close()
-	var s Status
+	var s api.Status
 	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
 		return "", err
 	}

@@ -16,10 +16,6 @@ const (
 	SecretReplicationPassword = "replication-password"
 )
 
-// ReplicationUser is the engine user replicas connect as; it is also the
-// user of the clone endpoint's basic authentication.
-const ReplicationUser = "replicator"
-
 // Secrets reads credentials from a mounted Secret directory. Files are read
 // on every call, so a rotated Secret is picked up without a restart.
 type Secrets struct{ Dir string }

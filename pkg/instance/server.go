@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 )
 
 // serve starts the HTTP server: /healthz, /readyz, /v1/status, and
@@ -34,7 +36,7 @@ func (m *Manager) serve() (*http.Server, error) {
 		sem := make(chan struct{}, 1)
 		mux.HandleFunc("GET /v1/clone", m.authenticated(func(w http.ResponseWriter, r *http.Request) {
 			s := m.Status(r.Context())
-			if s.Role != RolePrimary || !s.EngineRunning {
+			if s.Role != api.RolePrimary || !s.EngineRunning {
 				http.Error(w, "not a running primary", http.StatusServiceUnavailable)
 				return
 			}
@@ -74,7 +76,7 @@ func (m *Manager) authenticated(h http.HandlerFunc) http.HandlerFunc {
 			http.Error(w, "no replication password configured", http.StatusServiceUnavailable)
 			return
 		}
-		if !ok || subtle.ConstantTimeCompare([]byte(user), []byte(ReplicationUser)) != 1 ||
+		if !ok || subtle.ConstantTimeCompare([]byte(user), []byte(api.ReplicationUser)) != 1 ||
 			subtle.ConstantTimeCompare([]byte(pass), []byte(want)) != 1 {
 			w.Header().Set("WWW-Authenticate", `Basic realm="mydb-instance"`)
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
@@ -86,13 +88,13 @@ func (m *Manager) authenticated(h http.HandlerFunc) http.HandlerFunc {
 
 // Status is the instance's current status; it probes the engine, so it is
 // as fresh as the request.
-func (m *Manager) Status(ctx context.Context) Status {
+func (m *Manager) Status(ctx context.Context) api.Status {
 	m.mu.Lock()
 	st, stopping := m.st, m.stopping
 	backup, restore := m.ops.backupOp(), m.ops.restoreOp()
 	m.mu.Unlock()
 
-	s := Status{
+	s := api.Status{
 		Name:     m.opts.Name,
 		Engine:   m.opts.Engine,
 		Role:     st.role,
@@ -102,7 +104,7 @@ func (m *Manager) Status(ctx context.Context) Status {
 		Backup:   backup,
 		Restore:  restore,
 	}
-	restoring := restore != nil && restore.Phase == OperationRunning
+	restoring := restore != nil && restore.Phase == api.OperationRunning
 	s.AwaitingRestore = st.awaitingRestore && !restoring
 	if !st.exitTime.IsZero() {
 		t := st.exitTime.UTC()
@@ -132,7 +134,7 @@ func (m *Manager) Status(ctx context.Context) Status {
 			}
 		}
 		return s
-	case st.role == RoleWaiting:
+	case st.role == api.RoleWaiting:
 		s.Reason = "waiting for a topology"
 		return s
 	case restoring && st.child == nil:
@@ -140,7 +142,7 @@ func (m *Manager) Status(ctx context.Context) Status {
 		return s
 	case s.AwaitingRestore:
 		s.Reason = errAwaitingRestore.Error()
-		if restore != nil && restore.Phase == OperationFailed {
+		if restore != nil && restore.Phase == api.OperationFailed {
 			s.Reason += "; restore " + restore.ID + " failed: " + restore.Message
 		}
 		return s
@@ -175,7 +177,7 @@ func (m *Manager) Status(ctx context.Context) Status {
 // readiness is ready only when the role's promise holds: a primary takes
 // writes; a replica streams from the right primary within the lag bounds.
 func (m *Manager) readiness(st managerState, p Probe) (bool, string) {
-	if st.role == RolePrimary {
+	if st.role == api.RolePrimary {
 		if !p.Writable {
 			return false, "primary not writable yet"
 		}

@@ -7,14 +7,16 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 )
 
 // stateFile remembers, on the data volume, what the data last served as.
 // It lets a former primary that is told to be a replica know that its data
 // may have diverged (it took writes the new primary never saw).
 type stateFile struct {
-	Role    Role   `json:"role"`
-	Primary string `json:"primary"`
+	Role    api.Role `json:"role"`
+	Primary string   `json:"primary"`
 }
 
 const stateFileName = "mydb-instance.json"

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
-	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/names"
 	"github.com/mydb-dev/mydb/pkg/registry/example/mydatabasebackup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -316,14 +316,14 @@ func TestBackupAndRestore(t *testing.T) {
 
 // managerStatus is what the instance manager at ip reports (nil when it
 // does not answer).
-func managerStatus(ip string) *instance.Status {
+func managerStatus(ip string) *api.Status {
 	client := &http.Client{Timeout: 2 * time.Second}
 	resp, err := client.Get("http://" + net.JoinHostPort(ip, "8000") + "/v1/status")
 	if err != nil {
 		return nil
 	}
 	defer resp.Body.Close()
-	var s instance.Status
+	var s api.Status
 	if json.NewDecoder(resp.Body).Decode(&s) != nil {
 		return nil
 	}
@@ -369,7 +369,7 @@ func TestRestoreInterruptedByAKill(t *testing.T) {
 		}
 		ip = pod.Status.PodIP
 		s := managerStatus(ip)
-		if s == nil || s.Restore == nil || s.Restore.Phase != instance.OperationRunning || s.Restore.Bytes == 0 {
+		if s == nil || s.Restore == nil || s.Restore.Phase != api.OperationRunning || s.Restore.Bytes == 0 {
 			return fmt.Errorf("copy-0 is not loading yet: %+v", s)
 		}
 		loadedBytes = s.Restore.Bytes

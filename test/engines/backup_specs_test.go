@@ -13,6 +13,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 )
 
 func postgresBackup() backupSpec {
@@ -229,10 +230,10 @@ func assertMySQLFamilyCredentials(t *testing.T, n *node, src *cluster) {
 	}
 	// The replication user may log in (and then not use appdb: 1044);
 	// with the source's password it may not (1045).
-	if err := n.openAs(instance.ReplicationUser, n.c.secrets[instance.SecretReplicationPassword]).Ping(); !isMyCode(err, 1044) {
+	if err := n.openAs(api.ReplicationUser, n.c.secrets[instance.SecretReplicationPassword]).Ping(); !isMyCode(err, 1044) {
 		t.Errorf("replicator with the restored database's password: want 1044, got %v", err)
 	}
-	if err := n.openAs(instance.ReplicationUser, src.secrets[instance.SecretReplicationPassword]).Ping(); !isMyCode(err, 1045) {
+	if err := n.openAs(api.ReplicationUser, src.secrets[instance.SecretReplicationPassword]).Ping(); !isMyCode(err, 1045) {
 		t.Errorf("replicator with the source's password: want 1045, got %v", err)
 	}
 }

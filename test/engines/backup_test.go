@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/test/s3server"
 )
 
@@ -61,9 +62,9 @@ func testBackupRestore(t *testing.T, b backupSpec) {
 	p, r := src.nodes[0], src.nodes[1]
 	p.start()
 	src.setPrimary(p)
-	p.waitReady(time.Minute, instance.RolePrimary)
+	p.waitReady(time.Minute, api.RolePrimary)
 	r.start()
-	r.waitReady(2*time.Minute, instance.RoleReplica)
+	r.waitReady(2*time.Minute, api.RoleReplica)
 	start := time.Now()
 	b.load(t, p)
 	want := b.checksums(t, p)
@@ -77,15 +78,15 @@ func testBackupRestore(t *testing.T, b backupSpec) {
 	})
 
 	var fig []string
-	backups := map[instance.Role]instance.Operation{}
+	backups := map[api.Role]api.Operation{}
 	for _, n := range []*node{p, r} {
 		key := fmt.Sprintf("%s/from-%s", name, n.name)
 		op := n.backup(t, "backup-"+n.name, s3, key)
-		role := instance.RolePrimary
+		role := api.RolePrimary
 		if n == r {
-			role = instance.RoleReplica
+			role = api.RoleReplica
 		}
-		if op.Role != role || op.Instance != n.name || op.Size < 20<<20 || op.Bytes != op.Size || op.Position == nil || *op.Position == (instance.Position{}) || op.Format == "" {
+		if op.Role != role || op.Instance != n.name || op.Size < 20<<20 || op.Bytes != op.Size || op.Position == nil || *op.Position == (api.Position{}) || op.Format == "" {
 			t.Fatalf("backup of %s: %+v", n.name, op)
 		}
 		// The checksum is of the bytes the bucket holds.
@@ -110,12 +111,12 @@ func testBackupRestore(t *testing.T, b backupSpec) {
 	}
 	dp.start()
 	dst.setPrimary(dp)
-	dp.waitStatus(time.Minute, "awaiting its restore", func(s instance.Status) bool { return s.AwaitingRestore && !s.Ready })
+	dp.waitStatus(time.Minute, "awaiting its restore", func(s api.Status) bool { return s.AwaitingRestore && !s.Ready })
 	if _, err := os.Stat(filepath.Join(dp.dataRoot, b.engine.dataSubdir)); !os.IsNotExist(err) {
 		t.Fatalf("an instance awaiting its restore has a data directory: %v", err)
 	}
 
-	good := backups[instance.RolePrimary]
+	good := backups[api.RolePrimary]
 	obj := fmt.Sprintf("%s/from-%s", name, p.name)
 	t.Run("a corrupted object fails the restore and leaves no data", func(t *testing.T) {
 		rc, err := store.Get(context.Background(), obj)
@@ -134,8 +135,8 @@ func testBackupRestore(t *testing.T, b backupSpec) {
 		for key, msg := range map[string]string{name + "/corrupt": "checksum mismatch", name + "/truncated": "bytes, the backup"} {
 			id := "restore-" + strings.ReplaceAll(key, "/", "-")
 			dp.postRestore(t, id, s3, key, good)
-			s := dp.waitStatus(2*time.Minute, "the failed restore "+id, func(s instance.Status) bool {
-				return s.Restore != nil && s.Restore.ID == id && s.Restore.Phase == instance.OperationFailed && s.AwaitingRestore
+			s := dp.waitStatus(2*time.Minute, "the failed restore "+id, func(s api.Status) bool {
+				return s.Restore != nil && s.Restore.ID == id && s.Restore.Phase == api.OperationFailed && s.AwaitingRestore
 			})
 			if !strings.Contains(s.Restore.Message, msg) || s.Ready || dp.get("/readyz") != http.StatusServiceUnavailable {
 				t.Errorf("restore of %s: %+v; status ready %v, reason %q", key, s.Restore, s.Ready, s.Reason)
@@ -146,8 +147,8 @@ func testBackupRestore(t *testing.T, b backupSpec) {
 
 	t.Run("a restore killed midway leaves no data and is done again", func(t *testing.T) {
 		dp.postRestore(t, "restore-killed", s3, obj, good)
-		s := dp.waitStatus(2*time.Minute, "the load under way", func(s instance.Status) bool {
-			return s.Restore != nil && s.Restore.ID == "restore-killed" && s.Restore.Phase == instance.OperationRunning && s.Restore.Bytes > 0
+		s := dp.waitStatus(2*time.Minute, "the load under way", func(s api.Status) bool {
+			return s.Restore != nil && s.Restore.ID == "restore-killed" && s.Restore.Phase == api.OperationRunning && s.Restore.Bytes > 0
 		})
 		// kill -9 of the manager and whatever engine tool it runs.
 		dp.killGroup()
@@ -157,7 +158,7 @@ func testBackupRestore(t *testing.T, b backupSpec) {
 			t.Fatalf("a killed restore left complete-looking data: %v", err)
 		}
 		dp.start()
-		s = dp.waitStatus(time.Minute, "awaiting the restore again", func(s instance.Status) bool { return s.AwaitingRestore })
+		s = dp.waitStatus(time.Minute, "awaiting the restore again", func(s api.Status) bool { return s.AwaitingRestore })
 		if s.Ready || s.Restore != nil {
 			t.Errorf("after the restart: ready %v, restore %+v", s.Ready, s.Restore)
 		}
@@ -166,10 +167,10 @@ func testBackupRestore(t *testing.T, b backupSpec) {
 
 	t.Run("the restored primary and its clone hold the source's rows and their own credentials", func(t *testing.T) {
 		dp.postRestore(t, "restore-final", s3, obj, good)
-		dp.waitReady(3*time.Minute, instance.RolePrimary)
+		dp.waitReady(3*time.Minute, api.RolePrimary)
 		s, _ := dp.status()
 		op := s.Restore
-		if op == nil || op.Phase != instance.OperationSucceeded || op.Bytes != good.Size || s.AwaitingRestore {
+		if op == nil || op.Phase != api.OperationSucceeded || op.Bytes != good.Size || s.AwaitingRestore {
 			t.Fatalf("restore %+v", op)
 		}
 		fig = append(fig, "restore (load, verify, recovery, credentials): "+throughput(*op))
@@ -181,7 +182,7 @@ func testBackupRestore(t *testing.T, b backupSpec) {
 		// Its replica clones from it (started with --restore too, it
 		// loads nothing) and follows it like a bootstrapped one's.
 		dr.start()
-		dr.waitReady(3*time.Minute, instance.RoleReplica)
+		dr.waitReady(3*time.Minute, api.RoleReplica)
 		if s, _ := dr.status(); s.Restore != nil {
 			t.Errorf("the replica was restored: %+v", s.Restore)
 		}
@@ -202,9 +203,9 @@ func testBackupRestore(t *testing.T, b backupSpec) {
 		n.extraArgs = []string{"--restore"}
 		n.start()
 		one.setPrimary(n)
-		n.waitStatus(time.Minute, "awaiting its restore", func(s instance.Status) bool { return s.AwaitingRestore })
-		n.postRestore(t, "restore-from-replica", s3, fmt.Sprintf("%s/from-%s", name, r.name), backups[instance.RoleReplica])
-		n.waitReady(3*time.Minute, instance.RolePrimary)
+		n.waitStatus(time.Minute, "awaiting its restore", func(s api.Status) bool { return s.AwaitingRestore })
+		n.postRestore(t, "restore-from-replica", s3, fmt.Sprintf("%s/from-%s", name, r.name), backups[api.RoleReplica])
+		n.waitReady(3*time.Minute, api.RolePrimary)
 		if got := b.checksums(t, n); !equalMaps(got, want) {
 			t.Errorf("restored from the replica's backup:\n got %v\nwant %v", got, want)
 		}
@@ -214,35 +215,35 @@ func testBackupRestore(t *testing.T, b backupSpec) {
 }
 
 // backup asks n's manager for a backup to key and waits for its end.
-func (n *node) backup(t *testing.T, id string, s3 *s3server.Server, key string) instance.Operation {
+func (n *node) backup(t *testing.T, id string, s3 *s3server.Server, key string) api.Operation {
 	t.Helper()
 	return n.backupTo(t, id, destination(s3, key))
 }
 
 // backupTo asks n's manager for a backup to dest and waits for its end.
-func (n *node) backupTo(t *testing.T, id string, dest instance.Destination) instance.Operation {
+func (n *node) backupTo(t *testing.T, id string, dest api.Destination) api.Operation {
 	t.Helper()
-	code, body := n.call(t, http.MethodPost, "/v1/backups", instance.BackupRequest{ID: id, Destination: dest})
+	code, body := n.call(t, http.MethodPost, "/v1/backups", api.BackupRequest{ID: id, Destination: dest})
 	if code != http.StatusAccepted {
 		t.Fatalf("%s: POST /v1/backups: %d %s", n.name, code, body)
 	}
 	op := n.waitBackup(t, id)
-	if op.Phase != instance.OperationSucceeded {
+	if op.Phase != api.OperationSucceeded {
 		t.Fatalf("backup %s: %+v", id, op)
 	}
 	return op
 }
 
 // waitBackup waits for backup id of n to end.
-func (n *node) waitBackup(t *testing.T, id string) instance.Operation {
+func (n *node) waitBackup(t *testing.T, id string) api.Operation {
 	t.Helper()
-	var op instance.Operation
+	var op api.Operation
 	waitFor(t, 3*time.Minute, "backup "+id, func() error {
 		code, body := n.call(t, http.MethodGet, "/v1/backups/"+id, nil)
 		if err := json.Unmarshal([]byte(body), &op); code != http.StatusOK || err != nil {
 			return fmt.Errorf("%d %s", code, body)
 		}
-		if op.Phase == instance.OperationRunning {
+		if op.Phase == api.OperationRunning {
 			return fmt.Errorf("running, %d bytes", op.Bytes)
 		}
 		return nil
@@ -250,14 +251,14 @@ func (n *node) waitBackup(t *testing.T, id string) instance.Operation {
 	return op
 }
 
-func (n *node) postRestore(t *testing.T, id string, s3 *s3server.Server, key string, backup instance.Operation) {
+func (n *node) postRestore(t *testing.T, id string, s3 *s3server.Server, key string, backup api.Operation) {
 	t.Helper()
 	n.postRestoreFrom(t, id, destination(s3, key), backup)
 }
 
-func (n *node) postRestoreFrom(t *testing.T, id string, source instance.Destination, backup instance.Operation) {
+func (n *node) postRestoreFrom(t *testing.T, id string, source api.Destination, backup api.Operation) {
 	t.Helper()
-	code, body := n.call(t, http.MethodPost, "/v1/restore", instance.RestoreRequest{
+	code, body := n.call(t, http.MethodPost, "/v1/restore", api.RestoreRequest{
 		ID: id, Source: source, SHA256: backup.SHA256, Size: backup.Size, Format: backup.Format,
 	})
 	if code != http.StatusAccepted {
@@ -275,8 +276,8 @@ func (n *node) assertNoData(t *testing.T) {
 	}
 }
 
-func destination(s3 *s3server.Server, key string) instance.Destination {
-	return instance.Destination{S3: &instance.S3Object{
+func destination(s3 *s3server.Server, key string) api.Destination {
+	return api.Destination{S3: &api.S3Object{
 		Endpoint: s3.Endpoint, Region: s3.Region, Bucket: s3.Bucket, Key: key,
 		AccessKeyID: s3.AccessKeyID, SecretAccessKey: s3.SecretAccessKey,
 	}}
@@ -294,7 +295,7 @@ func (n *node) call(t *testing.T, method, path string, body any) (int, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.SetBasicAuth(instance.ReplicationUser, n.c.secrets[instance.SecretReplicationPassword])
+	req.SetBasicAuth(api.ReplicationUser, n.c.secrets[instance.SecretReplicationPassword])
 	resp, err := httpClient.Do(req)
 	if err != nil {
 		return 0, err.Error()

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 )
 
 // engineSpec is what the shared flow needs to know about an engine.
@@ -49,7 +50,7 @@ type engineSpec struct {
 	// would need (MariaDB: PURGE BINARY LOGS); nil where not covered.
 	purgeHistory func(t *testing.T, primary *node)
 	// progress turns a position into a number that grows with writes.
-	progress func(p *instance.Position) uint64
+	progress func(p *api.Position) uint64
 	// sync tells whether a replica holds a commit (testSync).
 	sync syncChecks
 }
@@ -348,8 +349,8 @@ func (n *node) stop() (time.Duration, int) {
 
 var httpClient = &http.Client{Timeout: 3 * time.Second}
 
-func (n *node) status() (instance.Status, error) {
-	var s instance.Status
+func (n *node) status() (api.Status, error) {
+	var s api.Status
 	resp, err := httpClient.Get("http://" + n.statusAddr + "/v1/status")
 	if err != nil {
 		return s, err
@@ -382,11 +383,11 @@ func (n *node) getAs(path, user, password string) int {
 
 // waitStatus polls the status until cond holds, failing after timeout with
 // the last status seen.
-func (n *node) waitStatus(timeout time.Duration, what string, cond func(instance.Status) bool) instance.Status {
+func (n *node) waitStatus(timeout time.Duration, what string, cond func(api.Status) bool) api.Status {
 	t := n.c.t
 	t.Helper()
 	deadline := time.Now().Add(timeout)
-	var last instance.Status
+	var last api.Status
 	var lastErr error
 	for time.Now().Before(deadline) {
 		if !n.running() {
@@ -404,9 +405,9 @@ func (n *node) waitStatus(timeout time.Duration, what string, cond func(instance
 	return last
 }
 
-func (n *node) waitReady(timeout time.Duration, role instance.Role) instance.Status {
+func (n *node) waitReady(timeout time.Duration, role api.Role) api.Status {
 	n.c.t.Helper()
-	s := n.waitStatus(timeout, "ready "+string(role), func(s instance.Status) bool { return s.Ready && s.Role == role })
+	s := n.waitStatus(timeout, "ready "+string(role), func(s api.Status) bool { return s.Ready && s.Role == role })
 	if code := n.get("/readyz"); code != http.StatusOK {
 		n.c.t.Fatalf("%s: /v1/status says ready but /readyz answers %d", n.name, code)
 	}

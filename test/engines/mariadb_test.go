@@ -16,6 +16,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 )
 
 func TestMariaDB(t *testing.T) { runSuite(t, mariadbSpec()) }
@@ -105,7 +106,7 @@ func mariadbSpec() engineSpec {
 				time.Sleep(50 * time.Millisecond)
 			}
 		},
-		progress: func(p *instance.Position) uint64 {
+		progress: func(p *api.Position) uint64 {
 			if p == nil {
 				return 0
 			}

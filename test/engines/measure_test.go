@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 )
 
 // measureReplication writes n rows to the primary at a steady rate and,
@@ -92,7 +92,7 @@ func measureReplication(t *testing.T, primary *sql.DB, replicas []*sql.DB, n int
 
 // throughput is how fast a finished backup or restore streamed: its size
 // over the time from its start to its end, as the manager recorded them.
-func throughput(op instance.Operation) string {
+func throughput(op api.Operation) string {
 	mib := float64(op.Size) / (1 << 20)
 	secs := op.FinishTime.Sub(op.StartTime).Seconds()
 	return fmt.Sprintf("%.1f MiB in %.2fs, %.0f MiB/s", mib, secs, mib/secs)

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 )
 
 // TestMySQL runs the suite on MySQL 9.7, from the root filesystem of the
@@ -98,7 +98,7 @@ func mysqlSpec() engineSpec {
 				time.Sleep(50 * time.Millisecond)
 			}
 		},
-		progress: func(p *instance.Position) uint64 {
+		progress: func(p *api.Position) uint64 {
 			if p == nil {
 				return 0
 			}

@@ -18,6 +18,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 )
 
 const pgBin = "/usr/lib/postgresql/15/bin"
@@ -88,7 +89,7 @@ func postgresSpec() engineSpec {
 			if err := p.openAs("app", "wrong-password").Ping(); !isPgCode(err, "28P01") {
 				t.Errorf("wrong password: want 28P01, got %v", err)
 			}
-			if err := p.openAs(instance.ReplicationUser, c.secrets[instance.SecretReplicationPassword]).Ping(); err == nil {
+			if err := p.openAs(api.ReplicationUser, c.secrets[instance.SecretReplicationPassword]).Ping(); err == nil {
 				t.Error("the replication user logged into the application database")
 			}
 			// The superuser's password from the Secret works over the network
@@ -143,7 +144,7 @@ func postgresSpec() engineSpec {
 				mustExec(t, su, stmt)
 			}
 		},
-		progress: func(p *instance.Position) uint64 {
+		progress: func(p *api.Position) uint64 {
 			if p == nil {
 				return 0
 			}

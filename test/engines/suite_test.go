@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 )
 
 // figures are the suite's measurements, logged at the end of each engine.
@@ -68,7 +69,7 @@ func testBootstrap(t *testing.T, c *cluster, p *node, fig *figures) {
 
 	// Until a topology arrives the instance only serves status.
 	p.start()
-	s := p.waitStatus(10*time.Second, "role waiting", func(s instance.Status) bool { return s.Role == instance.RoleWaiting })
+	s := p.waitStatus(10*time.Second, "role waiting", func(s api.Status) bool { return s.Role == api.RoleWaiting })
 	if s.Ready || p.get("/readyz") != 503 || p.get("/healthz") != 200 {
 		t.Fatalf("a waiting instance must be alive but not ready: %+v", s)
 	}
@@ -78,7 +79,7 @@ func testBootstrap(t *testing.T, c *cluster, p *node, fig *figures) {
 
 	start := time.Now()
 	c.setPrimary(p)
-	first := p.waitReady(2*time.Minute, instance.RolePrimary)
+	first := p.waitReady(2*time.Minute, api.RolePrimary)
 	fig.add("bootstrap to ready primary: %.2fs", time.Since(start).Seconds())
 	if first.SystemIdentifier == "" || first.Position == nil {
 		t.Fatalf("status lacks system identifier or position: %+v", first)
@@ -106,7 +107,7 @@ func testBootstrap(t *testing.T, c *cluster, p *node, fig *figures) {
 
 	logFrom = p.logSize()
 	p.start()
-	again := p.waitReady(time.Minute, instance.RolePrimary)
+	again := p.waitReady(time.Minute, api.RolePrimary)
 	if again.SystemIdentifier != first.SystemIdentifier {
 		t.Fatalf("system identifier changed across a restart: %s -> %s", first.SystemIdentifier, again.SystemIdentifier)
 	}
@@ -138,7 +139,7 @@ func testReplicas(t *testing.T, c *cluster, p *node, replicas []*node, fig *figu
 	if c.spec.name == "mariadb" {
 		want = http.StatusUnauthorized
 	}
-	for _, cred := range [][2]string{{"", ""}, {instance.ReplicationUser, "wrong"}, {"app", c.secrets[instance.SecretReplicationPassword]}} {
+	for _, cred := range [][2]string{{"", ""}, {api.ReplicationUser, "wrong"}, {"app", c.secrets[instance.SecretReplicationPassword]}} {
 		if got := p.getAs("/v1/clone", cred[0], cred[1]); got != want {
 			t.Errorf("GET /v1/clone as %q: %d, want %d", cred[0], got, want)
 		}
@@ -157,7 +158,7 @@ func testReplicas(t *testing.T, c *cluster, p *node, replicas []*node, fig *figu
 		go func() {
 			defer wg.Done()
 			for time.Since(start) < 2*time.Minute {
-				if s, err := r.status(); err == nil && s.Ready && s.Role == instance.RoleReplica {
+				if s, err := r.status(); err == nil && s.Ready && s.Role == api.RoleReplica {
 					cloneTimes[i] = time.Since(start)
 					return
 				}
@@ -167,7 +168,7 @@ func testReplicas(t *testing.T, c *cluster, p *node, replicas []*node, fig *figu
 	}
 	wg.Wait()
 	for i, r := range replicas {
-		s := r.waitReady(time.Second, instance.RoleReplica)
+		s := r.waitReady(time.Second, api.RoleReplica)
 		fig.add("%s: clone %s; manager start to streaming replica %.2fs", r.name, r.cloneSeconds(), cloneTimes[i].Seconds())
 		if s.SystemIdentifier != before.SystemIdentifier {
 			t.Errorf("%s: system identifier %s, the primary's is %s", r.name, s.SystemIdentifier, before.SystemIdentifier)
@@ -194,7 +195,7 @@ func testReplicas(t *testing.T, c *cluster, p *node, replicas []*node, fig *figu
 		t.Errorf("p99 replication delay %s exceeds 2s", percentile(delays, 99))
 	}
 
-	after := p.waitReady(5*time.Second, instance.RolePrimary)
+	after := p.waitReady(5*time.Second, api.RolePrimary)
 	if c.spec.progress(after.Position) <= c.spec.progress(before.Position) {
 		t.Errorf("the primary's position did not advance: %+v -> %+v", before.Position, after.Position)
 	}
@@ -225,16 +226,16 @@ func replicaApps(replicas []*node) []*sql.DB {
 }
 
 // waitCaughtUp waits until the replica's position reaches the primary's.
-func waitCaughtUp(t *testing.T, c *cluster, r *node, primary instance.Status) instance.Status {
+func waitCaughtUp(t *testing.T, c *cluster, r *node, primary api.Status) api.Status {
 	t.Helper()
 	want := c.spec.progress(primary.Position)
-	return r.waitStatus(30*time.Second, fmt.Sprintf("position %d", want), func(s instance.Status) bool {
+	return r.waitStatus(30*time.Second, fmt.Sprintf("position %d", want), func(s api.Status) bool {
 		return s.Ready && c.spec.progress(s.Position) >= want
 	})
 }
 
 func testCrash(t *testing.T, c *cluster, p *node, replicas []*node, fig *figures) {
-	before := p.waitReady(5*time.Second, instance.RolePrimary)
+	before := p.waitReady(5*time.Second, api.RolePrimary)
 	var rows int
 	if err := p.app().QueryRow("SELECT count(*) FROM writes").Scan(&rows); err != nil {
 		t.Fatal(err)
@@ -247,14 +248,14 @@ func testCrash(t *testing.T, c *cluster, p *node, replicas []*node, fig *figures
 	if err := killPID(before.EnginePID); err != nil {
 		t.Fatal(err)
 	}
-	down := p.waitStatus(5*time.Second, "the crash noticed", func(s instance.Status) bool {
+	down := p.waitStatus(5*time.Second, "the crash noticed", func(s api.Status) bool {
 		return !s.Ready && s.Restarts == before.Restarts+1
 	})
 	noticed := time.Since(start)
 	if down.LastExit == "" || !strings.Contains(down.LastExit, "killed") {
 		t.Errorf("last exit %q does not say the engine was killed", down.LastExit)
 	}
-	after := p.waitReady(time.Minute, instance.RolePrimary)
+	after := p.waitReady(time.Minute, api.RolePrimary)
 	fig.add("kill -9 of the primary's engine: noticed in %s, ready again in %.2fs", noticed.Round(time.Millisecond), time.Since(start).Seconds())
 	if after.EnginePID == before.EnginePID || after.Restarts != before.Restarts+1 {
 		t.Errorf("engine pid %d -> %d, restarts %d -> %d", before.EnginePID, after.EnginePID, before.Restarts, after.Restarts)
@@ -266,7 +267,7 @@ func testCrash(t *testing.T, c *cluster, p *node, replicas []*node, fig *figures
 	mustExec(t, p.app(), "INSERT INTO kept VALUES (3, 'after the crash')")
 	for i, r := range replicas {
 		waitRow(t, r, 3, 30*time.Second)
-		r.waitReady(30*time.Second, instance.RoleReplica)
+		r.waitReady(30*time.Second, api.RoleReplica)
 		// Waiting out a primary's restart is no reason for a new clone.
 		if strings.Contains(r.logSince(replicaLogs[i]), "cloning from the primary") {
 			t.Errorf("%s re-cloned because the primary restarted", r.name)
@@ -276,7 +277,7 @@ func testCrash(t *testing.T, c *cluster, p *node, replicas []*node, fig *figures
 	// A replica's engine killed while rows arrive resumes from where its
 	// crash-safe position says, neither losing nor re-applying a row.
 	r := replicas[0]
-	rBefore := r.waitReady(5*time.Second, instance.RoleReplica)
+	rBefore := r.waitReady(5*time.Second, api.RoleReplica)
 	start = time.Now()
 	if err := killPID(rBefore.EnginePID); err != nil {
 		t.Fatal(err)
@@ -284,9 +285,9 @@ func testCrash(t *testing.T, c *cluster, p *node, replicas []*node, fig *figures
 	for id := 10; id < 20; id++ {
 		mustExec(t, p.app(), fmt.Sprintf("INSERT INTO kept VALUES (%d, 'replica down')", id))
 	}
-	r.waitStatus(5*time.Second, "the crash noticed", func(s instance.Status) bool { return s.Restarts == rBefore.Restarts+1 })
+	r.waitStatus(5*time.Second, "the crash noticed", func(s api.Status) bool { return s.Restarts == rBefore.Restarts+1 })
 	waitRow(t, r, 19, 30*time.Second)
-	rAfter := r.waitReady(30*time.Second, instance.RoleReplica)
+	rAfter := r.waitReady(30*time.Second, api.RoleReplica)
 	fig.add("kill -9 of a replica's engine: streaming again in %.2fs", time.Since(start).Seconds())
 	var n int
 	if err := r.app().QueryRow("SELECT count(*) FROM kept WHERE id BETWEEN 10 AND 19").Scan(&n); err != nil || n != 10 {
@@ -316,7 +317,7 @@ func testPurgedHistory(t *testing.T, c *cluster, p, r *node, fig *figures) {
 	r.start()
 	// The rows written while it was away can only arrive through a clone.
 	waitRow(t, r, 39, time.Minute)
-	r.waitReady(30*time.Second, instance.RoleReplica)
+	r.waitReady(30*time.Second, api.RoleReplica)
 	fig.add("replica back after its history was purged: re-clone %s, start to streaming %.2fs", r.cloneSeconds(), time.Since(start).Seconds())
 	if log := r.logSince(logFrom); !strings.Contains(log, "cannot catch up") {
 		t.Error("the replica did not say it re-cloned because it could not catch up")
@@ -326,7 +327,7 @@ func testPurgedHistory(t *testing.T, c *cluster, p, r *node, fig *figures) {
 func testPromotion(t *testing.T, c *cluster, old, r1, r2 *node, fig *figures) {
 	// Both replicas hold everything before the old primary goes (a planned
 	// switchover; rewinding a replica that got further is the next issue).
-	last := old.waitReady(5*time.Second, instance.RolePrimary)
+	last := old.waitReady(5*time.Second, api.RolePrimary)
 	waitCaughtUp(t, c, r1, last)
 	waitCaughtUp(t, c, r2, last)
 	if d, code := old.stop(); code != 0 {
@@ -335,9 +336,9 @@ func testPromotion(t *testing.T, c *cluster, old, r1, r2 *node, fig *figures) {
 
 	start := time.Now()
 	c.setPrimary(r1)
-	promoted := r1.waitReady(time.Minute, instance.RolePrimary)
+	promoted := r1.waitReady(time.Minute, api.RolePrimary)
 	fig.add("topology change to a writable new primary: %.2fs", time.Since(start).Seconds())
-	s := r2.waitStatus(time.Minute, "following the new primary", func(s instance.Status) bool {
+	s := r2.waitStatus(time.Minute, "following the new primary", func(s api.Status) bool {
 		return s.Ready && s.Upstream == fmt.Sprintf("%s:%d", r1.host, r1.port)
 	})
 	fig.add("topology change to the other replica streaming from it: %.2fs", time.Since(start).Seconds())
@@ -353,8 +354,8 @@ func testPromotion(t *testing.T, c *cluster, old, r1, r2 *node, fig *figures) {
 	logFrom := old.logSize()
 	start = time.Now()
 	old.start()
-	old.waitStatus(2*time.Minute, "following the new primary", func(s instance.Status) bool {
-		return s.Ready && s.Role == instance.RoleReplica && s.Upstream == fmt.Sprintf("%s:%d", r1.host, r1.port)
+	old.waitStatus(2*time.Minute, "following the new primary", func(s api.Status) bool {
+		return s.Ready && s.Role == api.RoleReplica && s.Upstream == fmt.Sprintf("%s:%d", r1.host, r1.port)
 	})
 	fig.add("old primary rejoining as a replica: re-clone %s, start to streaming %.2fs", old.cloneSeconds(), time.Since(start).Seconds())
 	if !strings.Contains(old.logSince(logFrom), "served as primary") {
@@ -382,7 +383,7 @@ func testStopAll(t *testing.T, c *cluster, primary *node, fig *figures) {
 		}
 	}()
 	// Let the writer get going before the stop.
-	primary.waitStatus(10*time.Second, "writes under way", func(instance.Status) bool {
+	primary.waitStatus(10*time.Second, "writes under way", func(api.Status) bool {
 		var n int
 		_ = app.QueryRow("SELECT count(*) FROM writes WHERE id >= 1000").Scan(&n)
 		return n >= 20
@@ -461,7 +462,7 @@ func testFence(t *testing.T, c *cluster, p *node, replicas []*node, fig *figures
 	mustExec(t, p.app(), "INSERT INTO kept VALUES (9001, 'before the fence')")
 	start := time.Now()
 	c.setTopology(p, replicas[0].name)
-	s := p.waitStatus(time.Minute, "fenced", func(s instance.Status) bool { return s.Fenced && s.FencedPosition != nil })
+	s := p.waitStatus(time.Minute, "fenced", func(s api.Status) bool { return s.Fenced && s.FencedPosition != nil })
 	fig.add("topology change to a fenced primary (last write at %+v): %.2fs", *s.FencedPosition, time.Since(start).Seconds())
 	if s.Ready {
 		t.Errorf("a fenced primary is ready: %+v", s)
@@ -470,7 +471,7 @@ func testFence(t *testing.T, c *cluster, p *node, replicas []*node, fig *figures
 		t.Error("a fenced primary took a write")
 	}
 	for _, r := range replicas {
-		rs := r.waitStatus(time.Minute, "at the fenced primary's last write", func(rs instance.Status) bool {
+		rs := r.waitStatus(time.Minute, "at the fenced primary's last write", func(rs api.Status) bool {
 			return rs.Position != nil && rs.Position.Reached(*s.FencedPosition)
 		})
 		fig.add("topology change to %s at the fenced primary's last write (%+v): %.2fs", r.name, *rs.Position, time.Since(start).Seconds())
@@ -478,11 +479,11 @@ func testFence(t *testing.T, c *cluster, p *node, replicas []*node, fig *figures
 	}
 	start = time.Now()
 	c.setTopology(p, "")
-	p.waitReady(time.Minute, instance.RolePrimary)
+	p.waitReady(time.Minute, api.RolePrimary)
 	fig.add("fence lifted to a writable primary again: %.2fs", time.Since(start).Seconds())
 	mustExec(t, p.app(), "INSERT INTO kept VALUES (9003, 'after the fence')")
 	for _, r := range replicas {
-		r.waitReady(time.Minute, instance.RoleReplica)
+		r.waitReady(time.Minute, api.RoleReplica)
 		waitRow(t, r, 9003, 30*time.Second)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 )
 
 // syncChecks are an engine's means to tell, reading a replica directly,
@@ -56,7 +56,7 @@ func testSync(t *testing.T, c *cluster, p *node, replicas []*node, fig *figures)
 	async := commitLatencies(t, conn, 0, n)
 
 	c.setSync(p, true)
-	s := p.waitStatus(30*time.Second, "synchronous with both replicas", func(s instance.Status) bool {
+	s := p.waitStatus(30*time.Second, "synchronous with both replicas", func(s api.Status) bool {
 		return s.Ready && s.Synchronous && s.SyncReplicas == len(replicas)
 	})
 	t.Logf("primary: synchronous %v, %d sync replicas", s.Synchronous, s.SyncReplicas)
@@ -125,7 +125,7 @@ func testSync(t *testing.T, c *cluster, p *node, replicas []*node, fig *figures)
 		t.Fatal("the waiting commit did not return once a replica was back")
 	}
 	fig.add("Sync, no replica: a commit waits (>2s, no error); returned %.2fs after a replica's manager started", time.Since(start).Seconds())
-	replicas[0].waitReady(time.Minute, instance.RoleReplica)
+	replicas[0].waitReady(time.Minute, api.RoleReplica)
 
 	// No replica again: switching to Async releases the waiting commit.
 	if _, code := replicas[0].stop(); code != 0 {
@@ -143,7 +143,7 @@ func testSync(t *testing.T, c *cluster, p *node, replicas []*node, fig *figures)
 		t.Fatal("the waiting commit did not return once the mode was Async")
 	}
 	fig.add("Sync, no replica: Async again released the waiting commit in %.2fs", time.Since(start).Seconds())
-	p.waitStatus(30*time.Second, "asynchronous", func(s instance.Status) bool { return s.Ready && !s.Synchronous })
+	p.waitStatus(30*time.Second, "asynchronous", func(s api.Status) bool { return s.Ready && !s.Synchronous })
 	if _, err := p.app().Exec("INSERT INTO syncw VALUES (20003)"); err != nil {
 		t.Fatal(err)
 	}
@@ -151,6 +151,6 @@ func testSync(t *testing.T, c *cluster, p *node, replicas []*node, fig *figures)
 		r.start()
 	}
 	for _, r := range replicas {
-		r.waitReady(2*time.Minute, instance.RoleReplica)
+		r.waitReady(2*time.Minute, api.RoleReplica)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 )
 
 // The volume destination: the backup streams to `mydb-instance
@@ -50,7 +51,7 @@ func testVolumeBackupRestore(t *testing.T, b backupSpec) {
 	p := src.nodes[0]
 	p.start()
 	src.setPrimary(p)
-	p.waitReady(time.Minute, instance.RolePrimary)
+	p.waitReady(time.Minute, api.RolePrimary)
 	b.load(t, p)
 	want := b.checksums(t, p)
 
@@ -59,8 +60,8 @@ func testVolumeBackupRestore(t *testing.T, b backupSpec) {
 		t.Fatal(err)
 	}
 	writer := startDumpServer(t, src, b.srcPrefix+"9", claim, false)
-	op := p.backupTo(t, "volume-backup", instance.Destination{Volume: &instance.VolumeObject{Address: writer, Claim: "claim"}})
-	if op.Size < 20<<20 || op.Bytes != op.Size || op.Position == nil || *op.Position == (instance.Position{}) || !strings.Contains(op.Message, "pvc://claim") {
+	op := p.backupTo(t, "volume-backup", api.Destination{Volume: &api.VolumeObject{Address: writer, Claim: "claim"}})
+	if op.Size < 20<<20 || op.Bytes != op.Size || op.Position == nil || *op.Position == (api.Position{}) || !strings.Contains(op.Message, "pvc://claim") {
 		t.Fatalf("backup: %+v", op)
 	}
 	// The claim holds exactly the stream: its size and SHA-256 are the
@@ -82,13 +83,13 @@ func testVolumeBackupRestore(t *testing.T, b backupSpec) {
 		t.Errorf("the claim holds %d entries, want the dump and its record", len(entries))
 	}
 	// Written once: a second backup to the claim is refused.
-	code, body := p.call(t, http.MethodPost, "/v1/backups", instance.BackupRequest{ID: "volume-again",
-		Destination: instance.Destination{Volume: &instance.VolumeObject{Address: writer, Claim: "claim"}}})
+	code, body := p.call(t, http.MethodPost, "/v1/backups", api.BackupRequest{ID: "volume-again",
+		Destination: api.Destination{Volume: &api.VolumeObject{Address: writer, Claim: "claim"}}})
 	if code != http.StatusAccepted {
 		t.Fatalf("POST /v1/backups: %d %s", code, body)
 	}
 	again := p.waitBackup(t, "volume-again")
-	if again.Phase != instance.OperationFailed || !strings.Contains(again.Message, "holds a dump already") {
+	if again.Phase != api.OperationFailed || !strings.Contains(again.Message, "holds a dump already") {
 		t.Errorf("a second backup to the claim: %+v", again)
 	}
 
@@ -97,7 +98,7 @@ func testVolumeBackupRestore(t *testing.T, b backupSpec) {
 	dp.extraArgs = []string{"--restore"}
 	dp.start()
 	dst.setPrimary(dp)
-	dp.waitStatus(time.Minute, "awaiting its restore", func(s instance.Status) bool { return s.AwaitingRestore })
+	dp.waitStatus(time.Minute, "awaiting its restore", func(s api.Status) bool { return s.AwaitingRestore })
 
 	t.Run("a corrupted claim fails the restore and leaves no data", func(t *testing.T) {
 		bad := filepath.Join(root, "volume-corrupt-"+name)
@@ -113,9 +114,9 @@ func testVolumeBackupRestore(t *testing.T, b backupSpec) {
 			t.Fatal(err)
 		}
 		reader := startDumpServer(t, dst, b.dstPrefix+"8", bad, true)
-		dp.postRestoreFrom(t, "volume-corrupt", instance.Destination{Volume: &instance.VolumeObject{Address: reader, Claim: "corrupt"}}, op)
-		s := dp.waitStatus(2*time.Minute, "the failed restore", func(s instance.Status) bool {
-			return s.Restore != nil && s.Restore.ID == "volume-corrupt" && s.Restore.Phase == instance.OperationFailed && s.AwaitingRestore
+		dp.postRestoreFrom(t, "volume-corrupt", api.Destination{Volume: &api.VolumeObject{Address: reader, Claim: "corrupt"}}, op)
+		s := dp.waitStatus(2*time.Minute, "the failed restore", func(s api.Status) bool {
+			return s.Restore != nil && s.Restore.ID == "volume-corrupt" && s.Restore.Phase == api.OperationFailed && s.AwaitingRestore
 		})
 		if !strings.Contains(s.Restore.Message, "checksum mismatch") || s.Ready {
 			t.Errorf("restore of a corrupted dump: %+v, ready %v", s.Restore, s.Ready)
@@ -129,10 +130,10 @@ func testVolumeBackupRestore(t *testing.T, b backupSpec) {
 		if code := getWith(reader, src.secrets[instance.SecretReplicationPassword]); code != http.StatusUnauthorized {
 			t.Errorf("the source's password on the restore's dump server: %d, want 401", code)
 		}
-		dp.postRestoreFrom(t, "volume-restore", instance.Destination{Volume: &instance.VolumeObject{Address: reader, Claim: "claim"}}, op)
-		dp.waitReady(3*time.Minute, instance.RolePrimary)
+		dp.postRestoreFrom(t, "volume-restore", api.Destination{Volume: &api.VolumeObject{Address: reader, Claim: "claim"}}, op)
+		dp.waitReady(3*time.Minute, api.RolePrimary)
 		s, _ := dp.status()
-		if r := s.Restore; r == nil || r.Phase != instance.OperationSucceeded || r.Bytes != op.Size {
+		if r := s.Restore; r == nil || r.Phase != api.OperationSucceeded || r.Bytes != op.Size {
 			t.Fatalf("restore %+v", r)
 		}
 		if got := b.checksums(t, dp); !equalMaps(got, want) {
@@ -192,7 +193,7 @@ func startDumpServer(t *testing.T, c *cluster, host, dir string, readOnly bool) 
 // getWith is the status of GET /v1/dump with password.
 func getWith(address, password string) int {
 	req, _ := http.NewRequest(http.MethodHead, "http://"+address+"/v1/dump", nil)
-	req.SetBasicAuth(instance.ReplicationUser, password)
+	req.SetBasicAuth(api.ReplicationUser, password)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0

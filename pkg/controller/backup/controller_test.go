@@ -14,7 +14,7 @@ import (
 	"github.com/mydb-dev/mydb/pkg/controller/internal/instances"
 	mydbfake "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/fake"
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
-	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/names"
 	"github.com/mydb-dev/mydb/pkg/objectstore"
 	corev1 "k8s.io/api/core/v1"
@@ -83,11 +83,11 @@ func credentials() []runtime.Object {
 // fakeManagers answer the backup endpoints.
 type fakeManagers struct {
 	started []string // "address password id key accessKeyID"
-	answer  *instance.Operation
+	answer  *api.Operation
 	err     error
 }
 
-func (f *fakeManagers) StartBackup(_ context.Context, address string, auth instances.Auth, req instance.BackupRequest) (*instance.Operation, error) {
+func (f *fakeManagers) StartBackup(_ context.Context, address string, auth instances.Auth, req api.BackupRequest) (*api.Operation, error) {
 	if v := req.Destination.Volume; v != nil {
 		f.started = append(f.started, fmt.Sprintf("%s %s %s volume %s %s", address, auth.Password, req.ID, v.Claim, v.Address))
 	} else {
@@ -99,21 +99,21 @@ func (f *fakeManagers) StartBackup(_ context.Context, address string, auth insta
 	if f.answer != nil {
 		return f.answer, nil
 	}
-	return &instance.Operation{ID: req.ID, Phase: instance.OperationRunning, StartTime: now}, nil
+	return &api.Operation{ID: req.ID, Phase: api.OperationRunning, StartTime: now}, nil
 }
 
-func (f *fakeManagers) Backup(_ context.Context, _ string, _ instances.Auth, id string) (*instance.Operation, error) {
+func (f *fakeManagers) Backup(_ context.Context, _ string, _ instances.Auth, id string) (*api.Operation, error) {
 	if f.err != nil {
 		return nil, f.err
 	}
 	return f.answer, nil
 }
 
-func (f *fakeManagers) StartRestore(context.Context, string, instances.Auth, instance.RestoreRequest) (*instance.Operation, error) {
+func (f *fakeManagers) StartRestore(context.Context, string, instances.Auth, api.RestoreRequest) (*api.Operation, error) {
 	return nil, fmt.Errorf("not here")
 }
 
-func (f *fakeManagers) Restore(context.Context, string, instances.Auth) (*instance.Operation, error) {
+func (f *fakeManagers) Restore(context.Context, string, instances.Auth) (*api.Operation, error) {
 	return nil, fmt.Errorf("not here")
 }
 
@@ -323,14 +323,14 @@ func TestOperationBecomesStatus(t *testing.T) {
 		want     examplev1.MyDatabaseBackupStatus
 		event    string
 	}{
-		{name: "running", managers: &fakeManagers{answer: &instance.Operation{Phase: instance.OperationRunning, Bytes: 1 << 20, StartTime: now.Add(-30 * time.Second)}},
+		{name: "running", managers: &fakeManagers{answer: &api.Operation{Phase: api.OperationRunning, Bytes: 1 << 20, StartTime: now.Add(-30 * time.Second)}},
 			want: examplev1.MyDatabaseBackupStatus{Phase: examplev1.BackupPhaseRunning, Bytes: 1 << 20}},
-		{name: "succeeded", managers: &fakeManagers{answer: &instance.Operation{Phase: instance.OperationSucceeded, StartTime: now.Add(-30 * time.Second), FinishTime: &finish,
-			Bytes: 4096, Size: 4096, SHA256: "abc", Format: "mariadb-backup-xbstream", Position: &instance.Position{GTID: "0-1-49"}}},
+		{name: "succeeded", managers: &fakeManagers{answer: &api.Operation{Phase: api.OperationSucceeded, StartTime: now.Add(-30 * time.Second), FinishTime: &finish,
+			Bytes: 4096, Size: 4096, SHA256: "abc", Format: "mariadb-backup-xbstream", Position: &api.Position{GTID: "0-1-49"}}},
 			want: examplev1.MyDatabaseBackupStatus{Phase: examplev1.BackupPhaseSucceeded, Bytes: 4096, SizeBytes: 4096, Checksum: "abc",
 				Format: "mariadb-backup-xbstream", Position: &examplev1.InstancePosition{GTID: "0-1-49"}, CompletionTime: &metav1.Time{Time: finish}},
 			event: "Normal BackupSucceeded"},
-		{name: "failed", managers: &fakeManagers{answer: &instance.Operation{Phase: instance.OperationFailed, StartTime: now.Add(-30 * time.Second), FinishTime: &finish, Message: "disk full"}},
+		{name: "failed", managers: &fakeManagers{answer: &api.Operation{Phase: api.OperationFailed, StartTime: now.Add(-30 * time.Second), FinishTime: &finish, Message: "disk full"}},
 			want:  examplev1.MyDatabaseBackupStatus{Phase: examplev1.BackupPhaseFailed, Message: "the instance manager reported: disk full", CompletionTime: &metav1.Time{Time: finish}},
 			event: "Warning BackupFailed"},
 		{name: "the instance restarted", managers: &fakeManagers{err: instances.ErrUnknownOperation},
@@ -410,7 +410,7 @@ func TestDeletionPolicyDeleteTiesBackupsToTheDatabase(t *testing.T) {
 		})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f, err := sync(t, &fakeManagers{answer: &instance.Operation{Phase: instance.OperationRunning}}, tc.b, db, credentials()...)
+			f, err := sync(t, &fakeManagers{answer: &api.Operation{Phase: api.OperationRunning}}, tc.b, db, credentials()...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -466,7 +466,7 @@ func TestDeletingABackupDeletesItsDump(t *testing.T) {
 	}
 
 	// A running backup is left to end first, so its upload cannot land after the delete.
-	f, err = sync(t, &fakeManagers{answer: &instance.Operation{Phase: instance.OperationRunning}},
+	f, err = sync(t, &fakeManagers{answer: &api.Operation{Phase: api.OperationRunning}},
 		backup(running, func(b *examplev1.MyDatabaseBackup) { b.DeletionTimestamp = &metav1.Time{Time: now} }), myDatabase(), credentials()...)
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/controller/internal/instances"
 	"github.com/mydb-dev/mydb/pkg/engine"
-	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/names"
 	"github.com/mydb-dev/mydb/pkg/objectstore"
 	corev1 "k8s.io/api/core/v1"
@@ -111,7 +111,7 @@ func (c *Controller) start(ctx context.Context, backup *examplev1.MyDatabaseBack
 		status.Message = err.Error()
 		return c.pollInterval, c.setStatus(ctx, backup, status)
 	}
-	var destination instance.Destination
+	var destination api.Destination
 	switch loc := status.Location; {
 	case loc.Volume != nil:
 		volume, wait, err := c.dumpServer(ctx, backup, db, dest.Volume)
@@ -138,7 +138,7 @@ func (c *Controller) start(ctx context.Context, backup *examplev1.MyDatabaseBack
 		}
 		destination.S3 = object
 	}
-	op, err := c.operations.StartBackup(ctx, address, auth, instance.BackupRequest{
+	op, err := c.operations.StartBackup(ctx, address, auth, api.BackupRequest{
 		ID: string(backup.UID), Destination: destination,
 	})
 	if errors.Is(err, instances.ErrRefused) {
@@ -172,7 +172,7 @@ func (c *Controller) follow(ctx context.Context, backup *examplev1.MyDatabaseBac
 }
 
 // record writes what the instance reported of the backup.
-func (c *Controller) record(ctx context.Context, backup *examplev1.MyDatabaseBackup, db *examplev1.MyDatabase, status examplev1.MyDatabaseBackupStatus, op *instance.Operation) (time.Duration, error) {
+func (c *Controller) record(ctx context.Context, backup *examplev1.MyDatabaseBackup, db *examplev1.MyDatabase, status examplev1.MyDatabaseBackupStatus, op *api.Operation) (time.Duration, error) {
 	status.Phase, status.Message = examplev1.BackupPhaseRunning, ""
 	if !op.StartTime.IsZero() {
 		status.StartTime = &metav1.Time{Time: op.StartTime}
@@ -181,9 +181,9 @@ func (c *Controller) record(ctx context.Context, backup *examplev1.MyDatabaseBac
 	}
 	status.Bytes = op.Bytes
 	switch op.Phase {
-	case instance.OperationRunning:
+	case api.OperationRunning:
 		return c.pollInterval, c.setStatus(ctx, backup, status)
-	case instance.OperationSucceeded:
+	case api.OperationSucceeded:
 		status.Phase = examplev1.BackupPhaseSucceeded
 		status.SizeBytes, status.Checksum, status.Format = op.Size, op.SHA256, op.Format
 		if p := op.Position; p != nil {
@@ -261,8 +261,8 @@ func ahead(p, q *examplev1.InstancePosition) bool {
 	return toPosition(p).Compare(toPosition(q)) > 0
 }
 
-func toPosition(p *examplev1.InstancePosition) instance.Position {
-	return instance.Position{Timeline: uint32(p.Timeline), LSN: p.LSN, GTID: p.GTID}
+func toPosition(p *examplev1.InstancePosition) api.Position {
+	return api.Position{Timeline: uint32(p.Timeline), LSN: p.LSN, GTID: p.GTID}
 }
 
 // deleteDump deletes a deleted backup's object from its bucket, then lets
@@ -326,7 +326,7 @@ func (c *Controller) stillRunning(ctx context.Context, backup *examplev1.MyDatab
 	if err != nil {
 		return true, err // try again: an upload may still be on its way
 	}
-	return op.Phase == instance.OperationRunning, nil
+	return op.Phase == api.OperationRunning, nil
 }
 
 func (c *Controller) now() metav1.Time { return metav1.NewTime(c.clock.Now()) }
@@ -338,7 +338,7 @@ func finished(b *examplev1.MyDatabaseBackup) bool {
 }
 
 // completion is when an operation finished, never before it started.
-func completion(op *instance.Operation, now metav1.Time, start *metav1.Time) *metav1.Time {
+func completion(op *api.Operation, now metav1.Time, start *metav1.Time) *metav1.Time {
 	t := now
 	if op.FinishTime != nil {
 		t = metav1.NewTime(*op.FinishTime)

@@ -7,7 +7,7 @@ import (
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/controller/dump"
 	"github.com/mydb-dev/mydb/pkg/controller/internal/instances"
-	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,7 +28,7 @@ func locationOf(d *examplev1.BackupDestination, db *examplev1.MyDatabase, b *exa
 // (or what it waits for); a refusal error fails the backup. d is the database's volume destination, nil when
 // it has another one since the backup was assigned (the claim then takes
 // the database's storage size and the default class).
-func (c *Controller) dumpServer(ctx context.Context, b *examplev1.MyDatabaseBackup, db *examplev1.MyDatabase, d *examplev1.VolumeDestination) (*instance.VolumeObject, string, error) {
+func (c *Controller) dumpServer(ctx context.Context, b *examplev1.MyDatabaseBackup, db *examplev1.MyDatabase, d *examplev1.VolumeDestination) (*api.VolumeObject, string, error) {
 	if d == nil {
 		d = &examplev1.VolumeDestination{}
 	}
@@ -67,7 +67,7 @@ func (c *Controller) dumpServer(ctx context.Context, b *examplev1.MyDatabaseBack
 	if err != nil {
 		return nil, err.Error(), nil
 	}
-	return &instance.VolumeObject{Address: address, Claim: name}, "", nil
+	return &api.VolumeObject{Address: address, Claim: name}, "", nil
 }
 
 // refusal is why a backup cannot be written, ever: it fails.

@@ -19,7 +19,7 @@ import (
 	"github.com/mydb-dev/mydb/pkg/engine"
 	mydbfake "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/fake"
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
-	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/names"
 	"github.com/mydb-dev/mydb/pkg/scope"
 	appsv1 "k8s.io/api/apps/v1"
@@ -75,9 +75,9 @@ func newFixture(t *testing.T, dbs []*examplev1.MyDatabase, kubeObjects ...runtim
 }
 
 // fakeInstances are instance managers' answers by address.
-type fakeInstances map[string]instance.Status
+type fakeInstances map[string]api.Status
 
-func (f fakeInstances) Status(_ context.Context, address string) (*instance.Status, error) {
+func (f fakeInstances) Status(_ context.Context, address string) (*api.Status, error) {
 	s, ok := f[address]
 	if !ok {
 		return nil, fmt.Errorf("dial tcp %s:8000: connection refused", address)
@@ -99,12 +99,12 @@ func pod(db *examplev1.MyDatabase, ordinal int, role string) *corev1.Pod {
 }
 
 // serving is what a ready instance manager of pod reports.
-func serving(p *corev1.Pod, primary string) instance.Status {
-	role := instance.RoleReplica
+func serving(p *corev1.Pod, primary string) api.Status {
+	role := api.RoleReplica
 	if p.Name == primary {
-		role = instance.RolePrimary
+		role = api.RolePrimary
 	}
-	return instance.Status{Name: p.Name, Role: role, Primary: primary, Ready: true}
+	return api.Status{Name: p.Name, Role: role, Primary: primary, Ready: true}
 }
 
 // newController builds a controller whose caches hold exactly the fixture's
@@ -928,21 +928,21 @@ func TestRestoreWaitsForItsBackup(t *testing.T) {
 
 // fakeOperations answers the restore endpoints and records the requests.
 type fakeOperations struct {
-	restores []instance.RestoreRequest
+	restores []api.RestoreRequest
 	auth     []string
-	answer   *instance.Operation
+	answer   *api.Operation
 	err      error
 }
 
-func (f *fakeOperations) StartBackup(context.Context, string, instancesclient.Auth, instance.BackupRequest) (*instance.Operation, error) {
+func (f *fakeOperations) StartBackup(context.Context, string, instancesclient.Auth, api.BackupRequest) (*api.Operation, error) {
 	return nil, fmt.Errorf("no backups here")
 }
 
-func (f *fakeOperations) Backup(context.Context, string, instancesclient.Auth, string) (*instance.Operation, error) {
+func (f *fakeOperations) Backup(context.Context, string, instancesclient.Auth, string) (*api.Operation, error) {
 	return nil, instancesclient.ErrUnknownOperation
 }
 
-func (f *fakeOperations) StartRestore(_ context.Context, address string, auth instancesclient.Auth, req instance.RestoreRequest) (*instance.Operation, error) {
+func (f *fakeOperations) StartRestore(_ context.Context, address string, auth instancesclient.Auth, req api.RestoreRequest) (*api.Operation, error) {
 	f.restores = append(f.restores, req)
 	f.auth = append(f.auth, address+" "+auth.Password)
 	if f.err != nil {
@@ -951,16 +951,16 @@ func (f *fakeOperations) StartRestore(_ context.Context, address string, auth in
 	if f.answer != nil {
 		return f.answer, nil
 	}
-	return &instance.Operation{ID: req.ID, Phase: instance.OperationRunning}, nil
+	return &api.Operation{ID: req.ID, Phase: api.OperationRunning}, nil
 }
 
-func (f *fakeOperations) Restore(context.Context, string, instancesclient.Auth) (*instance.Operation, error) {
+func (f *fakeOperations) Restore(context.Context, string, instancesclient.Auth) (*api.Operation, error) {
 	return nil, instancesclient.ErrUnknownOperation
 }
 
 // restoringState is a converged database restored from nightly, whose
 // primary reports primary (and whose Restored condition is cond, if any).
-func restoringState(t *testing.T, primary instance.Status, cond *metav1.Condition) (*fixture, *fakeOperations) {
+func restoringState(t *testing.T, primary api.Status, cond *metav1.Condition) (*fixture, *fakeOperations) {
 	t.Helper()
 	db, children, instances := convergedState(t, myDatabase(func(d *examplev1.MyDatabase) {
 		d.Spec.Replicas = ptr.To[int32](1)
@@ -973,7 +973,7 @@ func restoringState(t *testing.T, primary instance.Status, cond *metav1.Conditio
 	}
 	primary.Name, primary.Primary = "prod-mysql-0", "prod-mysql-0"
 	if primary.Role == "" {
-		primary.Role = instance.RolePrimary
+		primary.Role = api.RolePrimary
 	}
 	instances["10.244.0.10"] = primary
 	f := newFixture(t, []*examplev1.MyDatabase{db}, append(children, restoreBackup(examplev1.BackupPhaseSucceeded), s3Secret())...)
@@ -984,13 +984,13 @@ func restoringState(t *testing.T, primary instance.Status, cond *metav1.Conditio
 }
 
 func TestRestoreSendsTheBackupToThePrimaryThatAwaitsIt(t *testing.T) {
-	f, ops := restoringState(t, instance.Status{AwaitingRestore: true, Reason: "awaiting a restore"}, nil)
+	f, ops := restoringState(t, api.Status{AwaitingRestore: true, Reason: "awaiting a restore"}, nil)
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
-	want := []instance.RestoreRequest{{
+	want := []api.RestoreRequest{{
 		ID: "uid-1-uid-nightly",
-		Source: instance.Destination{S3: &instance.S3Object{Endpoint: "http://127.0.0.1:9000", Bucket: "backups",
+		Source: api.Destination{S3: &api.S3Object{Endpoint: "http://127.0.0.1:9000", Bucket: "backups",
 			Key: "default/prod-mysql/uid-1/nightly-uid-nightly", AccessKeyID: "AKID", SecretAccessKey: "s3cret"}},
 		SHA256: "abc123", Size: 4096, Format: "mariadb-backup-xbstream",
 	}}
@@ -1015,7 +1015,7 @@ func TestRestoreIsSentAgainToAManagerThatRestarted(t *testing.T) {
 	// The controller saw the load running; the manager then restarted and
 	// forgot it, and awaits its data again.
 	restoring := &metav1.Condition{Type: examplev1.ConditionRestored, Status: metav1.ConditionFalse, Reason: ReasonRestoring, Message: "loading"}
-	f, ops := restoringState(t, instance.Status{AwaitingRestore: true}, restoring)
+	f, ops := restoringState(t, api.Status{AwaitingRestore: true}, restoring)
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -1030,8 +1030,8 @@ func TestRestoreIsSentAgainToAManagerThatRestarted(t *testing.T) {
 }
 
 func TestRestoreRunningIsNotAskedAgain(t *testing.T) {
-	f, ops := restoringState(t, instance.Status{AwaitingRestore: true,
-		Restore: &instance.Operation{ID: "uid-1-uid-nightly", Phase: instance.OperationRunning, Bytes: 1024}}, nil)
+	f, ops := restoringState(t, api.Status{AwaitingRestore: true,
+		Restore: &api.Operation{ID: "uid-1-uid-nightly", Phase: api.OperationRunning, Bytes: 1024}}, nil)
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -1045,8 +1045,8 @@ func TestRestoreRunningIsNotAskedAgain(t *testing.T) {
 }
 
 func TestFailedRestoreIsAConditionAndAWarning(t *testing.T) {
-	f, ops := restoringState(t, instance.Status{AwaitingRestore: true,
-		Restore: &instance.Operation{ID: "uid-1-uid-nightly", Phase: instance.OperationFailed, Message: "sha256 mismatch"}}, nil)
+	f, ops := restoringState(t, api.Status{AwaitingRestore: true,
+		Restore: &api.Operation{ID: "uid-1-uid-nightly", Phase: api.OperationFailed, Message: "sha256 mismatch"}}, nil)
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -1065,7 +1065,7 @@ func TestFailedRestoreIsAConditionAndAWarning(t *testing.T) {
 }
 
 func TestRestoreRefusedByTheManagerFails(t *testing.T) {
-	f, ops := restoringState(t, instance.Status{AwaitingRestore: true}, nil)
+	f, ops := restoringState(t, api.Status{AwaitingRestore: true}, nil)
 	ops.err = fmt.Errorf("%w: format: Unsupported value", instancesclient.ErrRefused)
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
@@ -1079,8 +1079,8 @@ func TestRestoreRefusedByTheManagerFails(t *testing.T) {
 
 func TestRestoreOfAnotherDatabasesOperationIsNotOurs(t *testing.T) {
 	// The manager reports a restore with another ID: this database asks its own.
-	f, ops := restoringState(t, instance.Status{AwaitingRestore: true,
-		Restore: &instance.Operation{ID: "other", Phase: instance.OperationFailed, Message: "no"}}, nil)
+	f, ops := restoringState(t, api.Status{AwaitingRestore: true,
+		Restore: &api.Operation{ID: "other", Phase: api.OperationFailed, Message: "no"}}, nil)
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -1090,8 +1090,8 @@ func TestRestoreOfAnotherDatabasesOperationIsNotOurs(t *testing.T) {
 }
 
 func TestRestoredOnceThePrimaryServes(t *testing.T) {
-	f, _ := restoringState(t, instance.Status{Ready: true,
-		Restore: &instance.Operation{ID: "uid-1-uid-nightly", Phase: instance.OperationSucceeded}},
+	f, _ := restoringState(t, api.Status{Ready: true,
+		Restore: &api.Operation{ID: "uid-1-uid-nightly", Phase: api.OperationSucceeded}},
 		&metav1.Condition{Type: examplev1.ConditionRestored, Status: metav1.ConditionFalse, Reason: ReasonRestoring, Message: "loading"})
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
@@ -1104,7 +1104,7 @@ func TestRestoredOnceThePrimaryServes(t *testing.T) {
 }
 
 func TestRestoreWithoutItsCredentialsFails(t *testing.T) {
-	f, ops := restoringState(t, instance.Status{AwaitingRestore: true}, nil)
+	f, ops := restoringState(t, api.Status{AwaitingRestore: true}, nil)
 	f.kubeObjects = slices.DeleteFunc(f.kubeObjects, func(o runtime.Object) bool {
 		s, ok := o.(*corev1.Secret)
 		return ok && s.Name == "s3"
@@ -1236,7 +1236,7 @@ func TestALostInstanceKeepsItsLastPosition(t *testing.T) {
 	db.Status.Instances[2].Position = &examplev1.InstancePosition{GTID: "0-1-42"}
 	delete(instances, "10.244.0.12")
 	up := instances["10.244.0.11"]
-	up.Position = &instance.Position{GTID: "0-1-40"}
+	up.Position = &api.Position{GTID: "0-1-40"}
 	instances["10.244.0.11"] = up
 	f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
 	f.instances = instances
@@ -1476,8 +1476,8 @@ func TestRestoredDatabaseIsNotReadyBeforeItsData(t *testing.T) {
 // A pod whose IP an earlier pod had, whose manager still answers there (a
 // ready primary of another database), is not taken for restored.
 func TestAnotherPodsManagerAtTheIPIsNotThisInstance(t *testing.T) {
-	f, ops := restoringState(t, instance.Status{AwaitingRestore: true}, nil)
-	f.instances["10.244.0.10"] = instance.Status{Name: "src-0", Role: instance.RolePrimary, Primary: "src-0", Ready: true}
+	f, ops := restoringState(t, api.Status{AwaitingRestore: true}, nil)
+	f.instances["10.244.0.10"] = api.Status{Name: "src-0", Role: api.RolePrimary, Primary: "src-0", Ready: true}
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}

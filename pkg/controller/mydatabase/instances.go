@@ -14,7 +14,7 @@ import (
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/engine"
-	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/names"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,7 +27,7 @@ import (
 // InstanceClient reads an instance manager's status.
 type InstanceClient interface {
 	// Status is GET /v1/status of the manager serving at address.
-	Status(ctx context.Context, address string) (*instance.Status, error)
+	Status(ctx context.Context, address string) (*api.Status, error)
 }
 
 // HTTPInstances reads the managers' status over HTTP at their pods' IPs, as
@@ -37,7 +37,7 @@ type HTTPInstances struct {
 }
 
 // Status implements InstanceClient.
-func (h HTTPInstances) Status(ctx context.Context, address string) (*instance.Status, error) {
+func (h HTTPInstances) Status(ctx context.Context, address string) (*api.Status, error) {
 	url := "http://" + net.JoinHostPort(address, strconv.Itoa(engine.StatusPort)) + "/v1/status"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -51,7 +51,7 @@ func (h HTTPInstances) Status(ctx context.Context, address string) (*instance.St
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET /v1/status answered %s", resp.Status)
 	}
-	var s instance.Status
+	var s api.Status
 	if err := json.NewDecoder(http.MaxBytesReader(nil, resp.Body, 1<<20)).Decode(&s); err != nil {
 		return nil, fmt.Errorf("reading /v1/status: %w", err)
 	}
@@ -118,9 +118,9 @@ func choosePrimary(db *examplev1.MyDatabase, pods []*corev1.Pod) string {
 // replica lost together with the primary may have had the last
 // acknowledged commits, and a failover under Sync replication must know how
 // far it went (decision.stale drops it once the primary changes).
-func (c *Controller) pollInstances(ctx context.Context, pods []*corev1.Pod, primary string) ([]examplev1.InstanceStatus, []*instance.Status) {
+func (c *Controller) pollInstances(ctx context.Context, pods []*corev1.Pod, primary string) ([]examplev1.InstanceStatus, []*api.Status) {
 	out := make([]examplev1.InstanceStatus, len(pods))
-	reports := make([]*instance.Status, len(pods))
+	reports := make([]*api.Status, len(pods))
 	var wg sync.WaitGroup
 	for i, pod := range pods {
 		role := examplev1.InstanceRoleReplica
@@ -161,14 +161,14 @@ func (c *Controller) pollInstances(ctx context.Context, pods []*corev1.Pod, prim
 
 // instanceReadiness tells whether an instance serves the role mydb gave it,
 // and why not.
-func instanceReadiness(s *instance.Status, err error, role examplev1.InstanceRole, primary string) (bool, string) {
+func instanceReadiness(s *api.Status, err error, role examplev1.InstanceRole, primary string) (bool, string) {
 	switch {
 	case err != nil:
 		return false, "the instance manager did not answer: " + err.Error()
 	case s.Primary != primary:
 		return false, fmt.Sprintf("the instance still follows %q as its primary", s.Primary)
-	case role == examplev1.InstanceRolePrimary && s.Role != instance.RolePrimary,
-		role == examplev1.InstanceRoleReplica && s.Role != instance.RoleReplica:
+	case role == examplev1.InstanceRolePrimary && s.Role != api.RolePrimary,
+		role == examplev1.InstanceRoleReplica && s.Role != api.RoleReplica:
 		return false, fmt.Sprintf("the instance acts as %s", s.Role)
 	case !s.Ready:
 		return false, s.Reason

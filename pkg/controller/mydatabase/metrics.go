@@ -6,7 +6,7 @@ import (
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
-	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"k8s.io/client-go/tools/cache"
 
 	"k8s.io/component-base/metrics"
@@ -75,7 +75,7 @@ type instanceSeries struct {
 // observeInstances sets the instance series of db from the managers'
 // reports (nil for a manager that did not answer) and deletes those of
 // instances it no longer has; no instances deletes them all.
-func (s *instanceSeries) observeInstances(db cache.ObjectName, instances []examplev1.InstanceStatus, reports []*instance.Status) {
+func (s *instanceSeries) observeInstances(db cache.ObjectName, instances []examplev1.InstanceStatus, reports []*api.Status) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	current := make([]string, 0, len(instances))
@@ -87,12 +87,12 @@ func (s *instanceSeries) observeInstances(db cache.ObjectName, instances []examp
 			ready = 1
 		}
 		instanceReady.WithLabelValues(labels...).Set(ready)
-		var r *instance.Status
+		var r *api.Status
 		if i < len(reports) {
 			r = reports[i]
 		}
-		setOrDelete(instanceLagSeconds, labels, r, func(r *instance.Status) *float64 { return r.LagSeconds })
-		setOrDelete(instanceLagBytes, labels, r, func(r *instance.Status) *float64 {
+		setOrDelete(instanceLagSeconds, labels, r, func(r *api.Status) *float64 { return r.LagSeconds })
+		setOrDelete(instanceLagBytes, labels, r, func(r *api.Status) *float64 {
 			if r.LagBytes == nil {
 				return nil
 			}
@@ -127,7 +127,7 @@ func (s *instanceSeries) reset() {
 	s.names = nil
 }
 
-func setOrDelete(g *metrics.GaugeVec, labels []string, r *instance.Status, value func(*instance.Status) *float64) {
+func setOrDelete(g *metrics.GaugeVec, labels []string, r *api.Status, value func(*api.Status) *float64) {
 	if r == nil || value(r) == nil {
 		g.DeleteLabelValues(labels...)
 		return

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
-	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -161,7 +161,7 @@ func syncReplication(db *examplev1.MyDatabase) bool {
 // the last position it reported, carried over while it does not answer).
 // It returns the decision to write, if any, and how soon to look again
 // (0: the poll interval).
-func (c *Controller) decidePrimary(db *examplev1.MyDatabase, instances []examplev1.InstanceStatus, reports []*instance.Status, now time.Time) (*primaryDecision, time.Duration) {
+func (c *Controller) decidePrimary(db *examplev1.MyDatabase, instances []examplev1.InstanceStatus, reports []*api.Status, now time.Time) (*primaryDecision, time.Duration) {
 	d, soon := c.decidePrimaryRole(db, instances, reports, now)
 	if d != nil && d.current != db.Status.CurrentPrimary {
 		for i, in := range instances {
@@ -173,12 +173,12 @@ func (c *Controller) decidePrimary(db *examplev1.MyDatabase, instances []example
 	return d, soon
 }
 
-func (c *Controller) decidePrimaryRole(db *examplev1.MyDatabase, instances []examplev1.InstanceStatus, reports []*instance.Status, now time.Time) (*primaryDecision, time.Duration) {
+func (c *Controller) decidePrimaryRole(db *examplev1.MyDatabase, instances []examplev1.InstanceStatus, reports []*api.Status, now time.Time) (*primaryDecision, time.Duration) {
 	s := db.Status
 	if s.CurrentPrimary == "" {
 		return nil, 0
 	}
-	report := func(name string) (*examplev1.InstanceStatus, *instance.Status) {
+	report := func(name string) (*examplev1.InstanceStatus, *api.Status) {
 		for i := range instances {
 			if instances[i].Name == name {
 				if i < len(reports) {
@@ -247,8 +247,8 @@ func (c *Controller) decidePrimaryRole(db *examplev1.MyDatabase, instances []exa
 	}, 0
 }
 
-func (c *Controller) decideSwitchover(db *examplev1.MyDatabase, instances []examplev1.InstanceStatus, reports []*instance.Status,
-	report func(string) (*examplev1.InstanceStatus, *instance.Status),
+func (c *Controller) decideSwitchover(db *examplev1.MyDatabase, instances []examplev1.InstanceStatus, reports []*api.Status,
+	report func(string) (*examplev1.InstanceStatus, *api.Status),
 	condition func(metav1.ConditionStatus, string, string) metav1.Condition, now time.Time) (*primaryDecision, time.Duration) {
 	s := db.Status
 	old, target := s.CurrentPrimary, s.TargetPrimary
@@ -270,7 +270,7 @@ func (c *Controller) decideSwitchover(db *examplev1.MyDatabase, instances []exam
 	case forced:
 		// The operator accepted the loss: the target needs only to run as
 		// a replica; the old primary fences when it sees the target.
-		if targetReport == nil || targetReport.Role != instance.RoleReplica || !targetReport.EngineRunning || targetReport.Position == nil {
+		if targetReport == nil || targetReport.Role != api.RoleReplica || !targetReport.EngineRunning || targetReport.Position == nil {
 			waiting = fmt.Sprintf("the target %s is not a running replica", target)
 		}
 	case oldReport == nil:
@@ -279,7 +279,7 @@ func (c *Controller) decideSwitchover(db *examplev1.MyDatabase, instances []exam
 		waiting = fmt.Sprintf("the old primary %s has not fenced yet", old)
 	case targetReport == nil:
 		waiting = fmt.Sprintf("the target %s does not answer", target)
-	case targetReport.Role != instance.RoleReplica || targetReport.Primary != old || !targetReport.EngineRunning || targetReport.Position == nil:
+	case targetReport.Role != api.RoleReplica || targetReport.Primary != old || !targetReport.EngineRunning || targetReport.Position == nil:
 		waiting = fmt.Sprintf("the target %s is not a running replica of %s", target, old)
 	case !targetReport.Position.Reached(*oldReport.FencedPosition):
 		waiting = fmt.Sprintf("the target %s is at %s, the old primary's last write at %s",
@@ -348,8 +348,8 @@ func (c *Controller) decideSwitchover(db *examplev1.MyDatabase, instances []exam
 // replica applies its relay log first, which under load takes seconds).
 // Such a primary is not lost: failing it over would only move the primary
 // again, to a replica that has less.
-func (c *Controller) promoting(s examplev1.MyDatabaseStatus, r *instance.Status, now time.Time) bool {
-	return r != nil && r.Role == instance.RolePrimary && r.Primary == s.CurrentPrimary && r.EngineRunning && !r.Fenced &&
+func (c *Controller) promoting(s examplev1.MyDatabaseStatus, r *api.Status, now time.Time) bool {
+	return r != nil && r.Role == api.RolePrimary && r.Primary == s.CurrentPrimary && r.EngineRunning && !r.Fenced &&
 		r.Position != nil && s.TargetPrimaryTime != nil && now.Sub(s.TargetPrimaryTime.Time) < c.switchoverTimeout()
 }
 
@@ -363,15 +363,15 @@ func (c *Controller) switchoverTimeout() time.Duration {
 // mostAdvancedReplica is the replica a failover promotes: of those whose
 // manager answers, run their engine and follow primary, the one with the
 // most advanced position; ties go to the lowest ordinal.
-func mostAdvancedReplica(primary string, instances []examplev1.InstanceStatus, reports []*instance.Status) (string, *instance.Position) {
+func mostAdvancedReplica(primary string, instances []examplev1.InstanceStatus, reports []*api.Status) (string, *api.Position) {
 	var best string
-	var bestPos *instance.Position
+	var bestPos *api.Position
 	for i, in := range instances {
 		if i >= len(reports) || in.Name == primary {
 			continue
 		}
 		r := reports[i]
-		if r == nil || r.Role != instance.RoleReplica || r.Primary != primary || !r.EngineRunning || r.Position == nil {
+		if r == nil || r.Role != api.RoleReplica || r.Primary != primary || !r.EngineRunning || r.Position == nil {
 			continue
 		}
 		if bestPos == nil || r.Position.Compare(*bestPos) > 0 {
@@ -388,14 +388,14 @@ func mostAdvancedReplica(primary string, instances []examplev1.InstanceStatus, r
 // Postgres timeline than the candidate's are history the candidate's
 // timeline already settled; a newer timeline, or a GTID domain further
 // along, is ahead.
-func aheadOfCandidate(primary, candidate string, pos instance.Position, instances []examplev1.InstanceStatus, reports []*instance.Status) (string, string, *instance.Position) {
+func aheadOfCandidate(primary, candidate string, pos api.Position, instances []examplev1.InstanceStatus, reports []*api.Status) (string, string, *api.Position) {
 	var holder, why string
-	var at *instance.Position
+	var at *api.Position
 	for i, in := range instances {
 		if in.Name == primary || in.Name == candidate || in.Position == nil {
 			continue
 		}
-		p := instance.Position{Timeline: uint32(in.Position.Timeline), LSN: in.Position.LSN, GTID: in.Position.GTID}
+		p := api.Position{Timeline: uint32(in.Position.Timeline), LSN: in.Position.LSN, GTID: in.Position.GTID}
 		if !mayHoldMore(p, pos) || (at != nil && p.Compare(*at) <= 0) {
 			continue
 		}
@@ -412,7 +412,7 @@ func aheadOfCandidate(primary, candidate string, pos instance.Position, instance
 	return holder, why, at
 }
 
-func reportOf(i int, reports []*instance.Status) *instance.Status {
+func reportOf(i int, reports []*api.Status) *api.Status {
 	if i < len(reports) {
 		return reports[i]
 	}
@@ -421,7 +421,7 @@ func reportOf(i int, reports []*instance.Status) *instance.Status {
 
 // mayHoldMore tells whether a replica at p may hold commits one at
 // candidate lacks.
-func mayHoldMore(p, candidate instance.Position) bool {
+func mayHoldMore(p, candidate api.Position) bool {
 	switch {
 	case p.LSN != "":
 		if p.Timeline != candidate.Timeline {
@@ -434,7 +434,7 @@ func mayHoldMore(p, candidate instance.Position) bool {
 	return false
 }
 
-func positionString(p *instance.Position) string {
+func positionString(p *api.Position) string {
 	switch {
 	case p == nil:
 		return "unknown"

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
-	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,7 +30,7 @@ type primaryFixture struct {
 	db       *examplev1.MyDatabase
 	// instances and reports are what the last poll saw.
 	instances []examplev1.InstanceStatus
-	reports   []*instance.Status
+	reports   []*api.Status
 }
 
 func newPrimaryFixture(t *testing.T) *primaryFixture {
@@ -42,21 +42,21 @@ func newPrimaryFixture(t *testing.T) *primaryFixture {
 	f := &primaryFixture{t: t, clock: clk, recorder: rec, db: db,
 		c: &Controller{clock: clk, recorder: rec, config: Config{PollInterval: 2 * time.Second, SwitchoverTimeout: time.Minute}}}
 	// shop-0 a ready primary at 0/5000000, shop-1 and shop-2 replicas.
-	f.set("shop-0", true, &instance.Status{Role: instance.RolePrimary, Primary: "shop-0", EngineRunning: true, Position: lsn("0/5000000")})
+	f.set("shop-0", true, &api.Status{Role: api.RolePrimary, Primary: "shop-0", EngineRunning: true, Position: lsn("0/5000000")})
 	f.set("shop-1", true, replicaAt("shop-0", "0/4000000"))
 	f.set("shop-2", true, replicaAt("shop-0", "0/4800000"))
 	return f
 }
 
-func lsn(s string) *instance.Position { return &instance.Position{Timeline: 1, LSN: s} }
+func lsn(s string) *api.Position { return &api.Position{Timeline: 1, LSN: s} }
 
-func replicaAt(primary, at string) *instance.Status {
-	return &instance.Status{Role: instance.RoleReplica, Primary: primary, EngineRunning: true, Position: lsn(at)}
+func replicaAt(primary, at string) *api.Status {
+	return &api.Status{Role: api.RoleReplica, Primary: primary, EngineRunning: true, Position: lsn(at)}
 }
 
 // set records what instance name reports (nil: it does not answer); the
 // instance keeps the position it reported last, as pollInstances does.
-func (f *primaryFixture) set(name string, ready bool, r *instance.Status) {
+func (f *primaryFixture) set(name string, ready bool, r *api.Status) {
 	i := slices.IndexFunc(f.instances, func(in examplev1.InstanceStatus) bool { return in.Name == name })
 	if i < 0 {
 		i = len(f.instances)
@@ -96,7 +96,7 @@ func TestSwitchoverWaitsForTheFenceAndTheCatchUp(t *testing.T) {
 	}
 	// Fenced, but the target has not replayed the last write.
 	f.clock.Step(300 * time.Millisecond)
-	f.set("shop-0", false, &instance.Status{Role: instance.RolePrimary, Primary: "shop-0", Fenced: true, FencedPosition: lsn("0/5000029")})
+	f.set("shop-0", false, &api.Status{Role: api.RolePrimary, Primary: "shop-0", Fenced: true, FencedPosition: lsn("0/5000029")})
 	f.set("shop-1", false, replicaAt("shop-0", "0/5000000"))
 	if d := f.decide(); d == nil || d.eventReason != "" || !strings.Contains(d.condition.Message, "0/5000029") {
 		t.Fatalf("target behind: %+v", d)
@@ -120,7 +120,7 @@ func TestSwitchoverWaitsForTheFenceAndTheCatchUp(t *testing.T) {
 		t.Errorf("condition %+v", c)
 	}
 	// The old primary being unready now starts no failover: it is a replica.
-	f.set("shop-1", true, &instance.Status{Role: instance.RolePrimary, Primary: "shop-1", EngineRunning: true})
+	f.set("shop-1", true, &api.Status{Role: api.RolePrimary, Primary: "shop-1", EngineRunning: true})
 	f.clock.Step(time.Hour)
 	if d := f.decide(); d != nil {
 		t.Errorf("after the switchover: %+v", d)
@@ -130,7 +130,7 @@ func TestSwitchoverWaitsForTheFenceAndTheCatchUp(t *testing.T) {
 func TestSwitchoverIsGivenUpAfterItsTimeout(t *testing.T) {
 	f := newPrimaryFixture(t)
 	f.requestSwitchover("shop-1")
-	f.set("shop-0", false, &instance.Status{Role: instance.RolePrimary, Primary: "shop-0", Fenced: true, FencedPosition: lsn("0/5000029")})
+	f.set("shop-0", false, &api.Status{Role: api.RolePrimary, Primary: "shop-0", Fenced: true, FencedPosition: lsn("0/5000029")})
 	f.clock.Step(59 * time.Second)
 	if d := f.decide(); d == nil || d.eventReason != "" {
 		t.Fatalf("before the timeout: %+v", d)
@@ -166,7 +166,7 @@ func TestFailoverAfterTheDelayPromotesTheMostAdvancedReplica(t *testing.T) {
 		t.Fatalf("before failoverDelay: %+v", d)
 	}
 	// A moment of readiness restarts the count.
-	f.set("shop-0", true, &instance.Status{Role: instance.RolePrimary, Primary: "shop-0", EngineRunning: true})
+	f.set("shop-0", true, &api.Status{Role: api.RolePrimary, Primary: "shop-0", EngineRunning: true})
 	f.decide()
 	f.set("shop-0", false, nil)
 	f.clock.Step(time.Second)
@@ -184,7 +184,7 @@ func TestFailoverAfterTheDelayPromotesTheMostAdvancedReplica(t *testing.T) {
 		t.Errorf("status %+v", s)
 	}
 	// One promotion per incident: the next decision is about shop-2.
-	f.set("shop-2", true, &instance.Status{Role: instance.RolePrimary, Primary: "shop-2", EngineRunning: true})
+	f.set("shop-2", true, &api.Status{Role: api.RolePrimary, Primary: "shop-2", EngineRunning: true})
 	f.clock.Step(time.Minute)
 	if d := f.decide(); d != nil {
 		t.Errorf("a second promotion: %+v", d)
@@ -196,7 +196,7 @@ func TestFailoverNeedsAReplicaThatCanTakeOver(t *testing.T) {
 	f.set("shop-0", false, nil)
 	// One replica follows another primary, one does not run its engine.
 	f.set("shop-1", false, replicaAt("shop-9", "0/9000000"))
-	f.set("shop-2", false, &instance.Status{Role: instance.RoleReplica, Primary: "shop-0"})
+	f.set("shop-2", false, &api.Status{Role: api.RoleReplica, Primary: "shop-0"})
 	f.decide()
 	f.clock.Step(time.Minute)
 	if d := f.decide(); d != nil {
@@ -223,14 +223,14 @@ func TestNoFailoverWhileASwitchoverIsUnderWay(t *testing.T) {
 
 func TestMostAdvancedReplicaWithGTIDs(t *testing.T) {
 	instances := []examplev1.InstanceStatus{{Name: "db-0"}, {Name: "db-1"}, {Name: "db-2"}}
-	gtid := func(g string) *instance.Status {
-		return &instance.Status{Role: instance.RoleReplica, Primary: "db-0", EngineRunning: true, Position: &instance.Position{GTID: g}}
+	gtid := func(g string) *api.Status {
+		return &api.Status{Role: api.RoleReplica, Primary: "db-0", EngineRunning: true, Position: &api.Position{GTID: g}}
 	}
-	name, _ := mostAdvancedReplica("db-0", instances, []*instance.Status{nil, gtid("0-1-41"), gtid("0-1-42")})
+	name, _ := mostAdvancedReplica("db-0", instances, []*api.Status{nil, gtid("0-1-41"), gtid("0-1-42")})
 	if name != "db-2" {
 		t.Errorf("picked %q", name)
 	}
-	name, _ = mostAdvancedReplica("db-0", instances, []*instance.Status{nil, gtid("0-1-42"), gtid("0-1-42")})
+	name, _ = mostAdvancedReplica("db-0", instances, []*api.Status{nil, gtid("0-1-42"), gtid("0-1-42")})
 	if name != "db-1" {
 		t.Errorf("a tie picked %q, want the lowest ordinal", name)
 	}
@@ -296,7 +296,7 @@ func TestSyncFailoverWaitsForALostReplicaThatWasAhead(t *testing.T) {
 
 func TestSyncFailoverHoldsForAReplicaThatAnswersButCannotTakeOver(t *testing.T) {
 	f := syncFixture(t)
-	f.set("shop-2", false, &instance.Status{Role: instance.RoleReplica, Primary: "shop-0", Position: lsn("0/4800000")})
+	f.set("shop-2", false, &api.Status{Role: api.RoleReplica, Primary: "shop-0", Position: lsn("0/4800000")})
 	f.set("shop-1", false, replicaAt("shop-0", "0/4000000"))
 	d := f.decide()
 	if d == nil || d.condition.Reason != ReasonFailoverWouldLoseWrites || !strings.Contains(d.condition.Message, "its engine does not run") {
@@ -307,25 +307,25 @@ func TestSyncFailoverHoldsForAReplicaThatAnswersButCannotTakeOver(t *testing.T) 
 func TestSyncFailoverIgnoresPositionsItsCandidateIsAtOrBeyond(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
-		lost      *instance.Position
-		candidate *instance.Position
+		lost      *api.Position
+		candidate *api.Position
 		holds     bool
 	}{
 		{"lost replica behind", lsn("0/3000000"), lsn("0/4000000"), false},
 		{"lost replica equal", lsn("0/4000000"), lsn("0/4000000"), false},
 		{"lost replica ahead", lsn("0/4000001"), lsn("0/4000000"), true},
-		{"lost replica on an older timeline", &instance.Position{Timeline: 1, LSN: "0/9000000"}, &instance.Position{Timeline: 2, LSN: "0/4000000"}, false},
-		{"lost replica on a newer timeline", &instance.Position{Timeline: 3, LSN: "0/1000000"}, &instance.Position{Timeline: 2, LSN: "0/4000000"}, true},
-		{"gtid behind", &instance.Position{GTID: "0-1-41"}, &instance.Position{GTID: "0-1-42"}, false},
-		{"gtid ahead", &instance.Position{GTID: "0-1-43"}, &instance.Position{GTID: "0-1-42"}, true},
-		{"gtid in a domain the candidate lacks", &instance.Position{GTID: "0-1-40,1-2-1"}, &instance.Position{GTID: "0-1-42"}, true},
-		{"nothing reported", &instance.Position{}, lsn("0/4000000"), false},
+		{"lost replica on an older timeline", &api.Position{Timeline: 1, LSN: "0/9000000"}, &api.Position{Timeline: 2, LSN: "0/4000000"}, false},
+		{"lost replica on a newer timeline", &api.Position{Timeline: 3, LSN: "0/1000000"}, &api.Position{Timeline: 2, LSN: "0/4000000"}, true},
+		{"gtid behind", &api.Position{GTID: "0-1-41"}, &api.Position{GTID: "0-1-42"}, false},
+		{"gtid ahead", &api.Position{GTID: "0-1-43"}, &api.Position{GTID: "0-1-42"}, true},
+		{"gtid in a domain the candidate lacks", &api.Position{GTID: "0-1-40,1-2-1"}, &api.Position{GTID: "0-1-42"}, true},
+		{"nothing reported", &api.Position{}, lsn("0/4000000"), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := syncFixture(t)
-			f.set("shop-2", false, &instance.Status{Role: instance.RoleReplica, Primary: "shop-0", EngineRunning: true, Position: tc.lost})
+			f.set("shop-2", false, &api.Status{Role: api.RoleReplica, Primary: "shop-0", EngineRunning: true, Position: tc.lost})
 			f.set("shop-2", false, nil)
-			f.set("shop-1", false, &instance.Status{Role: instance.RoleReplica, Primary: "shop-0", EngineRunning: true, Position: tc.candidate})
+			f.set("shop-1", false, &api.Status{Role: api.RoleReplica, Primary: "shop-0", EngineRunning: true, Position: tc.candidate})
 			d := f.decide()
 			if held := d != nil && d.condition.Reason == ReasonFailoverWouldLoseWrites; held != tc.holds || d == nil {
 				t.Errorf("held %v, want %v: %+v", held, tc.holds, d)
@@ -415,10 +415,10 @@ func TestSwitchoverDecisionIsOneConditionalStatusWrite(t *testing.T) {
 		}
 	}
 	old := f.instances[p0]
-	old.Ready, old.Fenced, old.FencedPosition = false, true, &instance.Position{GTID: "0-1-42"}
+	old.Ready, old.Fenced, old.FencedPosition = false, true, &api.Position{GTID: "0-1-42"}
 	f.instances[p0] = old
 	target := f.instances[p1]
-	target.EngineRunning, target.Position = true, &instance.Position{GTID: "0-1-42"}
+	target.EngineRunning, target.Position = true, &api.Position{GTID: "0-1-42"}
 	f.instances[p1] = target
 	c := f.newController()
 	lose := true
@@ -468,9 +468,9 @@ func TestSwitchoverDecisionIsOneConditionalStatusWrite(t *testing.T) {
 }
 
 func TestSyncMariaDBSwitchoverWaitsForEveryReadyReplica(t *testing.T) {
-	gtid := func(g string) *instance.Position { return &instance.Position{GTID: g} }
-	replica := func(g string) *instance.Status {
-		return &instance.Status{Role: instance.RoleReplica, Primary: "shop-0", EngineRunning: true, Streaming: true, Position: gtid(g)}
+	gtid := func(g string) *api.Position { return &api.Position{GTID: g} }
+	replica := func(g string) *api.Status {
+		return &api.Status{Role: api.RoleReplica, Primary: "shop-0", EngineRunning: true, Streaming: true, Position: gtid(g)}
 	}
 	for _, tc := range []struct {
 		engine examplev1.Engine
@@ -486,7 +486,7 @@ func TestSyncMariaDBSwitchoverWaitsForEveryReadyReplica(t *testing.T) {
 			f.db.Spec.Engine = tc.engine
 			f.db.Spec.Replication = &examplev1.ReplicationSpec{Mode: tc.mode}
 			f.requestSwitchover("shop-1")
-			f.set("shop-0", false, &instance.Status{Role: instance.RolePrimary, Primary: "shop-0", Fenced: true, FencedPosition: gtid("0-1-100")})
+			f.set("shop-0", false, &api.Status{Role: api.RolePrimary, Primary: "shop-0", Fenced: true, FencedPosition: gtid("0-1-100")})
 			f.set("shop-1", true, replica("0-1-100"))
 			f.set("shop-2", true, replica("0-1-90"))
 			d := f.decide()
@@ -515,7 +515,7 @@ func TestSyncMariaDBSwitchoverWaitsForEveryReadyReplica(t *testing.T) {
 func TestANewPrimaryThatIsStillPromotingIsNotFailedOver(t *testing.T) {
 	f := newPrimaryFixture(t)
 	f.requestSwitchover("shop-1")
-	f.set("shop-0", false, &instance.Status{Role: instance.RolePrimary, Primary: "shop-0", Fenced: true, FencedPosition: lsn("0/5000029")})
+	f.set("shop-0", false, &api.Status{Role: api.RolePrimary, Primary: "shop-0", Fenced: true, FencedPosition: lsn("0/5000029")})
 	f.set("shop-1", false, replicaAt("shop-0", "0/5000030"))
 	d := f.decide()
 	if d == nil || d.eventReason != ReasonSwitchoverCompleted {
@@ -523,7 +523,7 @@ func TestANewPrimaryThatIsStillPromotingIsNotFailedOver(t *testing.T) {
 	}
 	f.commit(d)
 	// shop-1 answers as the primary and runs, but does not take writes yet.
-	f.set("shop-1", false, &instance.Status{Role: instance.RolePrimary, Primary: "shop-1", EngineRunning: true, Position: lsn("0/5000030")})
+	f.set("shop-1", false, &api.Status{Role: api.RolePrimary, Primary: "shop-1", EngineRunning: true, Position: lsn("0/5000030")})
 	f.decide()
 	f.clock.Step(45 * time.Second)
 	if d := f.decide(); d != nil {

@@ -9,7 +9,7 @@ import (
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/controller/internal/instances"
 	"github.com/mydb-dev/mydb/pkg/engine"
-	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/names"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -123,15 +123,15 @@ func (c *Controller) reconcileRestore(ctx context.Context, db *examplev1.MyDatab
 		op = nil // another restore's: not ours
 	}
 	switch {
-	case op != nil && op.Phase == instance.OperationFailed:
+	case op != nil && op.Phase == api.OperationFailed:
 		f.restored = restoredCondition(metav1.ConditionFalse, ReasonRestoreFailed,
 			fmt.Sprintf("%s failed to load MyDatabaseBackup %q: %s", report.Name, db.Spec.RestoreFrom.BackupName, op.Message))
 		// It is not retried: nothing reads the claim any more.
 		return c.removeRestorePod(ctx, db)
-	case !report.AwaitingRestore && (op != nil && op.Phase == instance.OperationSucceeded || report.Ready && report.Role == instance.RolePrimary):
+	case !report.AwaitingRestore && (op != nil && op.Phase == api.OperationSucceeded || report.Ready && report.Role == api.RolePrimary):
 		f.restored = restoredCondition(metav1.ConditionTrue, ReasonRestored,
 			fmt.Sprintf("%s loaded MyDatabaseBackup %q", report.Name, db.Spec.RestoreFrom.BackupName))
-	case op != nil && op.Phase == instance.OperationRunning:
+	case op != nil && op.Phase == api.OperationRunning:
 		f.restored = restoredCondition(metav1.ConditionFalse, ReasonRestoring,
 			fmt.Sprintf("%s is loading MyDatabaseBackup %q: %d bytes so far", report.Name, db.Spec.RestoreFrom.BackupName, op.Bytes))
 	case report.AwaitingRestore && b == nil:
@@ -146,7 +146,7 @@ func (c *Controller) reconcileRestore(ctx context.Context, db *examplev1.MyDatab
 
 // startRestore sends the primary-to-be its backup.
 func (c *Controller) startRestore(ctx context.Context, db *examplev1.MyDatabase, b *examplev1.MyDatabaseBackup, in examplev1.InstanceStatus, id string) *metav1.Condition {
-	var source instance.Destination
+	var source api.Destination
 	if b.Status.Location.Volume != nil {
 		volume, wait, err := c.restoreDumpServer(ctx, db, b)
 		switch {
@@ -168,7 +168,7 @@ func (c *Controller) startRestore(ctx context.Context, db *examplev1.MyDatabase,
 		return restoredCondition(metav1.ConditionFalse, ReasonRestoring, fmt.Sprintf("waiting for the Secret %q: %v", names.Secret(db.Name), err))
 	}
 	auth := instances.Auth{Password: string(secret.Data[engine.SecretKeyReplicationPassword])}
-	op, err := c.operations.StartRestore(ctx, in.Address, auth, instance.RestoreRequest{
+	op, err := c.operations.StartRestore(ctx, in.Address, auth, api.RestoreRequest{
 		ID: id, Source: source, SHA256: b.Status.Checksum, Size: b.Status.SizeBytes, Format: b.Status.Format,
 	})
 	switch {
@@ -178,7 +178,7 @@ func (c *Controller) startRestore(ctx context.Context, db *examplev1.MyDatabase,
 		return restoredCondition(metav1.ConditionFalse, ReasonRestoring, fmt.Sprintf("%s runs another operation: %v", in.Name, err))
 	case err != nil:
 		return restoredCondition(metav1.ConditionFalse, ReasonRestoring, fmt.Sprintf("asking %s to load MyDatabaseBackup %q: %v", in.Name, b.Name, err))
-	case op.Phase == instance.OperationFailed:
+	case op.Phase == api.OperationFailed:
 		return restoredCondition(metav1.ConditionFalse, ReasonRestoreFailed,
 			fmt.Sprintf("%s failed to load MyDatabaseBackup %q: %s", in.Name, b.Name, op.Message))
 	}

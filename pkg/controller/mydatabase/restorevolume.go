@@ -7,7 +7,7 @@ import (
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/controller/dump"
-	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,7 +20,7 @@ import (
 // pod at a time: a restore waits while another pod (a second restore from
 // the same backup) mounts it, so a ReadWriteOnce claim never needs two
 // nodes.
-func (c *Controller) restoreDumpServer(ctx context.Context, db *examplev1.MyDatabase, b *examplev1.MyDatabaseBackup) (*instance.VolumeObject, string, error) {
+func (c *Controller) restoreDumpServer(ctx context.Context, db *examplev1.MyDatabase, b *examplev1.MyDatabaseBackup) (*api.VolumeObject, string, error) {
 	claimName := b.Status.Location.Volume.ClaimName
 	claim, err := c.pvcLister.PersistentVolumeClaims(b.Namespace).Get(claimName)
 	if apierrors.IsNotFound(err) {
@@ -60,7 +60,7 @@ func (c *Controller) restoreDumpServer(ctx context.Context, db *examplev1.MyData
 	if err != nil {
 		return nil, err.Error(), nil
 	}
-	return &instance.VolumeObject{Address: address, Claim: claimName}, "", nil
+	return &api.VolumeObject{Address: address, Claim: claimName}, "", nil
 }
 
 // removeRestorePod deletes the pod that served db its restore, once the

@@ -7,7 +7,7 @@ import (
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/controller/dump"
-	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,7 +18,7 @@ import (
 
 // volumeRestoringState is restoringState with nightly on its own claim,
 // labelled with the UID uid.
-func volumeRestoringState(t *testing.T, primary instance.Status, cond *metav1.Condition, uid k8stypes.UID) (*fixture, *fakeOperations) {
+func volumeRestoringState(t *testing.T, primary api.Status, cond *metav1.Condition, uid k8stypes.UID) (*fixture, *fakeOperations) {
 	t.Helper()
 	f, ops := restoringState(t, primary, cond)
 	for _, obj := range f.kubeObjects {
@@ -40,7 +40,7 @@ func restoredCond(t *testing.T, f *fixture) *metav1.Condition {
 }
 
 func TestAVolumeRestoreServesTheClaimReadOnly(t *testing.T) {
-	f, ops := volumeRestoringState(t, instance.Status{AwaitingRestore: true}, nil, "uid-nightly")
+	f, ops := volumeRestoringState(t, api.Status{AwaitingRestore: true}, nil, "uid-nightly")
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestAVolumeRestoreServesTheClaimReadOnly(t *testing.T) {
 }
 
 func TestAVolumeRestoreWaitsForTheClaimToBeFree(t *testing.T) {
-	f, ops := volumeRestoringState(t, instance.Status{AwaitingRestore: true}, nil, "uid-nightly")
+	f, ops := volumeRestoringState(t, api.Status{AwaitingRestore: true}, nil, "uid-nightly")
 	owner := metav1.OwnerReference{APIVersion: "example.com/v1", Kind: "MyDatabase", Name: "other", UID: "uid-other", Controller: ptr.To(true)}
 	f.kubeObjects = append(f.kubeObjects, dump.NewServerPod("other-restore", "default", "other", "nightly-dump", "img", true, owner))
 	if err := f.sync(); err != nil {
@@ -92,7 +92,7 @@ func TestAVolumeRestoreWaitsForTheClaimToBeFree(t *testing.T) {
 }
 
 func TestAVolumeRestoreNeverReadsAnothersClaim(t *testing.T) {
-	f, _ := volumeRestoringState(t, instance.Status{AwaitingRestore: true}, nil, "uid-someone-else")
+	f, _ := volumeRestoringState(t, api.Status{AwaitingRestore: true}, nil, "uid-someone-else")
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestAVolumeRestoreNeverReadsAnothersClaim(t *testing.T) {
 
 func TestARestoredDatabaseReleasesTheClaim(t *testing.T) {
 	done := &metav1.Condition{Type: examplev1.ConditionRestored, Status: metav1.ConditionTrue, Reason: ReasonRestored, Message: "loaded"}
-	f, _ := volumeRestoringState(t, instance.Status{Ready: true}, done, "uid-nightly")
+	f, _ := volumeRestoringState(t, api.Status{Ready: true}, done, "uid-nightly")
 	db := f.dbs[0]
 	owner := *metav1.NewControllerRef(db, examplev1.SchemeGroupVersion.WithKind("MyDatabase"))
 	f.kubeObjects = append(f.kubeObjects, dump.NewServerPod("prod-mysql-restore", "default", "prod-mysql", "nightly-dump", "img", true, owner))

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
-	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -84,12 +84,12 @@ func createToReady(t *testing.T, db *examplev1.MyDatabase) int {
 		l.step(p.Name + " has an address")
 	}
 	for _, p := range pods {
-		l.instances[p.Status.PodIP] = instance.Status{Name: p.Name, Role: instance.RoleReplica, Reason: "the engine is starting"}
+		l.instances[p.Status.PodIP] = api.Status{Name: p.Name, Role: api.RoleReplica, Reason: "the engine is starting"}
 		l.step(p.Name + "'s manager answers")
 	}
 	for i, p := range pods {
 		s := serving(p, primary)
-		s.Position = &instance.Position{Timeline: 1, LSN: fmt.Sprintf("0/%X", 0x3000000+i)}
+		s.Position = &api.Position{Timeline: 1, LSN: fmt.Sprintf("0/%X", 0x3000000+i)}
 		l.instances[p.Status.PodIP] = s
 		l.step(p.Name + " serves its role")
 	}
@@ -105,7 +105,7 @@ func createToReady(t *testing.T, db *examplev1.MyDatabase) int {
 	for n := range 5 {
 		for i, p := range pods {
 			s := l.instances[p.Status.PodIP]
-			s.Position = &instance.Position{Timeline: 1, LSN: fmt.Sprintf("0/%X", 0x4000000+0x1000*n+i)}
+			s.Position = &api.Position{Timeline: 1, LSN: fmt.Sprintf("0/%X", 0x4000000+0x1000*n+i)}
 			l.instances[p.Status.PodIP] = s
 		}
 		l.step(fmt.Sprintf("poll %d under a write load", n+1))

@@ -14,7 +14,7 @@ import (
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/engine"
-	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -43,7 +43,7 @@ type findings struct {
 	primary   string
 	instances []examplev1.InstanceStatus
 	// reports are what each instance manager answered (nil: nothing).
-	reports []*instance.Status
+	reports []*api.Status
 	// primaryChange is the PrimaryChange condition of a switchover under way.
 	primaryChange *metav1.Condition
 	// restored is the Restored condition of a database with spec.restoreFrom.

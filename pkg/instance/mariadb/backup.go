@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/instance/mysqlfamily"
 )
 
@@ -26,9 +27,9 @@ func (e *Engine) BackupFormat() string { return BackupFormat }
 // mariadb-backup copies InnoDB with its redo log and takes BACKUP STAGE
 // locks for the rest, so the backup is consistent at one GTID position, on
 // a replica as on the primary.
-func (e *Engine) Backup(ctx context.Context, w io.Writer) (instance.Position, error) {
+func (e *Engine) Backup(ctx context.Context, w io.Writer) (api.Position, error) {
 	gtid, err := e.streamBackup(ctx, w)
-	return instance.Position{GTID: gtid}, err
+	return api.Position{GTID: gtid}, err
 }
 
 func (e *Engine) restoreDir() string { return e.DataDir + ".restore" }
@@ -93,7 +94,7 @@ func (e *Engine) credentialStatements() ([]string, error) {
 	return []string{
 		"FLUSH PRIVILEGES",
 		fmt.Sprintf("ALTER USER %s IDENTIFIED BY PASSWORD %s", appAccount, mysqlfamily.QuoteString(mysqlfamily.NativePasswordHash(app.Password))),
-		fmt.Sprintf("ALTER USER %s IDENTIFIED BY PASSWORD %s", mysqlfamily.Account(instance.ReplicationUser, "%"), mysqlfamily.QuoteString(mysqlfamily.NativePasswordHash(repl))),
+		fmt.Sprintf("ALTER USER %s IDENTIFIED BY PASSWORD %s", mysqlfamily.Account(api.ReplicationUser, "%"), mysqlfamily.QuoteString(mysqlfamily.NativePasswordHash(repl))),
 		// Fails (1049) when the backup lacks the Secret's database.
 		"USE " + mysqlfamily.QuoteIdent(app.Database),
 		"RESET SLAVE ALL",

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 )
 
 const (
@@ -136,7 +137,7 @@ func (e *Engine) Clone(ctx context.Context, t instance.Topology) error {
 	if err != nil {
 		return err
 	}
-	req.SetBasicAuth(instance.ReplicationUser, pw)
+	req.SetBasicAuth(api.ReplicationUser, pw)
 	resp, err := cloneClient.Do(req)
 	if err != nil {
 		return err

@@ -3,7 +3,7 @@ package mariadb
 import (
 	"fmt"
 
-	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/instance/mysqlfamily"
 )
 
@@ -17,7 +17,7 @@ var _ mysqlfamily.Dialect = Dialect{}
 // PROCESS, GRANT OPTION, READ_ONLY ADMIN); passwords go in as hashes.
 func (Dialect) UserStatements(app mysqlfamily.App, replicationPassword string) []string {
 	appAccount := mysqlfamily.Account(app.User, "%")
-	repl := mysqlfamily.Account(instance.ReplicationUser, "%")
+	repl := mysqlfamily.Account(api.ReplicationUser, "%")
 	return []string{
 		fmt.Sprintf("CREATE DATABASE IF NOT EXISTS %s CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci", mysqlfamily.QuoteIdent(app.Database)),
 		fmt.Sprintf("CREATE USER %s IDENTIFIED BY PASSWORD %s", appAccount, mysqlfamily.QuoteString(mysqlfamily.NativePasswordHash(app.Password))),

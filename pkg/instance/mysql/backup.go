@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/instance/datatar"
 	"github.com/mydb-dev/mydb/pkg/instance/mysqlfamily"
 )
@@ -34,15 +35,15 @@ func (e *Engine) backupDir() string { return e.DataDir + ".backup" }
 // application user makes: CLONE copies no other storage engine's), which
 // is then streamed as one tar and removed. The copy needs as much free
 // space on the volume as the data has, for the length of the backup.
-func (e *Engine) Backup(ctx context.Context, w io.Writer) (instance.Position, error) {
+func (e *Engine) Backup(ctx context.Context, w io.Writer) (api.Position, error) {
 	dir := e.backupDir()
 	if err := os.RemoveAll(dir); err != nil {
-		return instance.Position{}, err
+		return api.Position{}, err
 	}
 	defer os.RemoveAll(dir)
 	c, err := e.openBackup()
 	if err != nil {
-		return instance.Position{}, err
+		return api.Position{}, err
 	}
 	defer c.Close()
 	// A local clone records no position of its own (clone_status has no
@@ -51,16 +52,16 @@ func (e *Engine) Backup(ctx context.Context, w io.Writer) (instance.Position, er
 	// committed while it ran may be in it too.
 	row, err := c.QueryRow(ctx, "SELECT @@global.gtid_executed AS gtid")
 	if err != nil {
-		return instance.Position{}, err
+		return api.Position{}, err
 	}
 	if err := c.Exec(ctx, CloneLocalStatement(dir)); err != nil {
-		return instance.Position{}, fmt.Errorf("CLONE LOCAL: %w", err)
+		return api.Position{}, fmt.Errorf("CLONE LOCAL: %w", err)
 	}
 	if err := datatar.Write(w, dir); err != nil {
-		return instance.Position{}, fmt.Errorf("streaming the copy: %w", err)
+		return api.Position{}, fmt.Errorf("streaming the copy: %w", err)
 	}
 	// gtid_executed's text breaks the line after each member's comma.
-	return instance.Position{GTID: strings.Join(strings.Fields(row["gtid"]), "")}, nil
+	return api.Position{GTID: strings.Join(strings.Fields(row["gtid"]), "")}, nil
 }
 
 // openBackup is an admin connection of the backup's own, whose statement
@@ -133,7 +134,7 @@ func (e *Engine) restoreStatements() ([]string, error) {
 	stmts := append([]string{"FLUSH PRIVILEGES"}, AdminUserStatements(e.osUser)...)
 	return append(stmts,
 		fmt.Sprintf("ALTER USER %s IDENTIFIED WITH caching_sha2_password BY %s", mysqlfamily.Account(app.User, "%"), mysqlfamily.QuoteString(app.Password)),
-		fmt.Sprintf("ALTER USER %s IDENTIFIED WITH caching_sha2_password BY %s", mysqlfamily.Account(instance.ReplicationUser, "%"), mysqlfamily.QuoteString(repl)),
+		fmt.Sprintf("ALTER USER %s IDENTIFIED WITH caching_sha2_password BY %s", mysqlfamily.Account(api.ReplicationUser, "%"), mysqlfamily.QuoteString(repl)),
 		"USE "+mysqlfamily.QuoteIdent(app.Database),
 		"RESET REPLICA ALL",
 	), nil

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/instance/mysqlfamily"
 )
 
@@ -69,7 +70,7 @@ func (e *Engine) Clone(ctx context.Context, t instance.Topology) error {
 	if err := os.RemoveAll(tmp); err != nil {
 		return err
 	}
-	donor := mysqlfamily.Source{Host: t.PrimaryHost, Port: t.PrimaryPort, User: instance.ReplicationUser, Password: pw}
+	donor := mysqlfamily.Source{Host: t.PrimaryHost, Port: t.PrimaryPort, User: api.ReplicationUser, Password: pw}
 	what := fmt.Sprintf("clone from %s:%d", t.PrimaryHost, t.PrimaryPort)
 	if err := e.tools.Serve(ctx, tempArgs(e.cfg, seed), mysqlfamily.Statements(what, CloneStatements(donor, tmp)...)); err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/instance/mysqlfamily"
 )
 
@@ -22,7 +23,7 @@ var _ mysqlfamily.Dialect = Dialect{}
 // on the donor).
 func (Dialect) UserStatements(app mysqlfamily.App, replicationPassword string) []string {
 	appAccount := mysqlfamily.Account(app.User, "%")
-	repl := mysqlfamily.Account(instance.ReplicationUser, "%")
+	repl := mysqlfamily.Account(api.ReplicationUser, "%")
 	return []string{
 		fmt.Sprintf("CREATE DATABASE IF NOT EXISTS %s CHARACTER SET utf8mb4", mysqlfamily.QuoteIdent(app.Database)),
 		fmt.Sprintf("CREATE USER %s IDENTIFIED WITH caching_sha2_password BY %s", appAccount, mysqlfamily.QuoteString(app.Password)),

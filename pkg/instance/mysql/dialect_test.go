@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/instance/mysqlfamily"
 )
 
@@ -43,7 +44,7 @@ func TestPromoteAndFence(t *testing.T) {
 }
 
 func TestCloneStatements(t *testing.T) {
-	got := CloneStatements(mysqlfamily.Source{Host: "db-0.db", Port: 3306, User: instance.ReplicationUser, Password: "s3cret"}, "/data/mysql.clone")
+	got := CloneStatements(mysqlfamily.Source{Host: "db-0.db", Port: 3306, User: api.ReplicationUser, Password: "s3cret"}, "/data/mysql.clone")
 	want := []string{
 		"SET GLOBAL clone_valid_donor_list = 'db-0.db:3306'",
 		"CLONE INSTANCE FROM 'replicator'@'db-0.db':3306 IDENTIFIED BY 's3cret' DATA DIRECTORY = '/data/mysql.clone'",

@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/instance/mysqlfamily"
 	"github.com/mydb-dev/mydb/pkg/instance/mysqlfamily/fakeconn"
 )
@@ -189,7 +190,7 @@ func primaryStatus(t *testing.T, name, id string) string {
 			http.NotFound(w, r)
 			return
 		}
-		_ = json.NewEncoder(w).Encode(instance.Status{Name: name, SystemIdentifier: id})
+		_ = json.NewEncoder(w).Encode(api.Status{Name: name, SystemIdentifier: id})
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL

@@ -9,6 +9,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 )
 
 // FenceStops implements instance.Engine: the fence of the Dialect (read_only;
@@ -21,26 +22,26 @@ func (s *Server) FenceStops() bool { return false }
 // the commits in progress), then the application's sessions end, so an open
 // transaction cannot commit and clients reconnect, through the -rw Service,
 // to the new primary. The position is the binlog's, which holds every commit.
-func (s *Server) Fence(ctx context.Context) (instance.Position, error) {
+func (s *Server) Fence(ctx context.Context) (api.Position, error) {
 	c, err := s.Admin()
 	if err != nil {
-		return instance.Position{}, err
+		return api.Position{}, err
 	}
 	if err := c.Exec(ctx, s.Dialect.FenceStatements()...); err != nil {
-		return instance.Position{}, err
+		return api.Position{}, err
 	}
 	app, err := s.Cfg.Secrets.Get(instance.SecretUsername)
 	if err != nil {
-		return instance.Position{}, err
+		return api.Position{}, err
 	}
 	if err := endSessions(ctx, c, app); err != nil {
-		return instance.Position{}, err
+		return api.Position{}, err
 	}
 	row, err := c.QueryRow(ctx, s.Dialect.BinlogPositionQuery())
 	if err != nil {
-		return instance.Position{}, err
+		return api.Position{}, err
 	}
-	return instance.Position{GTID: row["gtid"]}, nil
+	return api.Position{GTID: row["gtid"]}, nil
 }
 
 // endSessions ends every connection of user.

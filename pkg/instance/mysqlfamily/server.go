@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 )
 
 const (
@@ -156,7 +157,7 @@ func (s *Server) Credentials() (a App, replicationPassword string, err error) {
 		return a, "", err
 	}
 	switch a.User {
-	case "root", "mysql", "mariadb.sys", "mysql.sys", "mysql.session", "mysql.infoschema", instance.ReplicationUser:
+	case "root", "mysql", "mariadb.sys", "mysql.sys", "mysql.session", "mysql.infoschema", api.ReplicationUser:
 		return a, "", fmt.Errorf("the application user may not be %q", a.User)
 	}
 	repl, err := s.Cfg.Secrets.Get(instance.SecretReplicationPassword)
@@ -241,7 +242,7 @@ func (s *Server) Follow(ctx context.Context, t instance.Topology) error {
 	} else {
 		s.cannotServeSince("")
 	}
-	if rs.Host == t.PrimaryHost && rs.Port == t.PrimaryPort && rs.User == instance.ReplicationUser && rs.IORunning != "No" && rs.SQLRunning == "Yes" {
+	if rs.Host == t.PrimaryHost && rs.Port == t.PrimaryPort && rs.User == api.ReplicationUser && rs.IORunning != "No" && rs.SQLRunning == "Yes" {
 		return nil
 	}
 	pw, err := s.Cfg.Secrets.Get(instance.SecretReplicationPassword)
@@ -261,7 +262,7 @@ func (s *Server) Follow(ctx context.Context, t instance.Topology) error {
 	}
 	s.Cfg.Log.Info("pointing the replica at the primary", "primary", t.Primary, "host", t.PrimaryHost, "port", t.PrimaryPort, "wasFollowing", rs.Host, "lastError", rs.LastError)
 	return c.Exec(ctx, s.Dialect.FollowStatements(Source{
-		Host: t.PrimaryHost, Port: t.PrimaryPort, User: instance.ReplicationUser, Password: pw,
+		Host: t.PrimaryHost, Port: t.PrimaryPort, User: api.ReplicationUser, Password: pw,
 	})...)
 }
 
@@ -374,7 +375,7 @@ func (s *Server) Probe(ctx context.Context) (instance.Probe, error) {
 		// a semi-synchronous primary acknowledged a commit once some
 		// replica's relay log had it, and Promote applies the relay log
 		// before the replica takes writes, so a failover compares this.
-		p.Position.GTID = instance.MergeGTIDs(st["replica_gtid"], rs.Received)
+		p.Position.GTID = api.MergeGTIDs(st["replica_gtid"], rs.Received)
 		p.Streaming = rs.Streaming()
 		p.Upstream = net.JoinHostPort(rs.Host, strconv.Itoa(rs.Port))
 		p.LagSeconds = rs.SecondsBehind

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/instance/datatar"
 )
 
@@ -36,7 +37,7 @@ var (
 // superuser, to w as one tar. A base backup is consistent by construction
 // (the WAL from its start to its end comes along), and works on a standby
 // as on the primary.
-func (e *Engine) Backup(ctx context.Context, w io.Writer) (instance.Position, error) {
+func (e *Engine) Backup(ctx context.Context, w io.Writer) (api.Position, error) {
 	var log bytes.Buffer
 	cmd := e.cfg.Tool(ctx, "pg_basebackup", "--pgdata=-", "--format=tar", "--wal-method=fetch",
 		"--checkpoint=fast", "--verbose", "--no-password",
@@ -44,9 +45,9 @@ func (e *Engine) Backup(ctx context.Context, w io.Writer) (instance.Position, er
 	cmd.Stdout = w
 	cmd.Stderr = io.MultiWriter(e.cfg.Stderr, &limitedBuffer{b: &log, max: 64 << 10})
 	if err := cmd.Run(); err != nil {
-		return instance.Position{}, fmt.Errorf("pg_basebackup: %w: %s", err, lastLine(log.String()))
+		return api.Position{}, fmt.Errorf("pg_basebackup: %w: %s", err, lastLine(log.String()))
 	}
-	var pos instance.Position
+	var pos api.Position
 	if m := walEndRE.FindStringSubmatch(log.String()); m != nil {
 		pos.LSN = m[1]
 	}
@@ -147,7 +148,7 @@ func (e *Engine) adoptCredentials(ctx context.Context, dataDir string, app appCr
 	if dbOwner != app.user {
 		return fmt.Errorf("the backup's database %q belongs to %q, not %q: a restored database keeps the source's database and user names", app.database, dbOwner, app.user)
 	}
-	for user, password := range map[string]string{app.user: app.password, superuser: superPassword, instance.ReplicationUser: replPassword} {
+	for user, password := range map[string]string{app.user: app.password, superuser: superPassword, api.ReplicationUser: replPassword} {
 		verifier, err := scramVerifier(password)
 		if err != nil {
 			return err

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 )
 
 // Bootstrap implements instance.Engine: initdb into a scratch directory,
@@ -62,7 +63,7 @@ func (e *Engine) appUser() (appCredentials, error) {
 	if a.database, err = e.cfg.Secrets.Get(instance.SecretDatabase); err != nil {
 		return a, err
 	}
-	if a.user == superuser || a.user == instance.ReplicationUser {
+	if a.user == superuser || a.user == api.ReplicationUser {
 		return a, fmt.Errorf("the application user may not be %q", a.user)
 	}
 	return a, nil
@@ -168,7 +169,7 @@ func (e *Engine) createUsers(ctx context.Context, dataDir string, app appCredent
 	// clear, so no log or statement view can show them.
 	stmts := []string{
 		fmt.Sprintf("CREATE ROLE %s LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS PASSWORD %s", user, quoteLiteral(appVerifier)),
-		fmt.Sprintf("CREATE ROLE %s LOGIN REPLICATION NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD %s", pgx.Identifier{instance.ReplicationUser}.Sanitize(), quoteLiteral(replVerifier)),
+		fmt.Sprintf("CREATE ROLE %s LOGIN REPLICATION NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD %s", pgx.Identifier{api.ReplicationUser}.Sanitize(), quoteLiteral(replVerifier)),
 		fmt.Sprintf("CREATE DATABASE %s OWNER %s", db, user),
 		fmt.Sprintf("REVOKE ALL ON DATABASE %s FROM PUBLIC", db),
 		fmt.Sprintf("GRANT CONNECT, TEMPORARY ON DATABASE %s TO %s", db, user),

@@ -6,7 +6,7 @@ import (
 	"os/exec"
 	"strconv"
 
-	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 )
 
 // FenceStops implements instance.Engine: a running Postgres primary cannot
@@ -20,28 +20,28 @@ func (e *Engine) FenceStops() bool { return true }
 // just past the shutdown checkpoint, which a standby has reached exactly
 // when it replayed that checkpoint, and so every transaction before it.
 // A server that did not shut down cleanly cannot tell where its WAL ends.
-func (e *Engine) Fence(ctx context.Context) (instance.Position, error) {
+func (e *Engine) Fence(ctx context.Context) (api.Position, error) {
 	out, err := exec.CommandContext(ctx, e.cfg.Bin("pg_controldata"), "-D", e.DataDir()).Output()
 	if err != nil {
-		return instance.Position{}, fmt.Errorf("pg_controldata: %w", err)
+		return api.Position{}, fmt.Errorf("pg_controldata: %w", err)
 	}
 	return fencedPosition(out)
 }
 
 // fencedPosition reads pg_controldata's output of a cleanly stopped primary.
-func fencedPosition(out []byte) (instance.Position, error) {
+func fencedPosition(out []byte) (api.Position, error) {
 	if state := controlDataField(out, "Database cluster state"); state != "shut down" {
-		return instance.Position{}, fmt.Errorf("the server did not shut down cleanly (state %q): its last write is unknown", state)
+		return api.Position{}, fmt.Errorf("the server did not shut down cleanly (state %q): its last write is unknown", state)
 	}
-	loc, err := instance.ParseLSN(controlDataField(out, "Latest checkpoint location"))
+	loc, err := api.ParseLSN(controlDataField(out, "Latest checkpoint location"))
 	if err != nil {
-		return instance.Position{}, err
+		return api.Position{}, err
 	}
 	tli, err := strconv.ParseUint(controlDataField(out, "Latest checkpoint's TimeLineID"), 10, 32)
 	if err != nil {
-		return instance.Position{}, fmt.Errorf("pg_controldata timeline: %w", err)
+		return api.Position{}, fmt.Errorf("pg_controldata timeline: %w", err)
 	}
 	// A standby's replay LSN is the end of the last record it replayed: past
 	// the checkpoint record's start only once it replayed that record.
-	return instance.Position{Timeline: uint32(tli), LSN: instance.FormatLSN(loc + 1)}, nil
+	return api.Position{Timeline: uint32(tli), LSN: api.FormatLSN(loc + 1)}, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 )
 
 // SlotName is the physical replication slot of the replica named name on
@@ -30,7 +31,7 @@ func SlotName(name string) string {
 // never hold it.
 func (e *Engine) conninfo(t instance.Topology) string {
 	return fmt.Sprintf("host=%s port=%d user=%s passfile=%s application_name=%s sslmode=prefer connect_timeout=5",
-		conninfoValue(t.PrimaryHost), t.PrimaryPort, instance.ReplicationUser,
+		conninfoValue(t.PrimaryHost), t.PrimaryPort, api.ReplicationUser,
 		conninfoValue(e.passfile()), conninfoValue(e.cfg.Name))
 }
 
@@ -49,7 +50,7 @@ func (e *Engine) writePassfile() error {
 	if err != nil {
 		return err
 	}
-	return instance.WriteFileAtomic(e.passfile(), []byte(passfileLine(instance.ReplicationUser, pw)), 0o600)
+	return instance.WriteFileAtomic(e.passfile(), []byte(passfileLine(api.ReplicationUser, pw)), 0o600)
 }
 
 // passfileLine is a .pgpass line for user on any host, port and database.

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/mydb-dev/mydb/pkg/engine"
-	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 )
 
 // Errors the managers answer with.
@@ -40,13 +40,13 @@ type Auth struct {
 // Operations starts and reads backups and restores on instance managers.
 type Operations interface {
 	// StartBackup is POST /v1/backups.
-	StartBackup(ctx context.Context, address string, auth Auth, req instance.BackupRequest) (*instance.Operation, error)
+	StartBackup(ctx context.Context, address string, auth Auth, req api.BackupRequest) (*api.Operation, error)
 	// Backup is GET /v1/backups/{id}.
-	Backup(ctx context.Context, address string, auth Auth, id string) (*instance.Operation, error)
+	Backup(ctx context.Context, address string, auth Auth, id string) (*api.Operation, error)
 	// StartRestore is POST /v1/restore.
-	StartRestore(ctx context.Context, address string, auth Auth, req instance.RestoreRequest) (*instance.Operation, error)
+	StartRestore(ctx context.Context, address string, auth Auth, req api.RestoreRequest) (*api.Operation, error)
 	// Restore is GET /v1/restore.
-	Restore(ctx context.Context, address string, auth Auth) (*instance.Operation, error)
+	Restore(ctx context.Context, address string, auth Auth) (*api.Operation, error)
 }
 
 // Timeout bounds one request: the operations run in the background, so
@@ -63,23 +63,23 @@ type HTTP struct {
 // NewHTTP returns a client whose requests time out after Timeout.
 func NewHTTP() HTTP { return HTTP{Client: &http.Client{Timeout: Timeout}} }
 
-func (h HTTP) StartBackup(ctx context.Context, address string, auth Auth, req instance.BackupRequest) (*instance.Operation, error) {
+func (h HTTP) StartBackup(ctx context.Context, address string, auth Auth, req api.BackupRequest) (*api.Operation, error) {
 	return h.do(ctx, http.MethodPost, address, "/v1/backups", auth, req)
 }
 
-func (h HTTP) Backup(ctx context.Context, address string, auth Auth, id string) (*instance.Operation, error) {
+func (h HTTP) Backup(ctx context.Context, address string, auth Auth, id string) (*api.Operation, error) {
 	return h.do(ctx, http.MethodGet, address, "/v1/backups/"+id, auth, nil)
 }
 
-func (h HTTP) StartRestore(ctx context.Context, address string, auth Auth, req instance.RestoreRequest) (*instance.Operation, error) {
+func (h HTTP) StartRestore(ctx context.Context, address string, auth Auth, req api.RestoreRequest) (*api.Operation, error) {
 	return h.do(ctx, http.MethodPost, address, "/v1/restore", auth, req)
 }
 
-func (h HTTP) Restore(ctx context.Context, address string, auth Auth) (*instance.Operation, error) {
+func (h HTTP) Restore(ctx context.Context, address string, auth Auth) (*api.Operation, error) {
 	return h.do(ctx, http.MethodGet, address, "/v1/restore", auth, nil)
 }
 
-func (h HTTP) do(ctx context.Context, method, address, path string, auth Auth, body any) (*instance.Operation, error) {
+func (h HTTP) do(ctx context.Context, method, address, path string, auth Auth, body any) (*api.Operation, error) {
 	var r io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -97,7 +97,7 @@ func (h HTTP) do(ctx context.Context, method, address, path string, auth Auth, b
 	if err != nil {
 		return nil, err
 	}
-	req.SetBasicAuth(instance.ReplicationUser, auth.Password)
+	req.SetBasicAuth(api.ReplicationUser, auth.Password)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -118,7 +118,7 @@ func (h HTTP) do(ctx context.Context, method, address, path string, auth Auth, b
 	default:
 		return nil, fmt.Errorf("%s %s answered %s: %s", method, path, resp.Status, readMessage(limited))
 	}
-	var op instance.Operation
+	var op api.Operation
 	if err := json.NewDecoder(limited).Decode(&op); err != nil {
 		return nil, fmt.Errorf("reading the answer of %s %s: %w", method, path, err)
 	}

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 )
 
 // manager answers like an instance manager: the operation it knows, 404,
@@ -20,7 +20,7 @@ func manager(t *testing.T) (HTTP, string) {
 	mux := http.NewServeMux()
 	auth := func(h http.HandlerFunc) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
-			if user, pass, ok := r.BasicAuth(); !ok || user != instance.ReplicationUser || pass != "repl-pw" {
+			if user, pass, ok := r.BasicAuth(); !ok || user != api.ReplicationUser || pass != "repl-pw" {
 				http.Error(w, "unauthorized", http.StatusUnauthorized)
 				return
 			}
@@ -28,7 +28,7 @@ func manager(t *testing.T) (HTTP, string) {
 		}
 	}
 	mux.HandleFunc("POST /v1/backups", auth(func(w http.ResponseWriter, r *http.Request) {
-		var req instance.BackupRequest
+		var req api.BackupRequest
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Destination.S3 == nil {
 			http.Error(w, "destination.s3: Required value", http.StatusUnprocessableEntity)
 			return
@@ -38,14 +38,14 @@ func manager(t *testing.T) (HTTP, string) {
 			return
 		}
 		w.WriteHeader(http.StatusAccepted)
-		_ = json.NewEncoder(w).Encode(instance.Operation{ID: req.ID, Phase: instance.OperationRunning})
+		_ = json.NewEncoder(w).Encode(api.Operation{ID: req.ID, Phase: api.OperationRunning})
 	}))
 	mux.HandleFunc("GET /v1/backups/{id}", auth(func(w http.ResponseWriter, r *http.Request) {
 		if r.PathValue("id") != "known" {
 			http.NotFound(w, r)
 			return
 		}
-		_ = json.NewEncoder(w).Encode(instance.Operation{ID: "known", Phase: instance.OperationSucceeded, Size: 42})
+		_ = json.NewEncoder(w).Encode(api.Operation{ID: "known", Phase: api.OperationSucceeded, Size: 42})
 	}))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
@@ -58,16 +58,16 @@ func TestOperationsAnswers(t *testing.T) {
 	h, host := manager(t)
 	ctx := context.Background()
 	auth := Auth{Password: "repl-pw"}
-	dest := instance.Destination{S3: &instance.S3Object{Bucket: "b", Key: "k"}}
+	dest := api.Destination{S3: &api.S3Object{Bucket: "b", Key: "k"}}
 
-	op, err := h.StartBackup(ctx, host, auth, instance.BackupRequest{ID: "new", Destination: dest})
-	if err != nil || op.ID != "new" || op.Phase != instance.OperationRunning {
+	op, err := h.StartBackup(ctx, host, auth, api.BackupRequest{ID: "new", Destination: dest})
+	if err != nil || op.ID != "new" || op.Phase != api.OperationRunning {
 		t.Errorf("StartBackup: %+v %v", op, err)
 	}
-	if _, err := h.StartBackup(ctx, host, auth, instance.BackupRequest{ID: "busy", Destination: dest}); !errors.Is(err, ErrBusy) {
+	if _, err := h.StartBackup(ctx, host, auth, api.BackupRequest{ID: "busy", Destination: dest}); !errors.Is(err, ErrBusy) {
 		t.Errorf("StartBackup while another runs: %v, want ErrBusy", err)
 	}
-	if _, err := h.StartBackup(ctx, host, auth, instance.BackupRequest{ID: "bad"}); !errors.Is(err, ErrRefused) {
+	if _, err := h.StartBackup(ctx, host, auth, api.BackupRequest{ID: "bad"}); !errors.Is(err, ErrRefused) {
 		t.Errorf("StartBackup without a destination: %v, want ErrRefused", err)
 	}
 	if op, err := h.Backup(ctx, host, auth, "known"); err != nil || op.Size != 42 {

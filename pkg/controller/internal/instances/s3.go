@@ -6,7 +6,7 @@ import (
 	"path"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
-	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/objectstore"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -33,7 +33,7 @@ func LocationOf(d *examplev1.S3Destination, db *examplev1.MyDatabase, b *example
 // namespace: what an instance manager needs to write or read the object.
 // The Secret is read when it is needed, not watched: it is the user's, and
 // carries none of mydb's labels.
-func S3Object(ctx context.Context, kube kubernetes.Interface, namespace string, l *examplev1.S3Location) (*instance.S3Object, error) {
+func S3Object(ctx context.Context, kube kubernetes.Interface, namespace string, l *examplev1.S3Location) (*api.S3Object, error) {
 	ref := l.CredentialsSecret
 	secret, err := kube.CoreV1().Secrets(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil {
@@ -43,7 +43,7 @@ func S3Object(ctx context.Context, kube kubernetes.Interface, namespace string, 
 	if len(id) == 0 || len(secretKey) == 0 {
 		return nil, fmt.Errorf("the credentials Secret %q must hold the keys %q and %q", ref.Name, ref.AccessKeyIDKey, ref.SecretAccessKeyKey)
 	}
-	o := &instance.S3Object{
+	o := &api.S3Object{
 		Endpoint: l.Endpoint, Region: l.Region, Bucket: l.Bucket, Key: l.Key,
 		AccessKeyID: string(id), SecretAccessKey: string(secretKey),
 	}
@@ -70,7 +70,7 @@ func S3Object(ctx context.Context, kube kubernetes.Interface, namespace string, 
 }
 
 // StoreConfig is the object store client's view of an object's bucket.
-func StoreConfig(o *instance.S3Object) objectstore.Config {
+func StoreConfig(o *api.S3Object) objectstore.Config {
 	return objectstore.Config{
 		Endpoint: o.Endpoint, Region: o.Region, Bucket: o.Bucket,
 		AccessKeyID: o.AccessKeyID, SecretAccessKey: o.SecretAccessKey, CABundle: o.CABundle,

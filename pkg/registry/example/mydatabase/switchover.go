@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/mydb-dev/mydb/pkg/apis/example"
-	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -175,14 +175,14 @@ func decideForcedFailover(db *example.MyDatabase, target string) (string, string
 // ahead), or "" when no replica is ready.
 func mostCaughtUp(s example.MyDatabaseStatus) string {
 	var best string
-	var bestPos instance.Position
+	var bestPos api.Position
 	for _, in := range s.Instances {
 		if in.Role != example.InstanceRoleReplica || !in.Ready || in.Name == s.CurrentPrimary {
 			continue
 		}
-		var pos instance.Position
+		var pos api.Position
 		if in.Position != nil {
-			pos = instance.Position{Timeline: uint32(in.Position.Timeline), LSN: in.Position.LSN, GTID: in.Position.GTID}
+			pos = api.Position{Timeline: uint32(in.Position.Timeline), LSN: in.Position.LSN, GTID: in.Position.GTID}
 		}
 		if best == "" || pos.Compare(bestPos) > 0 {
 			best, bestPos = in.Name, pos

@@ -1,20 +1,6 @@
-package instance
+package api
 
 import "time"
-
-// The backup and restore endpoints of the manager. Like Status, these types
-// carry no Kubernetes types, so the controller imports them as they are.
-//
-//	POST /v1/backups        BackupRequest  -> 202 Operation (200 when the ID is known)
-//	GET  /v1/backups/{id}                  -> 200 Operation, 404 when unknown
-//	POST /v1/restore        RestoreRequest -> 202 Operation (200 when the ID is known)
-//	GET  /v1/restore                       -> 200 Operation, 404 when none was asked
-//
-// All four are authenticated like /v1/clone (HTTP basic, the replication
-// user). A manager runs one backup at a time: a POST with another ID while
-// one runs answers 409. Operations live in memory; a manager that restarts
-// forgets them, and the caller, seeing 404 for an operation it saw running,
-// knows it ended with the process.
 
 // BackupRequest asks the instance to back its data up to Destination.
 type BackupRequest struct {
@@ -46,33 +32,15 @@ type Destination struct {
 	Volume *VolumeObject `json:"volume,omitempty"`
 }
 
-// VolumeObject is the dump server (see dumpserver.go) of the short-lived
-// pod that mounts one backup's claim. The instance authenticates to it with
-// its own replication credentials: the pod mounts the same Secret.
+// VolumeObject is the dump server (mydb-instance dump-server) of the
+// short-lived pod that mounts one backup's claim. The instance
+// authenticates to it with its own replication credentials: the pod mounts
+// the same Secret.
 type VolumeObject struct {
-	// Address is the server's host:port, the pod's IP and port 8000.
+	// Address is the server's host:port, the pod's IP and Port.
 	Address string `json:"address"`
 	// Claim is the claim's name, for messages.
 	Claim string `json:"claim"`
-}
-
-// where says where a destination is, for logs and messages.
-func (d Destination) where() string {
-	switch {
-	case d.S3 != nil:
-		return "s3://" + d.S3.Bucket + "/" + d.S3.Key
-	case d.Volume != nil:
-		return "pvc://" + d.Volume.Claim
-	}
-	return ""
-}
-
-// key is the destination's object key ("dump" for a claim, which holds one).
-func (d Destination) key() string {
-	if d.S3 != nil {
-		return d.S3.Key
-	}
-	return dumpFile
 }
 
 // S3Object is one object of a bucket, with the credentials to reach it.

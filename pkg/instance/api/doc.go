@@ -1,0 +1,46 @@
+// Package api is the contract between mydb's controller and the instance
+// managers (mydb-instance): the HTTP endpoints every manager serves on
+// Port, the JSON bodies they take and answer, and the Client that calls
+// them. The bodies carry no Kubernetes types and the package imports
+// nothing of the manager, so the controller, the API server and the tests
+// depend on the contract, not on the manager's code.
+//
+// The endpoints, under the constants of the same names:
+//
+//	GET  /healthz                          -> 200 while the manager runs
+//	GET  /readyz                           -> 200 when the instance serves its role
+//	                                          (Status.Ready), else 503 with the reason
+//	GET  /v1/status                        -> 200 Status
+//	GET  /v1/clone                         -> a copy of the data to clone from (MariaDB
+//	                                          primaries); 503 when not a running primary
+//	POST /v1/backups        BackupRequest  -> 202 Operation (200 when the ID is known)
+//	GET  /v1/backups/{id}                  -> 200 Operation, 404 when unknown
+//	POST /v1/restore        RestoreRequest -> 202 Operation (200 when the ID is known)
+//	GET  /v1/restore                       -> 200 Operation, 404 when none was asked
+//
+// The first three are open: the kubelet probes /healthz and /readyz, the
+// controller and the other instances read /v1/status, and none of them
+// carries a secret. The others stream data or take credentials, so they
+// answer 401 without HTTP basic authentication as ReplicationUser with the
+// database's replication password (the manager compares it in constant
+// time and reads it again at every request, so a rotated Secret applies at
+// once).
+//
+// A manager runs one backup or restore at a time: a POST with another ID
+// while one runs, or one it cannot take now (the engine is not running, the
+// instance has data), answers 409. A request it will never take (an invalid
+// body, a destination it cannot use, another engine's backup format, an
+// engine without backups) answers 422 or 501: asking again changes
+// nothing. Operations live in memory; a manager that restarts forgets
+// them, and the caller, seeing 404 for an operation it saw running, knows
+// it ended with the process. Client turns these answers into
+// ErrBusy, ErrRefused and ErrUnknownOperation.
+//
+// The controller meets the managers through GET /v1/status, which it polls
+// for every instance, and POST and GET /v1/backups and /v1/restore, which
+// run its backups and restores; the managers read their primary's
+// /v1/status (a replica checks it holds a clone of it) and /v1/clone. The
+// rest goes through the Kubernetes API: the topology is the MyDatabase's
+// status. PositionFromV1, PositionFromInternal and PositionToV1 convert
+// Position to and from that status's InstancePosition.
+package api

@@ -1,0 +1,22 @@
+package api
+
+// Port is where every instance manager serves the endpoints.
+const Port = 8000
+
+// The endpoints' paths (the package doc tells what each takes and answers).
+const (
+	PathHealthz = "/healthz"
+	PathReadyz  = "/readyz"
+	PathStatus  = "/v1/status"
+	PathClone   = "/v1/clone"
+	PathBackups = "/v1/backups"
+	// PathBackup is one backup as a ServeMux pattern; its wildcard "id" is
+	// the BackupRequest's ID.
+	PathBackup  = PathBackups + "/{id}"
+	PathRestore = "/v1/restore"
+)
+
+// ReplicationUser is the engine user replicas connect as, and the user of
+// the endpoints' basic authentication: whoever may clone the data may ask
+// for backups and restores.
+const ReplicationUser = "replicator"

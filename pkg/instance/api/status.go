@@ -1,0 +1,67 @@
+package api
+
+import "time"
+
+// Role is what an instance is in its database's topology.
+type Role string
+
+const (
+	// RoleWaiting is an instance that has not been told a topology yet.
+	RoleWaiting Role = "waiting"
+	RolePrimary Role = "primary"
+	RoleReplica Role = "replica"
+)
+
+// Status is the JSON body of GET /v1/status: what the instance is, whether
+// it serves its role, and how far its data goes.
+type Status struct {
+	Name   string `json:"name"`
+	Engine string `json:"engine"`
+	// Role is the role the instance is acting on.
+	Role Role `json:"role"`
+	// Primary is the primary the topology names (this instance or another).
+	Primary string `json:"primary,omitempty"`
+	// Ready is what GET /readyz answers; Reason says why not (or what).
+	Ready  bool   `json:"ready"`
+	Reason string `json:"reason,omitempty"`
+	// EngineRunning tells whether the engine's process is up; EnginePID is its pid.
+	EngineRunning bool `json:"engineRunning"`
+	EnginePID     int  `json:"enginePID,omitempty"`
+	// Restarts counts the engine's exits the manager did not ask for.
+	Restarts     int        `json:"restarts"`
+	LastExit     string     `json:"lastExit,omitempty"`
+	LastExitTime *time.Time `json:"lastExitTime,omitempty"`
+	// SystemIdentifier names the data set's lineage: a primary and its clones
+	// share it (Postgres' system identifier; for MariaDB one the manager
+	// generates at bootstrap).
+	SystemIdentifier string `json:"systemIdentifier,omitempty"`
+	// ServerID is the MySQL-family server_id.
+	ServerID uint32 `json:"serverID,omitempty"`
+	// Position is how far the instance's data goes.
+	Position *Position `json:"position,omitempty"`
+	// Streaming tells whether a replica receives changes from its primary.
+	Streaming bool `json:"streaming"`
+	// Upstream is the host:port a replica follows.
+	Upstream string `json:"upstream,omitempty"`
+	// LagBytes (Postgres) and LagSeconds tell how far a replica is behind.
+	LagBytes   *int64   `json:"lagBytes,omitempty"`
+	LagSeconds *float64 `json:"lagSeconds,omitempty"`
+	// Fenced tells that the instance, named primary, refuses writes because
+	// another instance is to be the primary (or it cannot confirm it still
+	// is); FencedPosition is where its last write ends, once it is fenced.
+	Fenced         bool      `json:"fenced,omitempty"`
+	FencedReason   string    `json:"fencedReason,omitempty"`
+	FencedPosition *Position `json:"fencedPosition,omitempty"`
+	// Synchronous tells that the primary acknowledges a commit only once a
+	// replica has it (spec.replication.mode Sync, as the engine applies
+	// it); SyncReplicas is how many connected replicas acknowledge commits
+	// now (0: commits wait).
+	Synchronous  bool `json:"synchronous,omitempty"`
+	SyncReplicas int  `json:"syncReplicas,omitempty"`
+	// AwaitingRestore tells that the instance, started with --restore and
+	// holding no data, waits for POST /v1/restore; Restore is the last
+	// restore asked of it, Backup the backup running or last run.
+	AwaitingRestore bool       `json:"awaitingRestore,omitempty"`
+	Restore         *Operation `json:"restore,omitempty"`
+	Backup          *Operation `json:"backup,omitempty"`
+}
