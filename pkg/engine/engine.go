@@ -39,10 +39,8 @@ const (
 	SecretsDir = "/etc/mydb/secrets"
 	// RunDir holds the engine's sockets and the manager's scratch files.
 	RunDir = "/run/mydb"
-	// StatusPort serves the instance manager's /healthz, /readyz and
-	// /v1/status.
-	StatusPort = 8000
-	// StatusPortName names StatusPort in pod specs.
+	// StatusPortName names the instance manager's port (pkg/instance/api's
+	// Port) in pod specs.
 	StatusPortName = "status"
 )
 

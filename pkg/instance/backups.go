@@ -78,8 +78,8 @@ func (o *operations) restoreOp() *api.Operation {
 }
 
 func (m *Manager) handleBackups(mux *http.ServeMux) {
-	mux.HandleFunc("POST /v1/backups", m.authenticated(m.postBackup))
-	mux.HandleFunc("GET /v1/backups/{id}", m.authenticated(func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST "+api.PathBackups, m.authenticated(m.postBackup))
+	mux.HandleFunc("GET "+api.PathBackup, m.authenticated(func(w http.ResponseWriter, r *http.Request) {
 		m.mu.Lock()
 		op := m.ops.backups[r.PathValue("id")]
 		var c api.Operation
@@ -93,8 +93,8 @@ func (m *Manager) handleBackups(mux *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, c)
 	}))
-	mux.HandleFunc("POST /v1/restore", m.authenticated(m.postRestore))
-	mux.HandleFunc("GET /v1/restore", m.authenticated(func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("POST "+api.PathRestore, m.authenticated(m.postRestore))
+	mux.HandleFunc("GET "+api.PathRestore, m.authenticated(func(w http.ResponseWriter, _ *http.Request) {
 		m.mu.Lock()
 		op := m.ops.restoreOp()
 		m.mu.Unlock()

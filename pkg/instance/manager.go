@@ -22,7 +22,7 @@ type Options struct {
 	// Engine is the engine's name, for the status.
 	Engine   string
 	DataRoot string
-	// StatusAddress is where the HTTP server listens (":8000").
+	// StatusAddress is where the HTTP server listens (":8000", api.Port).
 	StatusAddress string
 	// StopTimeout bounds the engine's clean shutdown before it is killed.
 	StopTimeout time.Duration

@@ -17,10 +17,10 @@ import (
 // /v1/clone for engines that clone through the manager.
 func (m *Manager) serve() (*http.Server, error) {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET "+api.PathHealthz, func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+api.PathReadyz, func(w http.ResponseWriter, r *http.Request) {
 		s := m.Status(r.Context())
 		if !s.Ready {
 			http.Error(w, s.Reason, http.StatusServiceUnavailable)
@@ -28,13 +28,13 @@ func (m *Manager) serve() (*http.Server, error) {
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+api.PathStatus, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(m.Status(r.Context()))
 	})
 	if cs, ok := m.eng.(CloneServer); ok {
 		sem := make(chan struct{}, 1)
-		mux.HandleFunc("GET /v1/clone", m.authenticated(func(w http.ResponseWriter, r *http.Request) {
+		mux.HandleFunc("GET "+api.PathClone, m.authenticated(func(w http.ResponseWriter, r *http.Request) {
 			s := m.Status(r.Context())
 			if s.Role != api.RolePrimary || !s.EngineRunning {
 				http.Error(w, "not a running primary", http.StatusServiceUnavailable)

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,7 +47,7 @@ var (
 // pod's data claim as a directory of its own. Like a pod, the process reads
 // its topology from the MyDatabase with a token of the database's instance
 // ServiceAccount, through kube-apiserver's aggregation layer, and mydb's
-// controller reads it at podIP:8000: one code path, here and in a cluster.
+// controller reads it at the pod IP and api.Port: one code path, here and in a cluster.
 type rig struct {
 	t        *testing.T
 	kube     kubernetes.Interface
@@ -228,7 +229,7 @@ func (r *rig) startProcess(name, ip string, restore bool) {
 		"--kubeconfig=" + filepath.Join(r.dir, "kubeconfig"),
 		"--data-root=" + claim, "--run-dir=" + run, "--secrets-dir=" + filepath.Join(r.dir, "secrets"),
 		"--listen-host=" + ip, fmt.Sprintf("--port=%d", r.engine.port),
-		"--status-address=" + net.JoinHostPort(ip, "8000"),
+		"--status-address=" + net.JoinHostPort(ip, strconv.Itoa(api.Port)),
 	}
 	if r.engine.binDir != "" {
 		args = append(args, "--bin-dir="+r.engine.binDir)

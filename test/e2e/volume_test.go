@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -145,7 +147,7 @@ func (r *dumpRig) start(p *corev1.Pod) {
 		_ = os.Chown(path, dumpUser, dumpUser)
 	}
 	// The pod's flags, but for the paths and address the rig maps.
-	args := []string{"dump-server", "--dir=" + claimDir, "--secrets-dir=" + secretsDir, "--address=" + net.JoinHostPort(p.Status.PodIP, "8000")}
+	args := []string{"dump-server", "--dir=" + claimDir, "--secrets-dir=" + secretsDir, "--address=" + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(api.Port))}
 	if slices.Contains(c.Args, "--read-only") {
 		args = append(args, "--read-only")
 	}

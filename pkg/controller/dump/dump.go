@@ -11,6 +11,7 @@ import (
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/engine"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/names"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -49,8 +50,9 @@ func BackupPod(backup string) string { return backup + "-dump" }
 // RestorePod is the name of the pod that serves db its restore.
 func RestorePod(db string) string { return db + "-restore" }
 
-// dumpServerPort is where the dump server listens in its pod.
-const dumpServerPort = engine.StatusPort
+// dumpServerPort is where the dump server listens in its pod: it is
+// mydb-instance too, on the instance manager's port.
+const dumpServerPort = api.Port
 
 // dumpUser runs the dump server: the instance image's nonroot user.
 const dumpUser = 65532

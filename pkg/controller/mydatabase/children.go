@@ -10,6 +10,7 @@ import (
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/engine"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -116,7 +117,7 @@ func newServices(db *examplev1.MyDatabase, eng engine.Engine) []*corev1.Service 
 			// Replicas must reach the primary before they are ready.
 			svc.Spec.PublishNotReadyAddresses = true
 			svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: engine.StatusPortName,
-				Port: engine.StatusPort, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromString(engine.StatusPortName)})
+				Port: api.Port, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromString(engine.StatusPortName)})
 		}
 		return svc
 	}
@@ -236,7 +237,7 @@ func podSpec(db *examplev1.MyDatabase, eng engine.Engine, image, instanceImage s
 				"--data-root=" + eng.DataPath,
 				"--run-dir=" + engine.RunDir,
 				"--secrets-dir=" + engine.SecretsDir,
-				fmt.Sprintf("--status-address=:%d", engine.StatusPort),
+				fmt.Sprintf("--status-address=:%d", api.Port),
 				// The pod's loopback is its own: kubectl port-forward connects there.
 				"--listen-loopback",
 			},
@@ -247,17 +248,17 @@ func podSpec(db *examplev1.MyDatabase, eng engine.Engine, image, instanceImage s
 			},
 			Ports: []corev1.ContainerPort{
 				{Name: eng.Name, ContainerPort: eng.Port, Protocol: corev1.ProtocolTCP},
-				{Name: engine.StatusPortName, ContainerPort: engine.StatusPort, Protocol: corev1.ProtocolTCP},
+				{Name: engine.StatusPortName, ContainerPort: api.Port, Protocol: corev1.ProtocolTCP},
 			},
 			Resources: *db.Spec.Resources.DeepCopy(),
 			// Ready means the instance serves its role: a primary accepts
 			// writes, a replica streams within the lag bound.
-			ReadinessProbe: &corev1.Probe{ProbeHandler: statusProbe("/readyz"), PeriodSeconds: 5, TimeoutSeconds: 3, FailureThreshold: 2},
+			ReadinessProbe: &corev1.Probe{ProbeHandler: statusProbe(api.PathReadyz), PeriodSeconds: 5, TimeoutSeconds: 3, FailureThreshold: 2},
 			// The manager answers /healthz while it supervises the engine,
 			// through crash recovery and clones alike; one that stopped
 			// answering is restarted, engine and all, before a failover
 			// could promote another instance (livenessProbe).
-			LivenessProbe: livenessProbe(statusProbe("/healthz"), failoverDelay(db)),
+			LivenessProbe: livenessProbe(statusProbe(api.PathHealthz), failoverDelay(db)),
 			VolumeMounts: []corev1.VolumeMount{
 				{Name: names.DataVolume, MountPath: eng.DataPath},
 				{Name: instanceVolume, MountPath: engine.InstanceDirectory, ReadOnly: true},

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
-	"github.com/mydb-dev/mydb/pkg/engine"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/names"
 	corev1 "k8s.io/api/core/v1"
@@ -38,7 +37,7 @@ type HTTPInstances struct {
 
 // Status implements InstanceClient.
 func (h HTTPInstances) Status(ctx context.Context, address string) (*api.Status, error) {
-	url := "http://" + net.JoinHostPort(address, strconv.Itoa(engine.StatusPort)) + "/v1/status"
+	url := "http://" + net.JoinHostPort(address, strconv.Itoa(api.Port)) + api.PathStatus
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err

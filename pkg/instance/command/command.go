@@ -26,6 +26,7 @@ import (
 
 	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
 	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/instance/kube"
 	"github.com/mydb-dev/mydb/pkg/instance/mariadb"
 	"github.com/mydb-dev/mydb/pkg/instance/mysql"
@@ -63,7 +64,7 @@ func (o *Options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ListenHost, "listen-host", env("MYDB_LISTEN_HOST", env("POD_IP", "")), "address the engine listens on, the pod IP ($MYDB_LISTEN_HOST, $POD_IP)")
 	fs.BoolVar(&o.ListenLoopback, "listen-loopback", false, "the engine listens on 127.0.0.1 too, where kubectl port-forward connects (a pod's own loopback; not where instances share one)")
 	fs.IntVar(&o.Port, "port", 0, "engine port (default: the engine's usual port)")
-	fs.StringVar(&o.StatusAddress, "status-address", env("MYDB_STATUS_ADDRESS", ":8000"), "address of the status HTTP server ($MYDB_STATUS_ADDRESS)")
+	fs.StringVar(&o.StatusAddress, "status-address", env("MYDB_STATUS_ADDRESS", fmt.Sprintf(":%d", api.Port)), "address of the status HTTP server ($MYDB_STATUS_ADDRESS)")
 	fs.StringVar(&o.SecretsDir, "secrets-dir", env("MYDB_SECRETS_DIR", ""), "mounted credentials Secret: username, password, database, superuser-password, replication-password ($MYDB_SECRETS_DIR)")
 	fs.StringVar(&o.BinDir, "bin-dir", env("MYDB_BIN_DIR", ""), "directory of the engine's binaries (default: PATH) ($MYDB_BIN_DIR)")
 	fs.StringVar(&o.TopologyFile, "topology-file", env("MYDB_TOPOLOGY_FILE", ""), "JSON file with the desired topology, re-read when it changes ($MYDB_TOPOLOGY_FILE)")

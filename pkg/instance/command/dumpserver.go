@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 )
 
 // dumpServerOptions are the flags of the dump-server subcommand.
@@ -42,7 +43,7 @@ func newDumpServer(ctx context.Context) *cobra.Command {
 	fs := cmd.Flags()
 	fs.StringVar(&o.Dir, "dir", "", "the claim's mount point, where the dump is kept")
 	fs.StringVar(&o.SecretsDir, "secrets-dir", "", "the database's mounted credentials Secret: its replication-password authenticates the instance")
-	fs.StringVar(&o.Address, "address", ":8000", "address to serve on")
+	fs.StringVar(&o.Address, "address", fmt.Sprintf(":%d", api.Port), "address to serve on")
 	fs.BoolVar(&o.ReadOnly, "read-only", false, "refuse writes: the claim is mounted read-only for a restore")
 	return cmd
 }

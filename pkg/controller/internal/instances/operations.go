@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/mydb-dev/mydb/pkg/engine"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 )
 
@@ -56,7 +55,7 @@ const Timeout = 10 * time.Second
 // HTTP talks to the managers over HTTP on their status port.
 type HTTP struct {
 	Client *http.Client
-	// Port is the managers' port; 0 is engine.StatusPort.
+	// Port is the managers' port; 0 is api.Port.
 	Port int
 }
 
@@ -64,19 +63,19 @@ type HTTP struct {
 func NewHTTP() HTTP { return HTTP{Client: &http.Client{Timeout: Timeout}} }
 
 func (h HTTP) StartBackup(ctx context.Context, address string, auth Auth, req api.BackupRequest) (*api.Operation, error) {
-	return h.do(ctx, http.MethodPost, address, "/v1/backups", auth, req)
+	return h.do(ctx, http.MethodPost, address, api.PathBackups, auth, req)
 }
 
 func (h HTTP) Backup(ctx context.Context, address string, auth Auth, id string) (*api.Operation, error) {
-	return h.do(ctx, http.MethodGet, address, "/v1/backups/"+id, auth, nil)
+	return h.do(ctx, http.MethodGet, address, api.PathBackups+"/"+id, auth, nil)
 }
 
 func (h HTTP) StartRestore(ctx context.Context, address string, auth Auth, req api.RestoreRequest) (*api.Operation, error) {
-	return h.do(ctx, http.MethodPost, address, "/v1/restore", auth, req)
+	return h.do(ctx, http.MethodPost, address, api.PathRestore, auth, req)
 }
 
 func (h HTTP) Restore(ctx context.Context, address string, auth Auth) (*api.Operation, error) {
-	return h.do(ctx, http.MethodGet, address, "/v1/restore", auth, nil)
+	return h.do(ctx, http.MethodGet, address, api.PathRestore, auth, nil)
 }
 
 func (h HTTP) do(ctx context.Context, method, address, path string, auth Auth, body any) (*api.Operation, error) {
@@ -90,7 +89,7 @@ func (h HTTP) do(ctx context.Context, method, address, path string, auth Auth, b
 	}
 	port := h.Port
 	if port == 0 {
-		port = engine.StatusPort
+		port = api.Port
 	}
 	url := "http://" + net.JoinHostPort(address, strconv.Itoa(port)) + path
 	req, err := http.NewRequestWithContext(ctx, method, url, r)
