@@ -11,12 +11,12 @@ import (
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/controller/dump"
-	"github.com/mydb-dev/mydb/pkg/controller/internal/instances"
 	"github.com/mydb-dev/mydb/pkg/controller/runner"
 	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
 	exampleinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions/example/v1"
 	examplelisters "github.com/mydb-dev/mydb/pkg/generated/listers/example/v1"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/objectstore"
 	"github.com/mydb-dev/mydb/pkg/scope"
 	corev1 "k8s.io/api/core/v1"
@@ -90,11 +90,18 @@ func (Buckets) Delete(ctx context.Context, cfg objectstore.Config, key string) e
 	return s.Delete(ctx, key)
 }
 
+// Managers starts backups on the instance managers (POST /v1/backups) and
+// reads how they go (GET /v1/backups/{id}): *api.Client, or a test's fake.
+type Managers interface {
+	StartBackup(ctx context.Context, host string, auth api.Auth, req api.BackupRequest) (*api.Operation, error)
+	Backup(ctx context.Context, host string, auth api.Auth, id string) (*api.Operation, error)
+}
+
 // Options are the controller's connections to the instance managers and
 // the buckets; tests inject fakes, nil fields are the real ones.
 type Options struct {
-	Operations instances.Operations
-	Stores     ObjectStores
+	Managers Managers
+	Stores   ObjectStores
 	// PollInterval is how often a running backup is read; 0 is 5s.
 	PollInterval time.Duration
 	// InstanceImage ships mydb-instance, which the dump-server pods of
@@ -119,7 +126,7 @@ type Controller struct {
 	informers    Informers
 	handlers     runner.Handlers
 
-	operations   instances.Operations
+	managers     Managers
 	stores       ObjectStores
 	pollInterval time.Duration
 	// instanceImage is what dump-server pods run.
@@ -137,8 +144,8 @@ type Controller struct {
 // NewController returns a controller reading from informers; it does nothing until Run.
 func NewController(kubeClient kubernetes.Interface, mydbClient clientset.Interface, informers Informers,
 	recorder record.EventRecorder, clk clock.PassiveClock, opts Options) (*Controller, error) {
-	if opts.Operations == nil {
-		opts.Operations = instances.NewHTTP()
+	if opts.Managers == nil {
+		opts.Managers = &api.Client{}
 	}
 	if opts.Stores == nil {
 		opts.Stores = Buckets{}
@@ -155,7 +162,7 @@ func NewController(kubeClient kubernetes.Interface, mydbClient clientset.Interfa
 		podLister:     informers.Pods.Lister(),
 		claimLister:   informers.PersistentVolumeClaims.Lister(),
 		informers:     informers,
-		operations:    opts.Operations,
+		managers:      opts.Managers,
 		stores:        opts.Stores,
 		pollInterval:  opts.PollInterval,
 		instanceImage: opts.InstanceImage,

@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/controller/internal/fixtures"
-	"github.com/mydb-dev/mydb/pkg/controller/internal/instances"
+	"github.com/mydb-dev/mydb/pkg/controller/internal/s3location"
 	mydbfake "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/fake"
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
@@ -60,7 +60,7 @@ func backup(mods ...func(*examplev1.MyDatabaseBackup)) *examplev1.MyDatabaseBack
 func assigned(b *examplev1.MyDatabaseBackup) {
 	b.Status = examplev1.MyDatabaseBackupStatus{
 		Phase: examplev1.BackupPhasePending, Instance: "prod-mysql-2", Role: examplev1.InstanceRoleReplica, DatabaseUID: "uid-1",
-		Location: instances.LocationOf(myDatabase().Spec.Backup.Destination.S3, myDatabase(), backup()),
+		Location: s3location.Of(myDatabase().Spec.Backup.Destination.S3, myDatabase(), backup()),
 	}
 }
 
@@ -87,7 +87,7 @@ type fakeManagers struct {
 	err     error
 }
 
-func (f *fakeManagers) StartBackup(_ context.Context, address string, auth instances.Auth, req api.BackupRequest) (*api.Operation, error) {
+func (f *fakeManagers) StartBackup(_ context.Context, address string, auth api.Auth, req api.BackupRequest) (*api.Operation, error) {
 	if v := req.Destination.Volume; v != nil {
 		f.started = append(f.started, fmt.Sprintf("%s %s %s volume %s %s", address, auth.Password, req.ID, v.Claim, v.Address))
 	} else {
@@ -102,19 +102,11 @@ func (f *fakeManagers) StartBackup(_ context.Context, address string, auth insta
 	return &api.Operation{ID: req.ID, Phase: api.OperationRunning, StartTime: now}, nil
 }
 
-func (f *fakeManagers) Backup(_ context.Context, _ string, _ instances.Auth, id string) (*api.Operation, error) {
+func (f *fakeManagers) Backup(_ context.Context, _ string, _ api.Auth, id string) (*api.Operation, error) {
 	if f.err != nil {
 		return nil, f.err
 	}
 	return f.answer, nil
-}
-
-func (f *fakeManagers) StartRestore(context.Context, string, instances.Auth, api.RestoreRequest) (*api.Operation, error) {
-	return nil, fmt.Errorf("not here")
-}
-
-func (f *fakeManagers) Restore(context.Context, string, instances.Auth) (*api.Operation, error) {
-	return nil, fmt.Errorf("not here")
 }
 
 // fakeBuckets records deletes.
@@ -150,7 +142,7 @@ func sync(t *testing.T, managers *fakeManagers, b *examplev1.MyDatabaseBackup, d
 	mydbInf := mydbinformers.NewSharedInformerFactory(f.mydbClient, 0)
 	informers := NewInformers(kubeInf, mydbInf)
 	c, err := NewController(f.kubeClient, f.mydbClient, informers, f.recorder, clocktesting.NewFakePassiveClock(now),
-		Options{Operations: managers, Stores: f.buckets, InstanceImage: "mydb-instance:test"})
+		Options{Managers: managers, Stores: f.buckets, InstanceImage: "mydb-instance:test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +250,7 @@ func TestAssignedBackupIsAskedOfItsInstance(t *testing.T) {
 }
 
 func TestBusyInstanceIsAskedAgainLater(t *testing.T) {
-	f, err := sync(t, &fakeManagers{err: fmt.Errorf("%w: a backup runs", instances.ErrBusy)}, backup(assigned), myDatabase(), credentials()...)
+	f, err := sync(t, &fakeManagers{err: fmt.Errorf("%w: a backup runs", api.ErrBusy)}, backup(assigned), myDatabase(), credentials()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +261,7 @@ func TestBusyInstanceIsAskedAgainLater(t *testing.T) {
 }
 
 func TestRefusedBackupFailsAtOnce(t *testing.T) {
-	f, err := sync(t, &fakeManagers{err: fmt.Errorf("%w: 501 mysql backups are not supported", instances.ErrRefused)}, backup(assigned), myDatabase(), credentials()...)
+	f, err := sync(t, &fakeManagers{err: fmt.Errorf("%w: 501 mysql backups are not supported", api.ErrRefused)}, backup(assigned), myDatabase(), credentials()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +325,7 @@ func TestOperationBecomesStatus(t *testing.T) {
 		{name: "failed", managers: &fakeManagers{answer: &api.Operation{Phase: api.OperationFailed, StartTime: now.Add(-30 * time.Second), FinishTime: &finish, Message: "disk full"}},
 			want:  examplev1.MyDatabaseBackupStatus{Phase: examplev1.BackupPhaseFailed, Message: "the instance manager reported: disk full", CompletionTime: &metav1.Time{Time: finish}},
 			event: "Warning BackupFailed"},
-		{name: "the instance restarted", managers: &fakeManagers{err: instances.ErrUnknownOperation},
+		{name: "the instance restarted", managers: &fakeManagers{err: api.ErrUnknownOperation},
 			want:  examplev1.MyDatabaseBackupStatus{Phase: examplev1.BackupPhaseFailed, Message: "the instance prod-mysql-2 restarted during the backup", CompletionTime: &metav1.Time{Time: now}},
 			event: "Warning BackupFailed"},
 	}

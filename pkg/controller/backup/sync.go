@@ -8,7 +8,7 @@ import (
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
-	"github.com/mydb-dev/mydb/pkg/controller/internal/instances"
+	"github.com/mydb-dev/mydb/pkg/controller/internal/s3location"
 	"github.com/mydb-dev/mydb/pkg/engine"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/names"
@@ -129,7 +129,7 @@ func (c *Controller) start(ctx context.Context, backup *examplev1.MyDatabaseBack
 		}
 		destination.Volume = volume
 	default:
-		object, err := instances.S3Object(ctx, c.kubeClient, backup.Namespace, loc.S3)
+		object, err := s3location.Object(ctx, c.kubeClient, backup.Namespace, loc.S3)
 		if err != nil {
 			if apierrors.IsNotFound(err) || !isAPIError(err) {
 				return 0, c.fail(ctx, backup, err.Error())
@@ -138,10 +138,10 @@ func (c *Controller) start(ctx context.Context, backup *examplev1.MyDatabaseBack
 		}
 		destination.S3 = object
 	}
-	op, err := c.operations.StartBackup(ctx, address, auth, api.BackupRequest{
+	op, err := c.managers.StartBackup(ctx, address, auth, api.BackupRequest{
 		ID: string(backup.UID), Destination: destination,
 	})
-	if errors.Is(err, instances.ErrRefused) {
+	if errors.Is(err, api.ErrRefused) {
 		return 0, c.fail(ctx, backup, fmt.Sprintf("instance %s refused the backup: %v", status.Instance, err))
 	}
 	if err != nil {
@@ -160,9 +160,9 @@ func (c *Controller) follow(ctx context.Context, backup *examplev1.MyDatabaseBac
 		status.Message = err.Error()
 		return c.pollInterval, c.setStatus(ctx, backup, status)
 	}
-	op, err := c.operations.Backup(ctx, address, auth, string(backup.UID))
+	op, err := c.managers.Backup(ctx, address, auth, string(backup.UID))
 	switch {
-	case errors.Is(err, instances.ErrUnknownOperation):
+	case errors.Is(err, api.ErrUnknownOperation):
 		return 0, c.fail(ctx, backup, fmt.Sprintf("the instance %s restarted during the backup", status.Instance))
 	case err != nil:
 		status.Message = fmt.Sprintf("reading the backup from %s: %v", status.Instance, err)
@@ -210,20 +210,20 @@ func (c *Controller) record(ctx context.Context, backup *examplev1.MyDatabaseBac
 
 // reach is the address of one of db's instances and the credentials of its
 // manager's endpoints.
-func (c *Controller) reach(db *examplev1.MyDatabase, name string) (string, instances.Auth, error) {
+func (c *Controller) reach(db *examplev1.MyDatabase, name string) (string, api.Auth, error) {
 	i := slices.IndexFunc(db.Status.Instances, func(in examplev1.InstanceStatus) bool { return in.Name == name })
 	if i < 0 || db.Status.Instances[i].Address == "" {
-		return "", instances.Auth{}, fmt.Errorf("waiting for the instance %s to have an address", name)
+		return "", api.Auth{}, fmt.Errorf("waiting for the instance %s to have an address", name)
 	}
 	secret, err := c.secretLister.Secrets(db.Namespace).Get(names.Secret(db.Name))
 	if err != nil {
-		return "", instances.Auth{}, fmt.Errorf("reading the credentials Secret %q: %v", names.Secret(db.Name), err)
+		return "", api.Auth{}, fmt.Errorf("reading the credentials Secret %q: %v", names.Secret(db.Name), err)
 	}
 	password := string(secret.Data[engine.SecretKeyReplicationPassword])
 	if password == "" {
-		return "", instances.Auth{}, fmt.Errorf("the credentials Secret %q has no %s", names.Secret(db.Name), engine.SecretKeyReplicationPassword)
+		return "", api.Auth{}, fmt.Errorf("the credentials Secret %q has no %s", names.Secret(db.Name), engine.SecretKeyReplicationPassword)
 	}
-	return db.Status.Instances[i].Address, instances.Auth{Password: password}, nil
+	return db.Status.Instances[i].Address, api.Auth{Password: password}, nil
 }
 
 // chooseInstance picks the instance a backup reads. PreferReplica takes the
@@ -286,14 +286,14 @@ func (c *Controller) deleteDump(ctx context.Context, backup *examplev1.MyDatabas
 		c.recorder.Eventf(backup, corev1.EventTypeNormal, ReasonDumpDeleted, "Deleted the dump at %s", loc.URI())
 	}
 	if loc := backup.Status.Location; loc != nil && loc.S3 != nil {
-		object, err := instances.S3Object(ctx, c.kubeClient, backup.Namespace, loc.S3)
+		object, err := s3location.Object(ctx, c.kubeClient, backup.Namespace, loc.S3)
 		switch {
 		case apierrors.IsNotFound(err):
 			c.recorder.Eventf(backup, corev1.EventTypeWarning, ReasonDumpKept, "The dump at %s stays in its bucket: %v", loc.URI(), err)
 		case err != nil:
 			return 0, err
 		default:
-			if err := c.stores.Delete(ctx, instances.StoreConfig(object), loc.S3.Key); err != nil && !errors.Is(err, objectstore.ErrNotFound) {
+			if err := c.stores.Delete(ctx, s3location.StoreConfig(object), loc.S3.Key); err != nil && !errors.Is(err, objectstore.ErrNotFound) {
 				c.recorder.Eventf(backup, corev1.EventTypeWarning, ReasonDumpKept, "Deleting the dump at %s: %v", loc.URI(), err)
 				return 0, err
 			}
@@ -319,8 +319,8 @@ func (c *Controller) stillRunning(ctx context.Context, backup *examplev1.MyDatab
 	if err != nil {
 		return false, nil
 	}
-	op, err := c.operations.Backup(ctx, address, auth, string(backup.UID))
-	if errors.Is(err, instances.ErrUnknownOperation) {
+	op, err := c.managers.Backup(ctx, address, auth, string(backup.UID))
+	if errors.Is(err, api.ErrUnknownOperation) {
 		return false, nil
 	}
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/controller/dump"
-	"github.com/mydb-dev/mydb/pkg/controller/internal/instances"
+	"github.com/mydb-dev/mydb/pkg/controller/internal/s3location"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,7 +20,7 @@ func locationOf(d *examplev1.BackupDestination, db *examplev1.MyDatabase, b *exa
 	if d.Volume != nil {
 		return &examplev1.BackupLocation{Volume: &examplev1.VolumeLocation{ClaimName: dump.ClaimName(b.Name)}}
 	}
-	return instances.LocationOf(d.S3, db, b)
+	return s3location.Of(d.S3, db, b)
 }
 
 // dumpServer makes the claim of a volume backup and the pod that writes

@@ -19,11 +19,11 @@ import (
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	backupcontroller "github.com/mydb-dev/mydb/pkg/controller/backup"
 	"github.com/mydb-dev/mydb/pkg/controller/backupschedule"
-	"github.com/mydb-dev/mydb/pkg/controller/internal/instances"
 	mydbcontroller "github.com/mydb-dev/mydb/pkg/controller/mydatabase"
 	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
 	mydbscheme "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/scheme"
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/names"
 	"github.com/mydb-dev/mydb/pkg/scope"
 	corev1 "k8s.io/api/core/v1"
@@ -392,8 +392,8 @@ func (m *Manager) newControllers(ctx context.Context) (map[string]controller, er
 	backupOptions := backupcontroller.Options{InstanceImage: m.config.Databases.InstanceImage, Namespaces: m.config.Namespaces}
 	if m.fence != nil {
 		// Starting a backup or a restore on an instance is a write too.
-		operations := instances.HTTP{Client: &http.Client{Timeout: instances.Timeout, Transport: m.fence.wrap(http.DefaultTransport)}}
-		databases.Operations, backupOptions.Operations = operations, operations
+		managers := &api.Client{HTTP: &http.Client{Timeout: api.Timeout, Transport: m.fence.wrap(http.DefaultTransport)}}
+		databases.Restores, backupOptions.Managers = managers, managers
 	}
 	dbs, err := mydbcontroller.NewController(ctx, m.kubeClient, m.mydbClient, m.databases, m.recorder, clock.RealClock{}, databases)
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"time"
 
-	instancesclient "github.com/mydb-dev/mydb/pkg/controller/internal/instances"
 	"github.com/mydb-dev/mydb/pkg/scope"
 
 	"github.com/mydb-dev/mydb/pkg/names"
@@ -22,6 +21,7 @@ import (
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
 	exampleinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions/example/v1"
 	examplelisters "github.com/mydb-dev/mydb/pkg/generated/listers/example/v1"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -120,10 +120,10 @@ type Config struct {
 	EngineImages engine.ImageOverrides
 	// PollInterval is how often every instance manager is read.
 	PollInterval time.Duration
-	// Instances reads the instance managers, and Operations starts and
-	// reads their restores; tests replace them.
-	Instances  InstanceClient
-	Operations instancesclient.Operations
+	// Statuses reads the instance managers' status, and Restores asks
+	// them for restores; nil is an api.Client, tests fake them.
+	Statuses StatusReader
+	Restores RestoreStarter
 	// SwitchoverTimeout bounds a switchover (DefaultSwitchoverTimeout when 0).
 	SwitchoverTimeout time.Duration
 	// Store, when set, covers a spec in mydb's store guard before the
@@ -172,10 +172,11 @@ type Controller struct {
 	recorder record.EventRecorder
 	// clock stamps conditions; tests inject a fake one.
 	clock clock.PassiveClock
-	// config holds the settings; instances reads the instance managers.
-	config     Config
-	instances  InstanceClient
-	operations instancesclient.Operations
+	// config holds the settings; statuses and restores call the instance
+	// managers.
+	config   Config
+	statuses StatusReader
+	restores RestoreStarter
 	// unready times the primaries that are not ready, for failover.
 	unready unreadyTracker
 	// positions are the instances' last reported positions.
@@ -189,13 +190,12 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, mydbCli
 	if config.InstanceImage == "" || config.PollInterval <= 0 {
 		return nil, fmt.Errorf("the MyDatabase controller needs an instance image and a poll interval")
 	}
-	instances := config.Instances
-	if instances == nil {
-		instances = HTTPInstances{Client: &http.Client{Timeout: statusTimeout}}
+	statuses, restores := config.Statuses, config.Restores
+	if statuses == nil {
+		statuses = &api.Client{HTTP: &http.Client{Timeout: statusTimeout}}
 	}
-	operations := config.Operations
-	if operations == nil {
-		operations = instancesclient.NewHTTP()
+	if restores == nil {
+		restores = &api.Client{}
 	}
 	c := &Controller{
 		kubeClient:   kubeClient,
@@ -216,11 +216,11 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, mydbCli
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "mydatabase"}),
-		recorder:   recorder,
-		clock:      clk,
-		config:     config,
-		instances:  instances,
-		operations: operations,
+		recorder: recorder,
+		clock:    clk,
+		config:   config,
+		statuses: statuses,
+		restores: restores,
 	}
 
 	logger := klog.FromContext(ctx)

@@ -14,7 +14,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/controller/internal/fixtures"
-	instancesclient "github.com/mydb-dev/mydb/pkg/controller/internal/instances"
 	"github.com/mydb-dev/mydb/pkg/controller/runner"
 	"github.com/mydb-dev/mydb/pkg/engine"
 	mydbfake "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/fake"
@@ -60,10 +59,10 @@ type fixture struct {
 	recorder    *record.FakeRecorder
 	dbs         []*examplev1.MyDatabase
 	kubeObjects []runtime.Object
-	// instances answer for the instance managers, by pod IP; the others
-	// do not answer. operations answers their restore endpoints.
-	instances  fakeInstances
-	operations instancesclient.Operations
+	// instances answer for the instance managers' status, by pod IP; the
+	// others do not answer. restores answers their restore endpoint.
+	instances fakeInstances
+	restores  RestoreStarter
 	// store stands for mydb's store guard (nil: none).
 	store StoreCoverage
 	// namespaces are where the controller serves (nil: everywhere).
@@ -132,7 +131,7 @@ func (f *fixture) newController() *Controller {
 	mydbInf := mydbinformers.NewSharedInformerFactory(f.mydbClient, 0)
 	informers := NewInformers(kubeInf, kubeInf, mydbInf)
 	c, err := NewController(context.Background(), f.kubeClient, f.mydbClient, informers, f.recorder, clocktesting.NewFakePassiveClock(now),
-		Config{InstanceImage: "mydb:test", PollInterval: 10 * time.Second, Instances: f.instances, Operations: f.operations, Store: f.store, Namespaces: f.namespaces})
+		Config{InstanceImage: "mydb:test", PollInterval: 10 * time.Second, Statuses: f.instances, Restores: f.restores, Store: f.store, Namespaces: f.namespaces})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -926,23 +925,15 @@ func TestRestoreWaitsForItsBackup(t *testing.T) {
 	}
 }
 
-// fakeOperations answers the restore endpoints and records the requests.
-type fakeOperations struct {
+// fakeRestores answers the restore endpoint and records the requests.
+type fakeRestores struct {
 	restores []api.RestoreRequest
 	auth     []string
 	answer   *api.Operation
 	err      error
 }
 
-func (f *fakeOperations) StartBackup(context.Context, string, instancesclient.Auth, api.BackupRequest) (*api.Operation, error) {
-	return nil, fmt.Errorf("no backups here")
-}
-
-func (f *fakeOperations) Backup(context.Context, string, instancesclient.Auth, string) (*api.Operation, error) {
-	return nil, instancesclient.ErrUnknownOperation
-}
-
-func (f *fakeOperations) StartRestore(_ context.Context, address string, auth instancesclient.Auth, req api.RestoreRequest) (*api.Operation, error) {
+func (f *fakeRestores) StartRestore(_ context.Context, address string, auth api.Auth, req api.RestoreRequest) (*api.Operation, error) {
 	f.restores = append(f.restores, req)
 	f.auth = append(f.auth, address+" "+auth.Password)
 	if f.err != nil {
@@ -954,13 +945,9 @@ func (f *fakeOperations) StartRestore(_ context.Context, address string, auth in
 	return &api.Operation{ID: req.ID, Phase: api.OperationRunning}, nil
 }
 
-func (f *fakeOperations) Restore(context.Context, string, instancesclient.Auth) (*api.Operation, error) {
-	return nil, instancesclient.ErrUnknownOperation
-}
-
 // restoringState is a converged database restored from nightly, whose
 // primary reports primary (and whose Restored condition is cond, if any).
-func restoringState(t *testing.T, primary api.Status, cond *metav1.Condition) (*fixture, *fakeOperations) {
+func restoringState(t *testing.T, primary api.Status, cond *metav1.Condition) (*fixture, *fakeRestores) {
 	t.Helper()
 	db, children, instances := convergedState(t, myDatabase(func(d *examplev1.MyDatabase) {
 		d.Spec.Replicas = ptr.To[int32](1)
@@ -978,8 +965,8 @@ func restoringState(t *testing.T, primary api.Status, cond *metav1.Condition) (*
 	instances["10.244.0.10"] = primary
 	f := newFixture(t, []*examplev1.MyDatabase{db}, append(children, restoreBackup(examplev1.BackupPhaseSucceeded), s3Secret())...)
 	f.instances = instances
-	ops := &fakeOperations{}
-	f.operations = ops
+	ops := &fakeRestores{}
+	f.restores = ops
 	return f, ops
 }
 
@@ -1066,7 +1053,7 @@ func TestFailedRestoreIsAConditionAndAWarning(t *testing.T) {
 
 func TestRestoreRefusedByTheManagerFails(t *testing.T) {
 	f, ops := restoringState(t, api.Status{AwaitingRestore: true}, nil)
-	ops.err = fmt.Errorf("%w: format: Unsupported value", instancesclient.ErrRefused)
+	ops.err = fmt.Errorf("%w: format: Unsupported value", api.ErrRefused)
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}

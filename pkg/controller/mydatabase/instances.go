@@ -2,10 +2,7 @@ package mydatabase
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,38 +20,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// InstanceClient reads an instance manager's status.
-type InstanceClient interface {
-	// Status is GET /v1/status of the manager serving at address.
-	Status(ctx context.Context, address string) (*api.Status, error)
-}
-
-// HTTPInstances reads the managers' status over HTTP at their pods' IPs, as
-// the kubelet's probes do.
-type HTTPInstances struct {
-	Client *http.Client
-}
-
-// Status implements InstanceClient.
-func (h HTTPInstances) Status(ctx context.Context, address string) (*api.Status, error) {
-	url := "http://" + net.JoinHostPort(address, strconv.Itoa(api.Port)) + api.PathStatus
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := h.Client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET /v1/status answered %s", resp.Status)
-	}
-	var s api.Status
-	if err := json.NewDecoder(http.MaxBytesReader(nil, resp.Body, 1<<20)).Decode(&s); err != nil {
-		return nil, fmt.Errorf("reading /v1/status: %w", err)
-	}
-	return &s, nil
+// StatusReader reads an instance manager's status (GET /v1/status):
+// *api.Client, or a test's fake.
+type StatusReader interface {
+	Status(ctx context.Context, host string) (*api.Status, error)
 }
 
 // maxPositionLength bounds the position strings copied into the status
@@ -140,7 +109,7 @@ func (c *Controller) pollInstances(ctx context.Context, pods []*corev1.Pod, prim
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(ctx, statusTimeout)
 			defer cancel()
-			s, err := c.instances.Status(ctx, pod.Status.PodIP)
+			s, err := c.statuses.Status(ctx, pod.Status.PodIP)
 			if err == nil && s.Name != pod.Name {
 				// The pod's IP was another pod's, whose manager still
 				// answers there: its report is not this instance's.

@@ -7,7 +7,7 @@ import (
 	"slices"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
-	"github.com/mydb-dev/mydb/pkg/controller/internal/instances"
+	"github.com/mydb-dev/mydb/pkg/controller/internal/s3location"
 	"github.com/mydb-dev/mydb/pkg/engine"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/names"
@@ -23,6 +23,12 @@ import (
 // an instance with no data that is to be the primary waits, unready, for
 // POST /v1/restore instead of bootstrapping an empty database.
 const restoreFlag = "--restore"
+
+// RestoreStarter asks an instance manager to load a backup (POST
+// /v1/restore): *api.Client, or a test's fake.
+type RestoreStarter interface {
+	StartRestore(ctx context.Context, host string, auth api.Auth, req api.RestoreRequest) (*api.Operation, error)
+}
 
 // Reasons of the Restored condition.
 const (
@@ -157,7 +163,7 @@ func (c *Controller) startRestore(ctx context.Context, db *examplev1.MyDatabase,
 		}
 		source.Volume = volume
 	} else {
-		object, err := instances.S3Object(ctx, c.kubeClient, b.Namespace, b.Status.Location.S3)
+		object, err := s3location.Object(ctx, c.kubeClient, b.Namespace, b.Status.Location.S3)
 		if err != nil {
 			return restoredCondition(metav1.ConditionFalse, ReasonRestoreFailed, "the restore cannot start: "+err.Error())
 		}
@@ -167,14 +173,14 @@ func (c *Controller) startRestore(ctx context.Context, db *examplev1.MyDatabase,
 	if err != nil {
 		return restoredCondition(metav1.ConditionFalse, ReasonRestoring, fmt.Sprintf("waiting for the Secret %q: %v", names.Secret(db.Name), err))
 	}
-	auth := instances.Auth{Password: string(secret.Data[engine.SecretKeyReplicationPassword])}
-	op, err := c.operations.StartRestore(ctx, in.Address, auth, api.RestoreRequest{
+	auth := api.Auth{Password: string(secret.Data[engine.SecretKeyReplicationPassword])}
+	op, err := c.restores.StartRestore(ctx, in.Address, auth, api.RestoreRequest{
 		ID: id, Source: source, SHA256: b.Status.Checksum, Size: b.Status.SizeBytes, Format: b.Status.Format,
 	})
 	switch {
-	case errors.Is(err, instances.ErrRefused):
+	case errors.Is(err, api.ErrRefused):
 		return restoredCondition(metav1.ConditionFalse, ReasonRestoreFailed, fmt.Sprintf("%s refused to load MyDatabaseBackup %q: %v", in.Name, b.Name, err))
-	case errors.Is(err, instances.ErrBusy):
+	case errors.Is(err, api.ErrBusy):
 		return restoredCondition(metav1.ConditionFalse, ReasonRestoring, fmt.Sprintf("%s runs another operation: %v", in.Name, err))
 	case err != nil:
 		return restoredCondition(metav1.ConditionFalse, ReasonRestoring, fmt.Sprintf("asking %s to load MyDatabaseBackup %q: %v", in.Name, b.Name, err))

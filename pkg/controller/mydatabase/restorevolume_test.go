@@ -18,7 +18,7 @@ import (
 
 // volumeRestoringState is restoringState with nightly on its own claim,
 // labelled with the UID uid.
-func volumeRestoringState(t *testing.T, primary api.Status, cond *metav1.Condition, uid k8stypes.UID) (*fixture, *fakeOperations) {
+func volumeRestoringState(t *testing.T, primary api.Status, cond *metav1.Condition, uid k8stypes.UID) (*fixture, *fakeRestores) {
 	t.Helper()
 	f, ops := restoringState(t, primary, cond)
 	for _, obj := range f.kubeObjects {

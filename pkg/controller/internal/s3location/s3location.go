@@ -1,4 +1,8 @@
-package instances
+// Package s3location is where the controllers put a backup in an S3
+// bucket, and how they reach it: the object's key and location, the
+// credentials an instance manager needs for it (read from the user's
+// Secret when needed), and mydb's own object store client's view of it.
+package s3location
 
 import (
 	"context"
@@ -20,20 +24,20 @@ func ObjectKey(d *examplev1.S3Destination, db *examplev1.MyDatabase, b *examplev
 	return path.Join(d.Prefix, db.Namespace, db.Name, string(db.UID), b.Name+"-"+string(b.UID))
 }
 
-// LocationOf is where the backup b of db goes: the destination's bucket
-// and credentials, and the backup's key.
-func LocationOf(d *examplev1.S3Destination, db *examplev1.MyDatabase, b *examplev1.MyDatabaseBackup) *examplev1.BackupLocation {
+// Of is where the backup b of db goes: the destination's bucket and
+// credentials, and the backup's key.
+func Of(d *examplev1.S3Destination, db *examplev1.MyDatabase, b *examplev1.MyDatabaseBackup) *examplev1.BackupLocation {
 	return &examplev1.BackupLocation{S3: &examplev1.S3Location{
 		Endpoint: d.Endpoint, Region: d.Region, Bucket: d.Bucket, Key: ObjectKey(d, db, b),
 		CredentialsSecret: d.CredentialsSecret, CABundle: d.CABundle.DeepCopy(),
 	}}
 }
 
-// S3Object reads the access key (and the CA bundle) of a location from the
+// Object reads the access key (and the CA bundle) of a location from the
 // namespace: what an instance manager needs to write or read the object.
 // The Secret is read when it is needed, not watched: it is the user's, and
 // carries none of mydb's labels.
-func S3Object(ctx context.Context, kube kubernetes.Interface, namespace string, l *examplev1.S3Location) (*api.S3Object, error) {
+func Object(ctx context.Context, kube kubernetes.Interface, namespace string, l *examplev1.S3Location) (*api.S3Object, error) {
 	ref := l.CredentialsSecret
 	secret, err := kube.CoreV1().Secrets(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil {
