@@ -2,10 +2,11 @@ package instance
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/mydb-dev/mydb/pkg/instance/api"
@@ -219,17 +220,13 @@ func PrimarySystemID(ctx context.Context, client *http.Client, t Topology) (stri
 	if t.PrimaryStatusURL == "" {
 		return "", errors.New("topology has no primaryStatusURL")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.PrimaryStatusURL+"/v1/status", nil)
+	u, err := url.Parse(t.PrimaryStatusURL)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("primaryStatusURL: %w", err)
 	}
-	resp, err := client.Do(req)
+	port, _ := strconv.Atoi(u.Port()) // none is api.Port
+	s, err := (&api.Client{HTTP: client, Port: port}).Status(ctx, u.Hostname())
 	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	var s api.Status
-	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
 		return "", err
 	}
 	if s.Name != t.Primary || s.SystemIdentifier == "" {

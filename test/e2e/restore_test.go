@@ -5,10 +5,7 @@ package e2e
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -312,22 +309,6 @@ func TestBackupAndRestore(t *testing.T) {
 			dc.waitSums(t, &replicationHarness{t: t, tc: dc.replicationCase, ns: ns, db: "after"}, 1, wantFinal)
 		})
 	}
-}
-
-// managerStatus is what the instance manager at ip reports (nil when it
-// does not answer).
-func managerStatus(ip string) *api.Status {
-	client := &http.Client{Timeout: 2 * time.Second}
-	resp, err := client.Get("http://" + net.JoinHostPort(ip, "8000") + "/v1/status")
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
-	var s api.Status
-	if json.NewDecoder(resp.Body).Decode(&s) != nil {
-		return nil
-	}
-	return &s
 }
 
 // TestRestoreInterruptedByAKill, on postgres: the primary of a database

@@ -5,7 +5,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -402,17 +401,21 @@ func (r *rig) revive(pod string) {
 	}
 }
 
+// managers reads the instance managers at their pods' IPs, as the
+// controller does.
+var managers = &api.Client{HTTP: &http.Client{Timeout: 2 * time.Second}}
+
+// managerStatus is what the instance manager at ip reports (nil when it
+// does not answer).
+func managerStatus(ip string) *api.Status {
+	s, _ := managers.Status(context.Background(), ip)
+	return s
+}
+
 // enginePID is the engine's pid as the manager at ip reports it (0 if none).
 func enginePID(ip string) int {
-	client := &http.Client{Timeout: 2 * time.Second}
-	resp, err := client.Get("http://" + net.JoinHostPort(ip, "8000") + "/v1/status")
-	if err != nil {
-		return 0
+	if s := managerStatus(ip); s != nil {
+		return s.EnginePID
 	}
-	defer resp.Body.Close()
-	var s struct {
-		EnginePID int `json:"enginePID"`
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&s)
-	return s.EnginePID
+	return 0
 }

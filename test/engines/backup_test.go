@@ -8,7 +8,6 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mydb-dev/mydb/pkg/instance"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/test/s3server"
 )
@@ -138,7 +136,7 @@ func testBackupRestore(t *testing.T, b backupSpec) {
 			s := dp.waitStatus(2*time.Minute, "the failed restore "+id, func(s api.Status) bool {
 				return s.Restore != nil && s.Restore.ID == id && s.Restore.Phase == api.OperationFailed && s.AwaitingRestore
 			})
-			if !strings.Contains(s.Restore.Message, msg) || s.Ready || dp.get("/readyz") != http.StatusServiceUnavailable {
+			if !strings.Contains(s.Restore.Message, msg) || s.Ready || dp.get(api.PathReadyz) != http.StatusServiceUnavailable {
 				t.Errorf("restore of %s: %+v; status ready %v, reason %q", key, s.Restore, s.Ready, s.Reason)
 			}
 			dp.assertNoData(t)
@@ -223,9 +221,9 @@ func (n *node) backup(t *testing.T, id string, s3 *s3server.Server, key string) 
 // backupTo asks n's manager for a backup to dest and waits for its end.
 func (n *node) backupTo(t *testing.T, id string, dest api.Destination) api.Operation {
 	t.Helper()
-	code, body := n.call(t, http.MethodPost, "/v1/backups", api.BackupRequest{ID: id, Destination: dest})
-	if code != http.StatusAccepted {
-		t.Fatalf("%s: POST /v1/backups: %d %s", n.name, code, body)
+	c, host := n.manager()
+	if _, err := c.StartBackup(context.Background(), host, n.auth(), api.BackupRequest{ID: id, Destination: dest}); err != nil {
+		t.Fatalf("%s: POST %s: %v", n.name, api.PathBackups, err)
 	}
 	op := n.waitBackup(t, id)
 	if op.Phase != api.OperationSucceeded {
@@ -237,13 +235,14 @@ func (n *node) backupTo(t *testing.T, id string, dest api.Destination) api.Opera
 // waitBackup waits for backup id of n to end.
 func (n *node) waitBackup(t *testing.T, id string) api.Operation {
 	t.Helper()
+	c, host := n.manager()
 	var op api.Operation
 	waitFor(t, 3*time.Minute, "backup "+id, func() error {
-		code, body := n.call(t, http.MethodGet, "/v1/backups/"+id, nil)
-		if err := json.Unmarshal([]byte(body), &op); code != http.StatusOK || err != nil {
-			return fmt.Errorf("%d %s", code, body)
+		got, err := c.Backup(context.Background(), host, n.auth(), id)
+		if err != nil {
+			return err
 		}
-		if op.Phase == api.OperationRunning {
+		if op = *got; op.Phase == api.OperationRunning {
 			return fmt.Errorf("running, %d bytes", op.Bytes)
 		}
 		return nil
@@ -258,11 +257,11 @@ func (n *node) postRestore(t *testing.T, id string, s3 *s3server.Server, key str
 
 func (n *node) postRestoreFrom(t *testing.T, id string, source api.Destination, backup api.Operation) {
 	t.Helper()
-	code, body := n.call(t, http.MethodPost, "/v1/restore", api.RestoreRequest{
+	c, host := n.manager()
+	if _, err := c.StartRestore(context.Background(), host, n.auth(), api.RestoreRequest{
 		ID: id, Source: source, SHA256: backup.SHA256, Size: backup.Size, Format: backup.Format,
-	})
-	if code != http.StatusAccepted {
-		t.Fatalf("%s: POST /v1/restore: %d %s", n.name, code, body)
+	}); err != nil {
+		t.Fatalf("%s: POST %s: %v", n.name, api.PathRestore, err)
 	}
 }
 
@@ -281,28 +280,6 @@ func destination(s3 *s3server.Server, key string) api.Destination {
 		Endpoint: s3.Endpoint, Region: s3.Region, Bucket: s3.Bucket, Key: key,
 		AccessKeyID: s3.AccessKeyID, SecretAccessKey: s3.SecretAccessKey,
 	}}
-}
-
-// call sends an authenticated request to n's manager.
-func (n *node) call(t *testing.T, method, path string, body any) (int, string) {
-	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, "http://"+n.statusAddr+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.SetBasicAuth(api.ReplicationUser, n.c.secrets[instance.SecretReplicationPassword])
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
 }
 
 func waitFor(t *testing.T, timeout time.Duration, what string, f func() error) {

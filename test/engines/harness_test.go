@@ -3,6 +3,7 @@
 package engines
 
 import (
+	"context"
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
@@ -349,17 +350,25 @@ func (n *node) stop() (time.Duration, int) {
 
 var httpClient = &http.Client{Timeout: 3 * time.Second}
 
+// manager is the client of n's manager, and the host it serves on.
+func (n *node) manager() (*api.Client, string) {
+	host, port, _ := net.SplitHostPort(n.statusAddr)
+	p, _ := strconv.Atoi(port)
+	return &api.Client{HTTP: httpClient, Port: p}, host
+}
+
+// auth is the credentials of n's manager's endpoints.
+func (n *node) auth() api.Auth {
+	return api.Auth{Password: n.c.secrets[instance.SecretReplicationPassword]}
+}
+
 func (n *node) status() (api.Status, error) {
-	var s api.Status
-	resp, err := httpClient.Get("http://" + n.statusAddr + "/v1/status")
+	c, host := n.manager()
+	s, err := c.Status(context.Background(), host)
 	if err != nil {
-		return s, err
+		return api.Status{}, err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return s, fmt.Errorf("/v1/status: %s", resp.Status)
-	}
-	return s, json.NewDecoder(resp.Body).Decode(&s)
+	return *s, nil
 }
 
 func (n *node) get(path string) int { return n.getAs(path, "", "") }
@@ -408,7 +417,7 @@ func (n *node) waitStatus(timeout time.Duration, what string, cond func(api.Stat
 func (n *node) waitReady(timeout time.Duration, role api.Role) api.Status {
 	n.c.t.Helper()
 	s := n.waitStatus(timeout, "ready "+string(role), func(s api.Status) bool { return s.Ready && s.Role == role })
-	if code := n.get("/readyz"); code != http.StatusOK {
+	if code := n.get(api.PathReadyz); code != http.StatusOK {
 		n.c.t.Fatalf("%s: /v1/status says ready but /readyz answers %d", n.name, code)
 	}
 	return s

@@ -70,7 +70,7 @@ func testBootstrap(t *testing.T, c *cluster, p *node, fig *figures) {
 	// Until a topology arrives the instance only serves status.
 	p.start()
 	s := p.waitStatus(10*time.Second, "role waiting", func(s api.Status) bool { return s.Role == api.RoleWaiting })
-	if s.Ready || p.get("/readyz") != 503 || p.get("/healthz") != 200 {
+	if s.Ready || p.get(api.PathReadyz) != 503 || p.get(api.PathHealthz) != 200 {
 		t.Fatalf("a waiting instance must be alive but not ready: %+v", s)
 	}
 	if _, err := os.Stat(filepath.Join(p.dataRoot, c.spec.dataSubdir)); err == nil {
@@ -140,7 +140,7 @@ func testReplicas(t *testing.T, c *cluster, p *node, replicas []*node, fig *figu
 		want = http.StatusUnauthorized
 	}
 	for _, cred := range [][2]string{{"", ""}, {api.ReplicationUser, "wrong"}, {"app", c.secrets[instance.SecretReplicationPassword]}} {
-		if got := p.getAs("/v1/clone", cred[0], cred[1]); got != want {
+		if got := p.getAs(api.PathClone, cred[0], cred[1]); got != want {
 			t.Errorf("GET /v1/clone as %q: %d, want %d", cred[0], got, want)
 		}
 	}

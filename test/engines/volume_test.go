@@ -3,6 +3,7 @@
 package engines
 
 import (
+	"context"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -83,10 +84,10 @@ func testVolumeBackupRestore(t *testing.T, b backupSpec) {
 		t.Errorf("the claim holds %d entries, want the dump and its record", len(entries))
 	}
 	// Written once: a second backup to the claim is refused.
-	code, body := p.call(t, http.MethodPost, "/v1/backups", api.BackupRequest{ID: "volume-again",
-		Destination: api.Destination{Volume: &api.VolumeObject{Address: writer, Claim: "claim"}}})
-	if code != http.StatusAccepted {
-		t.Fatalf("POST /v1/backups: %d %s", code, body)
+	c, host := p.manager()
+	if _, err := c.StartBackup(context.Background(), host, p.auth(), api.BackupRequest{ID: "volume-again",
+		Destination: api.Destination{Volume: &api.VolumeObject{Address: writer, Claim: "claim"}}}); err != nil {
+		t.Fatalf("POST %s: %v", api.PathBackups, err)
 	}
 	again := p.waitBackup(t, "volume-again")
 	if again.Phase != api.OperationFailed || !strings.Contains(again.Message, "holds a dump already") {

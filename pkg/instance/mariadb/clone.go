@@ -133,7 +133,7 @@ func (e *Engine) Clone(ctx context.Context, t instance.Topology) error {
 	if err := os.MkdirAll(tmp, 0o750); err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(t.PrimaryStatusURL, "/")+"/v1/clone", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(t.PrimaryStatusURL, "/")+api.PathClone, nil)
 	if err != nil {
 		return err
 	}

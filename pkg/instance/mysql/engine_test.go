@@ -186,7 +186,7 @@ func TestBootstrapRefusesReservedAppUser(t *testing.T) {
 func primaryStatus(t *testing.T, name, id string) string {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v1/status" {
+		if r.URL.Path != api.PathStatus {
 			http.NotFound(w, r)
 			return
 		}
