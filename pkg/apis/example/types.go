@@ -195,6 +195,10 @@ type InstancePosition struct {
 	GTID     string
 }
 
+// MaxPositionLength bounds each string of an InstancePosition: validation
+// refuses longer ones.
+const MaxPositionLength = 1024
+
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
 // MyDatabaseList is a list of MyDatabases.

@@ -186,9 +186,7 @@ func (c *Controller) record(ctx context.Context, backup *examplev1.MyDatabaseBac
 	case api.OperationSucceeded:
 		status.Phase = examplev1.BackupPhaseSucceeded
 		status.SizeBytes, status.Checksum, status.Format = op.Size, op.SHA256, op.Format
-		if p := op.Position; p != nil {
-			status.Position = &examplev1.InstancePosition{Timeline: int32(p.Timeline), LSN: p.LSN, GTID: p.GTID}
-		}
+		status.Position = api.PositionToV1(op.Position)
 		status.CompletionTime = completion(op, c.now(), status.StartTime)
 		if err := c.setStatus(ctx, backup, status); err != nil {
 			return 0, err
@@ -258,11 +256,7 @@ func ahead(p, q *examplev1.InstancePosition) bool {
 	if p == nil || q == nil {
 		return p != nil
 	}
-	return toPosition(p).Compare(toPosition(q)) > 0
-}
-
-func toPosition(p *examplev1.InstancePosition) api.Position {
-	return api.Position{Timeline: uint32(p.Timeline), LSN: p.LSN, GTID: p.GTID}
+	return api.PositionFromV1(*p).Compare(api.PositionFromV1(*q)) > 0
 }
 
 // deleteDump deletes a deleted backup's object from its bucket, then lets

@@ -26,10 +26,6 @@ type StatusReader interface {
 	Status(ctx context.Context, host string) (*api.Status, error)
 }
 
-// maxPositionLength bounds the position strings copied into the status
-// (validation refuses longer ones).
-const maxPositionLength = 1024
-
 // statusTimeout bounds one poll of an instance manager.
 const statusTimeout = 2 * time.Second
 
@@ -117,8 +113,8 @@ func (c *Controller) pollInstances(ctx context.Context, pods []*corev1.Pod, prim
 			}
 			out[i].Ready, out[i].Message = instanceReadiness(s, err, role, primary)
 			out[i].Fenced = s != nil && s.Fenced
-			if s != nil && s.Position != nil && len(s.Position.LSN) <= maxPositionLength && len(s.Position.GTID) <= maxPositionLength {
-				out[i].Position = &examplev1.InstancePosition{Timeline: int32(s.Position.Timeline), LSN: s.Position.LSN, GTID: s.Position.GTID}
+			if s != nil {
+				out[i].Position = api.PositionToV1(s.Position)
 			}
 			reports[i] = s
 		}()

@@ -395,7 +395,7 @@ func aheadOfCandidate(primary, candidate string, pos api.Position, instances []e
 		if in.Name == primary || in.Name == candidate || in.Position == nil {
 			continue
 		}
-		p := api.Position{Timeline: uint32(in.Position.Timeline), LSN: in.Position.LSN, GTID: in.Position.GTID}
+		p := api.PositionFromV1(*in.Position)
 		if !mayHoldMore(p, pos) || (at != nil && p.Compare(*at) <= 0) {
 			continue
 		}

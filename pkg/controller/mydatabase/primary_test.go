@@ -65,7 +65,7 @@ func (f *primaryFixture) set(name string, ready bool, r *api.Status) {
 	}
 	f.instances[i].Ready, f.reports[i] = ready, r
 	if r != nil && r.Position != nil {
-		f.instances[i].Position = &examplev1.InstancePosition{Timeline: int32(r.Position.Timeline), LSN: r.Position.LSN, GTID: r.Position.GTID}
+		f.instances[i].Position = api.PositionToV1(r.Position)
 	}
 }
 

@@ -90,8 +90,8 @@ func ValidateMyDatabaseBackupStatusUpdate(b, old *example.MyDatabaseBackup) fiel
 	if len(s.Format) > 63 {
 		allErrs = append(allErrs, field.TooLong(statusPath.Child("format"), "", 63))
 	}
-	if p := s.Position; p != nil && (len(p.LSN) > maxPositionLength || len(p.GTID) > maxPositionLength) {
-		allErrs = append(allErrs, field.TooLong(statusPath.Child("position"), "", maxPositionLength))
+	if p := s.Position; p != nil && (len(p.LSN) > example.MaxPositionLength || len(p.GTID) > example.MaxPositionLength) {
+		allErrs = append(allErrs, field.TooLong(statusPath.Child("position"), "", example.MaxPositionLength))
 	}
 	if old.Status.Phase == example.BackupPhaseSucceeded && s.Phase != example.BackupPhaseSucceeded {
 		allErrs = append(allErrs, field.Forbidden(statusPath.Child("phase"), "may not change once the backup succeeded"))

@@ -157,11 +157,11 @@ func validateInstances(s example.MyDatabaseStatus, statusPath *field.Path) field
 			allErrs = append(allErrs, field.NotSupported(p.Child("role"), in.Role, []example.InstanceRole{example.InstanceRolePrimary, example.InstanceRoleReplica}))
 		}
 		if pos := in.Position; pos != nil {
-			if len(pos.LSN) > maxPositionLength {
-				allErrs = append(allErrs, field.TooLong(p.Child("position", "lsn"), "", maxPositionLength))
+			if len(pos.LSN) > example.MaxPositionLength {
+				allErrs = append(allErrs, field.TooLong(p.Child("position", "lsn"), "", example.MaxPositionLength))
 			}
-			if len(pos.GTID) > maxPositionLength {
-				allErrs = append(allErrs, field.TooLong(p.Child("position", "gtid"), "", maxPositionLength))
+			if len(pos.GTID) > example.MaxPositionLength {
+				allErrs = append(allErrs, field.TooLong(p.Child("position", "gtid"), "", example.MaxPositionLength))
 			}
 		}
 		if len(in.Message) > maxMessageLength {
@@ -248,9 +248,6 @@ func validateSpec(spec *example.MyDatabaseSpec, fldPath *field.Path) field.Error
 	}
 	return allErrs
 }
-
-// maxPositionLength bounds the strings of status.instances[].position.
-const maxPositionLength = 1024
 
 // The bounds of spec.failoverDelay: below 5s a slow probe or a short
 // network blip would promote a replica; above 10m writes stay down too long.

@@ -182,7 +182,7 @@ func mostCaughtUp(s example.MyDatabaseStatus) string {
 		}
 		var pos api.Position
 		if in.Position != nil {
-			pos = api.Position{Timeline: uint32(in.Position.Timeline), LSN: in.Position.LSN, GTID: in.Position.GTID}
+			pos = api.PositionFromInternal(*in.Position)
 		}
 		if best == "" || pos.Compare(bestPos) > 0 {
 			best, bestPos = in.Name, pos
