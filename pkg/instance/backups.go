@@ -115,7 +115,7 @@ func (m *Manager) postBackup(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, strings.Join(errs, "; "), http.StatusUnprocessableEntity)
 		return
 	}
-	b, ok := m.eng.(Backuper)
+	b, ok := m.driver.(Backuper)
 	if !ok {
 		http.Error(w, fmt.Sprintf("backups are not supported for %s yet", m.opts.Engine), http.StatusNotImplemented)
 		return
@@ -222,7 +222,7 @@ func (m *Manager) postRestore(w http.ResponseWriter, r *http.Request) {
 	if req.Size <= 0 {
 		errs = append(errs, "size: Invalid value: must be the backup's size in bytes, more than 0")
 	}
-	b, ok := m.eng.(Backuper)
+	b, ok := m.driver.(Backuper)
 	if ok && req.Format != "" && req.Format != b.BackupFormat() {
 		errs = append(errs, fmt.Sprintf("format: Unsupported value: %q: a %s instance restores %q", req.Format, m.opts.Engine, b.BackupFormat()))
 	}
@@ -278,7 +278,7 @@ func (m *Manager) postRestore(w http.ResponseWriter, r *http.Request) {
 // one. It is called from the loop for a primary started with --restore
 // that has no data.
 func (m *Manager) restoreOrAwait(ctx context.Context) error {
-	b, ok := m.eng.(Backuper)
+	b, ok := m.driver.(Backuper)
 	if !ok {
 		return fmt.Errorf("restores are not supported for %s yet", m.opts.Engine)
 	}

@@ -64,11 +64,11 @@ func (s *memStore) Stat(_ context.Context, key string) (objectstore.Object, erro
 	return objectstore.Object{Key: key, Size: int64(len(b))}, nil
 }
 
-// backupEngine is the fake engine with backups: Backup writes data (after
+// backupDriver is the fake driver with backups: Backup writes data (after
 // gate opens, when set); Restore reads the stream and keeps it as the data
 // only when verify accepts it.
-type backupEngine struct {
-	*fakeEngine
+type backupDriver struct {
+	*fakeDriver
 	data     []byte
 	gate     chan struct{}
 	fail     error
@@ -77,9 +77,9 @@ type backupEngine struct {
 	discards int
 }
 
-func (b *backupEngine) BackupFormat() string { return "fake-tar" }
+func (b *backupDriver) BackupFormat() string { return "fake-tar" }
 
-func (b *backupEngine) Backup(_ context.Context, w io.Writer) (api.Position, error) {
+func (b *backupDriver) Backup(_ context.Context, w io.Writer) (api.Position, error) {
 	if b.gate != nil {
 		<-b.gate
 	}
@@ -89,7 +89,7 @@ func (b *backupEngine) Backup(_ context.Context, w io.Writer) (api.Position, err
 	return api.Position{LSN: "0/5000000", Timeline: 1}, b.fail
 }
 
-func (b *backupEngine) Restore(_ context.Context, r io.Reader, verify func() error) error {
+func (b *backupDriver) Restore(_ context.Context, r io.Reader, verify func() error) error {
 	got, err := io.ReadAll(r)
 	if err != nil {
 		return err
@@ -102,7 +102,7 @@ func (b *backupEngine) Restore(_ context.Context, r io.Reader, verify func() err
 	return nil
 }
 
-func (b *backupEngine) DiscardRestore() error {
+func (b *backupDriver) DiscardRestore() error {
 	b.locked(func() { b.discards++ })
 	return nil
 }
@@ -148,8 +148,8 @@ func withStore(st *memStore) func(*Options) {
 
 func TestBackupStreamsToTheStoreOneAtATime(t *testing.T) {
 	st := &memStore{objects: map[string][]byte{}}
-	eng := &backupEngine{fakeEngine: &fakeEngine{}, data: []byte("a consistent backup"), gate: make(chan struct{})}
-	h := startManagerWith(t, eng, eng.fakeEngine, "db-1", withStore(st))
+	driver := &backupDriver{fakeDriver: &fakeDriver{}, data: []byte("a consistent backup"), gate: make(chan struct{})}
+	h := startManagerWith(t, driver, driver.fakeDriver, "db-1", withStore(st))
 	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432}
 	h.wait("a running replica", func(s api.Status) bool { return s.EngineRunning })
 
@@ -181,14 +181,14 @@ func TestBackupStreamsToTheStoreOneAtATime(t *testing.T) {
 	if code, msg := h.call("POST", "/v1/backups", api.BackupRequest{ID: "b2", Destination: api.Destination{S3: s3Object("db/b2")}}); code != http.StatusConflict {
 		t.Errorf("another ID while one runs: %d %s, want 409", code, msg)
 	}
-	close(eng.gate)
+	close(driver.gate)
 	s := h.wait("the backup done", func(s api.Status) bool { return s.Backup != nil && s.Backup.Phase != api.OperationRunning })
-	sum := sha256.Sum256(eng.data)
-	if b := s.Backup; b.Phase != api.OperationSucceeded || b.Size != int64(len(eng.data)) || b.Bytes != b.Size ||
+	sum := sha256.Sum256(driver.data)
+	if b := s.Backup; b.Phase != api.OperationSucceeded || b.Size != int64(len(driver.data)) || b.Bytes != b.Size ||
 		b.SHA256 != hex.EncodeToString(sum[:]) || b.Position == nil || b.Position.LSN != "0/5000000" || b.FinishTime == nil {
 		t.Errorf("backup %+v", b)
 	}
-	if string(st.objects["db/b1"]) != string(eng.data) {
+	if string(st.objects["db/b1"]) != string(driver.data) {
 		t.Errorf("stored %q", st.objects["db/b1"])
 	}
 	if code, body := h.call("GET", "/v1/backups/b1", nil); code != http.StatusOK || operation(t, body).Phase != api.OperationSucceeded {
@@ -199,7 +199,7 @@ func TestBackupStreamsToTheStoreOneAtATime(t *testing.T) {
 	}
 
 	// A failing engine tool fails the backup and stores nothing.
-	eng.locked(func() { eng.gate, eng.fail = nil, errors.New("tool died") })
+	driver.locked(func() { driver.gate, driver.fail = nil, errors.New("tool died") })
 	if code, _ := h.call("POST", "/v1/backups", api.BackupRequest{ID: "b3", Destination: api.Destination{S3: s3Object("db/b3")}}); code != http.StatusAccepted {
 		t.Fatalf("POST b3: %d", code)
 	}
@@ -216,8 +216,8 @@ func TestBackupStreamsToTheStoreOneAtATime(t *testing.T) {
 
 func TestARefusedUploadIsTheBackupsFailure(t *testing.T) {
 	st := &memStore{objects: map[string][]byte{}, refuse: errors.New("InvalidAccessKeyId: the access key does not exist")}
-	eng := &backupEngine{fakeEngine: &fakeEngine{}, data: bytes.Repeat([]byte("x"), 1<<20)}
-	h := startManagerWith(t, eng, eng.fakeEngine, "db-0", withStore(st))
+	driver := &backupDriver{fakeDriver: &fakeDriver{}, data: bytes.Repeat([]byte("x"), 1<<20)}
+	h := startManagerWith(t, driver, driver.fakeDriver, "db-0", withStore(st))
 	h.src <- Topology{Primary: "db-0"}
 	h.wait("a running primary", func(s api.Status) bool { return s.EngineRunning })
 	if code, _ := h.call("POST", "/v1/backups", api.BackupRequest{ID: "b1", Destination: api.Destination{S3: s3Object("db/b1")}}); code != http.StatusAccepted {
@@ -230,8 +230,8 @@ func TestARefusedUploadIsTheBackupsFailure(t *testing.T) {
 }
 
 func TestBackupsOfAnEngineWithoutThemAreNotImplemented(t *testing.T) {
-	eng := &fakeEngine{}
-	h := startManagerWith(t, eng, eng, "db-0", func(o *Options) { o.Engine = "sqlite" })
+	driver := &fakeDriver{}
+	h := startManagerWith(t, driver, driver, "db-0", func(o *Options) { o.Engine = "sqlite" })
 	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432}
 	h.wait("a running primary", func(s api.Status) bool { return s.Ready })
 	for _, dest := range []api.Destination{{S3: s3Object("k")}, {Volume: &api.VolumeObject{Address: "127.0.0.1:8000", Claim: "b1-dump"}}} {
@@ -243,8 +243,8 @@ func TestBackupsOfAnEngineWithoutThemAreNotImplemented(t *testing.T) {
 }
 
 func TestBackupDestinationIsExactlyOneOfS3AndVolume(t *testing.T) {
-	eng := &backupEngine{fakeEngine: &fakeEngine{}}
-	h := startManagerWith(t, eng, eng.fakeEngine, "db-0", func(*Options) {})
+	driver := &backupDriver{fakeDriver: &fakeDriver{}}
+	h := startManagerWith(t, driver, driver.fakeDriver, "db-0", func(*Options) {})
 	h.src <- Topology{Primary: "db-0"}
 	h.wait("a running primary", func(s api.Status) bool { return s.EngineRunning })
 	for body, want := range map[string]string{
@@ -260,8 +260,8 @@ func TestBackupDestinationIsExactlyOneOfS3AndVolume(t *testing.T) {
 
 func TestBackupToADumpServer(t *testing.T) {
 	dir := t.TempDir()
-	eng := &backupEngine{fakeEngine: &fakeEngine{}, data: bytes.Repeat([]byte("consistent "), 100000)}
-	h := startManagerWith(t, eng, eng.fakeEngine, "db-0", func(*Options) {})
+	driver := &backupDriver{fakeDriver: &fakeDriver{}, data: bytes.Repeat([]byte("consistent "), 100000)}
+	h := startManagerWith(t, driver, driver.fakeDriver, "db-0", func(*Options) {})
 	h.src <- Topology{Primary: "db-0"}
 	h.wait("a running primary", func(s api.Status) bool { return s.EngineRunning })
 	address := startDumpServer(t, dir, false)
@@ -271,12 +271,12 @@ func TestBackupToADumpServer(t *testing.T) {
 	s := h.wait("the backup done", func(s api.Status) bool { return s.Backup != nil && s.Backup.Phase != api.OperationRunning })
 	// The manager presents its own replication password, which the
 	// server reads from the same Secret.
-	sum := sha256.Sum256(eng.data)
-	if b := s.Backup; b.Phase != api.OperationSucceeded || b.Size != int64(len(eng.data)) || b.SHA256 != hex.EncodeToString(sum[:]) || !strings.Contains(b.Message, "pvc://b1-dump") {
+	sum := sha256.Sum256(driver.data)
+	if b := s.Backup; b.Phase != api.OperationSucceeded || b.Size != int64(len(driver.data)) || b.SHA256 != hex.EncodeToString(sum[:]) || !strings.Contains(b.Message, "pvc://b1-dump") {
 		t.Errorf("backup %+v", b)
 	}
-	if data, _ := os.ReadFile(filepath.Join(dir, dumpFile)); !bytes.Equal(data, eng.data) {
-		t.Errorf("the claim holds %d bytes, want the %d of the backup", len(data), len(eng.data))
+	if data, _ := os.ReadFile(filepath.Join(dir, dumpFile)); !bytes.Equal(data, driver.data) {
+		t.Errorf("the claim holds %d bytes, want the %d of the backup", len(data), len(driver.data))
 	}
 }
 
@@ -284,8 +284,8 @@ func TestRestoreLoadsOnlyAVerifiedBackupThenServes(t *testing.T) {
 	dump := []byte("the backup's bytes")
 	sum := sha256.Sum256(dump)
 	st := &memStore{objects: map[string][]byte{"db/full": dump, "db/corrupt": []byte("the backup'X bytes")}}
-	eng := &backupEngine{fakeEngine: &fakeEngine{}}
-	h := startManagerWith(t, eng, eng.fakeEngine, "db-0", func(o *Options) { o.Restore = true; withStore(st)(o) })
+	driver := &backupDriver{fakeDriver: &fakeDriver{}}
+	h := startManagerWith(t, driver, driver.fakeDriver, "db-0", func(o *Options) { o.Restore = true; withStore(st)(o) })
 
 	req := api.RestoreRequest{ID: "r1", Source: api.Destination{S3: s3Object("db/corrupt")}, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(dump))}
 	if code, msg := h.call("POST", "/v1/restore", req); code != http.StatusConflict || !strings.Contains(msg, "no topology yet") {
@@ -333,9 +333,9 @@ func TestRestoreLoadsOnlyAVerifiedBackupThenServes(t *testing.T) {
 		t.Errorf("restore %+v", s.Restore)
 	}
 	var has bool
-	eng.locked(func() { has = eng.hasData })
-	if has || eng.bootstraps != 0 {
-		t.Fatalf("data after failed restores: %v, bootstraps %d", has, eng.bootstraps)
+	driver.locked(func() { has = driver.hasData })
+	if has || driver.bootstraps != 0 {
+		t.Fatalf("data after failed restores: %v, bootstraps %d", has, driver.bootstraps)
 	}
 
 	req.ID, req.Source.S3 = "r3", s3Object("db/full")
@@ -346,9 +346,9 @@ func TestRestoreLoadsOnlyAVerifiedBackupThenServes(t *testing.T) {
 	if s.AwaitingRestore || s.Restore.Phase != api.OperationSucceeded || s.Restore.Bytes != int64(len(dump)) || s.SystemIdentifier != "sys-restored" {
 		t.Errorf("status %+v, restore %+v", s, s.Restore)
 	}
-	eng.locked(func() {
-		if string(eng.restored) != string(dump) || eng.bootstraps != 0 || eng.discards != 1 {
-			t.Errorf("restored %q, bootstraps %d, discards %d", eng.restored, eng.bootstraps, eng.discards)
+	driver.locked(func() {
+		if string(driver.restored) != string(dump) || driver.bootstraps != 0 || driver.discards != 1 {
+			t.Errorf("restored %q, bootstraps %d, discards %d", driver.restored, driver.bootstraps, driver.discards)
 		}
 	})
 	if code, msg := h.call("POST", "/v1/restore", api.RestoreRequest{ID: "r4", Source: req.Source, SHA256: req.SHA256, Size: req.Size}); code != http.StatusConflict || !strings.Contains(msg, "has data") {
@@ -357,17 +357,17 @@ func TestRestoreLoadsOnlyAVerifiedBackupThenServes(t *testing.T) {
 }
 
 func TestAReplicaStartedToRestoreClones(t *testing.T) {
-	eng := &backupEngine{fakeEngine: &fakeEngine{}}
+	driver := &backupDriver{fakeDriver: &fakeDriver{}}
 	st := &memStore{objects: map[string][]byte{}}
-	h := startManagerWith(t, eng, eng.fakeEngine, "db-1", func(o *Options) { o.Restore = true; withStore(st)(o) })
+	h := startManagerWith(t, driver, driver.fakeDriver, "db-1", func(o *Options) { o.Restore = true; withStore(st)(o) })
 	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432}
 	s := h.wait("a ready replica", func(s api.Status) bool { return s.Ready })
 	if s.AwaitingRestore || s.Role != api.RoleReplica {
 		t.Errorf("status %+v", s)
 	}
-	eng.locked(func() {
-		if eng.clones != 1 || eng.restores != 0 {
-			t.Errorf("clones %d, restores %d", eng.clones, eng.restores)
+	driver.locked(func() {
+		if driver.clones != 1 || driver.restores != 0 {
+			t.Errorf("clones %d, restores %d", driver.clones, driver.restores)
 		}
 	})
 	code, msg := h.call("POST", "/v1/restore", api.RestoreRequest{ID: "r1", Source: api.Destination{S3: s3Object("k")}, SHA256: strings.Repeat("0", 64), Size: 1})

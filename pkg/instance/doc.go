@@ -6,6 +6,6 @@
 // the instance meet only through those; the HTTP contract (endpoints,
 // bodies, client) is package api.
 //
-// Engine specifics live in the subpackages (postgres, mariadb, mysql); the
-// Manager drives any of them through the Engine interface.
+// Engine specifics live in the subpackages (postgres, mariadb, mysql), each
+// a Driver; the Manager runs any engine through its Driver.
 package instance

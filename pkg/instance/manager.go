@@ -44,7 +44,7 @@ type Options struct {
 // from one loop goroutine, supervises the engine process and serves status.
 type Manager struct {
 	opts   Options
-	eng    Engine
+	driver Driver
 	source TopologySource
 	log    *slog.Logger
 	http   *http.Client
@@ -87,14 +87,15 @@ type managerState struct {
 	awaitingRestore bool
 }
 
-// NewManager returns a Manager for eng, acting on the topologies source sends.
-func NewManager(opts Options, eng Engine, source TopologySource) *Manager {
+// NewManager returns a Manager of driver's engine, acting on the topologies
+// source sends.
+func NewManager(opts Options, driver Driver, source TopologySource) *Manager {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
 	return &Manager{
 		opts:   opts,
-		eng:    eng,
+		driver: driver,
 		source: source,
 		log:    opts.Log,
 		http:   &http.Client{Timeout: 3 * time.Second},
@@ -152,7 +153,7 @@ func (m *Manager) Run(ctx context.Context) error {
 			c := m.child()
 			if m.restartRequested(c) {
 				m.log.Info("engine exited to be restarted", "reason", c.exitReason())
-				m.eng.Close()
+				m.driver.Close()
 				m.update(func(s *managerState) { s.child = nil })
 				restartAt = time.Time{}
 				break // reconcile now: it starts the engine again
@@ -164,7 +165,7 @@ func (m *Manager) Run(ctx context.Context) error {
 			restartAt = time.Now().Add(backoff(crashes))
 			reason := c.exitReason()
 			m.log.Error("engine exited on its own", "reason", reason, "restartIn", backoff(crashes).String())
-			m.eng.Close()
+			m.driver.Close()
 			m.update(func(s *managerState) {
 				s.child = nil
 				s.restarts++
@@ -201,7 +202,7 @@ func (m *Manager) Run(ctx context.Context) error {
 
 // restartRequested tells whether c exited asking to be started again.
 func (m *Manager) restartRequested(c *child) bool {
-	rr, ok := m.eng.(RestartRequester)
+	rr, ok := m.driver.(RestartRequester)
 	if !ok {
 		return false
 	}
@@ -234,7 +235,7 @@ func (m *Manager) ensureRunning(ctx context.Context, restartAt time.Time) error 
 	if d := time.Until(restartAt); d > 0 {
 		return fmt.Errorf("%w in %s", errBackoff, d.Round(100*time.Millisecond))
 	}
-	cmd, err := m.eng.Command()
+	cmd, err := m.driver.Command()
 	if err != nil {
 		return err
 	}
@@ -255,7 +256,7 @@ func (m *Manager) ensureRunning(ctx context.Context, restartAt time.Time) error 
 		case <-wctx.Done():
 		}
 	}()
-	if err := m.eng.WaitReady(wctx); err != nil {
+	if err := m.driver.WaitReady(wctx); err != nil {
 		return fmt.Errorf("engine not accepting connections: %w", err)
 	}
 	return nil
@@ -270,8 +271,8 @@ func (m *Manager) stopEngine() bool {
 	}
 	m.log.Info("stopping engine", "pid", c.pid())
 	start := time.Now()
-	clean := c.stop(m.eng.StopSignal(), m.opts.StopTimeout)
-	m.eng.Close()
+	clean := c.stop(m.driver.StopSignal(), m.opts.StopTimeout)
+	m.driver.Close()
 	m.update(func(s *managerState) { s.child = nil })
 	m.log.Info("engine stopped", "clean", clean, "seconds", time.Since(start).Seconds())
 	return clean

@@ -21,9 +21,9 @@ import (
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 )
 
-// fakeEngine is an engine whose server is a shell loop that exits 0 on
+// fakeDriver is a driver whose engine is a shell loop that exits 0 on
 // SIGTERM, so the Manager's supervision runs for real.
-type fakeEngine struct {
+type fakeDriver struct {
 	mu         sync.Mutex
 	hasData    bool
 	sysID      string
@@ -47,7 +47,7 @@ type fakeEngine struct {
 	syncAtPromote bool
 }
 
-func (f *fakeEngine) SetSynchronous(_ context.Context, on bool) error {
+func (f *fakeDriver) SetSynchronous(_ context.Context, on bool) error {
 	f.locked(func() {
 		if f.synchronous != on {
 			f.synchronous, f.syncSets = on, f.syncSets+1
@@ -56,15 +56,15 @@ func (f *fakeEngine) SetSynchronous(_ context.Context, on bool) error {
 	return nil
 }
 
-func (f *fakeEngine) locked(fn func()) { f.mu.Lock(); defer f.mu.Unlock(); fn() }
+func (f *fakeDriver) locked(fn func()) { f.mu.Lock(); defer f.mu.Unlock(); fn() }
 
-func (f *fakeEngine) HasData() (bool, error) {
+func (f *fakeDriver) HasData() (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.hasData, nil
 }
 
-func (f *fakeEngine) SystemID() (string, error) {
+func (f *fakeDriver) SystemID() (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.hasData {
@@ -73,17 +73,17 @@ func (f *fakeEngine) SystemID() (string, error) {
 	return f.sysID, nil
 }
 
-func (f *fakeEngine) Bootstrap(context.Context) error {
+func (f *fakeDriver) Bootstrap(context.Context) error {
 	f.locked(func() { f.bootstraps++; f.hasData, f.sysID, f.writable = true, "sys-new", false })
 	return nil
 }
 
-func (f *fakeEngine) Clone(_ context.Context, t Topology) error {
+func (f *fakeDriver) Clone(_ context.Context, t Topology) error {
 	f.locked(func() { f.clones++; f.hasData, f.sysID, f.writable, f.upstream = true, "sys-"+t.Primary, false, "" })
 	return nil
 }
 
-func (f *fakeEngine) Command() (*exec.Cmd, error) {
+func (f *fakeDriver) Command() (*exec.Cmd, error) {
 	// The shell says it is ready once its trap is set: a SIGTERM before
 	// that would kill it, which the manager rightly reports as unclean.
 	ready := filepath.Join(os.TempDir(), fmt.Sprintf("fake-engine-%d-%p-%d", os.Getpid(), f, time.Now().UnixNano()))
@@ -91,18 +91,18 @@ func (f *fakeEngine) Command() (*exec.Cmd, error) {
 	return exec.Command("sh", "-c", `trap 'exit 0' TERM; : > "$0"; while :; do sleep 0.05; done`, ready), nil
 }
 
-func (f *fakeEngine) StopSignal() syscall.Signal { return syscall.SIGTERM }
-func (f *fakeEngine) WaitReady(ctx context.Context) error {
+func (f *fakeDriver) StopSignal() syscall.Signal { return syscall.SIGTERM }
+func (f *fakeDriver) WaitReady(ctx context.Context) error {
 	var ready string
 	f.locked(func() { ready = f.readyFile })
 	return PollUntil(ctx, 5*time.Millisecond, func() error { _, err := os.Stat(ready); return err })
 }
 
-func (f *fakeEngine) Close() {
+func (f *fakeDriver) Close() {
 	f.locked(func() { _ = os.Remove(f.readyFile) })
 }
 
-func (f *fakeEngine) Follow(_ context.Context, t Topology) error {
+func (f *fakeDriver) Follow(_ context.Context, t Topology) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.lost {
@@ -113,12 +113,12 @@ func (f *fakeEngine) Follow(_ context.Context, t Topology) error {
 	return nil
 }
 
-func (f *fakeEngine) Promote(context.Context) error {
+func (f *fakeDriver) Promote(context.Context) error {
 	f.locked(func() { f.promotes++; f.writable, f.upstream, f.syncAtPromote = true, "", f.synchronous })
 	return nil
 }
 
-func (f *fakeEngine) Probe(context.Context) (Probe, error) {
+func (f *fakeDriver) Probe(context.Context) (Probe, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	lag := 0.0
@@ -126,15 +126,15 @@ func (f *fakeEngine) Probe(context.Context) (Probe, error) {
 		Synchronous: f.writable && f.synchronous}, nil
 }
 
-func (f *fakeEngine) FenceStops() bool { return f.stopsToFence }
+func (f *fakeDriver) FenceStops() bool { return f.stopsToFence }
 
-func (f *fakeEngine) Fence(context.Context) (api.Position, error) {
+func (f *fakeDriver) Fence(context.Context) (api.Position, error) {
 	f.locked(func() { f.fences++; f.writable = false })
 	return api.Position{LSN: "0/3000029", Timeline: 1}, nil
 }
 
 // ServeClone makes the fake a CloneServer.
-func (f *fakeEngine) ServeClone(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "backup") }
+func (f *fakeDriver) ServeClone(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "backup") }
 
 // chanSource is a TopologySource the test feeds.
 type chanSource chan Topology
@@ -154,7 +154,7 @@ func freeAddr(t *testing.T) string {
 type harness struct {
 	t    *testing.T
 	m    *Manager
-	eng  *fakeEngine
+	fake *fakeDriver
 	src  chanSource
 	addr string
 	stop context.CancelFunc
@@ -162,21 +162,21 @@ type harness struct {
 	err  error         // what Run returned
 }
 
-func startManager(t *testing.T, eng *fakeEngine, name string) *harness {
+func startManager(t *testing.T, fake *fakeDriver, name string) *harness {
 	t.Helper()
-	return startManagerFor(t, eng, eng, name)
+	return startManagerFor(t, fake, fake, name)
 }
 
-// startManagerFor runs a Manager of engine, which wraps the fake eng.
-func startManagerFor(t *testing.T, engine Engine, eng *fakeEngine, name string) *harness {
+// startManagerFor runs a Manager of driver, which wraps fake.
+func startManagerFor(t *testing.T, driver Driver, fake *fakeDriver, name string) *harness {
 	t.Helper()
-	return startManagerWith(t, engine, eng, name, nil)
+	return startManagerWith(t, driver, fake, name, nil)
 }
 
 // startManagerWith is startManagerFor with options changed by mod.
-func startManagerWith(t *testing.T, engine Engine, eng *fakeEngine, name string, mod func(*Options)) *harness {
+func startManagerWith(t *testing.T, driver Driver, fake *fakeDriver, name string, mod func(*Options)) *harness {
 	t.Helper()
-	h := &harness{t: t, eng: eng, src: make(chanSource, 1), addr: freeAddr(t), done: make(chan struct{})}
+	h := &harness{t: t, fake: fake, src: make(chanSource, 1), addr: freeAddr(t), done: make(chan struct{})}
 	opts := Options{
 		Name: name, Engine: "fake", DataRoot: t.TempDir(), StatusAddress: h.addr, StopTimeout: 5 * time.Second,
 		MaxReadyLag: 10 * time.Second, ReplicationPassword: func() (string, error) { return "repl-pw", nil },
@@ -184,7 +184,7 @@ func startManagerWith(t *testing.T, engine Engine, eng *fakeEngine, name string,
 	if mod != nil {
 		mod(&opts)
 	}
-	h.m = NewManager(opts, engine, h.src)
+	h.m = NewManager(opts, driver, h.src)
 	ctx, cancel := context.WithCancel(context.Background())
 	h.stop = cancel
 	go func() { h.err = h.m.Run(ctx); close(h.done) }()
@@ -240,20 +240,20 @@ func (h *harness) get(path, user, pass string) int {
 // TestSyncIsSetBeforeThePromotion: a Sync database's new primary waits for
 // a replica from its first commit on, so the settings precede Promote.
 func TestSyncIsSetBeforeThePromotion(t *testing.T) {
-	eng := &fakeEngine{}
-	h := startManager(t, eng, "db-0")
+	driver := &fakeDriver{}
+	h := startManager(t, driver, "db-0")
 	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432, Synchronous: true}
 	h.wait("a synchronous primary", func(s api.Status) bool { return s.Ready && s.Synchronous })
-	eng.locked(func() {
-		if eng.promotes != 1 || !eng.syncAtPromote {
-			t.Errorf("promotes %d, synchronous when promoted %v", eng.promotes, eng.syncAtPromote)
+	driver.locked(func() {
+		if driver.promotes != 1 || !driver.syncAtPromote {
+			t.Errorf("promotes %d, synchronous when promoted %v", driver.promotes, driver.syncAtPromote)
 		}
 	})
 }
 
 func TestManagerPrimaryLifecycle(t *testing.T) {
-	eng := &fakeEngine{}
-	h := startManager(t, eng, "db-0")
+	driver := &fakeDriver{}
+	h := startManager(t, driver, "db-0")
 
 	s := h.wait("waiting", func(s api.Status) bool { return s.Role == api.RoleWaiting })
 	if s.Ready || s.EngineRunning {
@@ -265,8 +265,8 @@ func TestManagerPrimaryLifecycle(t *testing.T) {
 
 	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432}
 	s = h.wait("a ready primary", func(s api.Status) bool { return s.Ready && s.Role == api.RolePrimary })
-	if eng.bootstraps != 1 || eng.promotes != 1 || s.SystemIdentifier != "sys-new" {
-		t.Errorf("bootstraps %d, promotes %d, status %+v", eng.bootstraps, eng.promotes, s)
+	if driver.bootstraps != 1 || driver.promotes != 1 || s.SystemIdentifier != "sys-new" {
+		t.Errorf("bootstraps %d, promotes %d, status %+v", driver.bootstraps, driver.promotes, s)
 	}
 	if h.get("/readyz", "", "") != 200 {
 		t.Error("/readyz of a ready primary")
@@ -290,9 +290,9 @@ func TestManagerPrimaryLifecycle(t *testing.T) {
 	s = h.wait("a synchronous primary", func(s api.Status) bool { return s.Ready && s.Synchronous })
 	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432}
 	s = h.wait("an asynchronous primary", func(s api.Status) bool { return s.Ready && !s.Synchronous })
-	eng.locked(func() {
-		if eng.syncSets != 2 {
-			t.Errorf("SetSynchronous changed the setting %d times, want 2", eng.syncSets)
+	driver.locked(func() {
+		if driver.syncSets != 2 {
+			t.Errorf("SetSynchronous changed the setting %d times, want 2", driver.syncSets)
 		}
 	})
 
@@ -306,8 +306,8 @@ func TestManagerPrimaryLifecycle(t *testing.T) {
 		t.Errorf("after the crash: %+v", down)
 	}
 	up := h.wait("the engine restarted", func(s api.Status) bool { return s.Ready && s.EngineRunning && s.EnginePID != pid })
-	if eng.bootstraps != 1 {
-		t.Errorf("bootstrapped %d times", eng.bootstraps)
+	if driver.bootstraps != 1 {
+		t.Errorf("bootstrapped %d times", driver.bootstraps)
 	}
 	if up.Restarts != 1 {
 		t.Errorf("restarts %d", up.Restarts)
@@ -316,8 +316,8 @@ func TestManagerPrimaryLifecycle(t *testing.T) {
 	// Told to be a replica, a former primary re-clones rather than follow.
 	h.src <- Topology{Primary: "db-1", PrimaryHost: "127.0.0.2", PrimaryPort: 5432}
 	s = h.wait("a ready replica", func(s api.Status) bool { return s.Ready && s.Role == api.RoleReplica })
-	if eng.clones != 1 || s.Upstream != "127.0.0.2:5432" || s.SystemIdentifier != "sys-db-1" {
-		t.Errorf("clones %d, status %+v", eng.clones, s)
+	if driver.clones != 1 || s.Upstream != "127.0.0.2:5432" || s.SystemIdentifier != "sys-db-1" {
+		t.Errorf("clones %d, status %+v", driver.clones, s)
 	}
 	if h.get("/v1/clone", api.ReplicationUser, "repl-pw") != 503 {
 		t.Error("a replica served a clone")
@@ -349,24 +349,24 @@ func TestManagerKeepsOrReplacesReplicaData(t *testing.T) {
 				_ = json.NewEncoder(w).Encode(api.Status{Name: "db-0", Role: api.RolePrimary, SystemIdentifier: c.primarySys})
 			}))
 			defer primary.Close()
-			eng := &fakeEngine{hasData: true, sysID: "sys-mine"}
-			h := startManager(t, eng, "db-1")
+			driver := &fakeDriver{hasData: true, sysID: "sys-mine"}
+			h := startManager(t, driver, "db-1")
 			h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432, PrimaryStatusURL: primary.URL}
 			h.wait("a ready replica", func(s api.Status) bool { return s.Ready && s.Role == api.RoleReplica })
-			if eng.clones != c.wantClones || eng.bootstraps != 0 {
-				t.Errorf("%s: clones %d, bootstraps %d", c.description, eng.clones, eng.bootstraps)
+			if driver.clones != c.wantClones || driver.bootstraps != 0 {
+				t.Errorf("%s: clones %d, bootstraps %d", c.description, driver.clones, driver.bootstraps)
 			}
 		})
 	}
 }
 
 func TestManagerReclonesAReplicaThatCannotCatchUp(t *testing.T) {
-	eng := &fakeEngine{hasData: true, sysID: "sys-db-0", lost: true}
-	h := startManager(t, eng, "db-1")
+	driver := &fakeDriver{hasData: true, sysID: "sys-db-0", lost: true}
+	h := startManager(t, driver, "db-1")
 	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432}
 	h.wait("a ready replica", func(s api.Status) bool { return s.Ready && s.Role == api.RoleReplica })
-	if eng.clones != 1 {
-		t.Errorf("clones %d, want 1", eng.clones)
+	if driver.clones != 1 {
+		t.Errorf("clones %d, want 1", driver.clones)
 	}
 }
 
@@ -406,33 +406,33 @@ func TestBackoff(t *testing.T) {
 	}
 }
 
-// selfRestarting is an engine whose server exits asking for a restart the
+// selfRestarting is a driver whose engine exits asking for a restart the
 // first time it runs, as mysqld does (status 16) after RESTART or a clone
 // into its own data directory.
 type selfRestarting struct {
-	*fakeEngine
+	*fakeDriver
 	starts int
 }
 
-func (e *selfRestarting) Command() (*exec.Cmd, error) {
+func (d *selfRestarting) Command() (*exec.Cmd, error) {
 	var n int
-	e.locked(func() { e.starts++; n = e.starts })
+	d.locked(func() { d.starts++; n = d.starts })
 	if n == 1 {
 		return exec.Command("sh", "-c", "sleep 0.2; exit 16"), nil
 	}
-	return e.fakeEngine.Command()
+	return d.fakeDriver.Command()
 }
 
-func (e *selfRestarting) RestartRequested(code int) bool { return code == 16 }
+func (d *selfRestarting) RestartRequested(code int) bool { return code == 16 }
 
 func TestManagerRestartsAnEngineThatAsks(t *testing.T) {
-	eng := &selfRestarting{fakeEngine: &fakeEngine{}}
-	h := startManagerFor(t, eng, eng.fakeEngine, "db-0")
+	driver := &selfRestarting{fakeDriver: &fakeDriver{}}
+	h := startManagerFor(t, driver, driver.fakeDriver, "db-0")
 	start := time.Now()
 	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 3306}
 	s := h.wait("the engine started again", func(s api.Status) bool {
 		var starts int
-		eng.locked(func() { starts = eng.starts })
+		driver.locked(func() { starts = driver.starts })
 		return starts == 2 && s.EngineRunning && s.Ready
 	})
 	if s.Restarts != 0 || s.LastExit != "" {
@@ -453,8 +453,8 @@ func TestManagerRestartsAnEngineThatAsks(t *testing.T) {
 func TestManagerFencesForASwitchover(t *testing.T) {
 	for _, stops := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fence stops the engine: %v", stops), func(t *testing.T) {
-			eng := &fakeEngine{stopsToFence: stops}
-			h := startManager(t, eng, "db-0")
+			driver := &fakeDriver{stopsToFence: stops}
+			h := startManager(t, driver, "db-0")
 			primary := Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432}
 			h.src <- primary
 			h.wait("a ready primary", func(s api.Status) bool { return s.Ready && s.Role == api.RolePrimary })
@@ -469,15 +469,15 @@ func TestManagerFencesForASwitchover(t *testing.T) {
 			// It stays fenced: no restart, no promotion, one Fence.
 			time.Sleep(1500 * time.Millisecond)
 			s = h.m.Status(context.Background())
-			if !s.Fenced || s.Ready || eng.fences != 1 || eng.promotes != 1 || s.EngineRunning == stops {
-				t.Errorf("after 1.5s: fences %d, promotes %d, status %+v", eng.fences, eng.promotes, s)
+			if !s.Fenced || s.Ready || driver.fences != 1 || driver.promotes != 1 || s.EngineRunning == stops {
+				t.Errorf("after 1.5s: fences %d, promotes %d, status %+v", driver.fences, driver.promotes, s)
 			}
 
 			// Aborted (the target cleared): a primary again.
 			h.src <- primary
 			s = h.wait("a ready primary again", func(s api.Status) bool { return s.Ready && s.Role == api.RolePrimary })
-			if s.Fenced || eng.promotes != 2 {
-				t.Errorf("unfenced: promotes %d, status %+v", eng.promotes, s)
+			if s.Fenced || driver.promotes != 2 {
+				t.Errorf("unfenced: promotes %d, status %+v", driver.promotes, s)
 			}
 
 			// A fence the source asks for (it cannot confirm the topology).
@@ -490,8 +490,8 @@ func TestManagerFencesForASwitchover(t *testing.T) {
 			// re-clones since it served as primary.
 			h.src <- Topology{Primary: "db-1", PrimaryHost: "127.0.0.2", PrimaryPort: 5432, TargetPrimary: "db-1"}
 			s = h.wait("a ready replica", func(s api.Status) bool { return s.Ready && s.Role == api.RoleReplica })
-			if s.Fenced || eng.clones != 1 {
-				t.Errorf("clones %d, status %+v", eng.clones, s)
+			if s.Fenced || driver.clones != 1 {
+				t.Errorf("clones %d, status %+v", driver.clones, s)
 			}
 		})
 	}

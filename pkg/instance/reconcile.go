@@ -36,7 +36,7 @@ func (m *Manager) reconcile(ctx context.Context, t Topology, restartAt time.Time
 
 func (m *Manager) reconcilePrimary(ctx context.Context, t Topology, restartAt time.Time) error {
 	if m.child() == nil {
-		has, err := m.eng.HasData()
+		has, err := m.driver.HasData()
 		if err != nil {
 			return err
 		}
@@ -50,7 +50,7 @@ func (m *Manager) reconcilePrimary(ctx context.Context, t Topology, restartAt ti
 			// The controller names as primary only an instance whose data
 			// it trusts; an empty one is a new database.
 			m.log.Info("bootstrapping a new data set")
-			if err := m.eng.Bootstrap(ctx); err != nil {
+			if err := m.driver.Bootstrap(ctx); err != nil {
 				return fmt.Errorf("bootstrap: %w", err)
 			}
 		}
@@ -63,21 +63,21 @@ func (m *Manager) reconcilePrimary(ctx context.Context, t Topology, restartAt ti
 	if err := m.ensureRunning(ctx, restartAt); err != nil {
 		return err
 	}
-	p, err := m.eng.Probe(ctx)
+	p, err := m.driver.Probe(ctx)
 	if err != nil {
 		return err
 	}
 	// Synchronous replication is set before a promotion, not after: the
 	// first commit the new primary takes must already wait for a replica
 	// (the settings do nothing while the server is a replica).
-	if s, ok := m.eng.(SyncReplicator); ok {
+	if s, ok := m.driver.(SyncReplicator); ok {
 		if err := s.SetSynchronous(ctx, t.Synchronous); err != nil {
 			return fmt.Errorf("synchronous replication %v: %w", t.Synchronous, err)
 		}
 	}
 	if !p.Writable {
 		m.log.Info("promoting")
-		if err := m.eng.Promote(ctx); err != nil {
+		if err := m.driver.Promote(ctx); err != nil {
 			return fmt.Errorf("promote: %w", err)
 		}
 	}
@@ -103,12 +103,12 @@ func (m *Manager) fence(ctx context.Context, why string, restartAt time.Time) er
 		m.log.Info("fencing: refusing writes", "why", why)
 	}
 	start := time.Now()
-	if m.eng.FenceStops() {
+	if m.driver.FenceStops() {
 		m.stopEngine()
 	} else if err := m.ensureRunning(ctx, restartAt); err != nil {
 		return err
 	}
-	pos, err := m.eng.Fence(ctx)
+	pos, err := m.driver.Fence(ctx)
 	if err != nil {
 		return fmt.Errorf("fence: %w", err)
 	}
@@ -145,7 +145,7 @@ func (m *Manager) reconcileReplica(ctx context.Context, t Topology, restartAt ti
 	if err := m.ensureRunning(ctx, restartAt); err != nil {
 		return err
 	}
-	err := m.eng.Follow(ctx, t)
+	err := m.driver.Follow(ctx, t)
 	if errors.Is(err, ErrMustReclone) {
 		return m.clone(ctx, t, err.Error())
 	}
@@ -159,7 +159,7 @@ func (m *Manager) clone(ctx context.Context, t Topology, why string) error {
 	m.log.Info("cloning from the primary", "primary", t.Primary, "why", why)
 	m.stopEngine()
 	start := time.Now()
-	if err := m.eng.Clone(ctx, t); err != nil {
+	if err := m.driver.Clone(ctx, t); err != nil {
 		return fmt.Errorf("clone from %s: %w", t.Primary, err)
 	}
 	m.log.Info("cloned", "primary", t.Primary, "seconds", time.Since(start).Seconds())
@@ -190,14 +190,14 @@ func (m *Manager) servedAsPrimary() bool {
 // cloneReason says why the data must be replaced by a clone of t's
 // primary, or "" when it can be kept.
 func (m *Manager) cloneReason(ctx context.Context, t Topology) string {
-	has, err := m.eng.HasData()
+	has, err := m.driver.HasData()
 	if err != nil || !has {
 		return "no data"
 	}
 	if m.servedAsPrimary() {
 		return "it served as primary and may have diverged"
 	}
-	local, err := m.eng.SystemID()
+	local, err := m.driver.SystemID()
 	if err != nil {
 		return "unreadable data: " + err.Error()
 	}

@@ -32,7 +32,7 @@ func (m *Manager) serve() (*http.Server, error) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(m.Status(r.Context()))
 	})
-	if cs, ok := m.eng.(CloneServer); ok {
+	if cs, ok := m.driver.(CloneServer); ok {
 		sem := make(chan struct{}, 1)
 		mux.HandleFunc("GET "+api.PathClone, m.authenticated(func(w http.ResponseWriter, r *http.Request) {
 			s := m.Status(r.Context())
@@ -110,7 +110,7 @@ func (m *Manager) Status(ctx context.Context) api.Status {
 		t := st.exitTime.UTC()
 		s.LastExitTime = &t
 	}
-	if id, err := m.eng.SystemID(); err == nil {
+	if id, err := m.driver.SystemID(); err == nil {
 		s.SystemIdentifier = id
 	}
 	if st.child != nil {
@@ -158,7 +158,7 @@ func (m *Manager) Status(ctx context.Context) api.Status {
 	}
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	p, err := m.eng.Probe(pctx)
+	p, err := m.driver.Probe(pctx)
 	if err != nil {
 		s.Reason = "probe: " + err.Error()
 		return s

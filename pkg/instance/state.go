@@ -100,7 +100,7 @@ func ReplaceDir(src, dst string) error {
 	return os.RemoveAll(old)
 }
 
-// UnpackVerified is the first half of every engine's Restore: scratch made
+// UnpackVerified is the first half of every driver's Restore: scratch made
 // anew with mode, unpack filling it from r, r read to its end (what follows
 // an archive's end, its padding, is part of the stream the checksum
 // covers), then verify. On error scratch is gone; on success the caller

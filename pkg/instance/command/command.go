@@ -148,12 +148,12 @@ func run(ctx context.Context, o *Options) error {
 	if serverID == 0 {
 		serverID = ServerIDFromName(o.Name)
 	}
-	cfg := instance.EngineConfig{
+	cfg := instance.DriverConfig{
 		Name: o.Name, DataRoot: o.DataRoot, RunDir: o.RunDir, ListenHost: o.ListenHost, ListenLoopback: o.ListenLoopback, Port: o.Port,
 		BinDir: o.BinDir, Secrets: instance.Secrets{Dir: o.SecretsDir}, ServerID: serverID,
 		Stdout: os.Stdout, Stderr: os.Stdout, Log: log.With("engine", o.Engine),
 	}
-	eng, err := newEngine(o.Engine, &cfg)
+	driver, err := newDriver(o.Engine, &cfg)
 	if err != nil {
 		return err
 	}
@@ -163,7 +163,7 @@ func run(ctx context.Context, o *Options) error {
 		// and the data are volumes), naming pids this container reuses for
 		// its own processes and threads, and the engines then refuse to
 		// start ("lock file already exists").
-		if err := instance.RemoveStaleLocks(cfg.RunDir, eng); err != nil {
+		if err := instance.RemoveStaleLocks(cfg.RunDir, driver); err != nil {
 			return err
 		}
 	}
@@ -177,7 +177,7 @@ func run(ctx context.Context, o *Options) error {
 		ReplicationPassword: func() (string, error) { return cfg.Secrets.Get(instance.SecretReplicationPassword) },
 		Restore:             o.Restore,
 		Log:                 log,
-	}, eng, topology)
+	}, driver, topology)
 
 	// SIGHUP is the engines' reload signal: pass it on.
 	hup := make(chan os.Signal, 1)
@@ -192,9 +192,9 @@ func run(ctx context.Context, o *Options) error {
 	return m.Run(ctx)
 }
 
-// newEngine builds the engine name selects, defaulting cfg's port to the
-// engine's usual one.
-func newEngine(name string, cfg *instance.EngineConfig) (instance.Engine, error) {
+// newDriver builds the driver of the engine name selects, defaulting cfg's
+// port to the engine's usual one.
+func newDriver(name string, cfg *instance.DriverConfig) (instance.Driver, error) {
 	if cfg.Port == 0 {
 		cfg.Port = map[string]int{"postgres": 5432, "mariadb": 3306, "mysql": 3306}[name]
 	}

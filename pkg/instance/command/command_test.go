@@ -74,26 +74,26 @@ func TestCopySelf(t *testing.T) {
 	}
 }
 
-func TestNewEngine(t *testing.T) {
+func TestNewDriver(t *testing.T) {
 	for name, want := range map[string]struct {
 		typ  string
 		port int
-	}{"postgres": {"*postgres.Engine", 5432}, "mariadb": {"*mariadb.Engine", 3306}, "mysql": {"*mysql.Engine", 3306}} {
-		cfg := instance.EngineConfig{DataRoot: t.TempDir(), RunDir: t.TempDir()}
-		eng, err := newEngine(name, &cfg)
+	}{"postgres": {"*postgres.Driver", 5432}, "mariadb": {"*mariadb.Driver", 3306}, "mysql": {"*mysql.Driver", 3306}} {
+		cfg := instance.DriverConfig{DataRoot: t.TempDir(), RunDir: t.TempDir()}
+		driver, err := newDriver(name, &cfg)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
 		}
-		if got := fmt.Sprintf("%T", eng); got != want.typ || cfg.Port != want.port {
+		if got := fmt.Sprintf("%T", driver); got != want.typ || cfg.Port != want.port {
 			t.Errorf("%s: %s on port %d, want %s on %d", name, got, cfg.Port, want.typ, want.port)
 		}
 	}
-	cfg := instance.EngineConfig{Port: 3307}
-	if _, err := newEngine("mysql", &cfg); err != nil || cfg.Port != 3307 {
+	cfg := instance.DriverConfig{Port: 3307}
+	if _, err := newDriver("mysql", &cfg); err != nil || cfg.Port != 3307 {
 		t.Errorf("an explicit port: %d, %v", cfg.Port, err)
 	}
-	if _, err := newEngine("oracle", &instance.EngineConfig{}); err == nil {
-		t.Error("an unknown engine was built")
+	if _, err := newDriver("oracle", &instance.DriverConfig{}); err == nil {
+		t.Error("a driver of an unknown engine was built")
 	}
 }

@@ -18,40 +18,40 @@ import (
 // (xbstream) stream, unprepared.
 const BackupFormat = "mariadb-backup-xbstream"
 
-var _ instance.Backuper = (*Engine)(nil)
+var _ instance.Backuper = (*Driver)(nil)
 
 // BackupFormat implements instance.Backuper.
-func (e *Engine) BackupFormat() string { return BackupFormat }
+func (d *Driver) BackupFormat() string { return BackupFormat }
 
 // Backup implements instance.Backuper with the stream replicas clone from:
 // mariadb-backup copies InnoDB with its redo log and takes BACKUP STAGE
 // locks for the rest, so the backup is consistent at one GTID position, on
 // a replica as on the primary.
-func (e *Engine) Backup(ctx context.Context, w io.Writer) (api.Position, error) {
-	gtid, err := e.streamBackup(ctx, w)
+func (d *Driver) Backup(ctx context.Context, w io.Writer) (api.Position, error) {
+	gtid, err := d.streamBackup(ctx, w)
 	return api.Position{GTID: gtid}, err
 }
 
-func (e *Engine) restoreDir() string { return e.DataDir + ".restore" }
+func (d *Driver) restoreDir() string { return d.DataDir + ".restore" }
 
 // DiscardRestore implements instance.Backuper.
-func (e *Engine) DiscardRestore() error { return os.RemoveAll(e.restoreDir()) }
+func (d *Driver) DiscardRestore() error { return os.RemoveAll(d.restoreDir()) }
 
 // Restore implements instance.Backuper: the stream unpacked into a scratch
 // directory, prepared (the redo log applied: the data is consistent), given
 // this instance's passwords by a server without networking, then a new
 // system identifier, the completion marker and the rename into place.
-func (e *Engine) Restore(ctx context.Context, r io.Reader, verify func() error) (err error) {
-	if has, err := e.HasData(); err != nil || has {
+func (d *Driver) Restore(ctx context.Context, r io.Reader, verify func() error) (err error) {
+	if has, err := d.HasData(); err != nil || has {
 		return errors.Join(err, errors.New("the instance already has data"))
 	}
-	users, err := e.credentialStatements()
+	users, err := d.credentialStatements()
 	if err != nil {
 		return err
 	}
-	tmp := e.restoreDir()
+	tmp := d.restoreDir()
 	mbstream := func(r io.Reader, dir string) error {
-		x := e.cfg.Tool(ctx, "mbstream", "-x", "-C", dir)
+		x := d.cfg.Tool(ctx, "mbstream", "-x", "-C", dir)
 		x.Stdin = r
 		if err := x.Run(); err != nil {
 			return fmt.Errorf("mbstream: %w", err)
@@ -66,27 +66,27 @@ func (e *Engine) Restore(ctx context.Context, r io.Reader, verify func() error) 
 			_ = os.RemoveAll(tmp)
 		}
 	}()
-	if err := e.cfg.Tool(ctx, "mariadb-backup", "--no-defaults", "--prepare", "--target-dir="+tmp).Run(); err != nil {
+	if err := d.cfg.Tool(ctx, "mariadb-backup", "--no-defaults", "--prepare", "--target-dir="+tmp).Run(); err != nil {
 		return fmt.Errorf("mariadb-backup --prepare: %w", err)
 	}
 	// Without the grant tables any socket client is admin, whoever ran the
 	// source; FLUSH PRIVILEGES loads them for the ALTER USERs.
-	server := e.cfg.Tool(context.Background(), "mariadbd", append(e.serverArgs(tmp), "--skip-networking", "--skip-grant-tables")...)
-	if err := mysqlfamily.WithTempServer(ctx, server, e.openAdmin, mysqlfamily.Statements("the restored database's credentials (it keeps the source's user and database names)", users...)); err != nil {
+	server := d.cfg.Tool(context.Background(), "mariadbd", append(d.serverArgs(tmp), "--skip-networking", "--skip-grant-tables")...)
+	if err := mysqlfamily.WithTempServer(ctx, server, d.openAdmin, mysqlfamily.Statements("the restored database's credentials (it keeps the source's user and database names)", users...)); err != nil {
 		return err
 	}
 	id := make([]byte, 8)
 	if _, err := rand.Read(id); err != nil {
 		return err
 	}
-	return e.Complete(tmp, hex.EncodeToString(id), nil)
+	return d.Complete(tmp, hex.EncodeToString(id), nil)
 }
 
 // credentialStatements make the Secret's passwords those of the restored
 // users and forget the source's replication: the restored database is a
 // new primary whose GTID history starts with its own binlog.
-func (e *Engine) credentialStatements() ([]string, error) {
-	app, repl, err := e.Credentials()
+func (d *Driver) credentialStatements() ([]string, error) {
+	app, repl, err := d.Credentials()
 	if err != nil {
 		return nil, err
 	}

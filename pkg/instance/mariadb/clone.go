@@ -36,8 +36,8 @@ var cloneClient = &http.Client{Transport: &http.Transport{
 // ServeClone implements instance.CloneServer on the primary: a physical
 // backup of the running server, streamed as mbstream. The Manager has
 // authenticated the client as the replication user.
-func (e *Engine) ServeClone(w http.ResponseWriter, r *http.Request) {
-	id, err := e.SystemID()
+func (d *Driver) ServeClone(w http.ResponseWriter, r *http.Request) {
+	id, err := d.SystemID()
 	if err != nil {
 		http.Error(w, "no system identifier: "+err.Error(), http.StatusServiceUnavailable)
 		return
@@ -46,7 +46,7 @@ func (e *Engine) ServeClone(w http.ResponseWriter, r *http.Request) {
 	// still applies its relay log, and the backup's BACKUP STAGE
 	// BLOCK_COMMIT would hold the applier's commits, so the promotion
 	// waits for the backup and the backup for the promotion.
-	if c, err := e.Server.Admin(); err != nil {
+	if c, err := d.Server.Admin(); err != nil {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	} else if st, err := c.QueryRow(r.Context(), Dialect{}.StateQuery()); err != nil || st["writable"] != "1" {
@@ -58,12 +58,12 @@ func (e *Engine) ServeClone(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Trailer", trailerResult)
 	w.WriteHeader(http.StatusOK)
 	start := time.Now()
-	if _, err := e.streamBackup(r.Context(), w); err != nil {
-		e.cfg.Log.Error("clone stream failed", "client", r.RemoteAddr, "err", err)
+	if _, err := d.streamBackup(r.Context(), w); err != nil {
+		d.cfg.Log.Error("clone stream failed", "client", r.RemoteAddr, "err", err)
 		w.Header().Set(trailerResult, "failed: "+err.Error())
 		return
 	}
-	e.cfg.Log.Info("clone streamed", "client", r.RemoteAddr, "seconds", time.Since(start).Seconds())
+	d.cfg.Log.Info("clone streamed", "client", r.RemoteAddr, "seconds", time.Since(start).Seconds())
 	w.Header().Set(trailerResult, "ok")
 }
 
@@ -74,23 +74,23 @@ var lastChangeRE = regexp.MustCompile(`GTID of the last change '([^']*)'`)
 
 // streamBackup writes a physical backup of the running server to w as
 // mbstream and returns its GTID position ("" before the first write).
-func (e *Engine) streamBackup(ctx context.Context, w io.Writer) (string, error) {
+func (d *Driver) streamBackup(ctx context.Context, w io.Writer) (string, error) {
 	u, err := user.Current()
 	if err != nil {
 		return "", err
 	}
 	// --target-dir only holds the tool's bookkeeping: the data goes to w.
-	scratch, err := os.MkdirTemp(e.cfg.RunDir, "backup-")
+	scratch, err := os.MkdirTemp(d.cfg.RunDir, "backup-")
 	if err != nil {
 		return "", err
 	}
 	defer os.RemoveAll(scratch)
 	var log bytes.Buffer
 	// The socket admin user needs no password; stderr is the server log.
-	cmd := e.cfg.Tool(ctx, "mariadb-backup", "--no-defaults", "--backup", "--stream=mbstream",
-		"--target-dir="+scratch, "--socket="+e.socket(), "--user="+u.Username, "--parallel=2")
+	cmd := d.cfg.Tool(ctx, "mariadb-backup", "--no-defaults", "--backup", "--stream=mbstream",
+		"--target-dir="+scratch, "--socket="+d.socket(), "--user="+u.Username, "--parallel=2")
 	cmd.Stdout = w
-	cmd.Stderr = io.MultiWriter(e.cfg.Stderr, &tailBuffer{b: &log, max: 64 << 10})
+	cmd.Stderr = io.MultiWriter(d.cfg.Stderr, &tailBuffer{b: &log, max: 64 << 10})
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("mariadb-backup: %w", err)
 	}
@@ -115,18 +115,18 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Clone implements instance.Engine on a replica: the primary's stream
+// Clone implements instance.Driver on a replica: the primary's stream
 // unpacked into a scratch directory, prepared, given the primary's system
 // identifier and the backup's GTID position, then renamed into place.
-func (e *Engine) Clone(ctx context.Context, t instance.Topology) error {
+func (d *Driver) Clone(ctx context.Context, t instance.Topology) error {
 	if t.PrimaryStatusURL == "" {
 		return fmt.Errorf("topology has no primaryStatusURL to clone from")
 	}
-	pw, err := e.cfg.Secrets.Get(instance.SecretReplicationPassword)
+	pw, err := d.cfg.Secrets.Get(instance.SecretReplicationPassword)
 	if err != nil {
 		return err
 	}
-	tmp := e.DataDir + ".clone"
+	tmp := d.DataDir + ".clone"
 	if err := os.RemoveAll(tmp); err != nil {
 		return err
 	}
@@ -151,7 +151,7 @@ func (e *Engine) Clone(ctx context.Context, t instance.Topology) error {
 	if id == "" {
 		return fmt.Errorf("clone endpoint sent no system identifier")
 	}
-	x := e.cfg.Tool(ctx, "mbstream", "-x", "-C", tmp)
+	x := d.cfg.Tool(ctx, "mbstream", "-x", "-C", tmp)
 	x.Stdin = resp.Body
 	if err := x.Run(); err != nil {
 		return fmt.Errorf("mbstream: %w", err)
@@ -163,14 +163,14 @@ func (e *Engine) Clone(ctx context.Context, t instance.Topology) error {
 	if r := resp.Trailer.Get(trailerResult); r != "ok" {
 		return fmt.Errorf("the primary's backup did not finish: %q", r)
 	}
-	if err := e.cfg.Tool(ctx, "mariadb-backup", "--no-defaults", "--prepare", "--target-dir="+tmp).Run(); err != nil {
+	if err := d.cfg.Tool(ctx, "mariadb-backup", "--no-defaults", "--prepare", "--target-dir="+tmp).Run(); err != nil {
 		return fmt.Errorf("mariadb-backup --prepare: %w", err)
 	}
 	gtid, err := backupGTID(tmp)
 	if err != nil {
 		return err
 	}
-	return e.Complete(tmp, id, map[string]string{cloneGTIDFile: gtid})
+	return d.Complete(tmp, id, map[string]string{cloneGTIDFile: gtid})
 }
 
 // backupGTID is the GTID position of the backup, the third field of the

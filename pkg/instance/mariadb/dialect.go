@@ -84,7 +84,7 @@ func (Dialect) SyncQuery() string {
 
 // SyncStatements implements mysqlfamily.Dialect: semi-synchronous
 // replication is built into MariaDB (10.3+); the replicas run with
-// rpl_semi_sync_slave_enabled (see Engine.Command). AFTER_SYNC waits
+// rpl_semi_sync_slave_enabled (see Driver.Command). AFTER_SYNC waits
 // before the commit is visible to other sessions, so no client sees a
 // write a failover could lose.
 func (Dialect) SyncStatements(on bool) []string {

@@ -107,8 +107,8 @@ func TestRestoreCredentialStatements(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e := New(instance.EngineConfig{Secrets: instance.Secrets{Dir: dir}})
-	got, err := e.credentialStatements()
+	d := New(instance.DriverConfig{Secrets: instance.Secrets{Dir: dir}})
+	got, err := d.credentialStatements()
 	if err != nil {
 		t.Fatal(err)
 	}

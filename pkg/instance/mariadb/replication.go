@@ -16,8 +16,8 @@ import (
 // mysql.gtid_slave_pos), and before replication starts, so a crash in
 // between can neither skip the step nor rewind a replica that applied more.
 // It is the mysqlfamily.Server's PrepareFollow.
-func (e *Engine) adoptCloneGTID(ctx context.Context, c mysqlfamily.Conn) error {
-	path := filepath.Join(e.DataDir, cloneGTIDFile)
+func (d *Driver) adoptCloneGTID(ctx context.Context, c mysqlfamily.Conn) error {
+	path := filepath.Join(d.DataDir, cloneGTIDFile)
 	gtid, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -31,7 +31,7 @@ func (e *Engine) adoptCloneGTID(ctx context.Context, c mysqlfamily.Conn) error {
 	if err := os.Remove(path); err != nil {
 		return err
 	}
-	return instance.SyncDir(e.DataDir)
+	return instance.SyncDir(d.DataDir)
 }
 
 func adoptGTIDStatements(gtid string) []string {

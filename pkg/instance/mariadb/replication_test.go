@@ -25,13 +25,13 @@ import (
 // The real-engine suite runs these paths against MariaDB; here the
 // decisions are pinned through a fake connection.
 
-func newFakeEngine(t *testing.T, state, replica map[string]string) (*Engine, *fakeconn.Conn) {
+func newFakeDriver(t *testing.T, state, replica map[string]string) (*Driver, *fakeconn.Conn) {
 	t.Helper()
 	secrets := t.TempDir()
 	if err := os.WriteFile(filepath.Join(secrets, instance.SecretReplicationPassword), []byte("rpw"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e := New(instance.EngineConfig{DataRoot: t.TempDir(), RunDir: t.TempDir(), Secrets: instance.Secrets{Dir: secrets},
+	d := New(instance.DriverConfig{DataRoot: t.TempDir(), RunDir: t.TempDir(), Secrets: instance.Secrets{Dir: secrets},
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	conn := &fakeconn.Conn{Row: func(q string) map[string]string {
 		if q == (Dialect{}).StateQuery() {
@@ -39,21 +39,21 @@ func newFakeEngine(t *testing.T, state, replica map[string]string) (*Engine, *fa
 		}
 		return replica
 	}}
-	e.Server.Open = func() (mysqlfamily.Conn, error) { return conn, nil }
-	return e, conn
+	d.Server.Open = func() (mysqlfamily.Conn, error) { return conn, nil }
+	return d, conn
 }
 
 var topo = instance.Topology{Primary: "db-0", PrimaryHost: "10.0.0.5", PrimaryPort: 3306}
 
 func TestFollowAdoptsTheCloneGTIDFirst(t *testing.T) {
-	e, conn := newFakeEngine(t, map[string]string{"fenced": "1"}, nil)
-	if err := os.MkdirAll(e.DataDir, 0o750); err != nil {
+	d, conn := newFakeDriver(t, map[string]string{"fenced": "1"}, nil)
+	if err := os.MkdirAll(d.DataDir, 0o750); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(e.DataDir, cloneGTIDFile), []byte("0-1-42\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(d.DataDir, cloneGTIDFile), []byte("0-1-42\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Follow(context.Background(), topo); err != nil {
+	if err := d.Follow(context.Background(), topo); err != nil {
 		t.Fatal(err)
 	}
 	want := append([]string{"STOP SLAVE", "RESET SLAVE ALL", "SET GLOBAL gtid_slave_pos = '0-1-42'"},
@@ -61,7 +61,7 @@ func TestFollowAdoptsTheCloneGTIDFirst(t *testing.T) {
 	if diff := cmp.Diff(want, conn.Executed()); diff != "" {
 		t.Error(diff)
 	}
-	if _, err := os.Stat(filepath.Join(e.DataDir, cloneGTIDFile)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(d.DataDir, cloneGTIDFile)); !os.IsNotExist(err) {
 		t.Errorf("the clone's GTID file is left: %v", err)
 	}
 }
@@ -69,12 +69,12 @@ func TestFollowAdoptsTheCloneGTIDFirst(t *testing.T) {
 func TestFollowFencesAndReclones(t *testing.T) {
 	purged := map[string]string{"Master_Host": "10.0.0.5", "Master_Port": "3306", "Master_User": "replicator",
 		"Slave_IO_Running": "No", "Slave_SQL_Running": "Yes", "Last_IO_Errno": "1236", "Last_IO_Error": "purged"}
-	e, conn := newFakeEngine(t, map[string]string{"fenced": "0"}, purged)
+	d, conn := newFakeDriver(t, map[string]string{"fenced": "0"}, purged)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	e.Server.Now = func() time.Time { return now }
+	d.Server.Now = func() time.Time { return now }
 	// At first the replica retries: a primary promoted a moment ago may
 	// still be applying the GTIDs the replica asks for.
-	if err := e.Follow(context.Background(), topo); err != nil {
+	if err := d.Follow(context.Background(), topo); err != nil {
 		t.Fatalf("within the grace: %v", err)
 	}
 	retry := append([]string{"SET GLOBAL read_only = ON"}, Dialect{}.FollowStatements(mysqlfamily.Source{Host: "10.0.0.5", Port: 3306, User: "replicator", Password: "rpw"})...)
@@ -83,7 +83,7 @@ func TestFollowFencesAndReclones(t *testing.T) {
 	}
 	// Still refused after the grace: the history is gone, only a clone helps.
 	now = now.Add(30 * time.Second)
-	if err := e.Follow(context.Background(), topo); !errors.Is(err, instance.ErrMustReclone) {
+	if err := d.Follow(context.Background(), topo); !errors.Is(err, instance.ErrMustReclone) {
 		t.Fatalf("after the grace: err = %v", err)
 	}
 }
@@ -92,8 +92,8 @@ func TestFollowFencesAndReclones(t *testing.T) {
 // read_only, then the application's sessions end (one already gone is no
 // error), and the position is the binlog's.
 func TestFenceRefusesWritesEndsSessionsAndReportsTheBinlog(t *testing.T) {
-	e, conn := newFakeEngine(t, nil, nil)
-	if err := os.WriteFile(filepath.Join(e.Cfg.Secrets.Dir, instance.SecretUsername), []byte("app"), 0o600); err != nil {
+	d, conn := newFakeDriver(t, nil, nil)
+	if err := os.WriteFile(filepath.Join(d.Cfg.Secrets.Dir, instance.SecretUsername), []byte("app"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	conn.Row = func(q string) map[string]string {
@@ -111,10 +111,10 @@ func TestFenceRefusesWritesEndsSessionsAndReportsTheBinlog(t *testing.T) {
 		}
 		return nil
 	}
-	if e.FenceStops() {
+	if d.FenceStops() {
 		t.Error("MariaDB fences a running server")
 	}
-	pos, err := e.Fence(context.Background())
+	pos, err := d.Fence(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,11 +131,11 @@ func TestFenceRefusesWritesEndsSessionsAndReportsTheBinlog(t *testing.T) {
 // (Gtid_IO_Pos), since a semi-synchronous primary acknowledged those
 // commits already and a promotion applies them.
 func TestReplicaPositionIncludesTheRelayLog(t *testing.T) {
-	e, _ := newFakeEngine(t,
+	d, _ := newFakeDriver(t,
 		map[string]string{"fenced": "1", "writable": "0", "server_id": "2", "gtid": "0-1-40", "replica_gtid": "0-1-40"},
 		map[string]string{"Slave_IO_Running": "No", "Slave_SQL_Running": "Yes", "Master_Host": "10.0.0.5", "Master_Port": "3306",
 			"Master_User": "replicator", "Gtid_IO_Pos": "0-1-42"})
-	p, err := e.Probe(context.Background())
+	p, err := d.Probe(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,15 +147,15 @@ func TestReplicaPositionIncludesTheRelayLog(t *testing.T) {
 // TestOnlyAWritablePrimaryServesAClone: a server still being promoted
 // (read-only, applying its relay log) answers 503, and the replica retries.
 func TestOnlyAWritablePrimaryServesAClone(t *testing.T) {
-	e, _ := newFakeEngine(t, map[string]string{"fenced": "1", "writable": "0"}, nil)
-	if err := os.MkdirAll(e.DataDir, 0o750); err != nil {
+	d, _ := newFakeDriver(t, map[string]string{"fenced": "1", "writable": "0"}, nil)
+	if err := os.MkdirAll(d.DataDir, 0o750); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(e.DataDir, mysqlfamily.SystemIDFile), []byte("abc\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(d.DataDir, mysqlfamily.SystemIDFile), []byte("abc\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	rec := httptest.NewRecorder()
-	e.ServeClone(rec, httptest.NewRequest(http.MethodGet, "/v1/clone", nil))
+	d.ServeClone(rec, httptest.NewRequest(http.MethodGet, "/v1/clone", nil))
 	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "not a writable primary") {
 		t.Errorf("%d %s", rec.Code, rec.Body)
 	}

@@ -20,13 +20,13 @@ import (
 // (CLONE LOCAL), as one tar stream.
 const BackupFormat = "mysql-clone-tar"
 
-var _ instance.Backuper = (*Engine)(nil)
+var _ instance.Backuper = (*Driver)(nil)
 
 // BackupFormat implements instance.Backuper.
-func (e *Engine) BackupFormat() string { return BackupFormat }
+func (d *Driver) BackupFormat() string { return BackupFormat }
 
 // backupDir is where CLONE LOCAL writes the copy a backup streams.
-func (e *Engine) backupDir() string { return e.DataDir + ".backup" }
+func (d *Driver) backupDir() string { return d.DataDir + ".backup" }
 
 // Backup implements instance.Backuper with the plugin replicas clone with:
 // CLONE LOCAL DATA DIRECTORY has the running server, a primary or a
@@ -35,13 +35,13 @@ func (e *Engine) backupDir() string { return e.DataDir + ".backup" }
 // application user makes: CLONE copies no other storage engine's), which
 // is then streamed as one tar and removed. The copy needs as much free
 // space on the volume as the data has, for the length of the backup.
-func (e *Engine) Backup(ctx context.Context, w io.Writer) (api.Position, error) {
-	dir := e.backupDir()
+func (d *Driver) Backup(ctx context.Context, w io.Writer) (api.Position, error) {
+	dir := d.backupDir()
 	if err := os.RemoveAll(dir); err != nil {
 		return api.Position{}, err
 	}
 	defer os.RemoveAll(dir)
-	c, err := e.openBackup()
+	c, err := d.openBackup()
 	if err != nil {
 		return api.Position{}, err
 	}
@@ -66,8 +66,8 @@ func (e *Engine) Backup(ctx context.Context, w io.Writer) (api.Position, error) 
 
 // openBackup is an admin connection of the backup's own, whose statement
 // may take as long as the copy does: the shared one bounds each read.
-func (e *Engine) openBackup() (mysqlfamily.Conn, error) {
-	return mysqlfamily.OpenAdminFor(socketPath(e.cfg), "root", 0)
+func (d *Driver) openBackup() (mysqlfamily.Conn, error) {
+	return mysqlfamily.OpenAdminFor(socketPath(d.cfg), "root", 0)
 }
 
 // CloneLocalStatement copies the server's data into dir, which must not
@@ -77,10 +77,10 @@ func CloneLocalStatement(dir string) string {
 }
 
 // restoreDir is where a restore unpacks before the rename.
-func (e *Engine) restoreDir() string { return e.DataDir + ".restore" }
+func (d *Driver) restoreDir() string { return d.DataDir + ".restore" }
 
 // DiscardRestore implements instance.Backuper.
-func (e *Engine) DiscardRestore() error { return os.RemoveAll(e.restoreDir()) }
+func (d *Driver) DiscardRestore() error { return os.RemoveAll(d.restoreDir()) }
 
 // Restore implements instance.Backuper: the tar unpacked into a scratch
 // directory and verified, then a server without networking or grant
@@ -91,15 +91,15 @@ func (e *Engine) DiscardRestore() error { return os.RemoveAll(e.restoreDir()) }
 // completion marker and the rename into place. The copy's InnoDB redo is
 // applied by that first start. The GTID history stays the source's: the
 // restored server (with a server_uuid of its own) goes on from it.
-func (e *Engine) Restore(ctx context.Context, r io.Reader, verify func() error) (err error) {
-	if has, err := e.HasData(); err != nil || has {
+func (d *Driver) Restore(ctx context.Context, r io.Reader, verify func() error) (err error) {
+	if has, err := d.HasData(); err != nil || has {
 		return errors.Join(err, errors.New("the instance already has data"))
 	}
-	stmts, err := e.restoreStatements()
+	stmts, err := d.restoreStatements()
 	if err != nil {
 		return err
 	}
-	tmp := e.restoreDir()
+	tmp := d.restoreDir()
 	if err := instance.UnpackVerified(tmp, 0o750, r, datatar.Extract, verify); err != nil {
 		return err
 	}
@@ -108,30 +108,30 @@ func (e *Engine) Restore(ctx context.Context, r io.Reader, verify func() error) 
 			_ = os.RemoveAll(tmp)
 		}
 	}()
-	args := append(tempArgs(e.cfg, tmp), "--skip-grant-tables")
-	if err := e.tools.Serve(ctx, args, mysqlfamily.Statements("the restored database's credentials (it keeps the source's user and database names)", stmts...)); err != nil {
+	args := append(tempArgs(d.cfg, tmp), "--skip-grant-tables")
+	if err := d.tools.Serve(ctx, args, mysqlfamily.Statements("the restored database's credentials (it keeps the source's user and database names)", stmts...)); err != nil {
 		return err
 	}
 	id := make([]byte, 8)
 	if _, err := rand.Read(id); err != nil {
 		return err
 	}
-	return e.Complete(tmp, hex.EncodeToString(id), nil)
+	return d.Complete(tmp, hex.EncodeToString(id), nil)
 }
 
 // restoreStatements load the grant tables (skipped at start) and make the
 // restored users this instance's: root by auth_socket for the manager's
 // OS user, the Secret's passwords; the USE fails (1049) when the backup
 // lacks the Secret's database.
-func (e *Engine) restoreStatements() ([]string, error) {
-	if e.osUser == "" {
+func (d *Driver) restoreStatements() ([]string, error) {
+	if d.osUser == "" {
 		return nil, errors.New("the manager's OS user is unknown")
 	}
-	app, repl, err := e.Credentials()
+	app, repl, err := d.Credentials()
 	if err != nil {
 		return nil, err
 	}
-	stmts := append([]string{"FLUSH PRIVILEGES"}, AdminUserStatements(e.osUser)...)
+	stmts := append([]string{"FLUSH PRIVILEGES"}, AdminUserStatements(d.osUser)...)
 	return append(stmts,
 		fmt.Sprintf("ALTER USER %s IDENTIFIED WITH caching_sha2_password BY %s", mysqlfamily.Account(app.User, "%"), mysqlfamily.QuoteString(app.Password)),
 		fmt.Sprintf("ALTER USER %s IDENTIFIED WITH caching_sha2_password BY %s", mysqlfamily.Account(api.ReplicationUser, "%"), mysqlfamily.QuoteString(repl)),

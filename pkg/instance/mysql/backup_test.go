@@ -34,8 +34,8 @@ func copyStream(t *testing.T) []byte {
 // and only then puts the data in place, with a system identifier of its
 // own; no password is on a command line.
 func TestRestore(t *testing.T) {
-	e, tools := newTestEngine(t)
-	if err := e.Restore(t.Context(), bytes.NewReader(copyStream(t)), func() error { return nil }); err != nil {
+	d, tools := newTestDriver(t)
+	if err := d.Restore(t.Context(), bytes.NewReader(copyStream(t)), func() error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
@@ -50,17 +50,17 @@ func TestRestore(t *testing.T) {
 		t.Errorf("statements (-want +got):\n%s", diff)
 	}
 	if len(tools.serves) != 1 || !slices.Contains(tools.serves[0], "--skip-grant-tables") || !slices.Contains(tools.serves[0], "--skip-networking") ||
-		flag(tools.serves[0], "--datadir") != e.DataDir+".restore" {
+		flag(tools.serves[0], "--datadir") != d.DataDir+".restore" {
 		t.Errorf("the server that set the credentials ran with %q", tools.serves)
 	}
 	noPasswordIn(t, "the restore's server", tools.serves)
-	if has, err := e.HasData(); !has || err != nil {
+	if has, err := d.HasData(); !has || err != nil {
 		t.Fatalf("no data in place after the restore: %v", err)
 	}
-	if b, err := os.ReadFile(filepath.Join(e.DataDir, "ibdata1")); err != nil || string(b) != "cloned" {
+	if b, err := os.ReadFile(filepath.Join(d.DataDir, "ibdata1")); err != nil || string(b) != "cloned" {
 		t.Errorf("the data in place: %q, %v", b, err)
 	}
-	if _, err := os.Stat(e.restoreDir()); !os.IsNotExist(err) {
+	if _, err := os.Stat(d.restoreDir()); !os.IsNotExist(err) {
 		t.Errorf("the scratch directory is still there: %v", err)
 	}
 }
@@ -83,16 +83,16 @@ func TestRestoreFailuresLeaveNoData(t *testing.T) {
 			}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			e, tools := newTestEngine(t)
+			d, tools := newTestDriver(t)
 			tools.conn.Fail = tc.fail
-			err := e.Restore(t.Context(), bytes.NewReader(copyStream(t)), tc.verify)
+			err := d.Restore(t.Context(), bytes.NewReader(copyStream(t)), tc.verify)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("restore: %v, want %q", err, tc.want)
 			}
-			if has, _ := e.HasData(); has {
+			if has, _ := d.HasData(); has {
 				t.Error("a failed restore left data in place")
 			}
-			if _, err := os.Stat(e.restoreDir()); !os.IsNotExist(err) {
+			if _, err := os.Stat(d.restoreDir()); !os.IsNotExist(err) {
 				t.Errorf("a failed restore left its scratch directory: %v", err)
 			}
 		})

@@ -130,7 +130,7 @@ func InitializeArgs(dataDir string) []string {
 // and the temporary ones. --no-defaults keeps an image's my.cnf out; with
 // no --log-error the error log goes to stderr, the pod's log. auth_socket
 // and clone are plugins to load (neither is built in).
-func baseArgs(cfg instance.EngineConfig, dataDir string) []string {
+func baseArgs(cfg instance.DriverConfig, dataDir string) []string {
 	return []string{
 		"--no-defaults",
 		"--datadir=" + dataDir,
@@ -146,10 +146,10 @@ func baseArgs(cfg instance.EngineConfig, dataDir string) []string {
 	}
 }
 
-func socketPath(cfg instance.EngineConfig) string { return filepath.Join(cfg.RunDir, "mysqld.sock") }
+func socketPath(cfg instance.DriverConfig) string { return filepath.Join(cfg.RunDir, "mysqld.sock") }
 
 // tempArgs are a temporary server's: no TCP listener, no binary log.
-func tempArgs(cfg instance.EngineConfig, dataDir string) []string {
+func tempArgs(cfg instance.DriverConfig, dataDir string) []string {
 	return append(baseArgs(cfg, dataDir), "--skip-networking", "--skip-log-bin")
 }
 
@@ -158,7 +158,7 @@ func tempArgs(cfg instance.EngineConfig, dataDir string) []string {
 // it promotes. The binary log is on by default in 8.4 and ROW is the
 // default (and deprecated) binlog_format, so neither is passed beyond
 // naming the logs after mydb rather than the host name.
-func ServerArgs(cfg instance.EngineConfig, dataDir string) []string {
+func ServerArgs(cfg instance.DriverConfig, dataDir string) []string {
 	return append(baseArgs(cfg, dataDir),
 		// A list since MySQL 8.0.13.
 		"--bind-address="+strings.Join(cfg.ListenAddresses(), ","),

@@ -89,7 +89,7 @@ func TestParseReplicaStatus(t *testing.T) {
 }
 
 func TestServerArgs(t *testing.T) {
-	args := strings.Join(ServerArgs(instance.EngineConfig{RunDir: "/run/mydb", ListenHost: "10.0.0.8", Port: 3306, ServerID: 2}, "/data/mysql"), " ")
+	args := strings.Join(ServerArgs(instance.DriverConfig{RunDir: "/run/mydb", ListenHost: "10.0.0.8", Port: 3306, ServerID: 2}, "/data/mysql"), " ")
 	for _, want := range []string{"--no-defaults", "--server-id=2", "--gtid-mode=ON", "--enforce-gtid-consistency=ON", "--super-read-only=ON", "--skip-replica-start", "--plugin-load-add=mysql_clone.so", "--bind-address=10.0.0.8"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("server args lack %s: %s", want, args)
@@ -117,7 +117,7 @@ func TestSyncStatements(t *testing.T) {
 			t.Errorf("SyncQuery lacks %q: %s", want, q)
 		}
 	}
-	args := strings.Join(ServerArgs(instance.EngineConfig{RunDir: "/run/mydb", ListenHost: "10.0.0.8", Port: 3306, ServerID: 2}, "/data/mysql"), " ")
+	args := strings.Join(ServerArgs(instance.DriverConfig{RunDir: "/run/mydb", ListenHost: "10.0.0.8", Port: 3306, ServerID: 2}, "/data/mysql"), " ")
 	for _, want := range []string{"--plugin-load-add=semisync_source.so", "--plugin-load-add=semisync_replica.so", "--loose-rpl-semi-sync-replica-enabled=ON"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("server args lack %s: %s", want, args)

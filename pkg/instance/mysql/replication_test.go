@@ -86,15 +86,15 @@ func TestFollow(t *testing.T) {
 			replica: with(with(streaming("10.0.0.5"), "Replica_IO_Running", "No"), "Last_IO_Errno", "2003")},
 	} {
 		t.Run(name, func(t *testing.T) {
-			e, tools := newTestEngine(t)
+			d, tools := newTestDriver(t)
 			// Every reading of the clock is a second on, past the grace
 			// before a re-clone (mysqlfamily's, tested with MariaDB).
 			clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-			e.Server.RecloneGrace = time.Second
-			e.Server.Now = func() time.Time { clock = clock.Add(time.Second); return clock }
+			d.Server.RecloneGrace = time.Second
+			d.Server.Now = func() time.Time { clock = clock.Add(time.Second); return clock }
 			srv := &server{state: tc.state, replica: tc.replica}
 			tools.conn.Row = srv.row
-			err := e.Follow(context.Background(), topo)
+			err := d.Follow(context.Background(), topo)
 			if tc.reclone != errors.Is(err, instance.ErrMustReclone) || (!tc.reclone && err != nil) {
 				t.Fatalf("err = %v, want a re-clone: %v", err, tc.reclone)
 			}
@@ -116,9 +116,9 @@ func with(m map[string]string, k, v string) map[string]string {
 
 func TestPromote(t *testing.T) {
 	t.Run("a bootstrapped primary", func(t *testing.T) {
-		e, tools := newTestEngine(t)
+		d, tools := newTestDriver(t)
 		tools.conn.Row = (&server{}).row
-		if err := e.Promote(context.Background()); err != nil {
+		if err := d.Promote(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		want := []string{"STOP REPLICA", "RESET REPLICA ALL", "SET GLOBAL super_read_only = OFF", "SET GLOBAL read_only = OFF"}
@@ -127,7 +127,7 @@ func TestPromote(t *testing.T) {
 		}
 	})
 	t.Run("a replica applies its relay log first", func(t *testing.T) {
-		e, tools := newTestEngine(t)
+		d, tools := newTestDriver(t)
 		srv := &server{replica: with(streaming("10.0.0.5"), "Exec_Source_Log_Pos", "700")}
 		tools.conn.Row = srv.row
 		polls := 0
@@ -141,7 +141,7 @@ func TestPromote(t *testing.T) {
 			}
 			return srv.row(q)
 		}
-		if err := e.Promote(context.Background()); err != nil {
+		if err := d.Promote(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		want := []string{"STOP REPLICA IO_THREAD", "STOP REPLICA", "RESET REPLICA ALL", "SET GLOBAL super_read_only = OFF", "SET GLOBAL read_only = OFF"}
@@ -153,15 +153,15 @@ func TestPromote(t *testing.T) {
 		}
 	})
 	t.Run("the wait is bounded", func(t *testing.T) {
-		e, tools := newTestEngine(t)
-		e.Server.ApplyTimeout = 300 * time.Millisecond
+		d, tools := newTestDriver(t)
+		d.Server.ApplyTimeout = 300 * time.Millisecond
 		tools.conn.Row = (&server{replica: with(streaming("10.0.0.5"), "Exec_Source_Log_Pos", "700")}).row
 		start := time.Now()
-		if err := e.Promote(context.Background()); err != nil {
+		if err := d.Promote(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if d := time.Since(start); d < 300*time.Millisecond || d > 5*time.Second {
-			t.Errorf("promoted after %s", d)
+		if took := time.Since(start); took < 300*time.Millisecond || took > 5*time.Second {
+			t.Errorf("promoted after %s", took)
 		}
 		if got := tools.conn.Executed(); got[len(got)-1] != "SET GLOBAL read_only = OFF" {
 			t.Errorf("not promoted: %v", got)
@@ -170,10 +170,10 @@ func TestPromote(t *testing.T) {
 }
 
 func TestProbe(t *testing.T) {
-	e, tools := newTestEngine(t)
+	d, tools := newTestDriver(t)
 	srv := &server{state: map[string]string{"fenced": "0", "writable": "1", "server_id": "1", "gtid": "3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5", "replica_gtid": "3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5"}}
 	tools.conn.Row = srv.row
-	p, err := e.Probe(context.Background())
+	p, err := d.Probe(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func TestProbe(t *testing.T) {
 	}
 	srv.state = map[string]string{"fenced": "1", "writable": "0", "server_id": "2", "gtid": "3E11FA47-71CA-11E1-9E33-C80AA9429562:1-4", "replica_gtid": "3E11FA47-71CA-11E1-9E33-C80AA9429562:1-4"}
 	srv.replica = streaming("10.0.0.5")
-	p, err = e.Probe(context.Background())
+	p, err = d.Probe(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestProbe(t *testing.T) {
 	// The SQL thread stopped: Seconds_Behind_Source is NULL, no lag.
 	srv.replica = with(streaming("10.0.0.5"), "Replica_SQL_Running", "No")
 	delete(srv.replica, "Seconds_Behind_Source")
-	if p, _ = e.Probe(context.Background()); p.Streaming || p.LagSeconds != nil {
+	if p, _ = d.Probe(context.Background()); p.Streaming || p.LagSeconds != nil {
 		t.Errorf("a stopped applier: %+v", p)
 	}
 }

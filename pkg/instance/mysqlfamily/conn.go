@@ -17,7 +17,7 @@ func init() {
 	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
 }
 
-// Conn is what the engines do over the admin connection: run statements
+// Conn is what the drivers do over the admin connection: run statements
 // and read one row. SQLConn is the real one; tests give a fake that
 // records the statements and answers the queries, so every statement
 // sequence and decision is tested without a server.

@@ -12,13 +12,13 @@ import (
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 )
 
-// FenceStops implements instance.Engine: the fence of the Dialect (read_only;
+// FenceStops implements instance.Driver: the fence of the Dialect (read_only;
 // MySQL's super_read_only) holds a running server, since the application
 // user cannot bypass it, and the replicas keep reading its binlog until they
 // have it all.
 func (s *Server) FenceStops() bool { return false }
 
-// Fence implements instance.Engine: the Dialect's fence (read_only waits for
+// Fence implements instance.Driver: the Dialect's fence (read_only waits for
 // the commits in progress), then the application's sessions end, so an open
 // transaction cannot commit and clients reconnect, through the -rw Service,
 // to the new primary. The position is the binlog's, which holds every commit.

@@ -29,10 +29,10 @@ const (
 
 // Server is the lifecycle MariaDB and MySQL share around their Dialect:
 // the data directory's markers, the admin connection over the unix socket,
-// following a primary, promotion and the probe. The engines add bootstrap,
+// following a primary, promotion and the probe. The drivers add bootstrap,
 // clone and the server's command line.
 type Server struct {
-	Cfg     instance.EngineConfig
+	Cfg     instance.DriverConfig
 	Dialect Dialect
 	// DataDir is the server's datadir, one level below the volume's root.
 	DataDir string
@@ -60,7 +60,7 @@ type Server struct {
 	cannotServeFrom string
 }
 
-// HasData implements instance.Engine.
+// HasData implements instance.Driver.
 func (s *Server) HasData() (bool, error) {
 	_, err := os.Stat(filepath.Join(s.DataDir, CompleteMarker))
 	if errors.Is(err, os.ErrNotExist) {
@@ -69,7 +69,7 @@ func (s *Server) HasData() (bool, error) {
 	return err == nil, err
 }
 
-// SystemID implements instance.Engine.
+// SystemID implements instance.Driver.
 func (s *Server) SystemID() (string, error) {
 	b, err := os.ReadFile(filepath.Join(s.DataDir, SystemIDFile))
 	if err != nil {
@@ -179,7 +179,7 @@ func (s *Server) Admin() (Conn, error) {
 	return c, nil
 }
 
-// WaitReady implements instance.Engine.
+// WaitReady implements instance.Driver.
 func (s *Server) WaitReady(ctx context.Context) error {
 	c, err := s.Admin()
 	if err != nil {
@@ -188,7 +188,7 @@ func (s *Server) WaitReady(ctx context.Context) error {
 	return instance.PollUntil(ctx, 100*time.Millisecond, func() error { return c.Ping(ctx) })
 }
 
-// Close implements instance.Engine.
+// Close implements instance.Driver.
 func (s *Server) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -206,7 +206,7 @@ func (s *Server) replicaStatus(ctx context.Context, c Conn) (ReplicaStatus, erro
 	return s.Dialect.ParseReplicaStatus(row), nil
 }
 
-// Follow implements instance.Engine: fence writes, and unless the server
+// Follow implements instance.Driver: fence writes, and unless the server
 // already replicates from t's primary, point it there with GTID
 // positioning. A source that purged what the replica needs means a re-clone.
 func (s *Server) Follow(ctx context.Context, t instance.Topology) error {
@@ -298,7 +298,7 @@ func (s *Server) cannotServeSince(source string) time.Time {
 	return s.cannotServe
 }
 
-// Promote implements instance.Engine: let the SQL thread apply what the IO
+// Promote implements instance.Driver: let the SQL thread apply what the IO
 // thread already received (bounded), then stop replicating and take writes.
 func (s *Server) Promote(ctx context.Context) error {
 	c, err := s.Admin()
@@ -347,7 +347,7 @@ func (s *Server) applyRelayLog(ctx context.Context, c Conn) error {
 	return nil
 }
 
-// Probe implements instance.Engine.
+// Probe implements instance.Driver.
 func (s *Server) Probe(ctx context.Context) (instance.Probe, error) {
 	var p instance.Probe
 	c, err := s.Admin()

@@ -23,10 +23,10 @@ import (
 // stream, with the WAL it needs inside (-X fetch) and its backup_manifest.
 const BackupFormat = "pg_basebackup-tar"
 
-var _ instance.Backuper = (*Engine)(nil)
+var _ instance.Backuper = (*Driver)(nil)
 
 // BackupFormat implements instance.Backuper.
-func (e *Engine) BackupFormat() string { return BackupFormat }
+func (d *Driver) BackupFormat() string { return BackupFormat }
 
 var (
 	walStartRE = regexp.MustCompile(`write-ahead log start point: [0-9A-F]+/[0-9A-F]+ on timeline (\d+)`)
@@ -37,13 +37,13 @@ var (
 // superuser, to w as one tar. A base backup is consistent by construction
 // (the WAL from its start to its end comes along), and works on a standby
 // as on the primary.
-func (e *Engine) Backup(ctx context.Context, w io.Writer) (api.Position, error) {
+func (d *Driver) Backup(ctx context.Context, w io.Writer) (api.Position, error) {
 	var log bytes.Buffer
-	cmd := e.cfg.Tool(ctx, "pg_basebackup", "--pgdata=-", "--format=tar", "--wal-method=fetch",
+	cmd := d.cfg.Tool(ctx, "pg_basebackup", "--pgdata=-", "--format=tar", "--wal-method=fetch",
 		"--checkpoint=fast", "--verbose", "--no-password",
-		"--host="+e.cfg.RunDir, fmt.Sprintf("--port=%d", e.cfg.Port), "--username="+superuser)
+		"--host="+d.cfg.RunDir, fmt.Sprintf("--port=%d", d.cfg.Port), "--username="+superuser)
 	cmd.Stdout = w
-	cmd.Stderr = io.MultiWriter(e.cfg.Stderr, &limitedBuffer{b: &log, max: 64 << 10})
+	cmd.Stderr = io.MultiWriter(d.cfg.Stderr, &limitedBuffer{b: &log, max: 64 << 10})
 	if err := cmd.Run(); err != nil {
 		return api.Position{}, fmt.Errorf("pg_basebackup: %w: %s", err, lastLine(log.String()))
 	}
@@ -59,24 +59,24 @@ func (e *Engine) Backup(ctx context.Context, w io.Writer) (api.Position, error) 
 }
 
 // restoreDir is where a restore unpacks before the rename.
-func (e *Engine) restoreDir() string { return e.DataDir() + ".restore" }
+func (d *Driver) restoreDir() string { return d.DataDir() + ".restore" }
 
 // DiscardRestore implements instance.Backuper.
-func (e *Engine) DiscardRestore() error { return os.RemoveAll(e.restoreDir()) }
+func (d *Driver) DiscardRestore() error { return os.RemoveAll(d.restoreDir()) }
 
 // Restore implements instance.Backuper: the tar unpacked into a scratch
 // directory, checked against its manifest, recovered to consistency by a
 // server on the socket only, given this instance's passwords and
 // authentication rules, then marked complete and renamed into place.
-func (e *Engine) Restore(ctx context.Context, r io.Reader, verify func() error) (err error) {
-	if has, err := e.HasData(); err != nil || has {
+func (d *Driver) Restore(ctx context.Context, r io.Reader, verify func() error) (err error) {
+	if has, err := d.HasData(); err != nil || has {
 		return errors.Join(err, errors.New("the instance already has data"))
 	}
-	app, err := e.appUser()
+	app, err := d.appUser()
 	if err != nil {
 		return err
 	}
-	tmp := e.restoreDir()
+	tmp := d.restoreDir()
 	if err := instance.UnpackVerified(tmp, 0o700, r, datatar.Extract, verify); err != nil {
 		return err
 	}
@@ -86,7 +86,7 @@ func (e *Engine) Restore(ctx context.Context, r io.Reader, verify func() error) 
 		}
 	}()
 	if _, err := os.Stat(filepath.Join(tmp, "backup_manifest")); err == nil {
-		if err := e.cfg.Tool(ctx, "pg_verifybackup", "--quiet", tmp).Run(); err != nil {
+		if err := d.cfg.Tool(ctx, "pg_verifybackup", "--quiet", tmp).Run(); err != nil {
 			return fmt.Errorf("pg_verifybackup: %w", err)
 		}
 	}
@@ -97,31 +97,31 @@ func (e *Engine) Restore(ctx context.Context, r io.Reader, verify func() error) 
 			return err
 		}
 	}
-	if err := e.setAutoConf(tmp, map[string]string{"primary_conninfo": "", "primary_slot_name": ""}); err != nil {
+	if err := d.setAutoConf(tmp, map[string]string{"primary_conninfo": "", "primary_slot_name": ""}); err != nil {
 		return err
 	}
 	if err := writeAuthConfig(tmp); err != nil {
 		return err
 	}
-	if err := e.adoptCredentials(ctx, tmp, app); err != nil {
+	if err := d.adoptCredentials(ctx, tmp, app); err != nil {
 		return err
 	}
-	return e.commitDataDir(tmp)
+	return d.commitDataDir(tmp)
 }
 
 // adoptCredentials runs a server on the socket only in dataDir, which
 // recovers the backup to its end point before it takes connections, and
 // sets the passwords of this instance's Secret: the source's stop working.
-func (e *Engine) adoptCredentials(ctx context.Context, dataDir string, app appCredentials) error {
-	superPassword, err := e.cfg.Secrets.Get(instance.SecretSuperuserPassword)
+func (d *Driver) adoptCredentials(ctx context.Context, dataDir string, app appCredentials) error {
+	superPassword, err := d.cfg.Secrets.Get(instance.SecretSuperuserPassword)
 	if err != nil {
 		return err
 	}
-	replPassword, err := e.cfg.Secrets.Get(instance.SecretReplicationPassword)
+	replPassword, err := d.cfg.Secrets.Get(instance.SecretReplicationPassword)
 	if err != nil {
 		return err
 	}
-	c, err := startAndWait(e.cfg.Tool(context.Background(), "postgres", e.serverArgs(dataDir, "")...))
+	c, err := startAndWait(d.cfg.Tool(context.Background(), "postgres", d.serverArgs(dataDir, "")...))
 	if err != nil {
 		return err
 	}
@@ -132,7 +132,7 @@ func (e *Engine) adoptCredentials(ctx context.Context, dataDir string, app appCr
 		<-c.ctx.Done()
 		cancel()
 	}()
-	conn, err := e.waitConn(wctx)
+	conn, err := d.waitConn(wctx)
 	if err != nil {
 		return fmt.Errorf("recover the backup: %w", err)
 	}

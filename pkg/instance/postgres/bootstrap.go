@@ -14,26 +14,26 @@ import (
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 )
 
-// Bootstrap implements instance.Engine: initdb into a scratch directory,
+// Bootstrap implements instance.Driver: initdb into a scratch directory,
 // mydb's configuration and users, then the completion marker and a rename,
 // so PGDATA only ever holds a complete data set.
-func (e *Engine) Bootstrap(ctx context.Context) error {
-	if has, err := e.HasData(); err != nil || has {
+func (d *Driver) Bootstrap(ctx context.Context) error {
+	if has, err := d.HasData(); err != nil || has {
 		return err
 	}
-	app, err := e.appUser()
+	app, err := d.appUser()
 	if err != nil {
 		return err
 	}
-	tmp := e.DataDir() + ".bootstrap"
+	tmp := d.DataDir() + ".bootstrap"
 	// Whatever an interrupted bootstrap left is discarded.
 	if err := os.RemoveAll(tmp); err != nil {
 		return err
 	}
 	// initdb reads the superuser's password from the Secret's file, so it
 	// never appears on a command line.
-	err = e.cfg.Tool(ctx, "initdb", "-D", tmp, "--username="+superuser,
-		"--pwfile="+filepath.Join(e.cfg.Secrets.Dir, instance.SecretSuperuserPassword),
+	err = d.cfg.Tool(ctx, "initdb", "-D", tmp, "--username="+superuser,
+		"--pwfile="+filepath.Join(d.cfg.Secrets.Dir, instance.SecretSuperuserPassword),
 		"--auth-local=peer", "--auth-host=scram-sha-256",
 		"--encoding=UTF8", "--locale=C.UTF-8", "--data-checksums").Run()
 	if err != nil {
@@ -42,25 +42,25 @@ func (e *Engine) Bootstrap(ctx context.Context) error {
 	if err := writeConfig(tmp); err != nil {
 		return err
 	}
-	if err := e.createUsers(ctx, tmp, app); err != nil {
+	if err := d.createUsers(ctx, tmp, app); err != nil {
 		return err
 	}
-	return e.commitDataDir(tmp)
+	return d.commitDataDir(tmp)
 }
 
 // appCredentials are the application's user and database.
 type appCredentials struct{ user, password, database string }
 
-func (e *Engine) appUser() (appCredentials, error) {
+func (d *Driver) appUser() (appCredentials, error) {
 	var a appCredentials
 	var err error
-	if a.user, err = e.cfg.Secrets.Get(instance.SecretUsername); err != nil {
+	if a.user, err = d.cfg.Secrets.Get(instance.SecretUsername); err != nil {
 		return a, err
 	}
-	if a.password, err = e.cfg.Secrets.Get(instance.SecretPassword); err != nil {
+	if a.password, err = d.cfg.Secrets.Get(instance.SecretPassword); err != nil {
 		return a, err
 	}
-	if a.database, err = e.cfg.Secrets.Get(instance.SecretDatabase); err != nil {
+	if a.database, err = d.cfg.Secrets.Get(instance.SecretDatabase); err != nil {
 		return a, err
 	}
 	if a.user == superuser || a.user == api.ReplicationUser {
@@ -133,8 +133,8 @@ host    all          all           all      scram-sha-256
 
 // createUsers runs a server on the socket only (no network) in dataDir and
 // creates the application and replication users and the database.
-func (e *Engine) createUsers(ctx context.Context, dataDir string, app appCredentials) error {
-	replPassword, err := e.cfg.Secrets.Get(instance.SecretReplicationPassword)
+func (d *Driver) createUsers(ctx context.Context, dataDir string, app appCredentials) error {
+	replPassword, err := d.cfg.Secrets.Get(instance.SecretReplicationPassword)
 	if err != nil {
 		return err
 	}
@@ -146,7 +146,7 @@ func (e *Engine) createUsers(ctx context.Context, dataDir string, app appCredent
 	if err != nil {
 		return err
 	}
-	cmd := e.cfg.Tool(context.Background(), "postgres", e.serverArgs(dataDir, "")...)
+	cmd := d.cfg.Tool(context.Background(), "postgres", d.serverArgs(dataDir, "")...)
 	c, err := startAndWait(cmd)
 	if err != nil {
 		return err
@@ -159,7 +159,7 @@ func (e *Engine) createUsers(ctx context.Context, dataDir string, app appCredent
 		<-c.ctx.Done()
 		cancel()
 	}()
-	conn, err := e.waitConn(wctx)
+	conn, err := d.waitConn(wctx)
 	if err != nil {
 		return err
 	}
@@ -185,12 +185,12 @@ func (e *Engine) createUsers(ctx context.Context, dataDir string, app appCredent
 
 // waitConn connects as the superuser over the socket once the server takes
 // connections.
-func (e *Engine) waitConn(ctx context.Context) (*pgx.Conn, error) {
+func (d *Driver) waitConn(ctx context.Context) (*pgx.Conn, error) {
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	var conn *pgx.Conn
 	err := instance.PollUntil(wctx, 100*time.Millisecond, func() error {
-		c, err := pgx.Connect(wctx, fmt.Sprintf("host=%s port=%d user=%s dbname=postgres sslmode=disable", e.cfg.RunDir, e.cfg.Port, superuser))
+		c, err := pgx.Connect(wctx, fmt.Sprintf("host=%s port=%d user=%s dbname=postgres sslmode=disable", d.cfg.RunDir, d.cfg.Port, superuser))
 		conn = c
 		return err
 	})
@@ -212,13 +212,13 @@ func quoteLiteral(s string) string {
 // commitDataDir marks the data set in tmp complete and renames it into
 // place: a bootstrap, clone or restore that did not reach this point
 // leaves no data (HasData looks for the marker).
-func (e *Engine) commitDataDir(tmp string) error {
+func (d *Driver) commitDataDir(tmp string) error {
 	if err := os.WriteFile(filepath.Join(tmp, completeMarker), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o600); err != nil {
 		return err
 	}
-	if err := instance.ReplaceDir(tmp, e.DataDir()); err != nil {
+	if err := instance.ReplaceDir(tmp, d.DataDir()); err != nil {
 		return err
 	}
-	e.forgetSystemID()
+	d.forgetSystemID()
 	return nil
 }

@@ -12,26 +12,26 @@ import (
 	"github.com/mydb-dev/mydb/pkg/instance"
 )
 
-// Clone implements instance.Engine: pg_basebackup with WAL streamed
+// Clone implements instance.Driver: pg_basebackup with WAL streamed
 // through this replica's slot into a scratch directory, made a standby of
 // t's primary, then renamed into place.
-func (e *Engine) Clone(ctx context.Context, t instance.Topology) error {
+func (d *Driver) Clone(ctx context.Context, t instance.Topology) error {
 	// The timeline last streamed on belongs to the data being replaced.
-	e.mu.Lock()
-	e.receivedTimeline = 0
-	e.mu.Unlock()
-	if err := e.writePassfile(); err != nil {
+	d.mu.Lock()
+	d.receivedTimeline = 0
+	d.mu.Unlock()
+	if err := d.writePassfile(); err != nil {
 		return err
 	}
-	if err := e.freshSlot(ctx, t); err != nil {
+	if err := d.freshSlot(ctx, t); err != nil {
 		return err
 	}
-	tmp := e.DataDir() + ".clone"
+	tmp := d.DataDir() + ".clone"
 	if err := os.RemoveAll(tmp); err != nil {
 		return err
 	}
-	err := e.cfg.Tool(ctx, "pg_basebackup", "-D", tmp, "--dbname="+e.conninfo(t),
-		"--wal-method=stream", "--slot="+SlotName(e.cfg.Name), "--checkpoint=fast", "--no-password").Run()
+	err := d.cfg.Tool(ctx, "pg_basebackup", "-D", tmp, "--dbname="+d.conninfo(t),
+		"--wal-method=stream", "--slot="+SlotName(d.cfg.Name), "--checkpoint=fast", "--no-password").Run()
 	if err != nil {
 		return fmt.Errorf("pg_basebackup: %w", err)
 	}
@@ -40,18 +40,18 @@ func (e *Engine) Clone(ctx context.Context, t instance.Topology) error {
 	}
 	// The primary's own postgresql.auto.conf came along; if it was once a
 	// standby it names its old primary. Start out following t's.
-	if err := e.setAutoConf(tmp, map[string]string{
-		"primary_conninfo":  e.conninfo(t),
-		"primary_slot_name": SlotName(e.cfg.Name),
+	if err := d.setAutoConf(tmp, map[string]string{
+		"primary_conninfo":  d.conninfo(t),
+		"primary_slot_name": SlotName(d.cfg.Name),
 	}); err != nil {
 		return err
 	}
-	return e.commitDataDir(tmp)
+	return d.commitDataDir(tmp)
 }
 
 // setAutoConf replaces settings in postgresql.auto.conf (the file ALTER
 // SYSTEM writes) of a stopped data directory; an empty value removes one.
-func (e *Engine) setAutoConf(dataDir string, settings map[string]string) error {
+func (d *Driver) setAutoConf(dataDir string, settings map[string]string) error {
 	path := filepath.Join(dataDir, "postgresql.auto.conf")
 	old, err := os.ReadFile(path)
 	if err != nil && !os.IsNotExist(err) {

@@ -9,19 +9,19 @@ import (
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 )
 
-// FenceStops implements instance.Engine: a running Postgres primary cannot
+// FenceStops implements instance.Driver: a running Postgres primary cannot
 // refuse writes for good (default_transaction_read_only is a setting any
 // session may change), so it fences by a clean stop. A fast shutdown ends
 // the sessions, writes a shutdown checkpoint and waits until the walsenders
 // have sent all WAL, the checkpoint included, to the connected standbys.
-func (e *Engine) FenceStops() bool { return true }
+func (d *Driver) FenceStops() bool { return true }
 
-// Fence implements instance.Engine, with the server stopped: the position
+// Fence implements instance.Driver, with the server stopped: the position
 // just past the shutdown checkpoint, which a standby has reached exactly
 // when it replayed that checkpoint, and so every transaction before it.
 // A server that did not shut down cleanly cannot tell where its WAL ends.
-func (e *Engine) Fence(ctx context.Context) (api.Position, error) {
-	out, err := exec.CommandContext(ctx, e.cfg.Bin("pg_controldata"), "-D", e.DataDir()).Output()
+func (d *Driver) Fence(ctx context.Context) (api.Position, error) {
+	out, err := exec.CommandContext(ctx, d.cfg.Bin("pg_controldata"), "-D", d.DataDir()).Output()
 	if err != nil {
 		return api.Position{}, fmt.Errorf("pg_controldata: %w", err)
 	}

@@ -42,8 +42,8 @@ func TestSlotName(t *testing.T) {
 }
 
 func TestConninfoHasNoPassword(t *testing.T) {
-	e := New(instance.EngineConfig{Name: "db-1", RunDir: "/run/my db"})
-	got := e.conninfo(instance.Topology{Primary: "db-0", PrimaryHost: "10.0.0.5", PrimaryPort: 5432})
+	d := New(instance.DriverConfig{Name: "db-1", RunDir: "/run/my db"})
+	got := d.conninfo(instance.Topology{Primary: "db-0", PrimaryHost: "10.0.0.5", PrimaryPort: 5432})
 	want := `host=10.0.0.5 port=5432 user=replicator passfile='/run/my db/pgpass' application_name=db-1 sslmode=prefer connect_timeout=5`
 	if got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
@@ -76,8 +76,8 @@ func TestSetAutoConf(t *testing.T) {
 	if err := os.WriteFile(path, []byte(old), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e := New(instance.EngineConfig{})
-	if err := e.setAutoConf(dir, map[string]string{"primary_conninfo": "host=new user=it's", "primary_slot_name": "mydb_db_1"}); err != nil {
+	d := New(instance.DriverConfig{})
+	if err := d.setAutoConf(dir, map[string]string{"primary_conninfo": "host=new user=it's", "primary_slot_name": "mydb_db_1"}); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := os.ReadFile(path)
@@ -113,8 +113,8 @@ func TestSyncStatements(t *testing.T) {
 	}
 	// The walsender's application_name, which ANY 1 (*) matches, is the
 	// standby's instance name.
-	e := &Engine{cfg: instance.EngineConfig{Name: "db-1", RunDir: "/run/mydb"}}
-	if ci := e.conninfo(instance.Topology{PrimaryHost: "10.0.0.4", PrimaryPort: 5432}); !strings.Contains(ci, "application_name=db-1") {
+	d := &Driver{cfg: instance.DriverConfig{Name: "db-1", RunDir: "/run/mydb"}}
+	if ci := d.conninfo(instance.Topology{PrimaryHost: "10.0.0.4", PrimaryPort: 5432}); !strings.Contains(ci, "application_name=db-1") {
 		t.Errorf("conninfo lacks application_name: %s", ci)
 	}
 }

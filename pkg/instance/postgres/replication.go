@@ -29,10 +29,10 @@ func SlotName(name string) string {
 // conninfo is the replica's connection to the primary. The password comes
 // from the passfile, so postgresql.auto.conf (and pg_stat_wal_receiver)
 // never hold it.
-func (e *Engine) conninfo(t instance.Topology) string {
+func (d *Driver) conninfo(t instance.Topology) string {
 	return fmt.Sprintf("host=%s port=%d user=%s passfile=%s application_name=%s sslmode=prefer connect_timeout=5",
 		conninfoValue(t.PrimaryHost), t.PrimaryPort, api.ReplicationUser,
-		conninfoValue(e.passfile()), conninfoValue(e.cfg.Name))
+		conninfoValue(d.passfile()), conninfoValue(d.cfg.Name))
 }
 
 // conninfoValue quotes a libpq connection string value when needed.
@@ -45,12 +45,12 @@ func conninfoValue(v string) string {
 }
 
 // writePassfile writes the replication password where libpq reads it.
-func (e *Engine) writePassfile() error {
-	pw, err := e.cfg.Secrets.Get(instance.SecretReplicationPassword)
+func (d *Driver) writePassfile() error {
+	pw, err := d.cfg.Secrets.Get(instance.SecretReplicationPassword)
 	if err != nil {
 		return err
 	}
-	return instance.WriteFileAtomic(e.passfile(), []byte(passfileLine(api.ReplicationUser, pw)), 0o600)
+	return instance.WriteFileAtomic(d.passfile(), []byte(passfileLine(api.ReplicationUser, pw)), 0o600)
 }
 
 // passfileLine is a .pgpass line for user on any host, port and database.
@@ -63,13 +63,13 @@ func passfileLine(user, password string) string {
 // connection (the replication user may; no superuser needed) unless it
 // exists. RESERVE_WAL makes the primary keep WAL from now on, so nothing
 // between the clone's start and streaming is lost.
-func (e *Engine) ensureSlot(ctx context.Context, t instance.Topology) error {
-	conn, err := e.replicationConn(ctx, t)
+func (d *Driver) ensureSlot(ctx context.Context, t instance.Topology) error {
+	conn, err := d.replicationConn(ctx, t)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.Background())
-	_, err = conn.Exec(ctx, "CREATE_REPLICATION_SLOT "+SlotName(e.cfg.Name)+" PHYSICAL RESERVE_WAL").ReadAll()
+	_, err = conn.Exec(ctx, "CREATE_REPLICATION_SLOT "+SlotName(d.cfg.Name)+" PHYSICAL RESERVE_WAL").ReadAll()
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "42710" { // duplicate_object
 		return nil
@@ -79,18 +79,18 @@ func (e *Engine) ensureSlot(ctx context.Context, t instance.Topology) error {
 
 // freshSlot drops this replica's slot on t's primary, if any, and creates
 // it anew: a clone starts from now, and an old slot may be invalidated.
-func (e *Engine) freshSlot(ctx context.Context, t instance.Topology) error {
-	conn, err := e.replicationConn(ctx, t)
+func (d *Driver) freshSlot(ctx context.Context, t instance.Topology) error {
+	conn, err := d.replicationConn(ctx, t)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.Background())
-	_, err = conn.Exec(ctx, "DROP_REPLICATION_SLOT "+SlotName(e.cfg.Name)+" WAIT").ReadAll()
+	_, err = conn.Exec(ctx, "DROP_REPLICATION_SLOT "+SlotName(d.cfg.Name)+" WAIT").ReadAll()
 	var pgErr *pgconn.PgError
 	if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == "42704") { // undefined_object
 		return err
 	}
-	_, err = conn.Exec(ctx, "CREATE_REPLICATION_SLOT "+SlotName(e.cfg.Name)+" PHYSICAL RESERVE_WAL").ReadAll()
+	_, err = conn.Exec(ctx, "CREATE_REPLICATION_SLOT "+SlotName(d.cfg.Name)+" PHYSICAL RESERVE_WAL").ReadAll()
 	return err
 }
 
@@ -99,23 +99,23 @@ func (e *Engine) freshSlot(ctx context.Context, t instance.Topology) error {
 // the primary invalidated (it fell more than max_slot_wal_keep_size behind,
 // as a claim kept from an earlier scale-down does) need a clone; a slot
 // that is missing is created again.
-func (e *Engine) checkCanCatchUp(ctx context.Context, pool *pgxpool.Pool, t instance.Topology) error {
+func (d *Driver) checkCanCatchUp(ctx context.Context, pool *pgxpool.Pool, t instance.Topology) error {
 	var streaming bool
 	if err := pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming')").Scan(&streaming); err != nil || streaming {
 		return err
 	}
-	primaryID, state, err := e.primaryState(ctx, t)
+	primaryID, state, err := d.primaryState(ctx, t)
 	if err != nil {
 		return nil // the primary may be down; the walreceiver retries
 	}
-	if local, err := e.SystemID(); err == nil && primaryID != local {
+	if local, err := d.SystemID(); err == nil && primaryID != local {
 		return fmt.Errorf("%w: the primary is system %s, this data is of system %s", instance.ErrMustReclone, primaryID, local)
 	}
 	switch state {
 	case slotMissing:
-		return e.ensureSlot(ctx, t)
+		return d.ensureSlot(ctx, t)
 	case slotLost:
-		return fmt.Errorf("%w: the primary invalidated slot %s, the WAL this standby needs is gone", instance.ErrMustReclone, SlotName(e.cfg.Name))
+		return fmt.Errorf("%w: the primary invalidated slot %s, the WAL this standby needs is gone", instance.ErrMustReclone, SlotName(d.cfg.Name))
 	}
 	return nil
 }
@@ -132,8 +132,8 @@ const (
 // system identifier (IDENTIFY_SYSTEM) and this replica's slot
 // (READ_REPLICATION_SLOT, PostgreSQL 15+): no values means no slot, no
 // restart LSN means the primary invalidated it.
-func (e *Engine) primaryState(ctx context.Context, t instance.Topology) (string, slotStatus, error) {
-	conn, err := e.replicationConn(ctx, t)
+func (d *Driver) primaryState(ctx context.Context, t instance.Topology) (string, slotStatus, error) {
+	conn, err := d.replicationConn(ctx, t)
 	if err != nil {
 		return "", slotOK, err
 	}
@@ -143,7 +143,7 @@ func (e *Engine) primaryState(ctx context.Context, t instance.Topology) (string,
 	if err != nil {
 		return "", slotOK, err
 	}
-	res, err := conn.Exec(ctx, "READ_REPLICATION_SLOT "+SlotName(e.cfg.Name)).ReadAll()
+	res, err := conn.Exec(ctx, "READ_REPLICATION_SLOT "+SlotName(d.cfg.Name)).ReadAll()
 	if err != nil {
 		return "", slotOK, err
 	}
@@ -160,8 +160,8 @@ func (e *Engine) primaryState(ctx context.Context, t instance.Topology) (string,
 	return id, slotOK, nil
 }
 
-func (e *Engine) replicationConn(ctx context.Context, t instance.Topology) (*pgconn.PgConn, error) {
-	cfg, err := pgconn.ParseConfig(e.conninfo(t) + " replication=true")
+func (d *Driver) replicationConn(ctx context.Context, t instance.Topology) (*pgconn.PgConn, error) {
+	cfg, err := pgconn.ParseConfig(d.conninfo(t) + " replication=true")
 	if err != nil {
 		return nil, err
 	}
@@ -172,11 +172,11 @@ func (e *Engine) replicationConn(ctx context.Context, t instance.Topology) (*pgc
 	return conn, nil
 }
 
-// Follow implements instance.Engine: when the standby follows another
+// Follow implements instance.Driver: when the standby follows another
 // server than t's primary, point it there (ALTER SYSTEM and a reload;
 // Postgres restarts the walreceiver on a primary_conninfo change).
-func (e *Engine) Follow(ctx context.Context, t instance.Topology) error {
-	pool, err := e.adminPool()
+func (d *Driver) Follow(ctx context.Context, t instance.Topology) error {
+	pool, err := d.adminPool()
 	if err != nil {
 		return err
 	}
@@ -190,15 +190,15 @@ func (e *Engine) Follow(ctx context.Context, t instance.Topology) error {
 	if !inRecovery {
 		return errors.New("the server is a primary; it cannot follow without a new clone")
 	}
-	want, slot := e.conninfo(t), SlotName(e.cfg.Name)
+	want, slot := d.conninfo(t), SlotName(d.cfg.Name)
 	if cur == want && curSlot == slot {
-		return e.checkCanCatchUp(ctx, pool, t)
+		return d.checkCanCatchUp(ctx, pool, t)
 	}
-	e.cfg.Log.Info("pointing the standby at the primary", "primary", t.Primary, "host", t.PrimaryHost, "port", t.PrimaryPort)
-	if err := e.writePassfile(); err != nil {
+	d.cfg.Log.Info("pointing the standby at the primary", "primary", t.Primary, "host", t.PrimaryHost, "port", t.PrimaryPort)
+	if err := d.writePassfile(); err != nil {
 		return err
 	}
-	if err := e.ensureSlot(ctx, t); err != nil {
+	if err := d.ensureSlot(ctx, t); err != nil {
 		return err
 	}
 	for _, s := range []string{
@@ -213,11 +213,11 @@ func (e *Engine) Follow(ctx context.Context, t instance.Topology) error {
 	return nil
 }
 
-// Promote implements instance.Engine: pg_promote ends recovery on a new
+// Promote implements instance.Driver: pg_promote ends recovery on a new
 // timeline, which the other standbys follow (recovery_target_timeline is
 // 'latest').
-func (e *Engine) Promote(ctx context.Context) error {
-	pool, err := e.adminPool()
+func (d *Driver) Promote(ctx context.Context) error {
+	pool, err := d.adminPool()
 	if err != nil {
 		return err
 	}

@@ -8,10 +8,10 @@ import (
 	"github.com/mydb-dev/mydb/pkg/instance"
 )
 
-// Probe implements instance.Engine.
-func (e *Engine) Probe(ctx context.Context) (instance.Probe, error) {
+// Probe implements instance.Driver.
+func (d *Driver) Probe(ctx context.Context) (instance.Probe, error) {
 	var p instance.Probe
-	pool, err := e.adminPool()
+	pool, err := d.adminPool()
 	if err != nil {
 		return p, err
 	}
@@ -65,7 +65,7 @@ func (e *Engine) Probe(ctx context.Context) (instance.Probe, error) {
 	if position != nil {
 		p.Position.LSN = *position
 	}
-	p.Position.Timeline = e.standbyTimeline(received, checkpoint)
+	p.Position.Timeline = d.standbyTimeline(received, checkpoint)
 	p.Streaming = status != nil && *status == "streaming"
 	if host != nil && port != nil {
 		p.Upstream = net.JoinHostPort(*host, fmt.Sprint(*port))
@@ -80,12 +80,12 @@ func (e *Engine) Probe(ctx context.Context) (instance.Probe, error) {
 // the position with that primary's last write then). The
 // checkpoint's timeline, the fallback before anything streamed, changes
 // only at the standby's next restartpoint, so it lags a timeline switch.
-func (e *Engine) standbyTimeline(received *uint32, checkpoint uint32) uint32 {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+func (d *Driver) standbyTimeline(received *uint32, checkpoint uint32) uint32 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if received != nil && *received > 0 {
-		e.receivedTimeline = *received
+		d.receivedTimeline = *received
 		return *received
 	}
-	return max(e.receivedTimeline, checkpoint)
+	return max(d.receivedTimeline, checkpoint)
 }

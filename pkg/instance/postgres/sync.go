@@ -6,7 +6,7 @@ import (
 	"github.com/mydb-dev/mydb/pkg/instance"
 )
 
-var _ instance.SyncReplicator = (*Engine)(nil)
+var _ instance.SyncReplicator = (*Driver)(nil)
 
 // SyncStandbyNames is the primary's synchronous_standby_names in Sync mode:
 // a commit waits for any one standby to have flushed it. The walsenders'
@@ -36,8 +36,8 @@ func syncStatements(on bool) []string {
 // SetSynchronous implements instance.SyncReplicator: ALTER SYSTEM and a
 // reload when the setting differs. A reload does not cut sessions: commits
 // waiting for a standby return once synchronous_standby_names is empty.
-func (e *Engine) SetSynchronous(ctx context.Context, on bool) error {
-	pool, err := e.adminPool()
+func (d *Driver) SetSynchronous(ctx context.Context, on bool) error {
+	pool, err := d.adminPool()
 	if err != nil {
 		return err
 	}
@@ -49,7 +49,7 @@ func (e *Engine) SetSynchronous(ctx context.Context, on bool) error {
 	if on == (names != "") && (!on || (names == SyncStandbyNames && commit == "on")) {
 		return nil
 	}
-	e.cfg.Log.Info("synchronous replication", "on", on)
+	d.cfg.Log.Info("synchronous replication", "on", on)
 	for _, s := range syncStatements(on) {
 		if _, err := pool.Exec(ctx, s); err != nil {
 			return err

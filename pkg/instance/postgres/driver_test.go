@@ -10,7 +10,7 @@ import (
 // shutdown ends streaming, the standby still reports the timeline it
 // replayed, not its last checkpoint's older one.
 func TestStandbyTimelineOutlivesTheWalreceiver(t *testing.T) {
-	e := New(instance.EngineConfig{})
+	d := New(instance.DriverConfig{})
 	three, one := uint32(3), uint32(1)
 	for i, c := range []struct {
 		received   *uint32
@@ -23,7 +23,7 @@ func TestStandbyTimelineOutlivesTheWalreceiver(t *testing.T) {
 		{nil, 4, 4},    // a restartpoint on a newer timeline
 		{&one, 1, 1},   // streaming again (a fresh clone): what it streams
 	} {
-		if got := e.standbyTimeline(c.received, c.checkpoint); got != c.want {
+		if got := d.standbyTimeline(c.received, c.checkpoint); got != c.want {
 			t.Errorf("step %d: timeline %d, want %d", i, got, c.want)
 		}
 	}

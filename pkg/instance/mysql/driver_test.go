@@ -24,7 +24,7 @@ import (
 
 // These tests need no server: the tools (mysqld --initialize-insecure,
 // the temporary servers) and the admin connection are fakes that behave
-// as the manual says, and the tests check what the engine runs and
+// as the manual says, and the tests check what the driver runs and
 // decides. The instance suite (test/engines) runs a real MySQL 9.7.
 
 const (
@@ -70,7 +70,7 @@ func (f *fakeTools) Serve(ctx context.Context, args []string, fn func(context.Co
 	return fn(ctx, f.conn)
 }
 
-func newTestEngine(t *testing.T) (*Engine, *fakeTools) {
+func newTestDriver(t *testing.T) (*Driver, *fakeTools) {
 	t.Helper()
 	secrets := t.TempDir()
 	for k, v := range map[string]string{
@@ -81,15 +81,15 @@ func newTestEngine(t *testing.T) (*Engine, *fakeTools) {
 			t.Fatal(err)
 		}
 	}
-	e := New(instance.EngineConfig{
+	d := New(instance.DriverConfig{
 		Name: "db-1", DataRoot: t.TempDir(), RunDir: "/run/mydb", ListenHost: "10.0.0.8", Port: 3306, ServerID: 2,
 		Secrets: instance.Secrets{Dir: secrets}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	conn := &fakeconn.Conn{}
 	tools := &fakeTools{t: t, conn: conn}
-	e.tools, e.osUser = tools, "mysql"
-	e.Server.Open = func() (mysqlfamily.Conn, error) { return conn, nil }
-	return e, tools
+	d.tools, d.osUser = tools, "mysql"
+	d.Server.Open = func() (mysqlfamily.Conn, error) { return conn, nil }
+	return d, tools
 }
 
 func noPasswordIn(t *testing.T, what string, args [][]string) {
@@ -102,20 +102,20 @@ func noPasswordIn(t *testing.T, what string, args [][]string) {
 }
 
 func TestBootstrap(t *testing.T) {
-	e, tools := newTestEngine(t)
+	d, tools := newTestDriver(t)
 	// A volume's root is not empty: the data goes one level below.
-	if err := os.Mkdir(filepath.Join(e.cfg.DataRoot, "lost+found"), 0o700); err != nil {
+	if err := os.Mkdir(filepath.Join(d.cfg.DataRoot, "lost+found"), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	// An interrupted bootstrap left files, which --initialize would refuse.
-	scratch := e.DataDir + ".bootstrap"
+	scratch := d.DataDir + ".bootstrap"
 	if err := os.MkdirAll(scratch, 0o750); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(scratch, "ibdata1"), []byte("half"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Bootstrap(context.Background()); err != nil {
+	if err := d.Bootstrap(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([][]string{{"--no-defaults", "--initialize-insecure", "--datadir=" + scratch, "--log-error-verbosity=2"}}, tools.runs); diff != "" {
@@ -137,47 +137,47 @@ func TestBootstrap(t *testing.T) {
 		t.Errorf("statements: %s", diff)
 	}
 	noPasswordIn(t, "mysqld", append(tools.runs, tools.serves...))
-	if has, err := e.HasData(); !has || err != nil {
+	if has, err := d.HasData(); !has || err != nil {
 		t.Fatalf("HasData after bootstrap: %v, %v", has, err)
 	}
-	id, err := e.SystemID()
+	id, err := d.SystemID()
 	if err != nil || len(id) != 16 {
 		t.Errorf("system identifier %q, %v", id, err)
 	}
-	if _, err := os.Stat(filepath.Join(e.DataDir, "ibdata1")); err != nil {
+	if _, err := os.Stat(filepath.Join(d.DataDir, "ibdata1")); err != nil {
 		t.Errorf("the initialized files are not in the data directory: %v", err)
 	}
 	if _, err := os.Stat(scratch); !os.IsNotExist(err) {
 		t.Errorf("the scratch directory is left: %v", err)
 	}
 	// Twice is a no-op.
-	if err := e.Bootstrap(context.Background()); err != nil || len(tools.runs) != 1 {
+	if err := d.Bootstrap(context.Background()); err != nil || len(tools.runs) != 1 {
 		t.Errorf("a second bootstrap ran mysqld (%d runs, %v)", len(tools.runs), err)
 	}
 }
 
 func TestBootstrapFailsWithoutMarker(t *testing.T) {
-	e, tools := newTestEngine(t)
+	d, tools := newTestDriver(t)
 	tools.conn.Fail = func(s string) error {
 		if strings.HasPrefix(s, "CREATE USER 'app'") {
 			return errors.New("Error 1396: Operation CREATE USER failed")
 		}
 		return nil
 	}
-	if err := e.Bootstrap(context.Background()); err == nil || !strings.Contains(err.Error(), "bootstrap users") {
+	if err := d.Bootstrap(context.Background()); err == nil || !strings.Contains(err.Error(), "bootstrap users") {
 		t.Fatalf("err = %v", err)
 	}
-	if has, _ := e.HasData(); has {
+	if has, _ := d.HasData(); has {
 		t.Error("a failed bootstrap left a complete data set")
 	}
 }
 
 func TestBootstrapRefusesReservedAppUser(t *testing.T) {
-	e, tools := newTestEngine(t)
-	if err := os.WriteFile(filepath.Join(e.cfg.Secrets.Dir, instance.SecretUsername), []byte("mysql.sys"), 0o600); err != nil {
+	d, tools := newTestDriver(t)
+	if err := os.WriteFile(filepath.Join(d.cfg.Secrets.Dir, instance.SecretUsername), []byte("mysql.sys"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Bootstrap(context.Background()); err == nil || len(tools.runs) != 0 {
+	if err := d.Bootstrap(context.Background()); err == nil || len(tools.runs) != 0 {
 		t.Errorf("a reserved application user was accepted (%v)", err)
 	}
 }
@@ -197,12 +197,12 @@ func primaryStatus(t *testing.T, name, id string) string {
 }
 
 func TestClone(t *testing.T) {
-	e, tools := newTestEngine(t)
+	d, tools := newTestDriver(t)
 	// Old data (a former primary's) stays until the copy is complete.
-	if err := e.Complete(mustDir(t, e.DataDir+".old-primary"), "sys-old", nil); err != nil {
+	if err := d.Complete(mustDir(t, d.DataDir+".old-primary"), "sys-old", nil); err != nil {
 		t.Fatal(err)
 	}
-	clone := e.DataDir + ".clone"
+	clone := d.DataDir + ".clone"
 	tools.conn.OnExec = func(s string) {
 		if strings.HasPrefix(s, "CLONE INSTANCE") {
 			// The plugin creates the DATA DIRECTORY, which must not exist.
@@ -214,10 +214,10 @@ func TestClone(t *testing.T) {
 		}
 	}
 	topo := instance.Topology{Primary: "db-0", PrimaryHost: "10.0.0.5", PrimaryPort: 3306, PrimaryStatusURL: primaryStatus(t, "db-0", "sys-primary")}
-	if err := e.Clone(context.Background(), topo); err != nil {
+	if err := d.Clone(context.Background(), topo); err != nil {
 		t.Fatal(err)
 	}
-	seed := e.DataDir + ".seed"
+	seed := d.DataDir + ".seed"
 	if len(tools.runs) != 1 || flag(tools.runs[0], "--datadir") != seed || !contains(tools.runs[0], "--initialize-insecure") {
 		t.Errorf("the recipient's throwaway data directory: %v", tools.runs)
 	}
@@ -232,10 +232,10 @@ func TestClone(t *testing.T) {
 		t.Errorf("statements: %s", diff)
 	}
 	noPasswordIn(t, "mysqld", append(tools.runs, tools.serves...))
-	if id, _ := e.SystemID(); id != "sys-primary" {
+	if id, _ := d.SystemID(); id != "sys-primary" {
 		t.Errorf("system identifier %q, want the primary's", id)
 	}
-	if b, _ := os.ReadFile(filepath.Join(e.DataDir, "ibdata1")); string(b) != "cloned" {
+	if b, _ := os.ReadFile(filepath.Join(d.DataDir, "ibdata1")); string(b) != "cloned" {
 		t.Errorf("the data directory holds %q", b)
 	}
 	for _, leftover := range []string{seed, clone} {
@@ -246,8 +246,8 @@ func TestClone(t *testing.T) {
 }
 
 func TestCloneFailureKeepsTheData(t *testing.T) {
-	e, tools := newTestEngine(t)
-	if err := e.Complete(mustDir(t, e.DataDir+".before"), "sys-primary", nil); err != nil {
+	d, tools := newTestDriver(t)
+	if err := d.Complete(mustDir(t, d.DataDir+".before"), "sys-primary", nil); err != nil {
 		t.Fatal(err)
 	}
 	tools.conn.Fail = func(s string) error {
@@ -257,26 +257,26 @@ func TestCloneFailureKeepsTheData(t *testing.T) {
 		return nil
 	}
 	topo := instance.Topology{Primary: "db-0", PrimaryHost: "10.0.0.5", PrimaryPort: 3306, PrimaryStatusURL: primaryStatus(t, "db-0", "sys-primary")}
-	err := e.Clone(context.Background(), topo)
+	err := d.Clone(context.Background(), topo)
 	if err == nil || strings.Contains(err.Error(), replPassword) {
 		t.Fatalf("err = %v", err)
 	}
-	if has, _ := e.HasData(); !has {
+	if has, _ := d.HasData(); !has {
 		t.Error("a failed clone removed the data")
 	}
-	if _, err := os.Stat(e.DataDir + ".seed"); !os.IsNotExist(err) {
+	if _, err := os.Stat(d.DataDir + ".seed"); !os.IsNotExist(err) {
 		t.Errorf("the throwaway data directory is left: %v", err)
 	}
 }
 
 func TestCloneChecksThePrimary(t *testing.T) {
-	e, tools := newTestEngine(t)
+	d, tools := newTestDriver(t)
 	for name, topo := range map[string]instance.Topology{
 		"no status URL":    {Primary: "db-0", PrimaryHost: "10.0.0.5", PrimaryPort: 3306},
 		"another instance": {Primary: "db-0", PrimaryHost: "10.0.0.5", PrimaryPort: 3306, PrimaryStatusURL: primaryStatus(t, "db-2", "sys-x")},
 		"no data set":      {Primary: "db-0", PrimaryHost: "10.0.0.5", PrimaryPort: 3306, PrimaryStatusURL: primaryStatus(t, "db-0", "")},
 	} {
-		if err := e.Clone(context.Background(), topo); err == nil {
+		if err := d.Clone(context.Background(), topo); err == nil {
 			t.Errorf("%s: cloned", name)
 		}
 	}
@@ -286,13 +286,13 @@ func TestCloneChecksThePrimary(t *testing.T) {
 }
 
 func TestCommand(t *testing.T) {
-	e, _ := newTestEngine(t)
-	cmd, err := e.Command()
+	d, _ := newTestDriver(t)
+	cmd, err := d.Command()
 	if err != nil {
 		t.Fatal(err)
 	}
 	args := cmd.Args[1:]
-	if filepath.Base(cmd.Path) != "mysqld" || args[0] != "--no-defaults" || flag(args, "--datadir") != e.DataDir {
+	if filepath.Base(cmd.Path) != "mysqld" || args[0] != "--no-defaults" || flag(args, "--datadir") != d.DataDir {
 		t.Errorf("command %v", cmd.Args)
 	}
 	for _, want := range []string{
@@ -317,7 +317,7 @@ func TestCommand(t *testing.T) {
 		t.Error("mysqld is not told that a supervisor restarts it (MYSQLD_PARENT_PID)")
 	}
 	noPasswordIn(t, "mysqld", [][]string{cmd.Args, cmd.Env})
-	if !e.RestartRequested(RestartExitCode) || e.RestartRequested(1) || e.RestartRequested(0) {
+	if !d.RestartRequested(RestartExitCode) || d.RestartRequested(1) || d.RestartRequested(0) {
 		t.Error("only exit status 16 asks for a restart")
 	}
 }
@@ -359,11 +359,11 @@ func TestSetSynchronous(t *testing.T) {
 		{"off stays off", false, "0", "0", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e, tools := newTestEngine(t)
+			d, tools := newTestDriver(t)
 			tools.conn.Row = func(q string) map[string]string {
 				return map[string]string{"enabled": tc.enabled, "sync": tc.sync, "sync_replicas": "1"}
 			}
-			if err := e.SetSynchronous(context.Background(), tc.on); err != nil {
+			if err := d.SetSynchronous(context.Background(), tc.on); err != nil {
 				t.Fatal(err)
 			}
 			got := tools.conn.Executed()

@@ -17,10 +17,11 @@ import (
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 )
 
-// Engine is what the Manager needs from a database engine. Every method
-// but Probe is called from the Manager's one loop goroutine; Probe may be
-// called concurrently (HTTP requests).
-type Engine interface {
+// Driver is what the Manager needs to run a database engine; each engine's
+// package (postgres, mariadb, mysql) implements it. Every method but Probe
+// is called from the Manager's one loop goroutine; Probe may be called
+// concurrently (HTTP requests).
+type Driver interface {
 	// HasData tells whether the data directory holds a complete data set
 	// (a bootstrap or clone that ran to its end).
 	HasData() (bool, error)
@@ -62,7 +63,7 @@ type Engine interface {
 	Close()
 }
 
-// Probe is what an engine reports about its running server.
+// Probe is what a driver reads from its engine's running server.
 type Probe struct {
 	// Writable tells whether the server accepts writes (not in recovery,
 	// not read-only).
@@ -80,8 +81,8 @@ type Probe struct {
 	SyncReplicas int
 }
 
-// SyncReplicator is implemented by engines that can make the primary's
-// commits wait for a replica (synchronous or semi-synchronous
+// SyncReplicator is implemented by drivers whose engine can make the
+// primary's commits wait for a replica (synchronous or semi-synchronous
 // replication). The Manager calls SetSynchronous on the writable primary at
 // every reconcile with the topology's Synchronous; it must do nothing when
 // the server already is so.
@@ -95,7 +96,7 @@ type SyncReplicator interface {
 // then replaces the data with a fresh clone.
 var ErrMustReclone = errors.New("the replica's data cannot catch up with the primary")
 
-// CloneServer is implemented by engines whose replicas clone through the
+// CloneServer is implemented by drivers whose replicas clone through the
 // primary's manager (MariaDB's mariadb-backup stream) rather than with the
 // engine's own protocol (pg_basebackup). The Manager serves it on
 // GET /v1/clone to clients authenticated as the replication user.
@@ -103,8 +104,8 @@ type CloneServer interface {
 	ServeClone(w http.ResponseWriter, r *http.Request)
 }
 
-// Backuper is implemented by engines that back their data up and restore
-// it (every engine mydb runs).
+// Backuper is implemented by drivers that back their data up and restore
+// it (every engine's driver).
 type Backuper interface {
 	// BackupFormat names the format Backup writes and Restore reads
 	// (Operation.Format).
@@ -123,7 +124,7 @@ type Backuper interface {
 	DiscardRestore() error
 }
 
-// RestartRequester is implemented by engines whose server may exit asking
+// RestartRequester is implemented by drivers whose engine may exit asking
 // to be started again (MySQL exits with status 16 after RESTART or a clone
 // into its own data directory, when a supervisor announced itself). The
 // Manager starts such a server again at once and does not count the exit
@@ -134,15 +135,15 @@ type RestartRequester interface {
 
 // ListenAddresses are the addresses the engine listens on: ListenHost, and
 // 127.0.0.1 with ListenLoopback.
-func (c EngineConfig) ListenAddresses() []string {
+func (c DriverConfig) ListenAddresses() []string {
 	if c.ListenLoopback && c.ListenHost != "127.0.0.1" {
 		return []string{c.ListenHost, "127.0.0.1"}
 	}
 	return []string{c.ListenHost}
 }
 
-// EngineConfig is what every engine is built from.
-type EngineConfig struct {
+// DriverConfig is what every driver is built from.
+type DriverConfig struct {
 	// Name is the instance name (db-1).
 	Name string
 	// DataRoot is the volume's mount point; the engine keeps its data in
@@ -168,7 +169,7 @@ type EngineConfig struct {
 }
 
 // Bin is the path of the engine binary name.
-func (c EngineConfig) Bin(name string) string {
+func (c DriverConfig) Bin(name string) string {
 	if c.BinDir != "" {
 		return filepath.Join(c.BinDir, name)
 	}
@@ -180,24 +181,24 @@ func (c EngineConfig) Bin(name string) string {
 
 // Tool is a short-lived engine tool with its output going to the engine's
 // streams, so its errors land in the pod's log.
-func (c EngineConfig) Tool(ctx context.Context, name string, args ...string) *exec.Cmd {
+func (c DriverConfig) Tool(ctx context.Context, name string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, c.Bin(name), args...)
 	cmd.Stdout, cmd.Stderr = c.Stdout, c.Stderr
 	cmd.Env = CleanEnv()
 	return cmd
 }
 
-// StaleLockOwner is an engine that keeps lock files of its own besides
-// those in the run directory (Postgres' postmaster.pid in PGDATA).
+// StaleLockOwner is a driver whose engine keeps lock files of its own
+// besides those in the run directory (Postgres' postmaster.pid in PGDATA).
 type StaleLockOwner interface {
 	// StaleLocks are the paths of those lock files.
 	StaleLocks() []string
 }
 
 // RemoveStaleLocks removes the engines' sockets, socket locks and pid
-// files from runDir, and eng's StaleLocks. Only for a manager that knows
+// files from runDir, and driver's StaleLocks. Only for a manager that knows
 // no engine of an earlier run can be alive: a container's PID 1.
-func RemoveStaleLocks(runDir string, eng Engine) error {
+func RemoveStaleLocks(runDir string, driver Driver) error {
 	entries, err := os.ReadDir(runDir)
 	if err != nil {
 		return err
@@ -210,7 +211,7 @@ func RemoveStaleLocks(runDir string, eng Engine) error {
 			paths = append(paths, filepath.Join(runDir, name))
 		}
 	}
-	if o, ok := eng.(StaleLockOwner); ok {
+	if o, ok := driver.(StaleLockOwner); ok {
 		paths = append(paths, o.StaleLocks()...)
 	}
 	for _, p := range paths {

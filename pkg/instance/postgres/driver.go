@@ -34,9 +34,9 @@ const (
 	superuser = "postgres"
 )
 
-// Engine is PostgreSQL for the instance manager.
-type Engine struct {
-	cfg instance.EngineConfig
+// Driver runs PostgreSQL for the instance manager.
+type Driver struct {
+	cfg instance.DriverConfig
 
 	mu    sync.Mutex
 	pool  *pgxpool.Pool
@@ -46,40 +46,40 @@ type Engine struct {
 	receivedTimeline uint32
 }
 
-var _ instance.Engine = (*Engine)(nil)
+var _ instance.Driver = (*Driver)(nil)
 
-// New returns the engine for cfg.
-func New(cfg instance.EngineConfig) *Engine { return &Engine{cfg: cfg} }
+// New returns the driver for cfg.
+func New(cfg instance.DriverConfig) *Driver { return &Driver{cfg: cfg} }
 
 // DataDir is PGDATA.
-func (e *Engine) DataDir() string { return filepath.Join(e.cfg.DataRoot, dataSubdir) }
+func (d *Driver) DataDir() string { return filepath.Join(d.cfg.DataRoot, dataSubdir) }
 
 // StaleLocks implements instance.StaleLockOwner: postmaster.pid.
-func (e *Engine) StaleLocks() []string { return []string{filepath.Join(e.DataDir(), "postmaster.pid")} }
+func (d *Driver) StaleLocks() []string { return []string{filepath.Join(d.DataDir(), "postmaster.pid")} }
 
-func (e *Engine) passfile() string { return filepath.Join(e.cfg.RunDir, "pgpass") }
+func (d *Driver) passfile() string { return filepath.Join(d.cfg.RunDir, "pgpass") }
 
-// HasData implements instance.Engine.
-func (e *Engine) HasData() (bool, error) {
-	_, err := os.Stat(filepath.Join(e.DataDir(), completeMarker))
+// HasData implements instance.Driver.
+func (d *Driver) HasData() (bool, error) {
+	_, err := os.Stat(filepath.Join(d.DataDir(), completeMarker))
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
 	}
 	return err == nil, err
 }
 
-// SystemID implements instance.Engine with the system identifier initdb
+// SystemID implements instance.Driver with the system identifier initdb
 // chose, which pg_basebackup clones share.
-func (e *Engine) SystemID() (string, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.sysID != "" {
-		return e.sysID, nil
+func (d *Driver) SystemID() (string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.sysID != "" {
+		return d.sysID, nil
 	}
-	if has, err := e.HasData(); err != nil || !has {
+	if has, err := d.HasData(); err != nil || !has {
 		return "", fmt.Errorf("no data")
 	}
-	out, err := exec.Command(e.cfg.Bin("pg_controldata"), "-D", e.DataDir()).Output()
+	out, err := exec.Command(d.cfg.Bin("pg_controldata"), "-D", d.DataDir()).Output()
 	if err != nil {
 		return "", fmt.Errorf("pg_controldata: %w", err)
 	}
@@ -87,14 +87,14 @@ func (e *Engine) SystemID() (string, error) {
 	if id == "" {
 		return "", errors.New("pg_controldata shows no system identifier")
 	}
-	e.sysID = id
+	d.sysID = id
 	return id, nil
 }
 
-func (e *Engine) forgetSystemID() {
-	e.mu.Lock()
-	e.sysID = ""
-	e.mu.Unlock()
+func (d *Driver) forgetSystemID() {
+	d.mu.Lock()
+	d.sysID = ""
+	d.mu.Unlock()
 }
 
 // controlDataField is the value of a "Name: value" line of pg_controldata.
@@ -109,44 +109,44 @@ func controlDataField(out []byte, name string) string {
 	return ""
 }
 
-// Command implements instance.Engine. Settings the manager owns per
+// Command implements instance.Driver. Settings the manager owns per
 // instance go on the command line (where ALTER SYSTEM cannot override
 // them); the shared ones are in postgresql.conf since bootstrap.
-func (e *Engine) Command() (*exec.Cmd, error) {
+func (d *Driver) Command() (*exec.Cmd, error) {
 	// The run dir may be new (a new pod): the standby's passfile must exist
 	// before the walreceiver starts.
-	if err := e.writePassfile(); err != nil {
+	if err := d.writePassfile(); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(e.cfg.Bin("postgres"), e.serverArgs(e.DataDir(), strings.Join(e.cfg.ListenAddresses(), ","))...)
-	cmd.Stdout, cmd.Stderr = e.cfg.Stdout, e.cfg.Stderr
+	cmd := exec.Command(d.cfg.Bin("postgres"), d.serverArgs(d.DataDir(), strings.Join(d.cfg.ListenAddresses(), ","))...)
+	cmd.Stdout, cmd.Stderr = d.cfg.Stdout, d.cfg.Stderr
 	cmd.Env = instance.CleanEnv()
 	return cmd, nil
 }
 
-func (e *Engine) serverArgs(dataDir, listen string) []string {
+func (d *Driver) serverArgs(dataDir, listen string) []string {
 	return []string{
 		"-D", dataDir,
 		"-c", "listen_addresses=" + listen,
-		"-c", fmt.Sprintf("port=%d", e.cfg.Port),
-		"-c", "unix_socket_directories=" + e.cfg.RunDir,
-		"-c", "cluster_name=" + e.cfg.Name,
+		"-c", fmt.Sprintf("port=%d", d.cfg.Port),
+		"-c", "unix_socket_directories=" + d.cfg.RunDir,
+		"-c", "cluster_name=" + d.cfg.Name,
 	}
 }
 
-// StopSignal implements instance.Engine: SIGINT is Postgres' fast
+// StopSignal implements instance.Driver: SIGINT is Postgres' fast
 // shutdown (abort transactions, checkpoint, exit), clean and quick.
-func (e *Engine) StopSignal() syscall.Signal { return syscall.SIGINT }
+func (d *Driver) StopSignal() syscall.Signal { return syscall.SIGINT }
 
 // adminPool connects over the unix socket as the superuser (peer auth).
-func (e *Engine) adminPool() (*pgxpool.Pool, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.pool != nil {
-		return e.pool, nil
+func (d *Driver) adminPool() (*pgxpool.Pool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.pool != nil {
+		return d.pool, nil
 	}
 	cfg, err := pgxpool.ParseConfig(fmt.Sprintf("host=%s port=%d user=%s dbname=postgres sslmode=disable application_name=mydb-instance connect_timeout=5",
-		e.cfg.RunDir, e.cfg.Port, superuser))
+		d.cfg.RunDir, d.cfg.Port, superuser))
 	if err != nil {
 		return nil, err
 	}
@@ -155,13 +155,13 @@ func (e *Engine) adminPool() (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.pool = p
+	d.pool = p
 	return p, nil
 }
 
-// WaitReady implements instance.Engine.
-func (e *Engine) WaitReady(ctx context.Context) error {
-	p, err := e.adminPool()
+// WaitReady implements instance.Driver.
+func (d *Driver) WaitReady(ctx context.Context) error {
+	p, err := d.adminPool()
 	if err != nil {
 		return err
 	}
@@ -171,12 +171,12 @@ func (e *Engine) WaitReady(ctx context.Context) error {
 	})
 }
 
-// Close implements instance.Engine.
-func (e *Engine) Close() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.pool != nil {
-		e.pool.Close()
-		e.pool = nil
+// Close implements instance.Driver.
+func (d *Driver) Close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.pool != nil {
+		d.pool.Close()
+		d.pool = nil
 	}
 }

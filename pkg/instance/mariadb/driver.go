@@ -25,67 +25,67 @@ const (
 	cloneGTIDFile = "mydb-clone-gtid"
 )
 
-// Engine is MariaDB for the instance manager; the lifecycle it shares
+// Driver runs MariaDB for the instance manager; the lifecycle it shares
 // with MySQL is mysqlfamily.Server's.
-type Engine struct {
+type Driver struct {
 	*mysqlfamily.Server
-	cfg     instance.EngineConfig
+	cfg     instance.DriverConfig
 	dialect Dialect
 }
 
 var (
-	_ instance.Engine      = (*Engine)(nil)
-	_ instance.CloneServer = (*Engine)(nil)
+	_ instance.Driver      = (*Driver)(nil)
+	_ instance.CloneServer = (*Driver)(nil)
 )
 
-// New returns the engine for cfg.
-func New(cfg instance.EngineConfig) *Engine {
-	e := &Engine{cfg: cfg}
-	e.Server = &mysqlfamily.Server{
-		Cfg: cfg, Dialect: e.dialect, DataDir: filepath.Join(cfg.DataRoot, dataSubdir),
-		Open: e.openAdmin, PrepareFollow: e.adoptCloneGTID,
+// New returns the driver for cfg.
+func New(cfg instance.DriverConfig) *Driver {
+	d := &Driver{cfg: cfg}
+	d.Server = &mysqlfamily.Server{
+		Cfg: cfg, Dialect: d.dialect, DataDir: filepath.Join(cfg.DataRoot, dataSubdir),
+		Open: d.openAdmin, PrepareFollow: d.adoptCloneGTID,
 	}
-	return e
+	return d
 }
 
-func (e *Engine) socket() string { return filepath.Join(e.cfg.RunDir, "mariadbd.sock") }
+func (d *Driver) socket() string { return filepath.Join(d.cfg.RunDir, "mariadbd.sock") }
 
 // openAdmin connects as the manager's OS user, which unix_socket
 // authenticates.
-func (e *Engine) openAdmin() (mysqlfamily.Conn, error) {
+func (d *Driver) openAdmin() (mysqlfamily.Conn, error) {
 	u, err := user.Current()
 	if err != nil {
 		return nil, err
 	}
-	return mysqlfamily.OpenAdmin(e.socket(), u.Username)
+	return mysqlfamily.OpenAdmin(d.socket(), u.Username)
 }
 
 // serverArgs are the options of every server run; --no-defaults keeps an
 // image's my.cnf from changing what the manager decided.
-func (e *Engine) serverArgs(dataDir string) []string {
+func (d *Driver) serverArgs(dataDir string) []string {
 	return []string{
 		"--no-defaults",
 		"--datadir=" + dataDir,
-		"--socket=" + e.socket(),
-		"--pid-file=" + filepath.Join(e.cfg.RunDir, "mariadbd.pid"),
-		"--tmpdir=" + e.cfg.RunDir,
+		"--socket=" + d.socket(),
+		"--pid-file=" + filepath.Join(d.cfg.RunDir, "mariadbd.pid"),
+		"--tmpdir=" + d.cfg.RunDir,
 		"--character-set-server=utf8mb4",
 		"--collation-server=utf8mb4_unicode_ci",
 		"--skip-name-resolve",
 	}
 }
 
-// Command implements instance.Engine. Every server starts read-only and
+// Command implements instance.Driver. Every server starts read-only and
 // without replication: the manager promotes a primary (read_only=OFF) or
 // points a replica at its primary, so nothing is writable before the
 // topology says so.
-func (e *Engine) Command() (*exec.Cmd, error) {
-	args := append(e.serverArgs(e.DataDir),
+func (d *Driver) Command() (*exec.Cmd, error) {
+	args := append(d.serverArgs(d.DataDir),
 		// A list since MariaDB 10.11, the oldest version mydb runs.
-		"--bind-address="+strings.Join(e.cfg.ListenAddresses(), ","),
-		fmt.Sprintf("--port=%d", e.cfg.Port),
-		fmt.Sprintf("--server-id=%d", e.cfg.ServerID),
-		"--report-host="+e.cfg.ListenHost,
+		"--bind-address="+strings.Join(d.cfg.ListenAddresses(), ","),
+		fmt.Sprintf("--port=%d", d.cfg.Port),
+		fmt.Sprintf("--server-id=%d", d.cfg.ServerID),
+		"--report-host="+d.cfg.ListenHost,
 		// Names from the log basename, not from the host name, so they
 		// survive a pod's new host name.
 		"--log-basename=mydb",
@@ -103,12 +103,12 @@ func (e *Engine) Command() (*exec.Cmd, error) {
 		"--rpl-semi-sync-slave-enabled=ON",
 		"--innodb-flush-log-at-trx-commit=1",
 	)
-	cmd := exec.Command(e.cfg.Bin("mariadbd"), args...)
-	cmd.Stdout, cmd.Stderr = e.cfg.Stdout, e.cfg.Stderr
+	cmd := exec.Command(d.cfg.Bin("mariadbd"), args...)
+	cmd.Stdout, cmd.Stderr = d.cfg.Stdout, d.cfg.Stderr
 	cmd.Env = instance.CleanEnv()
 	return cmd, nil
 }
 
-// StopSignal implements instance.Engine: SIGTERM is MariaDB's normal
+// StopSignal implements instance.Driver: SIGTERM is MariaDB's normal
 // shutdown (InnoDB flushes, "Shutdown complete").
-func (e *Engine) StopSignal() syscall.Signal { return syscall.SIGTERM }
+func (d *Driver) StopSignal() syscall.Signal { return syscall.SIGTERM }

@@ -7,7 +7,7 @@
 // The instance suite (test/engines, TestMySQL and the backup tests) runs
 // it against MySQL 9.7 from its engine image; every statement sequence and
 // decision is also unit tested through fakes of the admin connection and
-// of the tools (engine_test.go, backup_test.go). No 8.4 server has run.
+// of the tools (driver_test.go, backup_test.go). No 8.4 server has run.
 package mysql
 
 import (
@@ -32,7 +32,7 @@ const dataSubdir = "mysql"
 // supervisor announced itself in MYSQLD_PARENT_PID.
 const RestartExitCode = 16
 
-// tools runs mysqld the ways the engine needs besides the supervised
+// tools runs mysqld the ways the driver needs besides the supervised
 // server; tests replace it.
 type tools interface {
 	// Run runs mysqld with args to its end (--initialize-insecure).
@@ -42,61 +42,61 @@ type tools interface {
 	Serve(ctx context.Context, args []string, f func(context.Context, mysqlfamily.Conn) error) error
 }
 
-// Engine is MySQL for the instance manager.
-type Engine struct {
+// Driver runs MySQL for the instance manager.
+type Driver struct {
 	*mysqlfamily.Server
-	cfg   instance.EngineConfig
+	cfg   instance.DriverConfig
 	tools tools
 	// osUser is the manager's OS user, whom auth_socket admits as root.
 	osUser string
 }
 
 var (
-	_ instance.Engine           = (*Engine)(nil)
-	_ instance.RestartRequester = (*Engine)(nil)
+	_ instance.Driver           = (*Driver)(nil)
+	_ instance.RestartRequester = (*Driver)(nil)
 )
 
-// New returns the engine for cfg.
-func New(cfg instance.EngineConfig) *Engine {
-	e := &Engine{cfg: cfg}
+// New returns the driver for cfg.
+func New(cfg instance.DriverConfig) *Driver {
+	d := &Driver{cfg: cfg}
 	if u, err := user.Current(); err == nil {
-		e.osUser = u.Username
+		d.osUser = u.Username
 	}
-	e.Server = &mysqlfamily.Server{Cfg: cfg, Dialect: Dialect{}, DataDir: filepath.Join(cfg.DataRoot, dataSubdir), Open: e.openAdmin}
-	e.tools = realTools{e}
-	return e
+	d.Server = &mysqlfamily.Server{Cfg: cfg, Dialect: Dialect{}, DataDir: filepath.Join(cfg.DataRoot, dataSubdir), Open: d.openAdmin}
+	d.tools = realTools{d}
+	return d
 }
 
 // openAdmin connects as root over the socket without a password: on a
 // fresh --initialize-insecure directory root has none, afterwards
 // auth_socket admits the manager's OS user as root.
-func (e *Engine) openAdmin() (mysqlfamily.Conn, error) {
-	return mysqlfamily.OpenAdmin(socketPath(e.cfg), "root")
+func (d *Driver) openAdmin() (mysqlfamily.Conn, error) {
+	return mysqlfamily.OpenAdmin(socketPath(d.cfg), "root")
 }
 
-type realTools struct{ e *Engine }
+type realTools struct{ d *Driver }
 
 func (t realTools) Run(ctx context.Context, args ...string) error {
-	return t.e.cfg.Tool(ctx, "mysqld", args...).Run()
+	return t.d.cfg.Tool(ctx, "mysqld", args...).Run()
 }
 
 func (t realTools) Serve(ctx context.Context, args []string, f func(context.Context, mysqlfamily.Conn) error) error {
-	return mysqlfamily.WithTempServer(ctx, t.e.cfg.Tool(context.Background(), "mysqld", args...), t.e.openAdmin, f)
+	return mysqlfamily.WithTempServer(ctx, t.d.cfg.Tool(context.Background(), "mysqld", args...), t.d.openAdmin, f)
 }
 
-// Command implements instance.Engine. MYSQLD_PARENT_PID tells mysqld a
+// Command implements instance.Driver. MYSQLD_PARENT_PID tells mysqld a
 // supervisor restarts it, so a RESTART exits with RestartExitCode rather
 // than failing; the manager starts it again at once (RestartRequested).
-func (e *Engine) Command() (*exec.Cmd, error) {
-	cmd := exec.Command(e.cfg.Bin("mysqld"), ServerArgs(e.cfg, e.DataDir)...)
-	cmd.Stdout, cmd.Stderr = e.cfg.Stdout, e.cfg.Stderr
+func (d *Driver) Command() (*exec.Cmd, error) {
+	cmd := exec.Command(d.cfg.Bin("mysqld"), ServerArgs(d.cfg, d.DataDir)...)
+	cmd.Stdout, cmd.Stderr = d.cfg.Stdout, d.cfg.Stderr
 	cmd.Env = append(instance.CleanEnv(), "MYSQLD_PARENT_PID="+strconv.Itoa(os.Getpid()))
 	return cmd, nil
 }
 
-// StopSignal implements instance.Engine: SIGTERM is mysqld's normal
+// StopSignal implements instance.Driver: SIGTERM is mysqld's normal
 // shutdown.
-func (e *Engine) StopSignal() syscall.Signal { return syscall.SIGTERM }
+func (d *Driver) StopSignal() syscall.Signal { return syscall.SIGTERM }
 
 // RestartRequested implements instance.RestartRequester.
-func (e *Engine) RestartRequested(exitCode int) bool { return exitCode == RestartExitCode }
+func (d *Driver) RestartRequested(exitCode int) bool { return exitCode == RestartExitCode }
