@@ -49,8 +49,8 @@ const (
 // connections (and so before a replica is ready).
 const InitDirectory = "/docker-entrypoint-initdb.d"
 
-// Engine describes one database engine.
-type Engine struct {
+// Spec describes one database engine: what mydb runs it with.
+type Spec struct {
 	// Name is the value of spec.engine.
 	Name string
 	// DefaultVersion is the version a MyDatabase gets when spec.version is empty.
@@ -70,12 +70,12 @@ type Engine struct {
 	UID int64
 }
 
-var engines = map[string]Engine{}
+var engines = map[string]Spec{}
 
-func register(e Engine) { engines[e.Name] = e }
+func register(e Spec) { engines[e.Name] = e }
 
-// Lookup returns the engine with the given name.
-func Lookup(name string) (Engine, bool) {
+// Lookup returns the spec of the engine with the given name.
+func Lookup(name string) (Spec, bool) {
 	e, ok := engines[name]
 	return e, ok
 }
@@ -91,7 +91,7 @@ func Names() []string {
 }
 
 // Versions returns the supported versions of the engine, sorted.
-func (e Engine) Versions() []string {
+func (e Spec) Versions() []string {
 	versions := make([]string, 0, len(e.Images))
 	for v := range e.Images {
 		versions = append(versions, v)
@@ -101,7 +101,7 @@ func (e Engine) Versions() []string {
 }
 
 // Supports tells whether version is one of the engine's supported versions.
-func (e Engine) Supports(version string) bool {
+func (e Spec) Supports(version string) bool {
 	_, ok := e.Images[version]
 	return ok
 }
@@ -124,7 +124,7 @@ func InitContainerResources() corev1.ResourceRequirements {
 }
 
 // PodSecurityContext runs the engine's pods as its image's user, never root.
-func (e Engine) PodSecurityContext() *corev1.PodSecurityContext {
+func (e Spec) PodSecurityContext() *corev1.PodSecurityContext {
 	return &corev1.PodSecurityContext{
 		RunAsNonRoot:   ptr.To(true),
 		RunAsUser:      ptr.To(e.UID),

@@ -53,7 +53,7 @@ func ParseImageOverrides(values []string) (ImageOverrides, error) {
 
 // Image is the image that runs version of e: the override, else the
 // pinned one.
-func (o ImageOverrides) Image(e Engine, version string) string {
+func (o ImageOverrides) Image(e Spec, version string) string {
 	if image, ok := o[e.Name][version]; ok {
 		return image
 	}

@@ -1,7 +1,7 @@
 package engine
 
 func init() {
-	register(Engine{
+	register(Spec{
 		Name:           "mariadb",
 		DefaultVersion: "11.8",
 		// The long-term support release lines. The real-engine suite runs

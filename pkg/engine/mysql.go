@@ -1,7 +1,7 @@
 package engine
 
 func init() {
-	register(Engine{
+	register(Spec{
 		Name: "mysql",
 		// 9.7, the newest long-term support line, is the one proven: the
 		// instance suite and the real node run it (Debian's mysql-9.7);

@@ -1,7 +1,7 @@
 package engine
 
 func init() {
-	register(Engine{
+	register(Spec{
 		Name:           "postgres",
 		DefaultVersion: "17",
 		Images: map[string]string{

@@ -101,7 +101,7 @@ func randomPassword() ([]byte, error) {
 // every pod a DNS name; the others route by the role label the controller
 // puts on the pods. <name> is the same as <name>-rw: it is the endpoint
 // clients have always been given.
-func newServices(db *examplev1.MyDatabase, eng engine.Engine) []*corev1.Service {
+func newServices(db *examplev1.MyDatabase, eng engine.Spec) []*corev1.Service {
 	service := func(name string, role string, headless bool) *corev1.Service {
 		selector := SelectorLabels(db)
 		if role != "" {
@@ -130,18 +130,18 @@ func newServices(db *examplev1.MyDatabase, eng engine.Engine) []*corev1.Service 
 	}
 }
 
-func servicePorts(eng engine.Engine) []corev1.ServicePort {
+func servicePorts(eng engine.Spec) []corev1.ServicePort {
 	return []corev1.ServicePort{{
 		Name: eng.Name, Port: eng.Port, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromString(eng.Name),
 	}}
 }
 
 // endpoint is where clients reach the database.
-func endpoint(db *examplev1.MyDatabase, eng engine.Engine) string {
+func endpoint(db *examplev1.MyDatabase, eng engine.Spec) string {
 	return fmt.Sprintf("%s.%s.svc:%d", names.ClientService(db.Name), db.Namespace, eng.Port)
 }
 
-func newStatefulSet(db *examplev1.MyDatabase, eng engine.Engine, images engine.ImageOverrides, instanceImage string, restore bool) *appsv1.StatefulSet {
+func newStatefulSet(db *examplev1.MyDatabase, eng engine.Spec, images engine.ImageOverrides, instanceImage string, restore bool) *appsv1.StatefulSet {
 	meta := childMeta(db, names.StatefulSet(db.Name))
 	meta.Labels = versionedLabels(db)
 	return &appsv1.StatefulSet{
@@ -195,7 +195,7 @@ const (
 // entrypoint: an init container copies the manager out of mydb's image into
 // an emptyDir, and the manager bootstraps or clones, runs and follows the
 // engine, taking its role from the database's status.
-func podSpec(db *examplev1.MyDatabase, eng engine.Engine, image, instanceImage string, restore bool) corev1.PodSpec {
+func podSpec(db *examplev1.MyDatabase, eng engine.Spec, image, instanceImage string, restore bool) corev1.PodSpec {
 	emptyDir := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
 	statusProbe := func(path string) corev1.ProbeHandler {
 		return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString(engine.StatusPortName)}}

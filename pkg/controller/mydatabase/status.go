@@ -74,7 +74,7 @@ func firstStatusDue(db *examplev1.MyDatabase, sts *appsv1.StatefulSet, pod *core
 // worth a write (statusWorthWriting), so a converged database costs none,
 // and one whose replication positions move under a write load costs none
 // either.
-func (c *Controller) updateStatus(ctx context.Context, db *examplev1.MyDatabase, eng engine.Engine, sts *appsv1.StatefulSet, f findings, paused bool) error {
+func (c *Controller) updateStatus(ctx context.Context, db *examplev1.MyDatabase, eng engine.Spec, sts *appsv1.StatefulSet, f findings, paused bool) error {
 	now := c.clock.Now()
 	status := computeStatus(db, eng, sts, f, paused, metav1.NewTime(now))
 	var primaryPod *corev1.Pod
@@ -210,7 +210,7 @@ func lostInstance(stored, status examplev1.MyDatabaseStatus) bool {
 	return false
 }
 
-func computeStatus(db *examplev1.MyDatabase, eng engine.Engine, sts *appsv1.StatefulSet, f findings, paused bool, now metav1.Time) examplev1.MyDatabaseStatus {
+func computeStatus(db *examplev1.MyDatabase, eng engine.Spec, sts *appsv1.StatefulSet, f findings, paused bool, now metav1.Time) examplev1.MyDatabaseStatus {
 	status := *db.Status.DeepCopy()
 	status.ObservedGeneration = db.Generation
 	status.Selector = labels.SelectorFromSet(SelectorLabels(db)).String()

@@ -330,7 +330,7 @@ func (c *Controller) setFinalizers(ctx context.Context, db *examplev1.MyDatabase
 	return err
 }
 
-func (c *Controller) reconcileStatefulSet(ctx context.Context, db *examplev1.MyDatabase, eng engine.Engine, f *findings) (*appsv1.StatefulSet, error) {
+func (c *Controller) reconcileStatefulSet(ctx context.Context, db *examplev1.MyDatabase, eng engine.Spec, f *findings) (*appsv1.StatefulSet, error) {
 	existing, cacheErr := c.stsLister.StatefulSets(db.Namespace).Get(names.StatefulSet(db.Name))
 	if cacheErr != nil && !apierrors.IsNotFound(cacheErr) {
 		return nil, cacheErr
