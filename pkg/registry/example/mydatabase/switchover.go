@@ -57,11 +57,11 @@ func (r *SwitchoverREST) Create(ctx context.Context, name string, obj runtime.Ob
 	// compare-and-swap (with no object of its own, it starts from nil).
 	update := rest.DefaultUpdatedObjectInfo(nil, func(_ context.Context, _, oldObj runtime.Object) (runtime.Object, error) {
 		db := oldObj.(*example.MyDatabase).DeepCopy()
-		decide, reason := decideSwitchover, example.TargetPrimaryReasonSwitchover
+		check, reason := checkSwitchoverRequest, example.TargetPrimaryReasonSwitchover
 		if req.Spec.AllowWriteLoss {
-			decide, reason = decideForcedFailover, example.TargetPrimaryReasonForcedFailover
+			check, reason = checkForcedFailoverRequest, example.TargetPrimaryReasonForcedFailover
 		}
-		old, target, err := decide(db, req.Spec.TargetInstance)
+		old, target, err := check(db, req.Spec.TargetInstance)
 		if err != nil {
 			return nil, err
 		}
@@ -82,9 +82,9 @@ func (r *SwitchoverREST) Create(ctx context.Context, name string, obj runtime.Ob
 	return answer, nil
 }
 
-// decideSwitchover checks a switchover of db to target ("" for any ready
+// checkSwitchoverRequest checks a switchover of db to target ("" for any ready
 // replica) and returns the old and the new primary.
-func decideSwitchover(db *example.MyDatabase, target string) (string, string, error) {
+func checkSwitchoverRequest(db *example.MyDatabase, target string) (string, string, error) {
 	conflict := func(format string, args ...any) error {
 		return apierrors.NewConflict(example.Resource("mydatabases"), db.Name, fmt.Errorf(format, args...))
 	}
@@ -133,11 +133,11 @@ func decideSwitchover(db *example.MyDatabase, target string) (string, string, er
 	return "", "", invalid("is not an instance of the database")
 }
 
-// decideForcedFailover checks a forced failover of db to target: only
+// checkForcedFailoverRequest checks a forced failover of db to target: only
 // while the controller holds a failover back (the PrimaryChange condition
 // is True with reason FailoverWouldLoseWrites), and only to a named
 // replica, which need not be ready (it follows a primary that is gone).
-func decideForcedFailover(db *example.MyDatabase, target string) (string, string, error) {
+func checkForcedFailoverRequest(db *example.MyDatabase, target string) (string, string, error) {
 	s := db.Status
 	targetPath := field.NewPath("spec", "targetInstance")
 	if target == "" {
