@@ -59,10 +59,10 @@ type fixture struct {
 	recorder    *record.FakeRecorder
 	dbs         []*examplev1.MyDatabase
 	kubeObjects []runtime.Object
-	// instances answer for the instance managers' status, by pod IP; the
+	// statuses are the instance managers' answers, by pod IP; the
 	// others do not answer. restores answers their restore endpoint.
-	instances fakeInstances
-	restores  RestoreStarter
+	statuses fakeStatuses
+	restores RestoreStarter
 	// store stands for mydb's store guard (nil: none).
 	store StoreCoverage
 	// namespaces are where the controller serves (nil: everywhere).
@@ -70,13 +70,13 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, dbs []*examplev1.MyDatabase, kubeObjects ...runtime.Object) *fixture {
-	return &fixture{t: t, dbs: dbs, kubeObjects: kubeObjects, instances: fakeInstances{}}
+	return &fixture{t: t, dbs: dbs, kubeObjects: kubeObjects, statuses: fakeStatuses{}}
 }
 
-// fakeInstances are instance managers' answers by address.
-type fakeInstances map[string]api.Status
+// fakeStatuses are instance managers' answers by address.
+type fakeStatuses map[string]api.Status
 
-func (f fakeInstances) Status(_ context.Context, address string) (*api.Status, error) {
+func (f fakeStatuses) Status(_ context.Context, address string) (*api.Status, error) {
 	s, ok := f[address]
 	if !ok {
 		return nil, fmt.Errorf("dial tcp %s:8000: connection refused", address)
@@ -131,7 +131,7 @@ func (f *fixture) newController() *Controller {
 	mydbInf := mydbinformers.NewSharedInformerFactory(f.mydbClient, 0)
 	informers := NewInformers(kubeInf, kubeInf, mydbInf)
 	c, err := NewController(context.Background(), f.kubeClient, f.mydbClient, informers, f.recorder, clocktesting.NewFakePassiveClock(now),
-		Config{InstanceImage: "mydb:test", PollInterval: 10 * time.Second, Statuses: f.instances, Restores: f.restores, Store: f.store, Namespaces: f.namespaces})
+		Config{InstanceImage: "mydb:test", PollInterval: 10 * time.Second, Statuses: f.statuses, Restores: f.restores, Store: f.store, Namespaces: f.namespaces})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func updated[T runtime.Object](t *testing.T, actions []core.Action, resource, su
 
 // convergedState returns the children and status a converged, ready database
 // has, as the API server and the StatefulSet controller leave them.
-func convergedState(t *testing.T, db *examplev1.MyDatabase) (*examplev1.MyDatabase, []runtime.Object, fakeInstances) {
+func convergedState(t *testing.T, db *examplev1.MyDatabase) (*examplev1.MyDatabase, []runtime.Object, fakeStatuses) {
 	t.Helper()
 	f := newFixture(t, []*examplev1.MyDatabase{db})
 	if err := f.sync(); err != nil {
@@ -267,7 +267,7 @@ func convergedState(t *testing.T, db *examplev1.MyDatabase) (*examplev1.MyDataba
 		p := pod(db, i, role)
 		objects = append(objects, p)
 		second.kubeObjects = append(second.kubeObjects, p)
-		second.instances[p.Status.PodIP] = serving(p, db.Name+"-0")
+		second.statuses[p.Status.PodIP] = serving(p, db.Name+"-0")
 	}
 	// The status the controller writes once the StatefulSet is ready.
 	if err := second.sync(); err != nil {
@@ -275,7 +275,7 @@ func convergedState(t *testing.T, db *examplev1.MyDatabase) (*examplev1.MyDataba
 	}
 	ready := db.DeepCopy()
 	ready.Status = updated[*examplev1.MyDatabase](t, second.mydbClient.Actions(), "mydatabases", "status").Status
-	return ready, objects, second.instances
+	return ready, objects, second.statuses
 }
 
 // storedChildren are the children the fake API server holds after f's
@@ -425,9 +425,9 @@ func TestPostgresGetsItsOwnPortAndPath(t *testing.T) {
 }
 
 func TestConvergedDatabaseCostsNoWrites(t *testing.T) {
-	db, children, instances := convergedState(t, myDatabase())
+	db, children, statuses := convergedState(t, myDatabase())
 	f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
-	f.instances = instances
+	f.statuses = statuses
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -438,10 +438,10 @@ func TestConvergedDatabaseCostsNoWrites(t *testing.T) {
 }
 
 func TestScale(t *testing.T) {
-	db, children, instances := convergedState(t, myDatabase())
+	db, children, statuses := convergedState(t, myDatabase())
 	db.Spec.Replicas, db.Generation = ptr.To[int32](5), 2
 	f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
-	f.instances = instances
+	f.statuses = statuses
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -456,10 +456,10 @@ func TestScale(t *testing.T) {
 }
 
 func TestScaleToOneDeletesTheDisruptionBudget(t *testing.T) {
-	db, children, instances := convergedState(t, myDatabase())
+	db, children, statuses := convergedState(t, myDatabase())
 	db.Spec.Replicas, db.Generation = ptr.To[int32](1), 2
 	f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
-	f.instances = instances
+	f.statuses = statuses
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -468,10 +468,10 @@ func TestScaleToOneDeletesTheDisruptionBudget(t *testing.T) {
 }
 
 func TestVersionChangeRollsTheImage(t *testing.T) {
-	db, children, instances := convergedState(t, myDatabase(func(d *examplev1.MyDatabase) { d.Spec.Version = "8.0" }))
+	db, children, statuses := convergedState(t, myDatabase(func(d *examplev1.MyDatabase) { d.Spec.Version = "8.0" }))
 	db.Spec.Version, db.Generation = "8.4", 2
 	f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
-	f.instances = instances
+	f.statuses = statuses
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -526,9 +526,9 @@ func TestDriftIsRepaired(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			db, children, instances := convergedState(t, myDatabase())
+			db, children, statuses := convergedState(t, myDatabase())
 			f := newFixture(t, []*examplev1.MyDatabase{db}, tc.drift(children)...)
-			f.instances = instances
+			f.statuses = statuses
 			if err := f.sync(); err != nil {
 				t.Fatal(err)
 			}
@@ -590,9 +590,9 @@ func TestDeletedDatabaseCostsNoWrites(t *testing.T) {
 	deleting := myDatabase(func(d *examplev1.MyDatabase) { d.DeletionTimestamp = &metav1.Time{Time: now} })
 	for name, dbs := range map[string][]*examplev1.MyDatabase{"not found": nil, "being deleted": {deleting}} {
 		t.Run(name, func(t *testing.T) {
-			_, children, instances := convergedState(t, gone)
+			_, children, statuses := convergedState(t, gone)
 			f := newFixture(t, dbs, children...)
-			f.instances = instances
+			f.statuses = statuses
 			c := f.newController()
 			if err := c.sync(context.Background(), cache.ObjectName{Namespace: "default", Name: "prod-mysql"}); err != nil {
 				t.Fatal(err)
@@ -668,7 +668,7 @@ func TestDeleteDataFinalizerIsAddedToOlderDatabases(t *testing.T) {
 // the MyDatabase itself deletes its claims and credentials, after the
 // StatefulSet, and then lets the database go.
 func TestDeletionDeletesTheDataUnderDeletionPolicyDelete(t *testing.T) {
-	db, children, instances := convergedState(t, myDatabase(deleteData))
+	db, children, statuses := convergedState(t, myDatabase(deleteData))
 	deleting := db.DeepCopy()
 	deleting.DeletionTimestamp = &metav1.Time{Time: now}
 	// Another database's claim and a foreign claim with a matching name
@@ -676,7 +676,7 @@ func TestDeletionDeletesTheDataUnderDeletionPolicyDelete(t *testing.T) {
 	other := dataClaim(myDatabase(func(d *examplev1.MyDatabase) { d.Name = "other" }), 0)
 	children = append(children, dataClaim(db, 0), dataClaim(db, 1), dataClaim(db, 2), other)
 	f := newFixture(t, []*examplev1.MyDatabase{deleting}, children...)
-	f.instances = instances
+	f.statuses = statuses
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -695,12 +695,12 @@ func TestDeletionDeletesTheDataUnderDeletionPolicyDelete(t *testing.T) {
 // TestDeletionWaitsForTheFinalBackup: the final backup reads the data, so
 // nothing is deleted while its finalizer holds the database.
 func TestDeletionWaitsForTheFinalBackup(t *testing.T) {
-	db, children, instances := convergedState(t, myDatabase(deleteData))
+	db, children, statuses := convergedState(t, myDatabase(deleteData))
 	deleting := db.DeepCopy()
 	deleting.DeletionTimestamp = &metav1.Time{Time: now}
 	deleting.Finalizers = append(deleting.Finalizers, examplev1.FinalBackupFinalizer)
 	f := newFixture(t, []*examplev1.MyDatabase{deleting}, append(children, dataClaim(db, 0))...)
-	f.instances = instances
+	f.statuses = statuses
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -714,13 +714,13 @@ func TestDeletionWaitsForTheFinalBackup(t *testing.T) {
 func TestOwnedSecretOfAnOlderVersionIsReported(t *testing.T) {
 	for name, uid := range map[string]types.UID{"same database": "uid-1", "recreated database": "uid-old"} {
 		t.Run(name, func(t *testing.T) {
-			db, children, instances := convergedState(t, myDatabase())
+			db, children, statuses := convergedState(t, myDatabase())
 			secret := findObject[*corev1.Secret](children).DeepCopy()
 			secret.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(
 				myDatabase(func(d *examplev1.MyDatabase) { d.UID = uid }), examplev1.SchemeGroupVersion.WithKind("MyDatabase"))}
 			children = append(without[*corev1.Secret](children), secret)
 			f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
-			f.instances = instances
+			f.statuses = statuses
 			if err := f.sync(); err != nil {
 				t.Fatal(err)
 			}
@@ -731,10 +731,10 @@ func TestOwnedSecretOfAnOlderVersionIsReported(t *testing.T) {
 }
 
 func TestStatusConflictIsRetried(t *testing.T) {
-	db, children, instances := convergedState(t, myDatabase())
+	db, children, statuses := convergedState(t, myDatabase())
 	db.Status = examplev1.MyDatabaseStatus{}
 	f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
-	f.instances = instances
+	f.statuses = statuses
 	c := f.newController()
 	conflicts := 1
 	f.mydbClient.PrependReactor("update", "mydatabases", func(a core.Action) (bool, runtime.Object, error) {
@@ -772,11 +772,11 @@ func TestStorageGrowth(t *testing.T) {
 	}
 	for _, expandable := range []bool{true, false} {
 		t.Run(fmt.Sprintf("expandable=%v", expandable), func(t *testing.T) {
-			db, children, instances := convergedState(t, myDatabase())
+			db, children, statuses := convergedState(t, myDatabase())
 			db.Spec.StorageSize, db.Generation = resource.MustParse("100Gi"), 2
 			sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "standard"}, AllowVolumeExpansion: ptr.To(expandable)}
 			f := newFixture(t, []*examplev1.MyDatabase{db}, append(children, sc, claim(0), claim(1))...)
-			f.instances = instances
+			f.statuses = statuses
 			if err := f.sync(); err != nil {
 				t.Fatal(err)
 			}
@@ -949,7 +949,7 @@ func (f *fakeRestores) StartRestore(_ context.Context, address string, auth api.
 // primary reports primary (and whose Restored condition is cond, if any).
 func restoringState(t *testing.T, primary api.Status, cond *metav1.Condition) (*fixture, *fakeRestores) {
 	t.Helper()
-	db, children, instances := convergedState(t, myDatabase(func(d *examplev1.MyDatabase) {
+	db, children, statuses := convergedState(t, myDatabase(func(d *examplev1.MyDatabase) {
 		d.Spec.Replicas = ptr.To[int32](1)
 		d.Spec.RestoreFrom = &examplev1.RestoreSource{BackupName: "nightly"}
 	}))
@@ -962,9 +962,9 @@ func restoringState(t *testing.T, primary api.Status, cond *metav1.Condition) (*
 	if primary.Role == "" {
 		primary.Role = api.RolePrimary
 	}
-	instances["10.244.0.10"] = primary
+	statuses["10.244.0.10"] = primary
 	f := newFixture(t, []*examplev1.MyDatabase{db}, append(children, restoreBackup(examplev1.BackupPhaseSucceeded), s3Secret())...)
-	f.instances = instances
+	f.statuses = statuses
 	ops := &fakeRestores{}
 	f.restores = ops
 	return f, ops
@@ -1182,14 +1182,14 @@ func TestRolesFollowTheCurrentPrimary(t *testing.T) {
 }
 
 func TestInstanceStatusReportsWhatTheManagersSay(t *testing.T) {
-	db, children, instances := convergedState(t, myDatabase())
+	db, children, statuses := convergedState(t, myDatabase())
 	// Replica 2's manager is down; replica 1 still follows an old primary.
-	delete(instances, "10.244.0.12")
-	stale := instances["10.244.0.11"]
+	delete(statuses, "10.244.0.12")
+	stale := statuses["10.244.0.11"]
 	stale.Primary = "prod-mysql-7"
-	instances["10.244.0.11"] = stale
+	statuses["10.244.0.11"] = stale
 	f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
-	f.instances = instances
+	f.statuses = statuses
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -1219,14 +1219,14 @@ func TestInstanceStatusReportsWhatTheManagersSay(t *testing.T) {
 // failover knows how far a replica lost with the primary went, across a
 // leader change too.
 func TestALostInstanceKeepsItsLastPosition(t *testing.T) {
-	db, children, instances := convergedState(t, myDatabase())
+	db, children, statuses := convergedState(t, myDatabase())
 	db.Status.Instances[2].Position = &examplev1.InstancePosition{GTID: "0-1-42"}
-	delete(instances, "10.244.0.12")
-	up := instances["10.244.0.11"]
+	delete(statuses, "10.244.0.12")
+	up := statuses["10.244.0.11"]
 	up.Position = &api.Position{GTID: "0-1-40"}
-	instances["10.244.0.11"] = up
+	statuses["10.244.0.11"] = up
 	f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
-	f.instances = instances
+	f.statuses = statuses
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -1254,12 +1254,12 @@ func TestOrdinal(t *testing.T) {
 
 func TestInstanceMetricsFollowTheInstances(t *testing.T) {
 	RegisterMetrics()
-	db, children, instances := convergedState(t, myDatabase())
-	lagging := instances["10.244.0.11"]
+	db, children, statuses := convergedState(t, myDatabase())
+	lagging := statuses["10.244.0.11"]
 	lagging.LagSeconds, lagging.LagBytes = ptr.To(2.5), ptr.To[int64](4096)
-	instances["10.244.0.11"] = lagging
+	statuses["10.244.0.11"] = lagging
 	f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
-	f.instances = instances
+	f.statuses = statuses
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -1371,13 +1371,13 @@ func TestDegradedWhenTheRolloutIsBlocked(t *testing.T) {
 			event: quotaEvent(time.Hour), wantReason: ReasonAsExpected},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			db, children, instances := convergedState(t, myDatabase())
+			db, children, statuses := convergedState(t, myDatabase())
 			for i, obj := range children {
 				children[i] = obj.DeepCopyObject()
 			}
 			children = tc.change(children)
 			f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
-			f.instances = instances
+			f.statuses = statuses
 			c := f.newController()
 			if tc.event != nil {
 				if _, err := f.kubeClient.CoreV1().Events("default").Create(context.Background(), tc.event, metav1.CreateOptions{}); err != nil {
@@ -1407,14 +1407,14 @@ func TestDegradedWhenTheRolloutIsBlocked(t *testing.T) {
 // TestLostCredentialsAreNotRemade: with the Secret gone and the data still
 // there, mydb makes no new passwords and says why.
 func TestLostCredentialsAreNotRemade(t *testing.T) {
-	db, children, instances := convergedState(t, myDatabase())
+	db, children, statuses := convergedState(t, myDatabase())
 	children = without[*corev1.Secret](children)
 	children = append(children, &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "data-prod-mysql-0", Namespace: "default", Labels: SelectorLabels(db)},
 		Status:     corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound},
 	})
 	f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
-	f.instances = instances
+	f.statuses = statuses
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -1464,7 +1464,7 @@ func TestRestoredDatabaseIsNotReadyBeforeItsData(t *testing.T) {
 // ready primary of another database), is not taken for restored.
 func TestAnotherPodsManagerAtTheIPIsNotThisInstance(t *testing.T) {
 	f, ops := restoringState(t, api.Status{AwaitingRestore: true}, nil)
-	f.instances["10.244.0.10"] = api.Status{Name: "src-0", Role: api.RolePrimary, Primary: "src-0", Ready: true}
+	f.statuses["10.244.0.10"] = api.Status{Name: "src-0", Role: api.RolePrimary, Primary: "src-0", Ready: true}
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -1519,10 +1519,10 @@ func TestTheClusterFollowsOnlyWhatTheStoreGuardCovers(t *testing.T) {
 		}
 	})
 	t.Run("a spec the status says was acted on needs no cover", func(t *testing.T) {
-		db, children, instances := convergedState(t, myDatabase())
+		db, children, statuses := convergedState(t, myDatabase())
 		guard := &fakeStoreGuard{err: errors.New("must not be asked")}
 		f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
-		f.instances, f.store = instances, guard
+		f.statuses, f.store = statuses, guard
 		if err := f.sync(); err != nil {
 			t.Fatal(err)
 		}
@@ -1531,12 +1531,12 @@ func TestTheClusterFollowsOnlyWhatTheStoreGuardCovers(t *testing.T) {
 		}
 	})
 	t.Run("a deletion not covered deletes nothing", func(t *testing.T) {
-		db, children, instances := convergedState(t, myDatabase(deleteData))
+		db, children, statuses := convergedState(t, myDatabase(deleteData))
 		deleting := db.DeepCopy()
 		deleting.DeletionTimestamp, deleting.ResourceVersion = &metav1.Time{Time: now}, "43"
 		guard := &fakeStoreGuard{err: errors.New("the store is not verified")}
 		f := newFixture(t, []*examplev1.MyDatabase{deleting}, append(children, dataClaim(db, 0))...)
-		f.instances, f.store = instances, guard
+		f.statuses, f.store = statuses, guard
 		if err := f.sync(); err == nil {
 			t.Fatal("sync deleted with the guard refusing")
 		}

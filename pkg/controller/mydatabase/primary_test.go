@@ -399,13 +399,13 @@ func findCondition(cs []metav1.Condition, typ string) *metav1.Condition {
 // from; a write that loses (another leader decided first) says nothing and
 // is retried from a fresh read.
 func TestSwitchoverDecisionIsOneConditionalStatusWrite(t *testing.T) {
-	db, children, instances := convergedState(t, myDatabase())
+	db, children, statuses := convergedState(t, myDatabase())
 	db.ResourceVersion = "42"
 	start := metav1.NewMicroTime(now.Add(-time.Second))
 	db.Status.TargetPrimary, db.Status.TargetPrimaryTime = "prod-mysql-1", &start
 	db.Status.TargetPrimaryReason = examplev1.TargetPrimaryReasonSwitchover
 	f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
-	f.instances = instances
+	f.statuses = statuses
 	var p0, p1 string
 	for _, obj := range children {
 		if p, ok := obj.(*corev1.Pod); ok && p.Name == "prod-mysql-0" {
@@ -414,12 +414,12 @@ func TestSwitchoverDecisionIsOneConditionalStatusWrite(t *testing.T) {
 			p1 = p.Status.PodIP
 		}
 	}
-	old := f.instances[p0]
+	old := f.statuses[p0]
 	old.Ready, old.Fenced, old.FencedPosition = false, true, &api.Position{GTID: "0-1-42"}
-	f.instances[p0] = old
-	target := f.instances[p1]
+	f.statuses[p0] = old
+	target := f.statuses[p1]
 	target.EngineRunning, target.Position = true, &api.Position{GTID: "0-1-42"}
-	f.instances[p1] = target
+	f.statuses[p1] = target
 	c := f.newController()
 	lose := true
 	var sentRV string

@@ -21,18 +21,18 @@ import (
 // move it along, reconciling it twice at every step (the child's event and
 // the database's own), and counts the controller's status writes.
 type lifecycle struct {
-	t         *testing.T
-	db        *examplev1.MyDatabase
-	objects   []runtime.Object
-	instances fakeInstances
-	writes    int
+	t        *testing.T
+	db       *examplev1.MyDatabase
+	objects  []runtime.Object
+	statuses fakeStatuses
+	writes   int
 }
 
 func (l *lifecycle) step(what string) {
 	l.t.Helper()
 	for range 2 {
 		f := newFixture(l.t, []*examplev1.MyDatabase{l.db}, l.objects...)
-		f.instances = l.instances
+		f.statuses = l.statuses
 		if err := f.sync(); err != nil {
 			l.t.Fatalf("%s: %v", what, err)
 		}
@@ -61,7 +61,7 @@ func (l *lifecycle) statefulSet() *appsv1.StatefulSet {
 // createToReady plays db's way to Ready and returns the status writes.
 func createToReady(t *testing.T, db *examplev1.MyDatabase) int {
 	db.CreationTimestamp = metav1.NewTime(now)
-	l := &lifecycle{t: t, db: db, instances: fakeInstances{}}
+	l := &lifecycle{t: t, db: db, statuses: fakeStatuses{}}
 	l.step("create")
 	replicas := desiredReplicas(db)
 	sts := l.statefulSet()
@@ -84,13 +84,13 @@ func createToReady(t *testing.T, db *examplev1.MyDatabase) int {
 		l.step(p.Name + " has an address")
 	}
 	for _, p := range pods {
-		l.instances[p.Status.PodIP] = api.Status{Name: p.Name, Role: api.RoleReplica, Reason: "the engine is starting"}
+		l.statuses[p.Status.PodIP] = api.Status{Name: p.Name, Role: api.RoleReplica, Reason: "the engine is starting"}
 		l.step(p.Name + "'s manager answers")
 	}
 	for i, p := range pods {
 		s := serving(p, primary)
 		s.Position = &api.Position{Timeline: 1, LSN: fmt.Sprintf("0/%X", 0x3000000+i)}
-		l.instances[p.Status.PodIP] = s
+		l.statuses[p.Status.PodIP] = s
 		l.step(p.Name + " serves its role")
 	}
 	for i := range pods {
@@ -104,9 +104,9 @@ func createToReady(t *testing.T, db *examplev1.MyDatabase) int {
 	// Under a write load every poll reads new positions: none is written.
 	for n := range 5 {
 		for i, p := range pods {
-			s := l.instances[p.Status.PodIP]
+			s := l.statuses[p.Status.PodIP]
 			s.Position = &api.Position{Timeline: 1, LSN: fmt.Sprintf("0/%X", 0x4000000+0x1000*n+i)}
-			l.instances[p.Status.PodIP] = s
+			l.statuses[p.Status.PodIP] = s
 		}
 		l.step(fmt.Sprintf("poll %d under a write load", n+1))
 	}
