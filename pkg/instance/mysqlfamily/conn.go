@@ -12,15 +12,15 @@ import (
 )
 
 func init() {
-	// The driver logs a stale pooled connection (a restarted server) on
+	// go-sql-driver logs a stale pooled connection (a restarted server) on
 	// its own; the error it returns says the same to the caller.
 	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
 }
 
-// Conn is what the drivers do over the admin connection: run statements
-// and read one row. SQLConn is the real one; tests give a fake that
-// records the statements and answers the queries, so every statement
-// sequence and decision is tested without a server.
+// Conn is what the MariaDB and MySQL drivers do over the admin connection:
+// run statements and read one row. SQLConn is the real one; tests give a
+// fake that records the statements and answers the queries, so every
+// statement sequence and decision is tested without a server.
 type Conn interface {
 	// Exec runs statements in order on one session, stopping at the first
 	// error.
