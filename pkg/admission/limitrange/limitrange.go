@@ -16,7 +16,7 @@ import (
 	"github.com/mydb-dev/mydb/pkg/admission/quota"
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	"github.com/mydb-dev/mydb/pkg/engine"
-	"github.com/mydb-dev/mydb/pkg/registry/example/mydatabase"
+	"github.com/mydb-dev/mydb/pkg/scaled"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -149,11 +149,11 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		db, _ = a.GetObject().(*example.MyDatabase)
 		old, _ = a.GetOldObject().(*example.MyDatabase)
 	case "scale":
-		scaled, ok := mydatabase.ScaledFrom(ctx)
+		s, ok := scaled.From(ctx)
 		if !ok {
 			return nil
 		}
-		db, old = scaled.New, scaled.Old
+		db, old = s.New, s.Old
 	default:
 		return nil
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
-	"github.com/mydb-dev/mydb/pkg/registry/example/mydatabase"
+	"github.com/mydb-dev/mydb/pkg/scaled"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -198,9 +198,9 @@ func TestPlugin(t *testing.T) {
 	if err := p.Validate(ctx, attrs(relabelled, big, ""), nil); err != nil {
 		t.Errorf("relabelling: %v", err)
 	}
-	scaled := big.DeepCopy()
-	scaled.Spec.Replicas = 2
-	scaleCtx := mydatabase.WithScaled(ctx, mydatabase.Scaled{New: scaled, Old: big})
+	up := big.DeepCopy()
+	up.Spec.Replicas = 2
+	scaleCtx := scaled.With(ctx, scaled.Databases{New: up, Old: big})
 	if err := p.Validate(scaleCtx, attrs(&metav1.Status{}, &metav1.Status{}, "scale"), nil); err == nil || err.Error() != wantErr {
 		t.Errorf("scaling up through /scale: %v, want %s", err, wantErr)
 	}

@@ -11,7 +11,7 @@ import (
 	exampleinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
 	examplelisters "github.com/mydb-dev/mydb/pkg/generated/listers/example/v1"
 	"github.com/mydb-dev/mydb/pkg/names"
-	"github.com/mydb-dev/mydb/pkg/registry/example/mydatabase"
+	"github.com/mydb-dev/mydb/pkg/scaled"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -184,11 +184,11 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, o admissi
 		old, _ := a.GetOldObject().(*example.MyDatabase)
 		return p.checkDatabase(ctx, a, db, old)
 	case gr == databasesResource && sub == "scale" && op == admission.Update:
-		scaled, ok := mydatabase.ScaledFrom(ctx)
+		s, ok := scaled.From(ctx)
 		if !ok {
 			return nil
 		}
-		return p.checkDatabase(ctx, a, scaled.New, scaled.Old)
+		return p.checkDatabase(ctx, a, s.New, s.Old)
 	case gr == databasesResource && sub == "backup" && op == admission.Create:
 		// A backup makes no pod and no claim (the instance manager streams
 		// it to object storage): only its count is charged.

@@ -12,7 +12,7 @@ import (
 	mydbfake "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/fake"
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
 	"github.com/mydb-dev/mydb/pkg/names"
-	"github.com/mydb-dev/mydb/pkg/registry/example/mydatabase"
+	"github.com/mydb-dev/mydb/pkg/scaled"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -267,12 +267,12 @@ func TestScaleSubresource(t *testing.T) {
 	p := newPlugin(t, []runtime.Object{storageQuota("100Gi", "100Gi"), claim("data-shop-0", "50Gi", nil), claim("data-shop-1", "50Gi", nil)}, two)
 	attrs := admission.NewAttributesRecord(nil, nil, v1.WithKind("Scale"), ns, "shop", v1.WithResource("mydatabases"), "scale",
 		admission.Update, &metav1.UpdateOptions{}, false, tenant)
-	ctx := mydatabase.WithScaled(context.Background(), mydatabase.Scaled{New: three, Old: two})
+	ctx := scaled.With(context.Background(), scaled.Databases{New: three, Old: two})
 	want := `mydatabases.example.com "shop" is forbidden: exceeded quota: storage, requested: requests.storage=50Gi, used: requests.storage=100Gi, limited: requests.storage=100Gi`
 	if got := errString(p.Validate(ctx, attrs, nil)); got != want {
 		t.Errorf("scale to 3: %s, want %s", got, want)
 	}
-	ctx = mydatabase.WithScaled(context.Background(), mydatabase.Scaled{New: db("shop", 1, "50Gi"), Old: two})
+	ctx = scaled.With(context.Background(), scaled.Databases{New: db("shop", 1, "50Gi"), Old: two})
 	if err := p.Validate(ctx, attrs, nil); err != nil {
 		t.Errorf("scale to 1: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	"github.com/mydb-dev/mydb/pkg/registry/common"
+	"github.com/mydb-dev/mydb/pkg/scaled"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -122,7 +123,7 @@ func (r *ScaleREST) ConvertToTable(ctx context.Context, object runtime.Object, t
 }
 
 // Admission sees the Scale, not the MyDatabase, as for built-in workloads;
-// the MyDatabases are in the context for quota (ScaledFrom).
+// the MyDatabases are in the context for quota and LimitRange (scaled.From).
 func toScaleCreateValidation(f rest.ValidateObjectFunc) rest.ValidateObjectFunc {
 	return func(ctx context.Context, obj runtime.Object) error {
 		return f(ctx, scaleFromMyDatabase(obj.(*example.MyDatabase)))
@@ -132,7 +133,7 @@ func toScaleCreateValidation(f rest.ValidateObjectFunc) rest.ValidateObjectFunc 
 func toScaleUpdateValidation(f rest.ValidateObjectUpdateFunc) rest.ValidateObjectUpdateFunc {
 	return func(ctx context.Context, obj, old runtime.Object) error {
 		db, oldDB := obj.(*example.MyDatabase), old.(*example.MyDatabase)
-		return f(WithScaled(ctx, Scaled{New: db, Old: oldDB}), scaleFromMyDatabase(db), scaleFromMyDatabase(oldDB))
+		return f(scaled.With(ctx, scaled.Databases{New: db, Old: oldDB}), scaleFromMyDatabase(db), scaleFromMyDatabase(oldDB))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/mydb-dev/mydb/pkg/apis/example"
+	"github.com/mydb-dev/mydb/pkg/scaled"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -13,23 +14,20 @@ import (
 // context (quota needs the storage size and resources of the new replicas).
 func TestScaleAdmissionFindsTheDatabases(t *testing.T) {
 	old := myDatabase()
-	scaled := myDatabase(func(d *example.MyDatabase) { d.Spec.Replicas = 5 })
+	db := myDatabase(func(d *example.MyDatabase) { d.Spec.Replicas = 5 })
 	called := false
 	validate := toScaleUpdateValidation(func(ctx context.Context, obj, oldObj runtime.Object) error {
 		called = true
 		if s, ok := obj.(*autoscalingv1.Scale); !ok || s.Spec.Replicas != 5 {
 			t.Errorf("admission saw %#v, want a Scale of 5", obj)
 		}
-		got, ok := ScaledFrom(ctx)
-		if !ok || got.New != scaled || got.Old != old {
-			t.Errorf("ScaledFrom = %+v, %v; want the new and old databases", got, ok)
+		got, ok := scaled.From(ctx)
+		if !ok || got.New != db || got.Old != old {
+			t.Errorf("scaled.From = %+v, %v; want the new and old databases", got, ok)
 		}
 		return nil
 	})
-	if err := validate(context.Background(), scaled, old); err != nil || !called {
+	if err := validate(context.Background(), db, old); err != nil || !called {
 		t.Fatalf("validate: %v, called %v", err, called)
-	}
-	if _, ok := ScaledFrom(context.Background()); ok {
-		t.Error("ScaledFrom found databases in a plain context")
 	}
 }
