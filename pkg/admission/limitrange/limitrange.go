@@ -13,9 +13,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/mydb-dev/mydb/pkg/admission/quota"
 	"github.com/mydb-dev/mydb/pkg/apis/example"
-	"github.com/mydb-dev/mydb/pkg/engine"
+	"github.com/mydb-dev/mydb/pkg/databasepod"
 	"github.com/mydb-dev/mydb/pkg/scaled"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -190,8 +189,8 @@ func Check(spec *example.MyDatabaseSpec, items []corev1.LimitRangeItem) []error 
 		return nil // most namespaces: no pod to build for nothing to check
 	}
 	var errs []error
-	pod := quota.DatabasePod(spec.Resources)
-	init := engine.InitContainerResources()
+	pod := databasepod.Pod(spec.Resources)
+	init := databasepod.InitContainerResources()
 	for _, item := range items {
 		switch item.Type {
 		case corev1.LimitTypeContainer:

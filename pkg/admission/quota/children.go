@@ -6,7 +6,7 @@ import (
 
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
-	"github.com/mydb-dev/mydb/pkg/engine"
+	"github.com/mydb-dev/mydb/pkg/databasepod"
 	"github.com/mydb-dev/mydb/pkg/names"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -40,16 +40,6 @@ func ShapeOfV1(db *examplev1.MyDatabase) Shape {
 		Name: db.Name, Replicas: ptr.Deref(db.Spec.Replicas, 1), StorageSize: db.Spec.StorageSize, StorageClassName: db.Spec.StorageClassName,
 		Resources: db.Spec.Resources, Deleting: db.DeletionTimestamp != nil,
 	}
-}
-
-// DatabasePod is the pod every replica of a database runs, as far as quota
-// and LimitRange look at it: mydb's init container and the database
-// container with spec.resources.
-func DatabasePod(resources corev1.ResourceRequirements) *corev1.Pod {
-	return &corev1.Pod{Spec: corev1.PodSpec{
-		InitContainers: []corev1.Container{{Name: "copy-instance-manager", Resources: engine.InitContainerResources()}},
-		Containers:     []corev1.Container{{Name: "database", Resources: *resources.DeepCopy()}},
-	}}
 }
 
 // PodUsage is what kube-apiserver's quota charges for a pod that is not
@@ -139,7 +129,7 @@ func Pending(s Shape, c Children) corev1.ResourceList {
 	}
 	class := s.class(c)
 	wantClaim := ClaimUsage(class, s.StorageSize)
-	wantPod := PodUsage(DatabasePod(s.Resources))
+	wantPod := PodUsage(databasepod.Pod(s.Resources))
 	for i := 0; i < int(s.Replicas); i++ {
 		claim := wantClaim
 		if pvc, ok := c.Claims[names.DataClaim(s.Name, i)]; ok {

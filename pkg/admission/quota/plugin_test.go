@@ -9,6 +9,7 @@ import (
 
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/databasepod"
 	mydbfake "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/fake"
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
 	"github.com/mydb-dev/mydb/pkg/names"
@@ -79,7 +80,7 @@ func claim(name, size string, class *string) *corev1.PersistentVolumeClaim {
 }
 
 func pod(name string, resources corev1.ResourceRequirements) *corev1.Pod {
-	p := DatabasePod(resources)
+	p := databasepod.Pod(resources)
 	p.ObjectMeta = metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{names.LabelManagedBy: names.ManagedBy}}
 	p.Status.Phase = corev1.PodRunning
 	return p
@@ -355,7 +356,7 @@ func TestPodUsage(t *testing.T) {
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := PodUsage(DatabasePod(tc.resources))
+			got := PodUsage(databasepod.Pod(tc.resources))
 			if len(got) != len(tc.want) {
 				t.Fatalf("got %v, want %v", got, tc.want)
 			}

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mydb-dev/mydb/pkg/names"
-
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/databasepod"
 	"github.com/mydb-dev/mydb/pkg/engine"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
+	"github.com/mydb-dev/mydb/pkg/names"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -19,9 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 )
-
-// containerName is the database container's name.
-const containerName = "database"
 
 // SelectorLabels select a database's pods; none of them may change over
 // the database's life (the engine is immutable).
@@ -203,79 +200,76 @@ func podSpec(db *examplev1.MyDatabase, eng engine.Spec, image, instanceImage str
 	fieldEnv := func(name, path string) corev1.EnvVar {
 		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
 	}
-	spec := corev1.PodSpec{
-		// The manager reads its MyDatabase with this identity, nothing else.
-		ServiceAccountName:           names.InstanceIdentity(db.Name),
-		AutomountServiceAccountToken: ptr.To(true),
-		SecurityContext:              eng.PodSecurityContext(),
-		// Longer than the manager's own stop timeout, so a clean shutdown
-		// is never cut short.
-		TerminationGracePeriodSeconds: ptr.To[int64](30),
-		// Spread replicas over nodes, so one node's loss takes one replica.
-		TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
-			MaxSkew:           1,
-			TopologyKey:       corev1.LabelHostname,
-			WhenUnsatisfiable: corev1.ScheduleAnyway,
-			LabelSelector:     &metav1.LabelSelector{MatchLabels: SelectorLabels(db)},
-		}},
-		InitContainers: []corev1.Container{{
-			Name:            "copy-instance-manager",
-			Image:           instanceImage,
-			Command:         []string{"/mydb-instance", "copy", engine.InstanceDirectory},
-			VolumeMounts:    []corev1.VolumeMount{{Name: instanceVolume, MountPath: engine.InstanceDirectory}},
-			SecurityContext: engine.ContainerSecurityContext(),
-			Resources:       engine.InitContainerResources(),
-		}},
-		Containers: []corev1.Container{{
-			Name:    containerName,
-			Image:   image,
-			Command: []string{engine.InstanceManager},
-			Args: []string{
-				"--engine=" + eng.Name,
-				"--database=" + db.Name,
-				fmt.Sprintf("--port=%d", eng.Port),
-				"--data-root=" + eng.DataPath,
-				"--run-dir=" + engine.RunDir,
-				"--secrets-dir=" + engine.SecretsDir,
-				fmt.Sprintf("--status-address=:%d", api.Port),
-				// The pod's loopback is its own: kubectl port-forward connects there.
-				"--listen-loopback",
-			},
-			Env: []corev1.EnvVar{
-				fieldEnv("POD_NAME", "metadata.name"),
-				fieldEnv("POD_NAMESPACE", "metadata.namespace"),
-				fieldEnv("POD_IP", "status.podIP"),
-			},
-			Ports: []corev1.ContainerPort{
-				{Name: eng.Name, ContainerPort: eng.Port, Protocol: corev1.ProtocolTCP},
-				{Name: engine.StatusPortName, ContainerPort: api.Port, Protocol: corev1.ProtocolTCP},
-			},
-			Resources: *db.Spec.Resources.DeepCopy(),
-			// Ready means the instance serves its role: a primary accepts
-			// writes, a replica streams within the lag bound.
-			ReadinessProbe: &corev1.Probe{ProbeHandler: statusProbe(api.PathReadyz), PeriodSeconds: 5, TimeoutSeconds: 3, FailureThreshold: 2},
-			// The manager answers /healthz while it supervises the engine,
-			// through crash recovery and clones alike; one that stopped
-			// answering is restarted, engine and all, before a failover
-			// could promote another instance (livenessProbe).
-			LivenessProbe: livenessProbe(statusProbe(api.PathHealthz), failoverDelay(db)),
-			VolumeMounts: []corev1.VolumeMount{
-				{Name: names.DataVolume, MountPath: eng.DataPath},
-				{Name: instanceVolume, MountPath: engine.InstanceDirectory, ReadOnly: true},
-				{Name: secretsVolume, MountPath: engine.SecretsDir, ReadOnly: true},
-				{Name: runVolume, MountPath: engine.RunDir},
-				{Name: tmpVolume, MountPath: "/tmp"},
-			},
-			SecurityContext: engine.ContainerSecurityContext(),
-		}},
-		Volumes: []corev1.Volume{
-			{Name: instanceVolume, VolumeSource: emptyDir},
-			// Readable by the engine's group only (fsGroup).
-			{Name: secretsVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-				SecretName: names.Secret(db.Name), DefaultMode: ptr.To[int32](0o440)}}},
-			{Name: runVolume, VolumeSource: emptyDir},
-			{Name: tmpVolume, VolumeSource: emptyDir},
+	init := corev1.Container{
+		Image:           instanceImage,
+		Command:         []string{"/mydb-instance", "copy", engine.InstanceDirectory},
+		VolumeMounts:    []corev1.VolumeMount{{Name: instanceVolume, MountPath: engine.InstanceDirectory}},
+		SecurityContext: engine.ContainerSecurityContext(),
+	}
+	database := corev1.Container{
+		Image:   image,
+		Command: []string{engine.InstanceManager},
+		Args: []string{
+			"--engine=" + eng.Name,
+			"--database=" + db.Name,
+			fmt.Sprintf("--port=%d", eng.Port),
+			"--data-root=" + eng.DataPath,
+			"--run-dir=" + engine.RunDir,
+			"--secrets-dir=" + engine.SecretsDir,
+			fmt.Sprintf("--status-address=:%d", api.Port),
+			// The pod's loopback is its own: kubectl port-forward connects there.
+			"--listen-loopback",
 		},
+		Env: []corev1.EnvVar{
+			fieldEnv("POD_NAME", "metadata.name"),
+			fieldEnv("POD_NAMESPACE", "metadata.namespace"),
+			fieldEnv("POD_IP", "status.podIP"),
+		},
+		Ports: []corev1.ContainerPort{
+			{Name: eng.Name, ContainerPort: eng.Port, Protocol: corev1.ProtocolTCP},
+			{Name: engine.StatusPortName, ContainerPort: api.Port, Protocol: corev1.ProtocolTCP},
+		},
+		// Ready means the instance serves its role: a primary accepts
+		// writes, a replica streams within the lag bound.
+		ReadinessProbe: &corev1.Probe{ProbeHandler: statusProbe(api.PathReadyz), PeriodSeconds: 5, TimeoutSeconds: 3, FailureThreshold: 2},
+		// The manager answers /healthz while it supervises the engine,
+		// through crash recovery and clones alike; one that stopped
+		// answering is restarted, engine and all, before a failover
+		// could promote another instance (livenessProbe).
+		LivenessProbe: livenessProbe(statusProbe(api.PathHealthz), failoverDelay(db)),
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: names.DataVolume, MountPath: eng.DataPath},
+			{Name: instanceVolume, MountPath: engine.InstanceDirectory, ReadOnly: true},
+			{Name: secretsVolume, MountPath: engine.SecretsDir, ReadOnly: true},
+			{Name: runVolume, MountPath: engine.RunDir},
+			{Name: tmpVolume, MountPath: "/tmp"},
+		},
+		SecurityContext: engine.ContainerSecurityContext(),
+	}
+	// The containers, their names and their resources are the ones quota
+	// and LimitRange admission charged and bounded (databasepod).
+	spec := databasepod.Spec(db.Spec.Resources, init, database)
+	// The manager reads its MyDatabase with this identity, nothing else.
+	spec.ServiceAccountName = names.InstanceIdentity(db.Name)
+	spec.AutomountServiceAccountToken = ptr.To(true)
+	spec.SecurityContext = eng.PodSecurityContext()
+	// Longer than the manager's own stop timeout, so a clean shutdown is
+	// never cut short.
+	spec.TerminationGracePeriodSeconds = ptr.To[int64](30)
+	// Spread replicas over nodes, so one node's loss takes one replica.
+	spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+		MaxSkew:           1,
+		TopologyKey:       corev1.LabelHostname,
+		WhenUnsatisfiable: corev1.ScheduleAnyway,
+		LabelSelector:     &metav1.LabelSelector{MatchLabels: SelectorLabels(db)},
+	}}
+	spec.Volumes = []corev1.Volume{
+		{Name: instanceVolume, VolumeSource: emptyDir},
+		// Readable by the engine's group only (fsGroup).
+		{Name: secretsVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: names.Secret(db.Name), DefaultMode: ptr.To[int32](0o440)}}},
+		{Name: runVolume, VolumeSource: emptyDir},
+		{Name: tmpVolume, VolumeSource: emptyDir},
 	}
 	withRestore(&spec, restore)
 	return spec
