@@ -20,6 +20,7 @@ import (
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/databasepod"
 	typedv1 "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/typed/example/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -77,7 +78,7 @@ func databaseContainer(t *testing.T, ns, pod string) corev1.ContainerStatus {
 		t.Fatal(err)
 	}
 	for _, cs := range p.Status.ContainerStatuses {
-		if cs.Name == "database" {
+		if cs.Name == databasepod.DatabaseContainerName {
 			return cs
 		}
 	}

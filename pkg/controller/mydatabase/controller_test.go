@@ -15,6 +15,7 @@ import (
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/controller/internal/fixtures"
 	"github.com/mydb-dev/mydb/pkg/controller/runner"
+	"github.com/mydb-dev/mydb/pkg/databasepod"
 	"github.com/mydb-dev/mydb/pkg/engine"
 	mydbfake "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/fake"
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
@@ -1317,7 +1318,7 @@ func TestDegradedWhenTheRolloutIsBlocked(t *testing.T) {
 		{name: "an image cannot be pulled",
 			change: func(objs []runtime.Object) []runtime.Object {
 				p := findObject[*corev1.Pod](objs)
-				p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "database", State: corev1.ContainerState{
+				p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: databasepod.DatabaseContainerName, State: corev1.ContainerState{
 					Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image"}}}}
 				return objs
 			},
