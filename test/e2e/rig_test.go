@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mydb-dev/mydb/pkg/databasepod"
+	"github.com/mydb-dev/mydb/pkg/engine"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -88,7 +90,7 @@ func startRig(t *testing.T, ns, db string, engine rigEngine) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.chown(r.dir, 0o755)
+	r.mustChown(r.dir, 0o755)
 	r.writeSecrets()
 	r.writeKubeconfig()
 	go r.loop()
@@ -96,12 +98,20 @@ func startRig(t *testing.T, ns, db string, engine rigEngine) *rig {
 	return r
 }
 
-func (r *rig) chown(path string, mode os.FileMode) {
-	r.t.Helper()
+// chown gives path to the engine's user with mode. It returns its error
+// rather than failing the test: the rig's loop calls it off the test's
+// goroutine, holding the rig's mutex.
+func (r *rig) chown(path string, mode os.FileMode) error {
 	if err := os.Chmod(path, mode); err != nil {
-		r.t.Fatal(err)
+		return err
 	}
-	if err := os.Chown(path, r.uid, r.gid); err != nil {
+	return os.Chown(path, r.uid, r.gid)
+}
+
+// mustChown is chown on the test's goroutine.
+func (r *rig) mustChown(path string, mode os.FileMode) {
+	r.t.Helper()
+	if err := r.chown(path, mode); err != nil {
 		r.t.Fatal(err)
 	}
 }
@@ -118,13 +128,13 @@ func (r *rig) writeSecrets() {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		r.t.Fatal(err)
 	}
-	r.chown(dir, 0o700)
+	r.mustChown(dir, 0o700)
 	for k, v := range secret.Data {
 		path := filepath.Join(dir, k)
 		if err := os.WriteFile(path, v, 0o400); err != nil {
 			r.t.Fatal(err)
 		}
-		r.chown(path, 0o400)
+		r.mustChown(path, 0o400)
 	}
 }
 
@@ -160,7 +170,7 @@ current-context: instance
 	if err := os.WriteFile(path, []byte(kubeconfig), 0o400); err != nil {
 		r.t.Fatal(err)
 	}
-	r.chown(path, 0o400)
+	r.mustChown(path, 0o400)
 }
 
 // loop makes the running processes match the pods: a pod with an IP gets
@@ -174,13 +184,11 @@ func (r *rig) loop() {
 		pods, err := r.kube.CoreV1().Pods(r.ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
 		if err == nil {
 			want := map[string]string{}
-			restore := map[string]bool{}
-			for _, p := range pods.Items {
+			byName := map[string]*corev1.Pod{}
+			for i, p := range pods.Items {
 				if p.DeletionTimestamp == nil && p.Status.PodIP != "" && strings.HasPrefix(p.Status.PodIP, "127.") {
 					want[p.Name] = p.Status.PodIP
-					// The one flag of the pod's the rig passes on: the
-					// others name the pod's paths, which the rig sets.
-					restore[p.Name] = len(p.Spec.Containers) > 0 && slices.Contains(p.Spec.Containers[0].Args, "--restore")
+					byName[p.Name] = &pods.Items[i]
 				}
 			}
 			r.mu.Lock()
@@ -191,7 +199,7 @@ func (r *rig) loop() {
 			}
 			for name, ip := range want {
 				if _, running := r.procs[name]; !running {
-					r.startProcess(name, ip, restore[name])
+					r.startProcess(byName[name], ip)
 				}
 			}
 			r.mu.Unlock()
@@ -204,9 +212,13 @@ func (r *rig) loop() {
 	}
 }
 
-// startProcess runs mydb-instance for pod name; its data directory is the
-// pod's claim's, so it outlives the process as the claim outlives the pod.
-func (r *rig) startProcess(name, ip string, restore bool) {
+// startProcess runs the database container of pod as the kubelet would,
+// with the pod's own command, arguments and environment (instanceCommand),
+// serving on ip; its data directory is the pod's claim's, so it outlives
+// the process as the claim outlives the pod. It runs on the rig's loop
+// with r.mu held: errors fail the test without stopping the loop.
+func (r *rig) startProcess(pod *corev1.Pod, ip string) {
+	name := pod.Name
 	claim := filepath.Join(r.dir, "data-"+name)
 	run := filepath.Join(r.dir, "run-"+name)
 	for _, d := range []string{claim, run} {
@@ -214,7 +226,15 @@ func (r *rig) startProcess(name, ip string, restore bool) {
 			r.t.Error(err)
 			return
 		}
-		r.chown(d, 0o700)
+		if err := r.chown(d, 0o700); err != nil {
+			r.t.Error(err)
+			return
+		}
+	}
+	args, env, err := r.instanceCommand(pod, ip, claim, run)
+	if err != nil {
+		r.t.Errorf("the database container of pod %s: %v", name, err)
+		return
 	}
 	// A fresh volume's root holds lost+found, which must not bother the engines.
 	_ = os.Mkdir(filepath.Join(claim, "lost+found"), 0o700)
@@ -223,22 +243,9 @@ func (r *rig) startProcess(name, ip string, restore bool) {
 		r.t.Error(err)
 		return
 	}
-	args := []string{
-		"--engine=" + r.engine.name, "--name=" + name, "--database=" + r.db, "--namespace=" + r.ns,
-		"--kubeconfig=" + filepath.Join(r.dir, "kubeconfig"),
-		"--data-root=" + claim, "--run-dir=" + run, "--secrets-dir=" + filepath.Join(r.dir, "secrets"),
-		"--listen-host=" + ip, fmt.Sprintf("--port=%d", r.engine.port),
-		"--status-address=" + net.JoinHostPort(ip, strconv.Itoa(api.Port)),
-	}
-	if r.engine.binDir != "" {
-		args = append(args, "--bin-dir="+r.engine.binDir)
-	}
-	if restore {
-		args = append(args, "--restore")
-	}
 	cmd := exec.Command(filepath.Join(repoRoot, "_output", "bin", "mydb-instance"), args...)
 	cmd.Dir = run
-	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + run, "LANG=C.UTF-8"}
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Setpgid:    true,
@@ -260,6 +267,67 @@ func (r *rig) startProcess(name, ip string, restore bool) {
 	}()
 	r.procs[name] = proc
 	r.t.Logf("rig: started the instance of pod %s on %s", name, ip)
+}
+
+// instanceCommand is what the kubelet would run for pod's database
+// container, on the rig: the container's own arguments, with the flags
+// that name the pod's volumes pointing at the rig's directories and the
+// status address at ip; --listen-loopback dropped (the rig's instances share
+// the host's loopback, a pod has its own); the service account token given
+// as a kubeconfig (--kubeconfig); and the engine's binaries where the host
+// keeps them (--bin-dir, where they are not on PATH). The environment is
+// the container's, downward API fields resolved as the kubelet does.
+func (r *rig) instanceCommand(pod *corev1.Pod, ip, claim, run string) (args, env []string, err error) {
+	i := slices.IndexFunc(pod.Spec.Containers, func(c corev1.Container) bool { return c.Name == databasepod.DatabaseContainerName })
+	if i < 0 {
+		return nil, nil, fmt.Errorf("no container %q", databasepod.DatabaseContainerName)
+	}
+	c := pod.Spec.Containers[i]
+	if len(c.Command) != 1 || c.Command[0] != engine.InstanceManager {
+		return nil, nil, fmt.Errorf("the command is %q, not the instance manager %q", c.Command, engine.InstanceManager)
+	}
+	for _, arg := range c.Args {
+		flag, value, _ := strings.Cut(arg, "=")
+		switch flag {
+		case "--data-root":
+			arg = flag + "=" + claim
+		case "--run-dir":
+			arg = flag + "=" + run
+		case "--secrets-dir":
+			arg = flag + "=" + filepath.Join(r.dir, "secrets")
+		case "--status-address":
+			_, port, err := net.SplitHostPort(value)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", arg, err)
+			}
+			arg = flag + "=" + net.JoinHostPort(ip, port)
+		case "--listen-loopback", "--kubeconfig", "--bin-dir":
+			continue
+		}
+		args = append(args, arg)
+	}
+	args = append(args, "--kubeconfig="+filepath.Join(r.dir, "kubeconfig"))
+	if r.engine.binDir != "" {
+		args = append(args, "--bin-dir="+r.engine.binDir)
+	}
+	env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + run, "LANG=C.UTF-8"}
+	for _, e := range c.Env {
+		value := e.Value
+		if e.ValueFrom != nil {
+			switch ref := e.ValueFrom.FieldRef; {
+			case ref != nil && ref.FieldPath == "metadata.name":
+				value = pod.Name
+			case ref != nil && ref.FieldPath == "metadata.namespace":
+				value = pod.Namespace
+			case ref != nil && ref.FieldPath == "status.podIP":
+				value = ip
+			default:
+				return nil, nil, fmt.Errorf("environment variable %s: the rig resolves no such source (%+v)", e.Name, e.ValueFrom)
+			}
+		}
+		env = append(env, e.Name+"="+value)
+	}
+	return args, env, nil
 }
 
 // stopProcess stops an instance the way the kubelet stops a container:
