@@ -9,9 +9,9 @@ import (
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	"github.com/mydb-dev/mydb/pkg/controller/manager"
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
-	"github.com/mydb-dev/mydb/pkg/registry/common"
 	"github.com/mydb-dev/mydb/pkg/registry/example/mydatabase"
 	"github.com/mydb-dev/mydb/pkg/registry/example/mydatabasebackup"
+	"github.com/mydb-dev/mydb/pkg/storagewrap"
 	"github.com/mydb-dev/mydb/pkg/storeguard"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -85,14 +85,14 @@ func (c completedConfig) New() (*Server, error) {
 	// The watch cache's MyDatabases share their resource lists (the largest
 	// part of a decoded one) and their metadata's repeated strings and field
 	// sets with each other.
-	sharer, interner := mydatabase.NewResourceListSharer(), common.NewMetadataInterner()
-	optsGetter := common.TransformCacheInput(c.GenericConfig.RESTOptionsGetter, example.Resource("mydatabases"), func(obj runtime.Object) {
+	sharer, interner := mydatabase.NewResourceListSharer(), storagewrap.NewMetadataInterner()
+	optsGetter := storagewrap.TransformCacheInput(c.GenericConfig.RESTOptionsGetter, example.Resource("mydatabases"), func(obj runtime.Object) {
 		sharer.Share(obj)
 		interner.Intern(obj)
 	})
-	optsGetter = common.WrapStorage(optsGetter, func(s storage.Interface) storage.Interface { return unavailableStorage{Interface: s} })
+	optsGetter = storagewrap.WrapStorage(optsGetter, func(s storage.Interface) storage.Interface { return unavailableStorage{Interface: s} })
 	if c.StoreGate != nil {
-		optsGetter = common.WrapStorage(optsGetter, storeguard.Guarded(c.StoreGate))
+		optsGetter = storagewrap.WrapStorage(optsGetter, storeguard.Guarded(c.StoreGate))
 	}
 	dbStorage, err := mydatabase.NewStorage(Scheme, optsGetter)
 	if err != nil {

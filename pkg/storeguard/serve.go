@@ -50,7 +50,7 @@ func ReadyzCheck(gate Gate) healthz.HealthChecker {
 // Guarded wraps a resource's storage so that reads which may show objects
 // as absent (a NotFound get, a list, a new watch) are confirmed against the
 // store's marker before they are answered: the store may have been swapped
-// since the last periodic check. Use it with common.WrapStorage.
+// since the last periodic check. Use it with storagewrap.WrapStorage.
 func Guarded(gate Gate) func(storage.Interface) storage.Interface {
 	return func(s storage.Interface) storage.Interface { return guardedStorage{Interface: s, gate: gate} }
 }

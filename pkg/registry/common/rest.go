@@ -6,15 +6,9 @@ import (
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
-	"k8s.io/apiserver/pkg/storage"
-	"k8s.io/apiserver/pkg/storage/storagebackend"
-	"k8s.io/apiserver/pkg/storage/storagebackend/factory"
-	"k8s.io/client-go/tools/cache"
 )
 
 // REST is the storage of a mydb resource (mydatabases, mydatabasebackups):
@@ -70,34 +64,4 @@ func (r *REST) Watch(ctx context.Context, options *metainternalversion.ListOptio
 // resourceVersion that is not a number, as a bad request.
 func (r *REST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
 	return r.Store.Update(ctx, name, ClientUpdate{UpdatedObjectInfo: objInfo}, createValidation, updateValidation, forceAllowCreate, options)
-}
-
-// WrapStorage returns getter's options with every resource's storage
-// (the watch cache over etcd) passed through wrap: the one way mydb adds
-// behaviour below the generic registry.
-func WrapStorage(getter generic.RESTOptionsGetter, wrap func(storage.Interface) storage.Interface) generic.RESTOptionsGetter {
-	return wrappedStorage{RESTOptionsGetter: getter, wrap: wrap}
-}
-
-type wrappedStorage struct {
-	generic.RESTOptionsGetter
-	wrap func(storage.Interface) storage.Interface
-}
-
-func (g wrappedStorage) GetRESTOptions(resource schema.GroupResource, example runtime.Object) (generic.RESTOptions, error) {
-	opts, err := g.RESTOptionsGetter.GetRESTOptions(resource, example)
-	if err != nil {
-		return opts, err
-	}
-	decorate := opts.Decorator
-	opts.Decorator = func(config *storagebackend.ConfigForResource, resourcePrefix string, keyFunc func(runtime.Object) (string, error),
-		newFunc, newListFunc func() runtime.Object, getAttrs storage.AttrFunc, triggers storage.IndexerFuncs, indexers *cache.Indexers,
-	) (storage.Interface, factory.DestroyFunc, error) {
-		s, destroy, err := decorate(config, resourcePrefix, keyFunc, newFunc, newListFunc, getAttrs, triggers, indexers)
-		if err != nil {
-			return s, destroy, err
-		}
-		return g.wrap(s), destroy, nil
-	}
-	return opts, nil
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	"github.com/mydb-dev/mydb/pkg/apis/example/install"
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
-	"github.com/mydb-dev/mydb/pkg/registry/common"
+	"github.com/mydb-dev/mydb/pkg/storagewrap"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -212,17 +212,17 @@ func BenchmarkDecodeForWatchCache(b *testing.B) {
 	raw := c.stored(b, db)
 	for _, tc := range []struct {
 		name      string
-		transform func(s *ResourceListSharer, in *common.MetadataInterner, obj k8sruntime.Object)
+		transform func(s *ResourceListSharer, in *storagewrap.MetadataInterner, obj k8sruntime.Object)
 	}{
-		{"decoded", func(*ResourceListSharer, *common.MetadataInterner, k8sruntime.Object) {}},
-		{"shared resources", func(s *ResourceListSharer, _ *common.MetadataInterner, obj k8sruntime.Object) { s.Share(obj) }},
-		{"shared resources and metadata", func(s *ResourceListSharer, in *common.MetadataInterner, obj k8sruntime.Object) {
+		{"decoded", func(*ResourceListSharer, *storagewrap.MetadataInterner, k8sruntime.Object) {}},
+		{"shared resources", func(s *ResourceListSharer, _ *storagewrap.MetadataInterner, obj k8sruntime.Object) { s.Share(obj) }},
+		{"shared resources and metadata", func(s *ResourceListSharer, in *storagewrap.MetadataInterner, obj k8sruntime.Object) {
 			s.Share(obj)
 			in.Intern(obj)
 		}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			s, in := NewResourceListSharer(), common.NewMetadataInterner()
+			s, in := NewResourceListSharer(), storagewrap.NewMetadataInterner()
 			held := make([]*example.MyDatabase, b.N)
 			var before, after runtime.MemStats
 			runtime.GC()

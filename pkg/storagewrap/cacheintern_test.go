@@ -1,4 +1,4 @@
-package common
+package storagewrap
 
 import (
 	"bytes"
