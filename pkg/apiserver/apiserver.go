@@ -15,9 +15,9 @@ import (
 	"github.com/mydb-dev/mydb/pkg/storeguard"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
-	"k8s.io/apiserver/pkg/storage"
 )
 
 // Config is the configuration of the server.
@@ -82,18 +82,17 @@ func (c completedConfig) New() (*Server, error) {
 	apiGroupInfo := genericapiserver.NewDefaultAPIGroupInfo(example.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 	// Bodies whose quantities do not parse are answered with the field paths.
 	apiGroupInfo.NegotiatedSerializer = fieldNamingSerializer{NegotiatedSerializer: Codecs}
-	// The watch cache's MyDatabases share their resource lists (the largest
-	// part of a decoded one) and their metadata's repeated strings and field
-	// sets with each other.
-	sharer, interner := mydatabase.NewResourceListSharer(), storagewrap.NewMetadataInterner()
-	optsGetter := storagewrap.TransformCacheInput(c.GenericConfig.RESTOptionsGetter, example.Resource("mydatabases"), func(obj runtime.Object) {
-		sharer.Share(obj)
-		interner.Intern(obj)
+	// mydb's storage wrappers (pkg/storagewrap): the watch cache's
+	// MyDatabases share their resource lists (the largest part of a decoded
+	// one) and their metadata's repeated strings and field sets with each
+	// other; an etcd that cannot serve a request answers 504; reads that
+	// may show objects as absent are confirmed by the store guard.
+	optsGetter := storagewrap.Options(c.GenericConfig.RESTOptionsGetter, storagewrap.Config{
+		CacheInput: map[schema.GroupResource]func(runtime.Object){
+			example.Resource("mydatabases"): mydatabase.NewResourceListSharer().Share,
+		},
+		StoreGate: c.StoreGate,
 	})
-	optsGetter = storagewrap.WrapStorage(optsGetter, func(s storage.Interface) storage.Interface { return unavailableStorage{Interface: s} })
-	if c.StoreGate != nil {
-		optsGetter = storagewrap.WrapStorage(optsGetter, storeguard.Guarded(c.StoreGate))
-	}
 	dbStorage, err := mydatabase.NewStorage(Scheme, optsGetter)
 	if err != nil {
 		return nil, err

@@ -17,36 +17,36 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// TransformCacheInput returns getter's options with resource's watch cache
-// filled through transform: every object the cache takes in, from its list
-// and its watch of etcd, passes through transform first, and nothing else
-// does. Reads served by etcd, and the objects that updates and deletes start
-// from, are decoded as before: the cache's own objects reach those only
-// through the DeepCopy the cacher makes of them (CacheDelegator's
-// GuaranteedUpdate and Delete). So transform may make the cache's objects
-// share values with each other, which every reader of the cache must leave
-// as they are anyway (a GET or LIST from the cache and every watcher read
-// the same objects).
+// transformCacheInput returns getter's options with the watch cache of
+// each resource of transforms filled through its transform: every object
+// the cache takes in, from its list and its watch of etcd, passes through
+// transform first, and nothing else does. Reads served by etcd, and the
+// objects that updates and deletes start from, are decoded as before: the
+// cache's own objects reach those only through the DeepCopy the cacher
+// makes of them (CacheDelegator's GuaranteedUpdate and Delete). So a
+// transform may make the cache's objects share values with each other,
+// which every reader of the cache must leave as they are anyway (a GET or
+// LIST from the cache and every watcher read the same objects).
 //
-// When the resource has no watch cache (--watch-cache=false, or a size of
-// 0 for it), or getter is not the one of the server's etcd options, the
+// When a resource has no watch cache (--watch-cache=false, or a size of
+// 0 for it), or getter is not the one of the server's etcd options, its
 // options are unchanged.
-func TransformCacheInput(getter generic.RESTOptionsGetter, resource schema.GroupResource, transform func(runtime.Object)) generic.RESTOptionsGetter {
-	return cacheInputOptions{RESTOptionsGetter: getter, resource: resource, transform: transform}
+func transformCacheInput(getter generic.RESTOptionsGetter, transforms map[schema.GroupResource]func(runtime.Object)) generic.RESTOptionsGetter {
+	return cacheInputOptions{RESTOptionsGetter: getter, transforms: transforms}
 }
 
 type cacheInputOptions struct {
 	generic.RESTOptionsGetter
-	resource  schema.GroupResource
-	transform func(runtime.Object)
+	transforms map[schema.GroupResource]func(runtime.Object)
 }
 
 func (g cacheInputOptions) GetRESTOptions(resource schema.GroupResource, example runtime.Object) (generic.RESTOptions, error) {
 	opts, err := g.RESTOptionsGetter.GetRESTOptions(resource, example)
-	if err != nil || resource != g.resource || !watchCached(g.RESTOptionsGetter, resource) {
+	transform, ok := g.transforms[resource]
+	if err != nil || !ok || !watchCached(g.RESTOptionsGetter, resource) {
 		return opts, err
 	}
-	opts.Decorator = storageWithTransformingCacher(generic.NewRawStorage, g.transform)
+	opts.Decorator = storageWithTransformingCacher(generic.NewRawStorage, transform)
 	return opts, nil
 }
 

@@ -367,7 +367,7 @@ func TestTransformCacheInputReplacesOnlyTheCacher(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			opts, err := TransformCacheInput(getter, dbs, shareLimits).GetRESTOptions(tc.resource, nil)
+			opts, err := transformCacheInput(getter, map[schema.GroupResource]func(runtime.Object){dbs: shareLimits}).GetRESTOptions(tc.resource, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

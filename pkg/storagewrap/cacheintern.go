@@ -25,7 +25,7 @@ const (
 
 // MetadataInterner makes the watch cache's objects share the parts of their
 // metadata that objects repeat, as a watch cache transform
-// (TransformCacheInput): the namespace, the keys and values of labels and
+// (Config.CacheInput): the namespace, the keys and values of labels and
 // annotations, and in managedFields the manager, operation, version and
 // field type strings and the field sets themselves, which are the same
 // bytes for every object a client wrote with the same fields, and for every

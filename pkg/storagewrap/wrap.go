@@ -10,10 +10,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// WrapStorage returns getter's options with every resource's storage
-// (the watch cache over etcd) passed through wrap: the one way mydb adds
-// behaviour below the generic registry.
-func WrapStorage(getter generic.RESTOptionsGetter, wrap func(storage.Interface) storage.Interface) generic.RESTOptionsGetter {
+// wrapStorage returns getter's options with every resource's storage
+// (the watch cache over etcd) passed through wrap.
+func wrapStorage(getter generic.RESTOptionsGetter, wrap func(storage.Interface) storage.Interface) generic.RESTOptionsGetter {
 	return wrappedStorage{RESTOptionsGetter: getter, wrap: wrap}
 }
 

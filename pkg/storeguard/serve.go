@@ -6,11 +6,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/server/healthz"
-	"k8s.io/apiserver/pkg/storage"
 )
 
 // Gate is what serving needs of the guard.
@@ -18,7 +16,8 @@ type Gate interface {
 	// Err is nil while the store may be served.
 	Err() error
 	// Confirm re-checks the store after a read that may show objects as
-	// absent.
+	// absent: the storage of every resource calls it
+	// (pkg/storagewrap, given the gate in its Config).
 	Confirm(ctx context.Context) error
 }
 
@@ -45,47 +44,4 @@ func WithGuard(handler http.Handler, gate Gate, group string, codecs runtime.Neg
 // ReadyzCheck fails, with the reason, while the store may not be served.
 func ReadyzCheck(gate Gate) healthz.HealthChecker {
 	return healthz.NamedCheck("mydb-store-guard", func(*http.Request) error { return gate.Err() })
-}
-
-// Guarded wraps a resource's storage so that reads which may show objects
-// as absent (a NotFound get, a list, a new watch) are confirmed against the
-// store's marker before they are answered: the store may have been swapped
-// since the last periodic check. Use it with storagewrap.WrapStorage.
-func Guarded(gate Gate) func(storage.Interface) storage.Interface {
-	return func(s storage.Interface) storage.Interface { return guardedStorage{Interface: s, gate: gate} }
-}
-
-// guardedStorage confirms the store after reads that can show absence.
-type guardedStorage struct {
-	storage.Interface
-	gate Gate
-}
-
-func (s guardedStorage) Get(ctx context.Context, key string, opts storage.GetOptions, out runtime.Object) error {
-	err := s.Interface.Get(ctx, key, opts, out)
-	if storage.IsNotFound(err) {
-		if confirmErr := s.gate.Confirm(ctx); confirmErr != nil {
-			return confirmErr
-		}
-	}
-	return err
-}
-
-func (s guardedStorage) GetList(ctx context.Context, key string, opts storage.ListOptions, out runtime.Object) error {
-	if err := s.Interface.GetList(ctx, key, opts, out); err != nil {
-		return err
-	}
-	return s.gate.Confirm(ctx)
-}
-
-func (s guardedStorage) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
-	w, err := s.Interface.Watch(ctx, key, opts)
-	if err != nil {
-		return w, err
-	}
-	if err := s.gate.Confirm(ctx); err != nil {
-		w.Stop()
-		return nil, err
-	}
-	return w, nil
 }

@@ -7,14 +7,12 @@ import (
 	"strings"
 	"testing"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/sets"
 	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
-	"k8s.io/apiserver/pkg/storage"
 )
 
 // stubGate refuses with err, and counts the confirmations asked of it.
@@ -69,38 +67,5 @@ func TestWithGuardRefusesResourceRequestsButNotDiscovery(t *testing.T) {
 	gate.err = nil
 	if rec := do("/apis/example.com/v1/mydatabases"); rec.Code != http.StatusOK {
 		t.Errorf("a verified store must be served: %d", rec.Code)
-	}
-}
-
-// emptyStorage answers every get NotFound and every list empty, like a
-// wiped etcd.
-type emptyStorage struct{ storage.Interface }
-
-func (emptyStorage) Get(_ context.Context, key string, _ storage.GetOptions, _ runtime.Object) error {
-	return storage.NewKeyNotFoundError(key, 0)
-}
-func (emptyStorage) GetList(context.Context, string, storage.ListOptions, runtime.Object) error {
-	return nil
-}
-
-func TestGuardedStorageConfirmsReadsThatShowAbsence(t *testing.T) {
-	ctx := context.Background()
-	gate := &stubGate{}
-	s := guardedStorage{Interface: emptyStorage{}, gate: gate}
-	if err := s.Get(ctx, "/mydatabases/a/x", storage.GetOptions{}, nil); !storage.IsNotFound(err) {
-		t.Fatalf("a confirmed NotFound must stay NotFound: %v", err)
-	}
-	if err := s.GetList(ctx, "/mydatabases/a", storage.ListOptions{}, nil); err != nil {
-		t.Fatalf("a confirmed list: %v", err)
-	}
-	if gate.confirms != 2 {
-		t.Fatalf("%d confirmations, want one per read", gate.confirms)
-	}
-	gate.err = unavailable("mydb's storage holds no store identity")
-	if err := s.Get(ctx, "/mydatabases/a/x", storage.GetOptions{}, nil); !apierrors.IsServiceUnavailable(err) {
-		t.Fatalf("a NotFound the store cannot confirm must be a 503: %v", err)
-	}
-	if err := s.GetList(ctx, "/mydatabases/a", storage.ListOptions{}, nil); !apierrors.IsServiceUnavailable(err) {
-		t.Fatalf("a list the store cannot confirm must be a 503: %v", err)
 	}
 }

@@ -23,8 +23,8 @@ const maxSharedResourceLists = 1024
 // figures: a decoded resource list is a map of quantities, about 1 KiB,
 // twice per object and per version the cache's event window still holds,
 // and most databases have the defaults or one of a few sizes. It is the
-// watch cache's transform (storagewrap.TransformCacheInput): the cache's objects
-// are read-only, and leave it only deep-copied for a write.
+// watch cache's transform (storagewrap.Config.CacheInput): the cache's
+// objects are read-only, and leave it only deep-copied for a write.
 type ResourceListSharer struct {
 	mu    sync.Mutex
 	lists map[string]corev1.ResourceList
