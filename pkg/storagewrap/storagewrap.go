@@ -2,6 +2,14 @@
 // what it adds below the generic registry, between genericregistry.Store
 // and etcd, through the RESTOptionsGetter the registry is built with.
 // Options is the one way in.
+//
+// The wrappers copy or rely on code of k8s.io/apiserver beyond its
+// documented API, and each names that code. upstream.go lists them, with the
+// two places outside this package that do the same (the MyDatabase watch
+// cache's resource-list sharer, and the quantity checks of request bodies),
+// and the version of k8s.io/apiserver they were read against;
+// TestUpstreamReviewed fails when go.mod pins another, with the list of what
+// to read again.
 package storagewrap
 
 import (
