@@ -83,7 +83,12 @@ func quantityBound(s string) string {
 	return ""
 }
 
-// fieldNamingSerializer wraps the API group's serializers.
+// fieldNamingSerializer wraps the API group's serializers. It relies on
+// which bodies k8s.io/apiserver decodes through them: creates' and updates',
+// and the results of JSON and merge patches, but not strategic merge and
+// apply patches (k8s.io/apiserver/pkg/endpoints/handlers/patch.go
+// jsonPatcher, smpPatcher, applyPatcher), which WithBoundedQuantities checks
+// instead. It is on the review list of pkg/storagewrap/upstream.go.
 type fieldNamingSerializer struct {
 	runtime.NegotiatedSerializer
 }

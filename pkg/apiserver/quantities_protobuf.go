@@ -11,7 +11,10 @@ import (
 
 // protobufQuantityBounds checks the quantities of a protobuf MyDatabase
 // for their bounds before the protobuf decoder parses them (it calls
-// resource.ParseQuantity on each Quantity message's string).
+// resource.ParseQuantity on each Quantity message's string). It relies on
+// the wire form of k8s.io/apimachinery/pkg/runtime/serializer/protobuf
+// (protoEncodingPrefix, then a runtime.Unknown); it is on the review list of
+// pkg/storagewrap/upstream.go.
 type protobufQuantityBounds struct {
 	runtime.Serializer
 }

@@ -23,10 +23,11 @@ import (
 // transform first, and nothing else does. Reads served by etcd, and the
 // objects that updates and deletes start from, are decoded as before: the
 // cache's own objects reach those only through the DeepCopy the cacher
-// makes of them (CacheDelegator's GuaranteedUpdate and Delete). So a
-// transform may make the cache's objects share values with each other,
-// which every reader of the cache must leave as they are anyway (a GET or
-// LIST from the cache and every watcher read the same objects).
+// makes of them (CacheDelegator's GuaranteedUpdate and Delete,
+// k8s.io/apiserver/pkg/storage/cacher/delegator.go). So a transform may
+// make the cache's objects share values with each other, which every
+// reader of the cache must leave as they are anyway (a GET or LIST from the
+// cache and every watcher read the same objects).
 //
 // When a resource has no watch cache (--watch-cache=false, or a size of
 // 0 for it), or getter is not the one of the server's etcd options, its
@@ -53,7 +54,9 @@ func (g cacheInputOptions) GetRESTOptions(resource schema.GroupResource, example
 // watchCached says whether getter's options give resource the generic
 // registry's cacher (genericregistry.StorageWithCacher): the options of
 // --etcd-* and --watch-cache* do unless the watch cache is off, or off for
-// the resource (a size of 0). Other getters are not known to.
+// the resource (a size of 0). Other getters are not known to. It mirrors
+// the choice of k8s.io/apiserver/pkg/server/options/etcd.go
+// StorageFactoryRestOptionsFactory.GetRESTOptions.
 func watchCached(getter generic.RESTOptionsGetter, resource schema.GroupResource) bool {
 	f, ok := getter.(*genericoptions.StorageFactoryRestOptionsFactory)
 	if !ok || !f.Options.EnableWatchCache {
@@ -70,9 +73,12 @@ func watchCached(getter generic.RESTOptionsGetter, resource schema.GroupResource
 // rawStorage makes a resource's storage of etcd (generic.NewRawStorage).
 type rawStorage func(config *storagebackend.ConfigForResource, newFunc, newListFunc func() runtime.Object, resourcePrefix string) (storage.Interface, factory.DestroyFunc, error)
 
-// storageWithTransformingCacher is genericregistry.StorageWithCacher
-// (k8s.io/apiserver v0.37.2; keep the two alike when it changes), with the
-// cacher reading etcd through cacheInput.
+// storageWithTransformingCacher is a copy of
+// k8s.io/apiserver/pkg/registry/generic/registry/storage_factory.go
+// StorageWithCacher (at reviewedAPIServerVersion; keep the two alike when
+// it changes), with the cacher reading etcd through cacheInput. It differs
+// from upstream's otherwise only in destroying the raw storage when the
+// cacher cannot be made, and in not logging that caching is enabled.
 func storageWithTransformingCacher(newRawStorage rawStorage, transform func(runtime.Object)) generic.StorageDecorator {
 	return func(storageConfig *storagebackend.ConfigForResource, resourcePrefix string, keyFunc func(runtime.Object) (string, error),
 		newFunc, newListFunc func() runtime.Object, getAttrs storage.AttrFunc, triggers storage.IndexerFuncs, indexers *cache.Indexers,
@@ -115,7 +121,9 @@ func storageWithTransformingCacher(newRawStorage rawStorage, transform func(runt
 
 // cacheInput is etcd's storage as the cacher reads it: the objects its
 // list and watch return pass through transform. The cacher uses its storage
-// for nothing else that returns objects.
+// for nothing else that returns objects: it fills itself through the
+// listerWatcher of k8s.io/apiserver/pkg/storage/cacher/lister_watcher.go,
+// which calls GetList and Watch.
 type cacheInput struct {
 	storage.Interface
 	transform func(runtime.Object)
@@ -159,7 +167,8 @@ func (w *transformedWatch) run(transform func(runtime.Object)) {
 		case watch.Added, watch.Modified, watch.Deleted:
 			obj := e.Object
 			// etcd3 wraps the object with the time it was decoded at, for
-			// the cacher (which unwraps it) to measure its latency.
+			// the cacher (which unwraps it) to measure its latency
+			// (timedWatchEvent, k8s.io/apiserver/pkg/storage/etcd3/watcher.go).
 			if timed, ok := obj.(storage.WatchEventWithRecordTime); ok {
 				obj = timed.Unwrap()
 			}

@@ -33,7 +33,8 @@ const (
 // changed. Strings are immutable, so sharing them is harmless; labels and
 // annotations stay maps of each object's own, of shared strings. A field
 // set is shared as it is: the cache's objects are read-only, and leave it
-// only deep-copied (which copies the set) for a write.
+// only deep-copied (which copies the set) for a write (CacheDelegator's
+// GuaranteedUpdate and Delete, k8s.io/apiserver/pkg/storage/cacher/delegator.go).
 //
 // Strings are interned with the unique package, which forgets a string
 // once no handle of it is left: the interner holds the handles of the last

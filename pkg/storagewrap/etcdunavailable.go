@@ -17,6 +17,13 @@ import (
 // answers an unreachable store, instead of 500: the client may retry, and a
 // write that timed out may still have been applied (a retried create then
 // finds its object: 409).
+//
+// It relies on etcd3's store (k8s.io/apiserver/pkg/storage/etcd3/store.go)
+// returning the etcd client's errors as they are and its own as
+// *storage.StorageError, and on the registry answering
+// storage.NewUnreachableError 504 with Retry-After
+// (k8s.io/apiserver/pkg/storage/errors/storage.go). Only Create, Delete,
+// GuaranteedUpdate, Get and GetList are wrapped; a watch is left as it is.
 type unavailableStorage struct {
 	storage.Interface
 }

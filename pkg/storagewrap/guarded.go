@@ -12,7 +12,11 @@ import (
 // guarded wraps a resource's storage so that reads which may show objects
 // as absent (a NotFound get, a list, a new watch) are confirmed against the
 // store's marker before they are answered: the store may have been swapped
-// since the guard's last periodic check (pkg/storeguard).
+// since the guard's last periodic check (pkg/storeguard). It relies on the
+// generic registry's gets, lists and watches reaching the storage as Get,
+// GetList and Watch (k8s.io/apiserver/pkg/registry/generic/registry/store.go),
+// and on a missing object being a Get's storage NotFound
+// (k8s.io/apiserver/pkg/storage/interfaces.go, errors.go).
 func guarded(gate storeguard.Gate) func(storage.Interface) storage.Interface {
 	return func(s storage.Interface) storage.Interface { return guardedStorage{Interface: s, gate: gate} }
 }

@@ -11,7 +11,12 @@ import (
 )
 
 // wrapStorage returns getter's options with every resource's storage
-// (the watch cache over etcd) passed through wrap.
+// (the watch cache over etcd) passed through wrap. It relies on the
+// generic registry building a resource's storage with the options'
+// Decorator (k8s.io/apiserver/pkg/registry/generic/registry/store.go
+// Store.CompleteWithOptions). A wrapper embeds storage.Interface
+// (k8s.io/apiserver/pkg/storage/interfaces.go): a method upstream adds to
+// it passes by the wrapper unwrapped.
 func wrapStorage(getter generic.RESTOptionsGetter, wrap func(storage.Interface) storage.Interface) generic.RESTOptionsGetter {
 	return wrappedStorage{RESTOptionsGetter: getter, wrap: wrap}
 }

@@ -24,7 +24,10 @@ const maxSharedResourceLists = 1024
 // twice per object and per version the cache's event window still holds,
 // and most databases have the defaults or one of a few sizes. It is the
 // watch cache's transform (storagewrap.Config.CacheInput): the cache's
-// objects are read-only, and leave it only deep-copied for a write.
+// objects are read-only, and leave it only deep-copied for a write
+// (CacheDelegator's GuaranteedUpdate and Delete,
+// k8s.io/apiserver/pkg/storage/cacher/delegator.go). It is on the review
+// list of pkg/storagewrap/upstream.go.
 type ResourceListSharer struct {
 	mu    sync.Mutex
 	lists map[string]corev1.ResourceList
@@ -93,7 +96,8 @@ func resourceListKey(l corev1.ResourceList) (string, bool) {
 
 // int64Backed says whether q holds its value in an int64: AsDec on a copy
 // then builds a new Dec every time, where it returns the held one (the same
-// pointer for every copy) otherwise.
+// pointer for every copy) otherwise
+// (k8s.io/apimachinery/pkg/api/resource/quantity.go Quantity.AsDec).
 func int64Backed(q resource.Quantity) bool {
 	a, b := q, q
 	return a.AsDec() != b.AsDec()
