@@ -59,8 +59,11 @@ type rig struct {
 
 	mu    sync.Mutex
 	procs map[string]*rigProcess // by pod name
-	stop  chan struct{}
-	done  chan struct{}
+	// waiting are the pods whose IP another process still holds, with that
+	// process's owner, as last logged.
+	waiting map[string]string
+	stop    chan struct{}
+	done    chan struct{}
 }
 
 type rigProcess struct {
@@ -69,6 +72,39 @@ type rigProcess struct {
 	done chan struct{}
 	// enginePIDs are the engine's processes, found when it is frozen.
 	enginePIDs []int
+}
+
+// podIPs are the loopback pod IPs on which a process of a rig (an
+// instance manager, a dump server) still serves, by IP: "namespace/pod"
+// of the process. kwok hands a deleted pod's IP to the next pod it
+// readies, of any namespace, at once, while the process the rig ran for
+// the deleted pod may take seconds to stop. With the tests in parallel,
+// that next pod may be another test's: its rig waits until the IP is
+// free rather than start a process that could not bind it.
+var podIPs = struct {
+	sync.Mutex
+	held map[string]string
+}{held: map[string]string{}}
+
+// holdPodIP records that owner's process is to serve on ip; when another
+// process still does, it returns that one's owner and false.
+func holdPodIP(ip, owner string) (string, bool) {
+	podIPs.Lock()
+	defer podIPs.Unlock()
+	if holder, held := podIPs.held[ip]; held && holder != owner {
+		return holder, false
+	}
+	podIPs.held[ip] = owner
+	return owner, true
+}
+
+// releasePodIP records that owner's process on ip has exited.
+func releasePodIP(ip, owner string) {
+	podIPs.Lock()
+	defer podIPs.Unlock()
+	if podIPs.held[ip] == owner {
+		delete(podIPs.held, ip)
+	}
 }
 
 // startRig runs the instances of database db in ns until the test ends.
@@ -83,7 +119,7 @@ func startRig(t *testing.T, ns, db string, engine rigEngine) *rig {
 		t.Fatalf("user %s: %v (hack/install-deps.sh installs the engines)", engine.osUser, err)
 	}
 	r := &rig{t: t, kube: kubeClient(t), ns: ns, db: db, engine: engine,
-		procs: map[string]*rigProcess{}, stop: make(chan struct{}), done: make(chan struct{})}
+		procs: map[string]*rigProcess{}, waiting: map[string]string{}, stop: make(chan struct{}), done: make(chan struct{})}
 	r.uid, _ = strconv.Atoi(u.Uid)
 	r.gid, _ = strconv.Atoi(u.Gid)
 	r.dir, err = os.MkdirTemp("", "mydb-rig-"+db+"-")
@@ -219,6 +255,21 @@ func (r *rig) loop() {
 // with r.mu held: errors fail the test without stopping the loop.
 func (r *rig) startProcess(pod *corev1.Pod, ip string) {
 	name := pod.Name
+	owner := r.ns + "/" + name
+	if holder, ok := holdPodIP(ip, owner); !ok {
+		if r.waiting[name] != holder {
+			r.waiting[name] = holder
+			r.t.Logf("rig: pod %s waits for %s, the process of pod %s, to free it", name, ip, holder)
+		}
+		return
+	}
+	delete(r.waiting, name)
+	started := false
+	defer func() {
+		if !started {
+			releasePodIP(ip, owner)
+		}
+	}()
 	claim := filepath.Join(r.dir, "data-"+name)
 	run := filepath.Join(r.dir, "run-"+name)
 	for _, d := range []string{claim, run} {
@@ -259,10 +310,12 @@ func (r *rig) startProcess(pod *corev1.Pod, ip string) {
 		logf.Close()
 		return
 	}
+	started = true
 	proc := &rigProcess{ip: ip, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		logf.Close()
+		releasePodIP(ip, owner)
 		close(proc.done)
 	}()
 	r.procs[name] = proc

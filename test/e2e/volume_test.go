@@ -42,6 +42,7 @@ type dumpRig struct {
 
 	mu    sync.Mutex
 	procs map[string]*exec.Cmd // by pod name
+	ips   map[string]string    // the IP each serves on, by pod name
 	// mounts are "<pod> <claim> ro|rw" for every pod the rig ran.
 	mounts []string
 	stop   chan struct{}
@@ -61,7 +62,7 @@ func startDumpRig(t *testing.T, ns string) *dumpRig {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	r := &dumpRig{t: t, kube: kubeClient(t), ns: ns, dir: dir, procs: map[string]*exec.Cmd{},
+	r := &dumpRig{t: t, kube: kubeClient(t), ns: ns, dir: dir, procs: map[string]*exec.Cmd{}, ips: map[string]string{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go r.loop()
 	t.Cleanup(r.shutdown)
@@ -88,7 +89,9 @@ func (r *dumpRig) loop() {
 				if want[name] == nil {
 					_ = cmd.Process.Signal(syscall.SIGTERM)
 					_ = cmd.Wait()
+					releasePodIP(r.ips[name], r.ns+"/"+name)
 					delete(r.procs, name)
+					delete(r.ips, name)
 					r.t.Logf("dump rig: stopped the dump server of pod %s", name)
 				}
 			}
@@ -120,6 +123,17 @@ func (r *dumpRig) start(p *corev1.Pod) {
 		}
 	}
 	c := p.Spec.Containers[0]
+	owner := r.ns + "/" + p.Name
+	if holder, ok := holdPodIP(p.Status.PodIP, owner); !ok {
+		r.t.Logf("dump rig: pod %s waits for %s, the process of pod %s, to free it", p.Name, p.Status.PodIP, holder)
+		return
+	}
+	started := false
+	defer func() {
+		if !started {
+			releasePodIP(p.Status.PodIP, owner)
+		}
+	}()
 	if claim == "" || secret == "" || len(c.Args) == 0 || c.Args[0] != "dump-server" {
 		r.t.Errorf("dump rig: pod %s is no dump server: %v %v", p.Name, c.Args, p.Spec.Volumes)
 		return
@@ -164,11 +178,13 @@ func (r *dumpRig) start(p *corev1.Pod) {
 		logf.Close()
 		return
 	}
+	started = true
 	mode := "rw"
 	if readOnly {
 		mode = "ro"
 	}
 	r.procs[p.Name] = cmd
+	r.ips[p.Name] = p.Status.PodIP
 	r.mounts = append(r.mounts, fmt.Sprintf("%s %s %s", p.Name, claim, mode))
 	r.t.Logf("dump rig: started the dump server of pod %s on %s (claim %s, %s)", p.Name, p.Status.PodIP, claim, mode)
 }
@@ -184,9 +200,10 @@ func (r *dumpRig) shutdown() {
 	<-r.done
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, cmd := range r.procs {
+	for name, cmd := range r.procs {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
+		releasePodIP(r.ips[name], r.ns+"/"+name)
 	}
 	if r.t.Failed() {
 		logs, _ := filepath.Glob(filepath.Join(r.dir, "*.log"))
@@ -206,6 +223,7 @@ func (r *dumpRig) shutdown() {
 // same per-table checksums on every instance; no database pod ever mounts
 // the claim; deleting the backup deletes its claim.
 func TestVolumeBackupAndRestore(t *testing.T) {
+	t.Parallel()
 	for _, dc := range dataCases {
 		t.Run(dc.engine.name, func(t *testing.T) {
 			ctx := context.Background()

@@ -22,6 +22,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -240,6 +241,15 @@ func (s *Server) waitBucket(exited <-chan struct{}, timeout time.Duration) error
 	return nil
 }
 
+// givenPorts are the ports freePorts handed out in this process, by host:
+// weed binds them a moment after they were closed, and tests running in
+// parallel (make e2e) start servers at the same time; the kernel may offer
+// a port just closed again, so none is ever handed out twice.
+var givenPorts = struct {
+	sync.Mutex
+	ports map[string]bool
+}{ports: map[string]bool{}}
+
 func freePorts(t testing.TB, host string, n int) []string {
 	t.Helper()
 	var out []string
@@ -249,6 +259,8 @@ func freePorts(t testing.TB, host string, n int) []string {
 			ln.Close()
 		}
 	}()
+	givenPorts.Lock()
+	defer givenPorts.Unlock()
 	for len(out) < n {
 		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 		if err != nil {
@@ -256,7 +268,11 @@ func freePorts(t testing.TB, host string, n int) []string {
 		}
 		// Held open until all are picked, so no two are the same.
 		lns = append(lns, ln)
-		out = append(out, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
+		port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+		if key := net.JoinHostPort(host, port); !givenPorts.ports[key] {
+			givenPorts.ports[key] = true
+			out = append(out, port)
+		}
 	}
 	return out
 }
