@@ -36,13 +36,18 @@ test-engines: ## The instance manager against real PostgreSQL, MariaDB and MySQL
 fuzz: ## Fuzz decoding, defaulting and validation for FUZZTIME (default 30s) from the committed corpus.
 	go test -run='^$$' -fuzz=FuzzDecodeValidate -fuzztime=$(or $(FUZZTIME),30s) ./pkg/apis/example/install/
 
+# E2E_PARALLEL: how many of the e2e tests that call t.Parallel run at a time
+# (the ones that disturb shared things run first, alone). Most of a test's
+# time is waiting for the control plane and the rig's instances.
+E2E_PARALLEL ?= 4
+
 .PHONY: e2e
 e2e: ## End-to-end tests through a real kube-apiserver's aggregation layer (starts or reuses make local-up with kwok's nodes, whose loopback pod IPs the rig serves on).
 	MYDB_NODE=kwok hack/local-up.sh
 	hack/build-tools.sh weed etcdutl
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/kubectl-mydb ./cmd/kubectl-mydb
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/mydb-instance ./cmd/mydb-instance
-	GOTEST_LOG=$(OUTPUT)/logs/e2e.log hack/gotest.sh $(GOFLAGS_TEST) -v -timeout 30m -tags e2e ./test/e2e/...
+	GOTEST_LOG=$(OUTPUT)/logs/e2e.log hack/gotest.sh $(GOFLAGS_TEST) -parallel $(E2E_PARALLEL) -v -timeout 30m -tags e2e ./test/e2e/...
 
 .PHONY: e2e-long
 e2e-long: ## The switchover and failover figures of docs/replication.md: 10 of each per engine under Sync (MYDB_E2E_LONG=1, ~7 min).

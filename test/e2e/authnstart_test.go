@@ -23,6 +23,7 @@ import (
 // own while mydb is down, mydb's "starting" after), never 401 or 403, and
 // the lists must succeed again once mydb is ready.
 func TestARestartedServerIsNeverAnsweredAsAnonymous(t *testing.T) {
+	// Not parallel: it restarts local-up's mydb-apiserver.
 	cfg := restConfig(t)
 	client, err := rest.HTTPClientFor(cfg)
 	if err != nil {

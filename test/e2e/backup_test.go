@@ -102,6 +102,7 @@ func waitBackup(t *testing.T, ns, name string, timeout time.Duration) *examplev1
 // destination is refused with a clear 422; a backup created directly of
 // such a database fails saying why; a missing database is a 404.
 func TestBackupThroughTheAggregator(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(t)
 	mustKubectl(t, seedExample, "apply", "-n", ns, "-f", "-")
@@ -150,6 +151,7 @@ func TestBackupThroughTheAggregator(t *testing.T) {
 // in one namespace, and grants nothing else; the labels that would make
 // its backup pass for a scheduled or final one are dropped.
 func TestBackupOnlyRole(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	own, other := newNamespace(t), newNamespace(t)
 	for _, ns := range []string{own, other} {
@@ -205,6 +207,7 @@ func TestBackupOnlyRole(t *testing.T) {
 // spec.restoreFrom waits, without a StatefulSet, until the backup exists
 // and succeeded; spec.restoreFrom may not change.
 func TestRestoreWaitsForItsBackup(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(t)
 	copyDB := "apiVersion: example.com/v1\nkind: MyDatabase\nmetadata:\n  name: copy\nspec:\n  engine: postgres\n  storageSize: 50Gi\n  restoreFrom:\n    backupName: snapshot\n"
@@ -230,6 +233,7 @@ func TestRestoreWaitsForItsBackup(t *testing.T) {
 // no instance runs to take it), until the user skips it; the final backup
 // outlives the database.
 func TestFinalBackupHoldsTheDatabase(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(t)
 	dbs := mydbClient(t, restConfig(t)).ExampleV1()

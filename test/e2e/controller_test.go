@@ -22,6 +22,7 @@ import (
 const reconcileTimeout = 3 * time.Minute
 
 func TestControllerLifecycle(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	ctx := context.Background()
 	kube := kubeClient(t)
@@ -133,6 +134,7 @@ func TestControllerLifecycle(t *testing.T) {
 }
 
 func TestPostgresChildren(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	ctx := context.Background()
 	pg := "apiVersion: example.com/v1\nkind: MyDatabase\nmetadata:\n  name: orders\nspec:\n  engine: postgres\n  storageSize: 5Gi\n"
@@ -158,6 +160,7 @@ func TestPostgresChildren(t *testing.T) {
 // TestControllerMetrics: leadership, queue depth and reconcile durations are
 // on mydb-apiserver's /metrics, and /readyz includes the informer check.
 func TestControllerMetrics(t *testing.T) {
+	// Not parallel: it reads the leader's controller metrics, which need local-up's mydb-apiserver to lead.
 	cfg := directConfig(t, localMydbPort(t))
 	client, err := rest.HTTPClientFor(cfg)
 	if err != nil {
@@ -194,6 +197,7 @@ func TestControllerMetrics(t *testing.T) {
 // TestDay2Changes: an upgrade rolls the image, storage growth resizes every
 // claim in place, and the pause annotation stops all writes.
 func TestDay2Changes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(t)
 	kube := kubeClient(t)
@@ -255,6 +259,7 @@ func TestDay2Changes(t *testing.T) {
 // TestMissingStorageClassIsDegraded: a database whose StorageClass does not
 // exist says so within seconds, and kubectl get shows it.
 func TestMissingStorageClassIsDegraded(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	manifest := strings.Replace(seedExample, "storageSize: 50Gi", "storageSize: 50Gi\n  storageClassName: no-such-class", 1)
 	mustKubectl(t, manifest, "apply", "-n", ns, "-f", "-")
@@ -280,6 +285,7 @@ func TestMissingStorageClassIsDegraded(t *testing.T) {
 // whose volumes hold data is deleted; mydb makes no new one (the data would
 // not accept new passwords) and says so.
 func TestLostCredentialsAreNeverRemade(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	ctx := context.Background()
 	kube := kubeClient(t)
@@ -317,6 +323,7 @@ func TestLostCredentialsAreNeverRemade(t *testing.T) {
 // example.com/delete-data finalizer), and a database with Retain made again
 // under its old name finds the same Secret.
 func TestDataHasNoOwnerAndGoesOnlyWithItsDatabase(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	ctx := context.Background()
 	kube := kubeClient(t)

@@ -3,6 +3,16 @@
 // Package e2e drives mydb through a real kube-apiserver's aggregation layer,
 // with real kubectl and client-go, on the control plane that make local-up
 // starts.
+//
+// A test that works in namespaces and databases of its own calls
+// t.Parallel (make e2e runs E2E_PARALLEL of them at a time); one that
+// disturbs what every test shares (restarts or reconfigures mydb-apiserver
+// or its etcd, stops the controllers' leader, changes cluster-wide
+// objects, or counts cluster-wide events others would add to) does not,
+// and says why. Go runs all of those first, one at a time, and the
+// parallel ones after them, so none overlaps a disturbance. What parallel
+// tests share is safe for it: each rig process holds its pod IP until it
+// has exited (podIPs), and S3 servers never get the same port.
 package e2e
 
 import (

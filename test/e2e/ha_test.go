@@ -30,6 +30,7 @@ const leaseName = "mydb-controller"
 // checks that the standby takes the lease over within its duration and that
 // every MyDatabase ends with exactly one StatefulSet.
 func TestLeaderFailover(t *testing.T) {
+	// Not parallel: it kills the controllers' leader (local-up's mydb-apiserver).
 	ctx := context.Background()
 	kube := kubeClient(t)
 

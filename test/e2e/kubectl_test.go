@@ -33,6 +33,7 @@ spec:
 `
 
 func TestAPIResources(t *testing.T) {
+	t.Parallel()
 	out := mustKubectl(t, "", "api-resources", "--api-group=example.com", "--no-headers")
 	var rows []string
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
@@ -55,6 +56,7 @@ func TestAPIResources(t *testing.T) {
 }
 
 func TestSeedExampleLifecycle(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	if out := mustKubectl(t, seedExample, "apply", "-n", ns, "-f", "-"); !strings.Contains(out, "mydatabase.example.com/prod-mysql created") {
 		t.Errorf("apply said %q", out)
@@ -117,6 +119,7 @@ func TestSeedExampleLifecycle(t *testing.T) {
 }
 
 func TestInvalidObjectsShowFieldPaths(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	tests := []struct {
 		name, manifest string
@@ -150,6 +153,7 @@ func TestInvalidObjectsShowFieldPaths(t *testing.T) {
 }
 
 func TestExplain(t *testing.T) {
+	t.Parallel()
 	out := mustKubectl(t, "", "explain", "mydatabase.spec.engine")
 	if !strings.Contains(out, "Engine is the database engine") {
 		t.Errorf("explain spec.engine:\n%s", out)
@@ -163,6 +167,7 @@ func TestExplain(t *testing.T) {
 }
 
 func TestServerSideApply(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	mustKubectl(t, seedExample, "apply", "--server-side", "--field-manager=platform", "-n", ns, "-f", "-")
 
@@ -197,6 +202,7 @@ func TestServerSideApply(t *testing.T) {
 }
 
 func TestFieldSelector(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	mustKubectl(t, seedExample, "apply", "-n", ns, "-f", "-")
 	mustKubectl(t, strings.NewReplacer("prod-mysql", "orders-pg", "engine: mysql", "engine: postgres").Replace(seedExample), "apply", "-n", ns, "-f", "-")
@@ -209,6 +215,7 @@ func TestFieldSelector(t *testing.T) {
 }
 
 func TestWatchWithKubectl(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	// kubectl prints what it listed before it watches: once the sentinel is
 	// printed, whatever is created next arrives over the watch.
@@ -263,6 +270,7 @@ func protobufMyDatabases(t *testing.T, ns string) mydbtyped.MyDatabaseInterface 
 }
 
 func TestProtobufThroughAggregator(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	dbs := protobufMyDatabases(t, ns)
 	created, err := dbs.Create(context.Background(), &examplev1.MyDatabase{
@@ -290,6 +298,7 @@ func TestProtobufThroughAggregator(t *testing.T) {
 // The server stores neither, so what a protobuf client writes every JSON
 // client (kubectl) can still read.
 func TestAProtobufClientStoresNoTimeJSONCannotRead(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	dbs := protobufMyDatabases(t, ns)
 	ctx := context.Background()

@@ -42,6 +42,7 @@ import (
 // write (primary.go: decidePrimary), so there is no intermediate step to
 // freeze the old leader at; only switchover has one.
 func TestFailoverAcrossALeaderChange(t *testing.T) {
+	// Not parallel: it freezes the controllers' leader and reads its metrics.
 	const bothRun = 20 * time.Second
 	ctx := context.Background()
 	tc := replicationCases[0]

@@ -35,6 +35,7 @@ const databaseNamespaceRole = "mydb-apiserver:database-namespace"
 // a database or a backup anywhere else, and leaves a database made
 // elsewhere before the change as it was.
 func TestANamespacedInstallReadsSecretsOnlyWhereItServes(t *testing.T) {
+	// Not parallel: it restarts mydb-apiserver with other flags and deletes a ClusterRoleBinding.
 	ctx := context.Background()
 	served, other := newNamespace(t), newNamespace(t)
 	kube := kubeClient(t)

@@ -34,6 +34,7 @@ func kubectlMydb(t *testing.T, args ...string) result {
 }
 
 func TestKubectlPlugin(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	mustKubectl(t, seedExample, "apply", "-n", ns, "-f", "-")
 

@@ -74,6 +74,7 @@ func refusedOnceSeen(t *testing.T, what, want string, dryRunRequest func() error
 // is accepted and its claims are made, scaling it to 3 through /scale is
 // refused, and kube-apiserver's own quota agrees once the claims exist.
 func TestQuotaRefusesWhatItsChildrenWouldExceed(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(t)
 	createQuota(t, ns, "storage", corev1.ResourceList{corev1.ResourceRequestsStorage: quantity("100Gi")})
@@ -166,6 +167,7 @@ func TestQuotaRefusesWhatItsChildrenWouldExceed(t *testing.T) {
 // pods kube-apiserver then admits; a backup, which makes no pod (the
 // instance manager streams it), is not refused.
 func TestLimitRangeBoundsAndDefaultsDatabases(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(t)
 	lr := &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "cpu"}, Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{
@@ -223,6 +225,7 @@ func TestLimitRangeBoundsAndDefaultsDatabases(t *testing.T) {
 // TestQuotaOnBackupsRefusesTheNextBackup: count/mydatabasebackups.example.com
 // is charged for POST mydatabases/<name>/backup.
 func TestQuotaOnBackupsRefusesTheNextBackup(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(t)
 	createQuota(t, ns, "backups", corev1.ResourceList{"count/mydatabasebackups.example.com": quantity("1")})
@@ -263,6 +266,7 @@ func TestQuotaOnBackupsRefusesTheNextBackup(t *testing.T) {
 // TestKubectlApplyNamesTheBadQuantity: kubectl apply of storageSize: fifty
 // prints the field.
 func TestKubectlApplyNamesTheBadQuantity(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	r := kubectl(t, "apiVersion: example.com/v1\nkind: MyDatabase\nmetadata:\n  name: shop\nspec:\n  engine: postgres\n  storageSize: fifty\n",
 		"apply", "-n", ns, "-f", "-")
@@ -276,6 +280,7 @@ func TestKubectlApplyNamesTheBadQuantity(t *testing.T) {
 // TestQuotaHoldsUnderConcurrentCreates: six creates of 50Gi at once against
 // 100Gi, through the aggregator: exactly two are admitted.
 func TestQuotaHoldsUnderConcurrentCreates(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(t)
 	createQuota(t, ns, "storage", corev1.ResourceList{corev1.ResourceRequestsStorage: quantity("100Gi")})

@@ -31,6 +31,7 @@ func bindEdit(t *testing.T, ns, user string) {
 }
 
 func TestTenantAccess(t *testing.T) {
+	t.Parallel()
 	own, other := newNamespace(t), newNamespace(t)
 	bindEdit(t, own, "alice")
 
@@ -76,6 +77,7 @@ func TestTenantAccess(t *testing.T) {
 // TestSwitchoverVerb: create on mydatabases/switchover is what a
 // switchover takes, and all it grants; edit includes it.
 func TestSwitchoverVerb(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(t)
 	kube := kubeClient(t)

@@ -54,6 +54,7 @@ var replicationCases = []replicationCase{
 // clones two replicas that hold the data; scaling to 2 keeps the primary;
 // a replica whose claim was kept catches up when it comes back.
 func TestReplication(t *testing.T) {
+	t.Parallel()
 	for _, tc := range replicationCases {
 		t.Run(tc.engine.name, func(t *testing.T) {
 			ns := newNamespace(t)

@@ -183,6 +183,7 @@ func (dc dataCase) createSource(t *testing.T, ns string, spec examplev1.MyDataba
 // backup's dump, and a database restored from the final backup holds every
 // row, the last ones included.
 func TestBackupAndRestore(t *testing.T) {
+	t.Parallel()
 	for _, dc := range dataCases {
 		t.Run(dc.engine.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -317,6 +318,7 @@ func TestBackupAndRestore(t *testing.T) {
 // it is down; once the pod's instance runs again it awaits its data, the
 // controller asks it again, and the database holds the full data.
 func TestRestoreInterruptedByAKill(t *testing.T) {
+	t.Parallel()
 	dc := dataCases[0]
 	ctx := context.Background()
 	ns := newNamespace(t)

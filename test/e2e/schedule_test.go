@@ -23,6 +23,7 @@ import (
 // backup, and only the newest 3 that succeeded remain, with their dumps:
 // the others are deleted, and their dumps are gone from the bucket.
 func TestScheduledBackupsAndRetention(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(t)
 	srv, dest := startS3(t, ns, "retention")

@@ -69,6 +69,7 @@ func newDB(name string, engine examplev1.Engine, labels map[string]string) *exam
 // cluster's edit role in their own namespace, in their namespace, the other
 // tenant's, and across all namespaces, and prints the matrix.
 func TestRBACMatrix(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	nsA, nsB := newNamespace(t), newNamespace(t)
 	tenants := map[string]string{"tenant-a": nsA, "tenant-b": nsB}
@@ -225,6 +226,7 @@ func TestRBACMatrix(t *testing.T) {
 }
 
 func TestResourceQuotaCountsMyDatabases(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(t)
 	kube := kubeClient(t)
@@ -281,6 +283,7 @@ func TestResourceQuotaCountsMyDatabases(t *testing.T) {
 }
 
 func TestValidatingAdmissionPolicyAppliesToMyDatabases(t *testing.T) {
+	// Not parallel: it adds cluster-wide admission configuration.
 	ctx := context.Background()
 	kube := kubeClient(t)
 	prod, dev := newNamespace(t), newNamespace(t)
@@ -352,6 +355,7 @@ func TestValidatingAdmissionPolicyAppliesToMyDatabases(t *testing.T) {
 // X-Remote-Group: system:masters straight to mydb's port, and through the
 // aggregator as a tenant: never may they grant anything.
 func TestImpersonationHeadersAreNotTrusted(t *testing.T) {
+	t.Parallel()
 	pki := filepath.Join(repoRoot, "_output", "local", "pki")
 	caPool := x509.NewCertPool()
 	caPEM, err := os.ReadFile(filepath.Join(pki, "ca.crt"))
@@ -500,6 +504,7 @@ type examplev1Client = examplev1typed.ExampleV1Interface
 // certificate on disk and checks that the running server serves the new one,
 // and the aggregator still reaches it, without a restart.
 func TestServingCertificateRotation(t *testing.T) {
+	// Not parallel: it replaces mydb-apiserver's serving certificate.
 	pki := filepath.Join(repoRoot, "_output", "local", "pki")
 	pid, _ := localMydbProcess(t, filepath.Join(repoRoot, "_output", "local"))
 	port := localMydbPort(t)

@@ -33,6 +33,7 @@ const serverIdentity = "system:serviceaccount:mydb-system:mydb-apiserver"
 // controller needs is granted, and what would let a compromised server take
 // over the cluster is not.
 func TestServerIdentityIsLeastPrivilege(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	expectServerMay(t, []permission{
 		// What the controller does.
@@ -133,6 +134,7 @@ func expectServerMay(t *testing.T, perms []permission) {
 // at all), to patch a Service it did not make, or to take one over by
 // adding the label; a Service labelled as mydb's may be patched.
 func TestPolicyLimitsTheServerToWhatItManages(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(t)
 	admin := kubeClient(t)

@@ -27,6 +27,7 @@ import (
 // which is decoded afresh and shares nothing): and the two reads of a
 // database must be the same bytes.
 func TestUpdatesLeaveOtherDatabasesResources(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(t)
 	cfg := restConfig(t)

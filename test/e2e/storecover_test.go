@@ -25,6 +25,7 @@ import (
 // the record must already be past the sequence it held before the write;
 // without the cover it is so only when a periodic check fell in between.
 func TestTheClusterFollowsASpecOnlyOnceTheGuardRecordedIt(t *testing.T) {
+	// Not parallel: it reads the storage guard's cluster-wide sequence, which other tests' writes advance.
 	const rounds = 4
 	ctx := context.Background()
 	kube := kubeClient(t)

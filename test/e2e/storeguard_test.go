@@ -49,6 +49,7 @@ const (
 //
 // MYDB_E2E_LONG=1 runs it with 50 databases and a 10 minute watch.
 func TestStorageGuardAgainstAWipedAndRolledBackEtcd(t *testing.T) {
+	// Not parallel: it wipes and rolls back mydb's etcd and restarts mydb-apiserver.
 	count, watchFor := 5, 2*time.Minute
 	if os.Getenv("MYDB_E2E_LONG") == "1" {
 		count, watchFor = 50, 10*time.Minute

@@ -31,6 +31,7 @@ import (
 // writes asynchronous replication had not shipped; the old primary, brought
 // back, rejoins as a replica and never takes a write again.
 func TestSwitchoverAndFailover(t *testing.T) {
+	t.Parallel()
 	for _, tc := range replicationCases {
 		t.Run(tc.engine.name, func(t *testing.T) {
 			ctx := context.Background()

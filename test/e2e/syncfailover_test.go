@@ -28,6 +28,7 @@ func longRun() bool { return os.Getenv("MYDB_E2E_LONG") == "1" }
 // (the old primary brought back as a replica each time) and switches over
 // 10 times, and logs the figures.
 func TestSyncFailoverLosesNoAcknowledgedWrite(t *testing.T) {
+	t.Parallel()
 	const connections = 8
 	failovers, switchovers := 1, 0
 	if longRun() {
@@ -132,6 +133,7 @@ func spread(ds []time.Duration) string {
 // the thawed replica is promoted, and the writes only the killed replica
 // had are lost, as the guard said they would be.
 func TestSyncFailoverWaitsForALostReplicaThatWasAhead(t *testing.T) {
+	t.Parallel()
 	tc := replicationCases[0]
 	if tc.engine.name != "postgres" {
 		t.Fatalf("replicationCases[0] is %s, want postgres", tc.engine.name)
