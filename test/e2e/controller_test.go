@@ -159,39 +159,65 @@ func TestPostgresChildren(t *testing.T) {
 
 // TestControllerMetrics: leadership, queue depth and reconcile durations are
 // on mydb-apiserver's /metrics, and /readyz includes the informer check.
+// It may run right after a test restarted mydb-apiserver (the parallel
+// tests, which used to run in between, wait until the serial ones are
+// done): it waits for the server to lead and sync again, and counts the
+// reconcile of a database of its own.
 func TestControllerMetrics(t *testing.T) {
 	// Not parallel: it reads the leader's controller metrics, which need local-up's mydb-apiserver to lead.
+	ns := newNamespace(t)
+	db := "apiVersion: example.com/v1\nkind: MyDatabase\nmetadata:\n  name: counted\nspec:\n  engine: postgres\n  storageSize: 1Gi\n"
+	eventually(t, time.Minute, func() error {
+		if r := kubectl(t, db, "apply", "-n", ns, "-f", "-"); r.err != nil {
+			return fmt.Errorf("%s", r)
+		}
+		return nil
+	})
 	cfg := directConfig(t, localMydbPort(t))
 	client, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	get := func(path string) string {
+	get := func(path string) (string, error) {
 		resp, err := client.Get(cfg.Host + path)
 		if err != nil {
-			t.Fatal(err)
+			return "", err
 		}
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
 		if resp.StatusCode != 200 {
-			t.Fatalf("%s: %d %s", path, resp.StatusCode, body)
+			return "", fmt.Errorf("%s: %d %s", path, resp.StatusCode, body)
 		}
-		return string(body)
+		return string(body), nil
 	}
-	metrics := get("/metrics")
-	for _, want := range []string{
-		`leader_election_master_status{name="mydb-controller"} 1`,
-		`workqueue_depth{name="mydatabase"}`,
-		`workqueue_depth{name="mydatabasebackup"}`,
-		`mydb_controller_reconcile_duration_seconds_count{result="success"}`,
-	} {
-		if !strings.Contains(metrics, want) {
-			t.Errorf("/metrics lacks %s", want)
+	eventually(t, reconcileTimeout, func() error {
+		readyz, err := get("/readyz?verbose")
+		if err != nil {
+			return err
 		}
-	}
-	if readyz := get("/readyz?verbose"); !strings.Contains(readyz, "[+]mydb-controller-informers-synced ok") {
-		t.Errorf("/readyz lacks the informer check:\n%s", readyz)
-	}
+		if !strings.Contains(readyz, "[+]mydb-controller-informers-synced ok") {
+			return fmt.Errorf("/readyz lacks the informer check:\n%s", readyz)
+		}
+		metrics, err := get("/metrics")
+		if err != nil {
+			return err
+		}
+		var lacks []string
+		for _, want := range []string{
+			`leader_election_master_status{name="mydb-controller"} 1`,
+			`workqueue_depth{name="mydatabase"}`,
+			`workqueue_depth{name="mydatabasebackup"}`,
+			`mydb_controller_reconcile_duration_seconds_count{result="success"}`,
+		} {
+			if !strings.Contains(metrics, want) {
+				lacks = append(lacks, want)
+			}
+		}
+		if len(lacks) > 0 {
+			return fmt.Errorf("/metrics lacks %s", strings.Join(lacks, ", "))
+		}
+		return nil
+	})
 }
 
 // TestDay2Changes: an upgrade rolls the image, storage growth resizes every
