@@ -176,7 +176,7 @@ build_binaries() {
     MYDB_BIN="${BIN_DIR}/mydb-apiserver"
     log "building mydb-apiserver (go build; a no-op when nothing changed)"
     local start=${SECONDS}
-    (cd "${ROOT}" && CGO_ENABLED=0 go build -o "${MYDB_BIN}" ./cmd/mydb-apiserver)
+    (cd "${ROOT}" && CGO_ENABLED=0 go build -trimpath -o "${MYDB_BIN}" ./cmd/mydb-apiserver)
     log "mydb-apiserver ready in $((SECONDS - start))s"
   fi
 }

@@ -22,13 +22,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
+	"github.com/mydb-dev/mydb/test/repo"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,7 +38,7 @@ import (
 )
 
 var (
-	repoRoot   = func() string { _, f, _, _ := runtime.Caller(0); return filepath.Join(filepath.Dir(f), "..", "..") }()
+	repoRoot   = repo.MustRoot()
 	kubeconfig = envOr("E2E_KUBECONFIG", filepath.Join(repoRoot, "_output", "local", "kubeconfig"))
 	kubectlBin = envOr("E2E_KUBECTL", filepath.Join(repoRoot, "_output", "bin", "kubectl"))
 	// e2eLocalDir is the state directory of the control plane under test

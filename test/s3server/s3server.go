@@ -19,7 +19,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +27,7 @@ import (
 	"time"
 
 	"github.com/mydb-dev/mydb/pkg/objectstore"
+	"github.com/mydb-dev/mydb/test/repo"
 )
 
 // Host is the loopback address the server listens on unless
@@ -64,8 +64,11 @@ func Binary() (string, error) {
 	if bin := os.Getenv("MYDB_WEED_BIN"); bin != "" {
 		return bin, nil
 	}
-	_, file, _, _ := runtime.Caller(0)
-	bin := filepath.Join(filepath.Dir(file), "..", "..", "_output", "bin", "weed")
+	root, err := repo.Root()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(root, "_output", "bin", "weed")
 	if _, err := os.Stat(bin); err != nil {
 		return "", fmt.Errorf("no weed (SeaweedFS) at %s: run hack/build-tools.sh weed, or set MYDB_WEED_BIN: %w", bin, err)
 	}

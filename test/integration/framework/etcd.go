@@ -9,10 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/mydb-dev/mydb/test/repo"
 )
 
 // Etcd is a running etcd server.
@@ -27,8 +28,11 @@ func etcdBinary() (string, error) {
 	if bin := os.Getenv("ETCD_BIN"); bin != "" {
 		return bin, nil
 	}
-	_, file, _, _ := runtime.Caller(0)
-	bin := filepath.Join(filepath.Dir(file), "..", "..", "..", "_output", "bin", "etcd")
+	root, err := repo.Root()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(root, "_output", "bin", "etcd")
 	if _, err := os.Stat(bin); err != nil {
 		return "", fmt.Errorf("no etcd at %s (run hack/build-tools.sh etcd, or set ETCD_BIN): %w", bin, err)
 	}
