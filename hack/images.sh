@@ -190,17 +190,31 @@ build_static() {
 }
 
 # build_mydb: the project's Dockerfile, as a user would build it, with the
-# bases made here. Go's module and build caches are kept between builds
-# (RUN --mount=type=cache in the Dockerfile).
+# bases made here. The Dockerfile's cache mounts (RUN --mount=type=cache) are
+# this machine's own Go module and build caches: buildah keeps a cache mount
+# under $TMPDIR/buildah-cache/<target>, so with TMPDIR under IMAGES_DIR and
+# those targets linked to the caches, the build stage reuses what the host
+# already compiled with the same toolchain and flags (CGO_ENABLED=0,
+# -trimpath; the Makefile's): on a machine with empty caches that saves
+# compiling mydb's dependency graph a second time (about 4 minutes here).
+link_buildah_caches() {
+  local cache=$1
+  mkdir -p "${cache}/root/.cache" "${cache}/go/pkg" "$(go env GOCACHE)" "$(go env GOMODCACHE)"
+  ln -sfn "$(go env GOCACHE)" "${cache}/root/.cache/go-build"
+  ln -sfn "$(go env GOMODCACHE)" "${cache}/go/pkg/mod"
+}
+
 build_mydb() {
   build_golang
   build_static
   local recipe
-  recipe="$(cd "${ROOT}" && git ls-files -co --exclude-standard Dockerfile go.mod go.sum cmd pkg | xargs sha256sum | sha256sum) $(image_ref golang) $(declare -f build_mydb)"
+  recipe="$(cd "${ROOT}" && git ls-files -co --exclude-standard Dockerfile go.mod go.sum cmd pkg | xargs sha256sum | sha256sum) $(image_ref golang) $(declare -f build_mydb link_buildah_caches)"
   fresh mydb "${recipe}" && return
   log "building $(image_ref mydb) from the Dockerfile (buildah)"
   local start=${SECONDS}
-  buildah bud --quiet --isolation=chroot --layers \
+  local tmp="${IMAGES_DIR}/tmp"
+  link_buildah_caches "${tmp}/buildah-cache"
+  TMPDIR=${tmp} buildah bud --quiet --isolation=chroot --layers \
     --build-arg BUILD_IMAGE="$(image_ref golang)" --build-arg RUNTIME_IMAGE="$(image_ref static)" \
     --build-arg GOPROXY="$(go env GOPROXY)" \
     -t "$(image_ref mydb)" -f "${ROOT}/Dockerfile" "${ROOT}" >"${IMAGES_DIR}/mydb.log" 2>&1 ||
