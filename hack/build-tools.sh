@@ -25,15 +25,6 @@ LOCAL_PATH_VERSION=v0.0.30
 mkdir -p "${BIN_DIR}"
 log() { printf '[build-tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-# One run at a time per output directory: a second would race on the same
-# files. (flock, not a look at the process list: another checkout's build
-# writes elsewhere and need not be waited for.)
-exec 9>"${BIN_DIR}/.build-tools.lock"
-if ! flock -n 9; then
-  log "another hack/build-tools.sh is building into ${BIN_DIR}; waiting for it"
-  flock 9
-fi
-
 # cached <name> <version>: links _output/bin/<name> to a binary built before.
 cached() {
   local out="${BIN_DIR}/$1-$2"
@@ -46,12 +37,26 @@ build() {
   local dir=$1 pkg=$2 name=$3 version=$4 ldflags=${5:-}
   local out="${BIN_DIR}/${name}-${version}"
   cached "${name}" "${version}" && return
-  log "building ${name} ${version} (cold builds of Kubernetes binaries take several minutes)"
-  local start=${SECONDS}
-  (cd "${dir}" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w ${ldflags}" -o "${out}.tmp" "${pkg}")
-  mv "${out}.tmp" "${out}"
-  ln -sf "$(basename "${out}")" "${BIN_DIR}/${name}"
-  log "built ${name} in $((SECONDS - start))s"
+  # One build of a binary at a time per output directory: a second would race
+  # on the same files, and one that waits finds the binary built. Per binary,
+  # so that .ci/run's builds in the background hold up only what needs their
+  # binary. (flock, not a look at the process list: another checkout's build
+  # writes elsewhere and need not be waited for.)
+  local lock
+  exec {lock}>"${BIN_DIR}/.${name}.lock"
+  if ! flock -n "${lock}"; then
+    log "another hack/build-tools.sh is building ${name} into ${BIN_DIR}; waiting for it"
+    flock "${lock}"
+  fi
+  if ! cached "${name}" "${version}"; then
+    log "building ${name} ${version} (cold builds of Kubernetes binaries take several minutes)"
+    local start=${SECONDS}
+    (cd "${dir}" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w ${ldflags}" -o "${out}.tmp" "${pkg}")
+    mv "${out}.tmp" "${out}"
+    ln -sf "$(basename "${out}")" "${BIN_DIR}/${name}"
+    log "built ${name} in $((SECONDS - start))s"
+  fi
+  exec {lock}>&-
 }
 
 # module_dir MODULE VERSION downloads a module that is built as its own main
