@@ -39,7 +39,7 @@ import (
 // still primary at the end; status writes stay under 2 a second.
 //
 // Failover writes status.currentPrimary and targetPrimary in one status
-// write (primary.go: decidePrimary), so there is no intermediate step to
+// write (package failover decides it), so there is no intermediate step to
 // freeze the old leader at; only switchover has one.
 func TestFailoverAcrossALeaderChange(t *testing.T) {
 	// Not parallel: it freezes the controllers' leader and reads its metrics.

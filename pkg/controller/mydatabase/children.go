@@ -9,6 +9,7 @@ import (
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/databasepod"
 	"github.com/mydb-dev/mydb/pkg/engine"
+	"github.com/mydb-dev/mydb/pkg/failover"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/names"
 	appsv1 "k8s.io/api/apps/v1"
@@ -236,7 +237,7 @@ func podSpec(db *examplev1.MyDatabase, eng engine.Spec, image, instanceImage str
 		// through crash recovery and clones alike; one that stopped
 		// answering is restarted, engine and all, before a failover
 		// could promote another instance (livenessProbe).
-		LivenessProbe: livenessProbe(statusProbe(api.PathHealthz), failoverDelay(db)),
+		LivenessProbe: livenessProbe(statusProbe(api.PathHealthz), failover.Delay(db.Spec)),
 		VolumeMounts: []corev1.VolumeMount{
 			{Name: names.DataVolume, MountPath: eng.DataPath},
 			{Name: instanceVolume, MountPath: engine.InstanceDirectory, ReadOnly: true},

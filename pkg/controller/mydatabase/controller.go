@@ -124,7 +124,7 @@ type Config struct {
 	// them for restores; nil is an api.Client, tests fake them.
 	Statuses StatusReader
 	Restores RestoreStarter
-	// SwitchoverTimeout bounds a switchover (DefaultSwitchoverTimeout when 0).
+	// SwitchoverTimeout bounds a switchover (failover.DefaultSwitchoverTimeout when 0).
 	SwitchoverTimeout time.Duration
 	// Store, when set, covers a spec in mydb's store guard before the
 	// cluster is changed to follow it (pkg/storeguard).
@@ -177,8 +177,8 @@ type Controller struct {
 	config   Config
 	statuses StatusReader
 	restores RestoreStarter
-	// unready times the primaries that are not ready, for failover.
-	unready unreadyTracker
+	// incidents remembers the primaries that are not ready, for failover.
+	incidents incidents
 	// positions are the instances' last reported positions.
 	positions positionMemory
 }

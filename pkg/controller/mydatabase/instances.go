@@ -145,7 +145,7 @@ func instanceReadiness(s *api.Status, err error, role examplev1.InstanceRole, pr
 // move (statusWorthWriting), so the status write that says an instance was
 // lost must take its last position from here: a failover decided by
 // another leader after a leader change reads it there. It is per leader,
-// like unreadyTracker: a new leader starts from the positions stored.
+// like the failover incidents: a new leader starts from the positions stored.
 type positionMemory struct {
 	mu   sync.Mutex
 	last map[cache.ObjectName]rememberedPositions

@@ -137,19 +137,19 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	}
 	// The instance managers report nothing by themselves: read them again.
 	again := c.config.PollInterval
-	decision, soon := c.decidePrimary(db, f.instances, f.reports, c.clock.Now())
-	if soon > 0 && soon < again {
+	decision := c.decidePrimary(db, f.instances, f.reports)
+	if soon := decision.Requeue; soon > 0 && soon < again {
 		again = soon
 	}
 	c.queue.AddAfter(key, again)
-	switch {
-	case decision != nil && decision.eventReason != "":
-		// A decision is written first, on its own, and acted on from the
-		// next sync, which sees it in the cache.
+	switch change := decision.Change; {
+	case change != nil && change.Event != nil:
+		// A move is written first, on its own, and acted on from the next
+		// sync, which sees it in the cache.
 		status := computeStatus(db, eng, sts, f, false, metav1.NewTime(c.clock.Now()))
-		return c.writePrimaryDecision(ctx, db, status, decision)
-	case decision != nil:
-		f.primaryChange = &decision.condition
+		return c.writePrimaryChange(ctx, db, status, change)
+	case change != nil:
+		f.primaryChange = &change.Condition
 	}
 	return c.updateStatus(ctx, db, eng, sts, f, false)
 }

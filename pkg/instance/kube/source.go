@@ -13,6 +13,7 @@ import (
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/failover"
 	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
 	exampleinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions/example/v1"
 	"github.com/mydb-dev/mydb/pkg/instance"
@@ -26,7 +27,8 @@ import (
 // one object, so it lists and watches by name.
 //
 // It also reads the object with a GET every check period: when no read
-// succeeded for half of the database's spec.failoverDelay, it sends the
+// succeeded for failover.FenceAfter (half of the database's
+// spec.failoverDelay), it sends the
 // last topology with Fence set, so a primary cut off from the API stops
 // taking writes before the controller, which waits the whole failoverDelay,
 // can promote another instance; the next successful read lifts the fence.
@@ -76,9 +78,7 @@ func (s Source) Watch(ctx context.Context) <-chan instance.Topology {
 		mu.Lock()
 		defer mu.Unlock()
 		lastOK = s.Clock.Now()
-		if db.Spec.FailoverDelay != nil && db.Spec.FailoverDelay.Duration > 0 {
-			delay = db.Spec.FailoverDelay.Duration
-		}
+		delay = failover.Delay(db.Spec)
 		t, ok := TopologyOf(db, s.Port, s.StatusPort)
 		if !ok {
 			return
@@ -120,7 +120,7 @@ func (s Source) Watch(ctx context.Context) <-chan instance.Topology {
 			}
 			mu.Lock()
 			since := s.Clock.Since(lastOK)
-			if known && since > delay/2 {
+			if known && since > failover.FenceAfter(delay) {
 				t := seen
 				t.Fence = fmt.Sprintf("the database could not be read for %s (half its failoverDelay): %v", since.Round(time.Second), err)
 				if last.Fence == "" {
