@@ -29,7 +29,8 @@ tools: ## Build the control-plane binaries (etcd, kube-*, kubectl, kwok) and the
 .PHONY: test
 test: ## Unit and integration tests (integration starts a real etcd, the object store tests a real S3 server).
 	hack/build-tools.sh etcd weed
-	go test $(GOFLAGS_TEST) ./pkg/... ./cmd/... ./test/integration/... ./test/tcpproxy/...
+	go test $(GOFLAGS_TEST) ./pkg/... ./cmd/... ./test/integration/... ./test/tcpproxy/... ./test/repo/...
+	cd test/bench && go test $(GOFLAGS_TEST) ./...
 
 .PHONY: test-engines
 test-engines: ## The instance manager against real PostgreSQL, MariaDB and MySQL 9.7 (from its engine image's root filesystem) and a real S3 server (as root; hack/install-deps.sh installs them).

@@ -188,6 +188,9 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	if err := e.checkProfiledFunctions(); err != nil {
+		return err
+	}
 	defer func() {
 		e.deleteNamespaces(context.Background(), 5*time.Minute)
 		e.deleteCRD(context.Background())

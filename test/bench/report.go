@@ -549,7 +549,6 @@ func (e *env) bucketTable(what string, cols []bucketColumn, buckets []cpuBucket)
 	fmt.Fprintf(&b, "\n")
 	for _, bk := range buckets {
 		var cells []string
-		any := false
 		for i, c := range cols {
 			d, ok := got[i]
 			if !ok {
@@ -559,20 +558,15 @@ func (e *env) bucketTable(what string, cols []bucketColumn, buckets []cpuBucket)
 				cells = append(cells, "-")
 				continue
 			}
+			// A part with no samples cost less than the profile can see
+			// (its functions exist: checkProfiledFunctions): 0, not left out.
 			var v float64
 			for _, f := range bk.funcs {
 				v += d.cum[f]
 			}
-			if v == 0 {
-				cells = append(cells, "-")
-				continue
-			}
-			any = true
 			cells = append(cells, fmt.Sprintf("%.2f", 1000*v/d.ops))
 		}
-		if any {
-			fmt.Fprintf(&b, "| %s | %s |\n", bk.title, strings.Join(cells, " | "))
-		}
+		fmt.Fprintf(&b, "| %s | %s |\n", bk.title, strings.Join(cells, " | "))
 	}
 	b.WriteString("\n")
 	return b.String()
