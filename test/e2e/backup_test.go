@@ -5,98 +5,20 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/names"
-	"github.com/mydb-dev/mydb/test/s3server"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // nowhereDestination is a merge patch giving a database a backup
 // destination where nothing listens, for tests of the API alone.
 const nowhereDestination = `{"spec":{"backup":{"destination":{"s3":{"endpoint":"http://127.0.0.1:1","bucket":"backups","credentialsSecret":{"name":"s3"}}}}}}`
-
-// backupRaw posts a backup request through kubectl create --raw.
-func backupRaw(t *testing.T, ns, db, body string, as ...string) result {
-	t.Helper()
-	file := filepath.Join(t.TempDir(), "backup.json")
-	if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	args := []string{"create", "--raw", fmt.Sprintf("/apis/example.com/v1/namespaces/%s/mydatabases/%s/backup", ns, db), "-f", file}
-	if len(as) > 0 {
-		args = append(args, "--as", as[0])
-	}
-	return kubectl(t, "", args...)
-}
-
-// startS3 runs a real S3 server (SeaweedFS) on loopback for the test and
-// stores its access key in the Secret "s3" of ns; it returns the server
-// and a destination in it under prefix.
-func startS3(t *testing.T, ns, prefix string) (*s3server.Server, *examplev1.BackupDestination) {
-	t.Helper()
-	return startS3With(t, ns, prefix, s3server.Options{})
-}
-
-// startS3With is startS3 with the server's options.
-func startS3With(t *testing.T, ns, prefix string, o s3server.Options) (*s3server.Server, *examplev1.BackupDestination) {
-	t.Helper()
-	srv := s3server.Start(t, o)
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3"}, Data: map[string][]byte{
-		"accessKeyID": []byte(srv.AccessKeyID), "secretAccessKey": []byte(srv.SecretAccessKey)}}
-	if _, err := kubeClient(t).CoreV1().Secrets(ns).Create(context.Background(), secret, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// Before the server stops: deleting a backup deletes its dump, which
-	// takes the server.
-	t.Cleanup(func() {
-		backups := mydbClient(t, restConfig(t)).ExampleV1().MyDatabaseBackups(ns)
-		ctx := context.Background()
-		if err := backups.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-			t.Logf("deleting the backups: %v", err)
-			return
-		}
-		deadline := time.Now().Add(time.Minute)
-		for time.Now().Before(deadline) {
-			if list, err := backups.List(ctx, metav1.ListOptions{}); err == nil && len(list.Items) == 0 {
-				return
-			}
-			time.Sleep(time.Second)
-		}
-		t.Logf("backups of %s still there a minute after their deletion", ns)
-	})
-	return srv, &examplev1.BackupDestination{S3: &examplev1.S3Destination{
-		Endpoint: srv.Endpoint, Region: srv.Region, Bucket: srv.Bucket, Prefix: prefix,
-		CredentialsSecret: examplev1.S3CredentialsSecret{Name: "s3"},
-	}}
-}
-
-// waitBackup waits until a backup has finished and returns it.
-func waitBackup(t *testing.T, ns, name string, timeout time.Duration) *examplev1.MyDatabaseBackup {
-	t.Helper()
-	backups := mydbClient(t, restConfig(t)).ExampleV1().MyDatabaseBackups(ns)
-	var b *examplev1.MyDatabaseBackup
-	eventually(t, timeout, func() error {
-		var err error
-		if b, err = backups.Get(context.Background(), name, metav1.GetOptions{}); err != nil {
-			return err
-		}
-		if b.Status.Phase != examplev1.BackupPhaseSucceeded && b.Status.Phase != examplev1.BackupPhaseFailed {
-			return fmt.Errorf("backup %s is %q: %s", name, b.Status.Phase, b.Status.Message)
-		}
-		return nil
-	})
-	return b
-}
 
 // TestBackupThroughTheAggregator: POST .../backup of a database without a
 // destination is refused with a clear 422; a backup created directly of
@@ -256,7 +178,15 @@ func TestFinalBackupHoldsTheDatabase(t *testing.T) {
 	if !strings.HasPrefix(final.Name, "held-final-") || final.Spec.Target != examplev1.BackupTargetPrimary || len(final.OwnerReferences) != 0 {
 		t.Errorf("final backup %s target %s owners %v: want held-final-<time>, of the primary, owned by nothing", final.Name, final.Spec.Target, final.OwnerReferences)
 	}
-	time.Sleep(5 * time.Second)
+	// Not a fixed wait: once the backup controller has said why the final
+	// backup waits, the hold was decided with it pending.
+	eventually(t, reconcileTimeout, func() error {
+		b, err := dbs.MyDatabaseBackups(ns).Get(ctx, final.Name, metav1.GetOptions{})
+		if err != nil || b.Status.Message == "" || b.Status.Phase == examplev1.BackupPhaseSucceeded {
+			return fmt.Errorf("the final backup has not said what it waits for: %+v %v", b.Status, err)
+		}
+		return nil
+	})
 	if _, err := dbs.MyDatabases(ns).Get(ctx, "held", metav1.GetOptions{}); err != nil {
 		t.Fatalf("the database went before its final backup: %v", err)
 	}
@@ -270,27 +200,4 @@ func TestFinalBackupHoldsTheDatabase(t *testing.T) {
 	if _, err := dbs.MyDatabaseBackups(ns).Get(ctx, final.Name, metav1.GetOptions{}); err != nil {
 		t.Errorf("the final backup went with its database: %v", err)
 	}
-}
-
-// restored waits until the database's Restored condition is True and
-// returns how long that took; a RestoreFailed condition fails the test.
-func restored(t *testing.T, ns, db string, timeout time.Duration) time.Duration {
-	t.Helper()
-	start := time.Now()
-	dbs := mydbClient(t, restConfig(t)).ExampleV1().MyDatabases(ns)
-	eventually(t, timeout, func() error {
-		d, err := dbs.Get(context.Background(), db, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		c := meta.FindStatusCondition(d.Status.Conditions, examplev1.ConditionRestored)
-		if c != nil && c.Reason == "RestoreFailed" {
-			t.Fatalf("%s: the restore failed: %s", db, c.Message)
-		}
-		if c == nil || c.Status != metav1.ConditionTrue {
-			return fmt.Errorf("Restored = %+v", c)
-		}
-		return nil
-	})
-	return time.Since(start)
 }

@@ -17,10 +17,6 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// reconcileTimeout bounds how long kube-controller-manager, kwok and mydb
-// take to bring a database up on this machine.
-const reconcileTimeout = 3 * time.Minute
-
 func TestControllerLifecycle(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)

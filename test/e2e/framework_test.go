@@ -13,6 +13,14 @@
 // parallel ones after them, so none overlaps a disturbance. What parallel
 // tests share is safe for it: each rig process holds its pod IP until it
 // has exited (podIPs), and S3 servers never get the same port.
+//
+// What several tests use lives in framework files by concern: this one
+// (the clusters' clients, kubectl, waiting), framework_clients_test.go
+// (straight at mydb, as a user, raw requests), framework_processes_test.go
+// (local-up's processes, a standby mydb-apiserver, the lease),
+// framework_databases_test.go (databases, their data, backups to S3),
+// framework_writers_test.go (writers under switchover and failover) and
+// rig_test.go (the stand-in kubelet that runs each pod's mydb-instance).
 package e2e
 
 import (

@@ -5,18 +5,12 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
@@ -112,124 +106,6 @@ func TestLeaderFailover(t *testing.T) {
 	})
 }
 
-// standby is a second mydb-apiserver beside make local-up's (the leader
-// when it starts), with the same command line on its own port and a
-// --leader-elect-identity of its own.
-type standby struct {
-	identity string
-	port     int
-	config   *rest.Config // straight to the standby, as the admin
-	logPath  string
-	auditLog string // what its audit policy records
-
-	// make local-up's mydb-apiserver, as it was when the standby started.
-	leaderPID      int
-	leaderIdentity string
-	leaderLog      string
-	leaseDuration  time.Duration
-}
-
-// startStandby starts a standby and waits until it is ready. When the test
-// ends it kills it and, when make local-up's mydb-apiserver is gone, runs
-// hack/local-up.sh to bring it back for the tests that follow.
-func startStandby(t *testing.T) *standby {
-	t.Helper()
-	ctx := context.Background()
-	localDir := e2eLocalDir
-	leaderPID, leaderArgs := localMydbProcess(t, localDir)
-	// A previous test's standby may have held the lease last: local-up's
-	// takes it back once it expires.
-	var lease *coordinationv1.Lease
-	eventually(t, 45*time.Second, func() (err error) {
-		lease, err = kubeClient(t).CoordinationV1().Leases("mydb-system").Get(ctx, leaseName, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("the local mydb-apiserver holds no lease: %v", err)
-		}
-		if holder := ptr.Deref(lease.Spec.HolderIdentity, ""); holder == "" || strings.HasPrefix(holder, "e2e-standby-") {
-			return fmt.Errorf("the lease is held by %q, not local-up's mydb-apiserver", holder)
-		}
-		return nil
-	})
-	sb := &standby{
-		leaderPID:      leaderPID,
-		leaderIdentity: ptr.Deref(lease.Spec.HolderIdentity, ""),
-		leaderLog:      filepath.Join(localDir, "logs", "mydb-apiserver.log"),
-		leaseDuration:  time.Duration(ptr.Deref(lease.Spec.LeaseDurationSeconds, 15)) * time.Second,
-		port:           freePort(t),
-		logPath:        filepath.Join(localDir, "logs", "mydb-apiserver-standby.log"),
-		auditLog:       filepath.Join(localDir, "logs", "mydb-apiserver-standby-audit.log"),
-	}
-	sb.identity = fmt.Sprintf("e2e-standby-%d", sb.port)
-	args := []string{fmt.Sprintf("--secure-port=%d", sb.port), "--leader-elect-identity=" + sb.identity, "--audit-log-path=" + sb.auditLog}
-	for _, a := range leaderArgs[1:] {
-		if !strings.HasPrefix(a, "--secure-port=") && !strings.HasPrefix(a, "--audit-log-path=") {
-			args = append(args, a)
-		}
-	}
-	logFile, err := os.Create(sb.logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(leaderArgs[0], args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		logFile.Close()
-		if syscall.Kill(leaderPID, 0) == nil {
-			return
-		}
-		// Bring make local-up's mydb-apiserver back for the tests that follow.
-		out, err := exec.Command(filepath.Join(repoRoot, "hack", "local-up.sh")).CombinedOutput()
-		if err != nil {
-			t.Errorf("restoring the local control plane: %v\n%s", err, out)
-		}
-	})
-	sb.config = directConfig(t, sb.port)
-	eventually(t, time.Minute, func() error { return ready(sb.config) })
-	return sb
-}
-
-// leaseHolder is who holds the controllers' Lease now.
-func leaseHolder(ctx context.Context, t *testing.T) (string, error) {
-	l, err := kubeClient(t).CoordinationV1().Leases("mydb-system").Get(ctx, leaseName, metav1.GetOptions{})
-	if err != nil {
-		return "", err
-	}
-	return ptr.Deref(l.Spec.HolderIdentity, ""), nil
-}
-
-// localMydbProcess returns the PID and command line of make local-up's mydb-apiserver.
-func localMydbProcess(t *testing.T, localDir string) (int, []string) {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(localDir, "pids", "mydb-apiserver.pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pid int
-	if _, err := fmt.Sscan(string(data), &pid); err != nil {
-		t.Fatal(err)
-	}
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil {
-		t.Fatalf("mydb-apiserver (pid %d) is not running: %v", pid, err)
-	}
-	return pid, strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
-}
-
-// directConfig reaches a mydb-apiserver on port straight, not through the
-// aggregator, as the cluster admin (a client certificate mydb verifies
-// against the cluster's client CA).
-func directConfig(t *testing.T, port int) *rest.Config {
-	t.Helper()
-	cfg := restConfig(t)
-	cfg.Host = fmt.Sprintf("https://127.0.0.1:%d", port)
-	return cfg
-}
-
 func ready(cfg *rest.Config) error {
 	client, err := rest.HTTPClientFor(cfg)
 	if err != nil {
@@ -244,14 +120,4 @@ func ready(cfg *rest.Config) error {
 		return fmt.Errorf("/readyz: %d", resp.StatusCode)
 	}
 	return nil
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

@@ -5,8 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/rest"
 )
 
 // TestFailoverAcrossALeaderChange: exactly one promotion per incident even
@@ -277,29 +274,6 @@ func watchStatus(t *testing.T, dbs typedv1.MyDatabaseInterface, name string) *st
 	return rec
 }
 
-// scrape is a mydb-apiserver's /metrics.
-func scrape(t *testing.T, cfg *rest.Config) string {
-	t.Helper()
-	client, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var body []byte
-	eventually(t, 30*time.Second, func() error {
-		resp, err := client.Get(cfg.Host + "/metrics")
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		body, err = io.ReadAll(resp.Body)
-		if err == nil && resp.StatusCode != 200 {
-			err = fmt.Errorf("/metrics: %d", resp.StatusCode)
-		}
-		return err
-	})
-	return string(body)
-}
-
 // primaryChanges sums mydb_controller_primary_changes_total of ns's databases.
 func primaryChanges(metrics, ns string) int {
 	n := 0
@@ -313,28 +287,4 @@ func primaryChanges(metrics, ns string) int {
 		}
 	}
 	return n
-}
-
-func fileSize(t *testing.T, path string) int64 {
-	t.Helper()
-	fi, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fi.Size()
-}
-
-// readFrom is what was written to path from offset on.
-func readFrom(t *testing.T, path string, offset int64) string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.Seek(offset, io.SeekStart); err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(f)
-	return string(b)
 }

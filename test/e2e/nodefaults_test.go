@@ -202,24 +202,6 @@ func nodePID(t *testing.T, name string) int {
 	return pid
 }
 
-// waitAck waits for a write sent after since that a pod, any pod,
-// acknowledged.
-func (w *writer) waitAck(since time.Time, timeout time.Duration) ack {
-	w.t.Helper()
-	return w.waitAckThat(func(a ack) bool { return a.sent.After(since) }, "no write acknowledged", timeout)
-}
-
-// acksAfter lists the writes acknowledged after t.
-func (w *writer) acksAfter(t time.Time) []ack {
-	var out []ack
-	for _, a := range w.snapshot() {
-		if a.at.After(t) {
-			out = append(out, a)
-		}
-	}
-	return out
-}
-
 // TestNodeSyncFaults: for each engine, 3 instances with Sync replication on
 // the real node under 4 writing connections that follow the primary's
 // label: a switchover loses no acknowledged write; SIGKILL of the primary's

@@ -3,35 +3,9 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
-
-// kubectlMydb runs "kubectl mydb ARGS" with the plugin that make e2e builds
-// into _output/bin on PATH, as a user would.
-func kubectlMydb(t *testing.T, args ...string) result {
-	t.Helper()
-	if _, err := os.Stat(filepath.Join(repoRoot, "_output", "bin", "kubectl-mydb")); err != nil {
-		t.Fatalf("no plugin binary (make e2e builds it): %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	// kubectl takes no flags before a plugin's name; the plugin reads
-	// the same --kubeconfig flag as kubectl.
-	cmd := exec.CommandContext(ctx, kubectlBin, append(append([]string{"mydb"}, args...), "--kubeconfig", kubeconfig)...)
-	cmd.Env = append(os.Environ(), "PATH="+filepath.Join(repoRoot, "_output", "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	t.Logf("kubectl mydb %s", strings.Join(args, " "))
-	return result{stdout: stdout.String(), stderr: stderr.String(), err: err}
-}
 
 func TestKubectlPlugin(t *testing.T) {
 	t.Parallel()

@@ -41,13 +41,6 @@ func createQuota(t *testing.T, ns, name string, hard corev1.ResourceList) {
 	})
 }
 
-func sizedDB(name string, replicas int32, size string) *examplev1.MyDatabase {
-	return &examplev1.MyDatabase{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       examplev1.MyDatabaseSpec{Engine: examplev1.EnginePostgres, Replicas: ptr.To(replicas), StorageSize: quantity(size)},
-	}
-}
-
 // refusedOnceSeen polls a dry-run request until mydb's informers have seen
 // the quota (admitted, or "status unknown", before), and checks the refusal.
 func refusedOnceSeen(t *testing.T, what, want string, dryRunRequest func() error) {

@@ -16,20 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// bindEdit gives user the cluster's standard edit role in namespace ns,
-// which mydb's ClusterRoles aggregate into.
-func bindEdit(t *testing.T, ns, user string) {
-	t.Helper()
-	rb := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: user + "-edit"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: user}},
-	}
-	if _, err := kubeClient(t).RbacV1().RoleBindings(ns).Create(context.Background(), rb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestTenantAccess(t *testing.T) {
 	t.Parallel()
 	own, other := newNamespace(t), newNamespace(t)

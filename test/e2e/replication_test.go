@@ -4,9 +4,6 @@ package e2e
 
 import (
 	"context"
-	"database/sql"
-	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -15,38 +12,8 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/names"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 )
-
-// replicationCase is one engine the replication scenarios run on.
-type replicationCase struct {
-	engine  rigEngine
-	version string
-	// open connects to one instance as the application user.
-	open func(host, user, password, database string) (*sql.DB, error)
-	// readOnlyError is how the engine refuses a write on a replica.
-	readOnlyError string
-}
-
-var replicationCases = []replicationCase{
-	{
-		engine: rigPostgres, version: "15",
-		open: func(host, user, password, database string) (*sql.DB, error) {
-			return sql.Open("pgx", fmt.Sprintf("postgres://%s:%s@%s/%s?sslmode=disable&connect_timeout=5",
-				user, password, net.JoinHostPort(host, "5432"), database))
-		},
-		readOnlyError: "read-only transaction",
-	},
-	{
-		engine: rigMariaDB, version: "10.11",
-		open: func(host, user, password, database string) (*sql.DB, error) {
-			return sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(%s)/%s?timeout=5s", user, password, net.JoinHostPort(host, "3306"), database))
-		},
-		readOnlyError: "read-only",
-	},
-}
 
 // TestReplication: a 3-replica database of real engine processes has one
 // primary and two streaming replicas; writes sent where the -rw Service
@@ -127,8 +94,6 @@ func TestReplication(t *testing.T) {
 	}
 }
 
-func int32Ptr(n int32) *int32 { return &n }
-
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
@@ -136,113 +101,4 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-func mustExec(t *testing.T, db *sql.DB, query string, args ...any) {
-	t.Helper()
-	if _, err := db.Exec(query, args...); err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
-}
-
-type replicationHarness struct {
-	t      *testing.T
-	tc     replicationCase
-	ns, db string
-}
-
-// waitStreaming waits until the database has n instances, all ready in
-// their roles, and Replicating is True.
-func (h *replicationHarness) waitStreaming(n int) examplev1.MyDatabaseStatus {
-	h.t.Helper()
-	dbs := mydbClient(h.t, restConfig(h.t)).ExampleV1().MyDatabases(h.ns)
-	var status examplev1.MyDatabaseStatus
-	eventually(h.t, 4*time.Minute, func() error {
-		db, err := dbs.Get(context.Background(), h.db, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		status = db.Status
-		if len(status.Instances) != n {
-			return fmt.Errorf("%d instances, want %d: %+v", len(status.Instances), n, status.Instances)
-		}
-		for _, in := range status.Instances {
-			if !in.Ready {
-				return fmt.Errorf("instance %s (%s) is not ready: %s", in.Name, in.Role, in.Message)
-			}
-		}
-		if c := meta.FindStatusCondition(status.Conditions, examplev1.ConditionReplicating); c == nil || c.Status != metav1.ConditionTrue {
-			return fmt.Errorf("Replicating = %+v", c)
-		}
-		return nil
-	})
-	return status
-}
-
-// servicePods lists the pods a Service's selector picks, by name.
-func (h *replicationHarness) servicePods(service string) []string {
-	h.t.Helper()
-	kube := kubeClient(h.t)
-	svc, err := kube.CoreV1().Services(h.ns).Get(context.Background(), service, metav1.GetOptions{})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	pods, err := kube.CoreV1().Pods(h.ns).List(context.Background(), metav1.ListOptions{LabelSelector: labels.SelectorFromSet(svc.Spec.Selector).String()})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	var out []string
-	for _, p := range pods.Items {
-		out = append(out, p.Name)
-	}
-	return out
-}
-
-// connect opens the application user's pool on a pod, at its IP.
-func (h *replicationHarness) connect(pod string) *sql.DB {
-	h.t.Helper()
-	kube := kubeClient(h.t)
-	p, err := kube.CoreV1().Pods(h.ns).Get(context.Background(), pod, metav1.GetOptions{})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	secret, err := kube.CoreV1().Secrets(h.ns).Get(context.Background(), h.db+"-credentials", metav1.GetOptions{})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	db, err := h.tc.open(p.Status.PodIP, string(secret.Data["username"]), string(secret.Data["password"]), string(secret.Data["database"]))
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	db.SetMaxOpenConns(1)
-	h.t.Cleanup(func() { db.Close() })
-	return db
-}
-
-func (h *replicationHarness) insert(db *sql.DB, from, to int) {
-	h.t.Helper()
-	for i := from; i < to; i++ {
-		mustExec(h.t, db, "INSERT INTO orders VALUES ("+fmt.Sprint(i)+", 'item "+fmt.Sprint(i)+"')")
-	}
-}
-
-// waitRows waits until pod's instance holds want rows of orders.
-func (h *replicationHarness) waitRows(pod string, want int) {
-	h.t.Helper()
-	db := h.connect(pod)
-	eventually(h.t, 2*time.Minute, func() error {
-		var n int
-		if err := db.QueryRow("SELECT count(*) FROM orders").Scan(&n); err != nil {
-			return fmt.Errorf("%s: %v", pod, err)
-		}
-		if n != want {
-			return fmt.Errorf("%s holds %d rows, want %d", pod, n, want)
-		}
-		return nil
-	})
-}
-
-func (h *replicationHarness) scale(n int) {
-	h.t.Helper()
-	mustKubectl(h.t, "", "scale", "mdb/"+h.db, "-n", h.ns, fmt.Sprintf("--replicas=%d", n))
 }

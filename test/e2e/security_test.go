@@ -29,18 +29,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 )
-
-// asUser returns a config that acts as user, through kube-apiserver.
-func asUser(t *testing.T, user string) *rest.Config {
-	t.Helper()
-	cfg := restConfig(t)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
-	return cfg
-}
 
 func labelNamespace(t *testing.T, ns string, labels map[string]string) {
 	t.Helper()
@@ -421,23 +412,6 @@ func TestImpersonationHeadersAreNotTrusted(t *testing.T) {
 			t.Errorf("the tenant in its own namespace: %v", err)
 		}
 	})
-}
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-func localMydbPort(t *testing.T) int {
-	t.Helper()
-	_, args := localMydbProcess(t, e2eLocalDir)
-	for _, a := range args {
-		var port int
-		if _, err := fmt.Sscanf(a, "--secure-port=%d", &port); err == nil {
-			return port
-		}
-	}
-	t.Fatal("no --secure-port in mydb-apiserver's command line")
-	return 0
 }
 
 func newCA(t *testing.T, cn string) (*x509.Certificate, *ecdsa.PrivateKey) {

@@ -218,13 +218,3 @@ func TestUpdatesLeaveOtherDatabasesResources(t *testing.T) {
 	})
 	checkNeighbours("the LimitRange's defaults")
 }
-
-// rv is the resourceVersion of a MyDatabase in JSON.
-func rv(t *testing.T, body []byte) string {
-	t.Helper()
-	var m metav1.PartialObjectMetadata
-	if err := json.Unmarshal(body, &m); err != nil {
-		t.Fatal(err)
-	}
-	return m.ResourceVersion
-}

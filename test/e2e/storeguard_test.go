@@ -12,9 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -517,20 +515,6 @@ func annotateDatabase(t *testing.T, ns, name, annotation string) {
 	mustKubectl(t, "", "annotate", "-n", ns, "mdb/"+name, annotation, "--overwrite")
 }
 
-// storeRecord reads the guard's record.
-func storeRecord(t *testing.T, kube kubernetes.Interface) storeguard.Marker {
-	t.Helper()
-	cm, err := kube.CoreV1().ConfigMaps(storeRecordNamespace).Get(context.Background(), storeRecordName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("the storage guard's record: %v", err)
-	}
-	seq, err := strconv.ParseInt(cm.Data["sequence"], 10, 64)
-	if err != nil || cm.Data["uid"] == "" {
-		t.Fatalf("the record %v does not parse: %v", cm.Data, err)
-	}
-	return storeguard.Marker{UID: cm.Data["uid"], Sequence: seq}
-}
-
 // waitRecordPast waits until the guard recorded a sequence beyond seq.
 func waitRecordPast(t *testing.T, kube kubernetes.Interface, seq int64) {
 	t.Helper()
@@ -609,98 +593,4 @@ func restoreSnapshot(t *testing.T, etcd *localProcess, snapshot string, bump boo
 		t.Fatalf("etcdutl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	t.Logf("etcdutl %s", strings.Join(args, " "))
-}
-
-// localProcess is a component make local-up started, which the test stops
-// and starts again with the same command line, its log and PID file where
-// local-up keeps them (so local-up and local-down still know it).
-type localProcess struct {
-	name, localDir string
-	pid            int
-	args           []string
-}
-
-func localComponent(t *testing.T, localDir, name string) *localProcess {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(localDir, "pids", name+".pid"))
-	if err != nil {
-		t.Fatalf("%s is not running (make local-up): %v", name, err)
-	}
-	pid := mustAtoi(t, strings.TrimSpace(string(data)))
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil {
-		t.Fatalf("%s (pid %d) is not running: %v", name, pid, err)
-	}
-	return &localProcess{name: name, localDir: localDir, pid: pid, args: strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")}
-}
-
-func (p *localProcess) alive() bool {
-	return p.pid > 0 && syscall.Kill(p.pid, 0) == nil
-}
-
-// stop sends TERM, and KILL after 15s.
-func (p *localProcess) stop(t *testing.T) {
-	t.Helper()
-	if !p.alive() {
-		return
-	}
-	_ = syscall.Kill(p.pid, syscall.SIGTERM)
-	deadline := time.Now().Add(15 * time.Second)
-	for p.alive() {
-		if time.Now().After(deadline) {
-			_ = syscall.Kill(p.pid, syscall.SIGKILL)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Logf("stopped %s (pid %d)", p.name, p.pid)
-	p.pid = 0
-}
-
-// start runs the component again in a session of its own, as local-up does.
-func (p *localProcess) start(t *testing.T) {
-	t.Helper()
-	log, err := os.OpenFile(filepath.Join(p.localDir, "logs", p.name+".log"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer log.Close()
-	cmd := exec.Command(p.args[0], p.args[1:]...)
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = cmd.Wait() }()
-	p.pid = cmd.Process.Pid
-	if err := os.WriteFile(filepath.Join(p.localDir, "pids", p.name+".pid"), []byte(strconv.Itoa(p.pid)+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("started %s (pid %d)", p.name, p.pid)
-}
-
-func (p *localProcess) ensureRunning(t *testing.T) {
-	if !p.alive() {
-		p.start(t)
-	}
-}
-
-// flagValue is the value of --name=value in args.
-func flagValue(t *testing.T, args []string, name string) string {
-	t.Helper()
-	for _, a := range args {
-		if v, ok := strings.CutPrefix(a, name+"="); ok {
-			return v
-		}
-	}
-	t.Fatalf("no %s in %v", name, args)
-	return ""
-}
-
-func mustAtoi(t *testing.T, s string) int {
-	t.Helper()
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
 }

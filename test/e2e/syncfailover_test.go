@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -103,27 +102,6 @@ func TestSyncFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 	}
 }
 
-func conditionMessage(c *metav1.Condition) string {
-	if c == nil {
-		return "no PrimaryChange condition"
-	}
-	return c.Reason + ": " + c.Message
-}
-
-// spread is "p50 X, max Y" of ds (rounded), or "x" for one.
-func spread(ds []time.Duration) string {
-	if len(ds) == 0 {
-		return "none"
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	if len(s) == 1 {
-		return s[0].Round(time.Millisecond).String()
-	}
-	return fmt.Sprintf("p50 %s, min %s, max %s (n=%d)", s[len(s)/2].Round(time.Millisecond), s[0].Round(time.Millisecond),
-		s[len(s)-1].Round(time.Millisecond), len(s))
-}
-
 // TestSyncFailoverWaitsForALostReplicaThatWasAhead (postgres, Sync, 3
 // instances, writers running): one replica is frozen (SIGSTOP) while the
 // other keeps acknowledging commits, then the primary and the replica that
@@ -143,7 +121,8 @@ func TestSyncFailoverWaitsForALostReplicaThatWasAhead(t *testing.T) {
 	mustExec(t, h.connect(status.CurrentPrimary), "CREATE TABLE filler (id INT, pad TEXT)")
 	w := startWriters(t, h, 4)
 	defer w.stop()
-	time.Sleep(time.Second)
+	// Writes flow before the replicas are set apart.
+	w.waitAck(time.Now(), time.Minute)
 
 	primary := status.CurrentPrimary
 	var behind, ahead string

@@ -21,7 +21,6 @@ import (
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
@@ -304,16 +303,3 @@ func TestVolumeBackupAndRestore(t *testing.T) {
 		})
 	}
 }
-
-// podGone waits for pod to be deleted.
-func podGone(t *testing.T, ns, pod string) {
-	t.Helper()
-	eventually(t, reconcileTimeout, func() error {
-		if _, err := kubeClient(t).CoreV1().Pods(ns).Get(context.Background(), pod, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("the pod %s is still there: %v", pod, err)
-		}
-		return nil
-	})
-}
-
-func ptrQuantity(s string) *resource.Quantity { q := resource.MustParse(s); return &q }
