@@ -4,22 +4,11 @@ import (
 	"context"
 	"testing"
 
+	"github.com/mydb-dev/mydb/pkg/storeguard/storeguardtest"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/storage"
 )
-
-// stubGate refuses with err, and counts the confirmations asked of it.
-type stubGate struct {
-	err      error
-	confirms int
-}
-
-func (g *stubGate) Err() error { return g.err }
-func (g *stubGate) Confirm(context.Context) error {
-	g.confirms++
-	return g.err
-}
 
 // emptyStorage answers every get NotFound and every list empty, like a
 // wiped etcd.
@@ -34,7 +23,7 @@ func (emptyStorage) GetList(context.Context, string, storage.ListOptions, runtim
 
 func TestGuardedStorageConfirmsReadsThatShowAbsence(t *testing.T) {
 	ctx := context.Background()
-	gate := &stubGate{}
+	gate := &storeguardtest.Gate{}
 	s := guardedStorage{Interface: emptyStorage{}, gate: gate}
 	if err := s.Get(ctx, "/mydatabases/a/x", storage.GetOptions{}, nil); !storage.IsNotFound(err) {
 		t.Fatalf("a confirmed NotFound must stay NotFound: %v", err)
@@ -42,10 +31,10 @@ func TestGuardedStorageConfirmsReadsThatShowAbsence(t *testing.T) {
 	if err := s.GetList(ctx, "/mydatabases/a", storage.ListOptions{}, nil); err != nil {
 		t.Fatalf("a confirmed list: %v", err)
 	}
-	if gate.confirms != 2 {
-		t.Fatalf("%d confirmations, want one per read", gate.confirms)
+	if gate.Confirms != 2 {
+		t.Fatalf("%d confirmations, want one per read", gate.Confirms)
 	}
-	gate.err = apierrors.NewServiceUnavailable("mydb's storage holds no store identity")
+	gate.Refusal = apierrors.NewServiceUnavailable("mydb's storage holds no store identity")
 	if err := s.Get(ctx, "/mydatabases/a/x", storage.GetOptions{}, nil); !apierrors.IsServiceUnavailable(err) {
 		t.Fatalf("a NotFound the store cannot confirm must be a 503: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/mydb-dev/mydb/pkg/apis/example"
+	"github.com/mydb-dev/mydb/pkg/storeguard/storeguardtest"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/registry/generic"
@@ -27,7 +28,7 @@ func TestOptionsChainsTheWrappers(t *testing.T) {
 		return built, func() {}, nil
 	}}}
 	cacheInput := map[schema.GroupResource]func(runtime.Object){example.Resource("mydatabases"): nil}
-	gate := &stubGate{}
+	gate := &storeguardtest.Gate{}
 	for _, tc := range []struct {
 		name string
 		cfg  Config

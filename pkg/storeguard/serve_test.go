@@ -1,12 +1,12 @@
 package storeguard
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/mydb-dev/mydb/pkg/storeguard/storeguardtest"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -15,23 +15,11 @@ import (
 	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
 )
 
-// stubGate refuses with err, and counts the confirmations asked of it.
-type stubGate struct {
-	err      error
-	confirms int
-}
-
-func (g *stubGate) Err() error { return g.err }
-func (g *stubGate) Confirm(context.Context) error {
-	g.confirms++
-	return g.err
-}
-
 func TestWithGuardRefusesResourceRequestsButNotDiscovery(t *testing.T) {
 	scheme := runtime.NewScheme()
 	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
 	codecs := serializer.NewCodecFactory(scheme)
-	gate := &stubGate{err: unavailable("mydb's storage holds no store identity")}
+	gate := &storeguardtest.Gate{Refusal: unavailable("mydb's storage holds no store identity")}
 	served := 0
 	handler := WithGuard(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served++ }), gate, "example.com", codecs)
 	resolver := &genericrequest.RequestInfoFactory{APIPrefixes: sets.NewString("apis", "api"), GrouplessAPIPrefixes: sets.NewString("api")}
@@ -64,7 +52,7 @@ func TestWithGuardRefusesResourceRequestsButNotDiscovery(t *testing.T) {
 			t.Errorf("GET %s while refused: %d, want it served (discovery, other groups)", path, rec.Code)
 		}
 	}
-	gate.err = nil
+	gate.Refusal = nil
 	if rec := do("/apis/example.com/v1/mydatabases"); rec.Code != http.StatusOK {
 		t.Errorf("a verified store must be served: %d", rec.Code)
 	}
