@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mydb-dev/mydb/test/stats"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
@@ -97,7 +98,7 @@ func (e *env) scenarioCreate(ctx context.Context) error {
 					e.res.add("sar/"+key, sars)
 				}
 				e.logf("create %-10s c=%-2d rep %d: %7.0f/s p50 %s p99 %s", tn, conc, rep, rate,
-					fmtMs(ms(percentile(lats, .5))), fmtMs(ms(percentile(lats, .99))))
+					fmtMs(ms(stats.Percentile(lats, 50))), fmtMs(ms(stats.Percentile(lats, 99))))
 				if err := t.deleteAll(ctx, nss[tn]); err != nil {
 					return fmt.Errorf("cleaning %s: %w", key, err)
 				}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/test/stats"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,7 +47,7 @@ func (e *env) scenarioReconcile(ctx context.Context) error {
 			e.res.add(key+"/total", ms(total))
 			e.res.add(key+"/sts-rate", stsRate)
 			e.logf("reconcile %s rep %d: %d MyDatabases, create->StatefulSet p50 %s p99 %s, all after %s, StatefulSets at %.1f/s",
-				r.key, rep, r.n, fmtMs(ms(percentile(lats, .5))), fmtMs(ms(percentile(lats, .99))), fmtMs(ms(total)), stsRate)
+				r.key, rep, r.n, fmtMs(ms(stats.Percentile(lats, 50))), fmtMs(ms(stats.Percentile(lats, 99))), fmtMs(ms(total)), stsRate)
 			// the children and their pods must be gone before the next run
 			e.deleteNamespaces(ctx, 10*time.Minute)
 		}

@@ -5,6 +5,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/mydb-dev/mydb/test/stats"
 )
 
 // results holds every figure of a run as samples, one per repetition, under
@@ -60,27 +62,12 @@ func median(s []float64) float64 {
 // addLatencies records the p50 and p99 (in milliseconds) of one repetition.
 func (r *results) addLatencies(prefix string, lats []time.Duration) {
 	sortDurations(lats)
-	r.add(prefix+"/p50", ms(percentile(lats, 0.50)))
-	r.add(prefix+"/p99", ms(percentile(lats, 0.99)))
+	r.add(prefix+"/p50", ms(stats.Percentile(lats, 50)))
+	r.add(prefix+"/p99", ms(stats.Percentile(lats, 99)))
 }
 
 func sortDurations(d []time.Duration) {
 	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
-}
-
-// percentile returns the p-quantile of sorted durations (nearest rank).
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(float64(len(sorted))*p+0.5) - 1
-	if i < 0 {
-		i = 0
-	}
-	if i >= len(sorted) {
-		i = len(sorted) - 1
-	}
-	return sorted[i]
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mydb-dev/mydb/test/stats"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/watch"
 )
@@ -34,7 +35,7 @@ func (e *env) scenarioWatch(ctx context.Context) error {
 			e.res.addLatencies("watch/"+tn, lats)
 			e.res.add("watch/"+tn+"/missing", float64(missing))
 			e.logf("watch %-10s rep %d: %d deliveries, p50 %s p99 %s, %d missing", tn, rep, len(lats),
-				fmtMs(ms(percentile(lats, .5))), fmtMs(ms(percentile(lats, .99))), missing)
+				fmtMs(ms(stats.Percentile(lats, 50))), fmtMs(ms(stats.Percentile(lats, 99))), missing)
 			if err := e.targets[tn].deleteAll(ctx, nss[tn]); err != nil {
 				return err
 			}

@@ -15,6 +15,7 @@ import (
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	typedv1 "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/typed/example/v1"
+	"github.com/mydb-dev/mydb/test/stats"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -116,11 +117,11 @@ func TestACutBetweenTheAggregatorAndMydb(t *testing.T) {
 	default:
 	}
 	<-createStarted
-	time.Sleep(percentile(createLatency, 50) * 3 / 4)
+	time.Sleep(stats.Percentile(createLatency, 50) * 3 / 4)
 	cutAt := time.Now()
 	svc.proxy.Cut()
 	t.Logf("cut kube-apiserver off from mydb-apiserver for %s, %s after a create began (creates take p50 %s)",
-		cut, percentile(createLatency, 50)*3/4, percentile(createLatency, 50))
+		cut, stats.Percentile(createLatency, 50)*3/4, stats.Percentile(createLatency, 50))
 	time.Sleep(cut)
 	svc.proxy.Restore()
 	restoredAt := time.Now()
@@ -155,7 +156,7 @@ func TestACutBetweenTheAggregatorAndMydb(t *testing.T) {
 	if len(failLatency) == 0 {
 		t.Fatal("no request was made during the cut")
 	}
-	if worst := percentile(failLatency, 100); worst > cutFailFastBound {
+	if worst := stats.Percentile(failLatency, 100); worst > cutFailFastBound {
 		t.Errorf("the slowest failure during the cut took %s, more than %s", worst, cutFailFastBound)
 	}
 	recovery := recovered.Sub(restoredAt)
@@ -216,7 +217,7 @@ func TestACutBetweenTheAggregatorAndMydb(t *testing.T) {
 	}
 
 	t.Logf("FIGURES: cut %s; %d requests during it, all failed: 503 in p50 %s, max %s; reasons %v",
-		cut, len(failLatency), percentile(failLatency, 50), percentile(failLatency, 100), reasons)
+		cut, len(failLatency), stats.Percentile(failLatency, 50), stats.Percentile(failLatency, 100), reasons)
 	t.Logf("FIGURES: APIService v1.example.com: %s", describeAvailability(avail, cutAt, restoredAt))
 	t.Logf("FIGURES: requests succeeded again %s after the cut ended (first successful list)", recovery.Round(10*time.Millisecond))
 	ambiguous, retriedCreates, mostAttempts := 0, 0, 0

@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +23,7 @@ import (
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/test/stats"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -228,10 +228,10 @@ func (r *writeRecord) report(t *testing.T, cycles, lost int, recoveries []time.D
 	t.Logf("FIGURES: write errors %d during kills (of %d writes), %d outside (of %d); kinds: %v",
 		r.errorsInKill, len(r.inKill), r.errorsOther, len(r.outside), r.errorKinds)
 	t.Logf("FIGURES: write latency during kills p50 %s p99 %s max %s; outside p50 %s p99 %s max %s",
-		percentile(r.inKill, 50), percentile(r.inKill, 99), percentile(r.inKill, 100),
-		percentile(r.outside, 50), percentile(r.outside, 99), percentile(r.outside, 100))
+		stats.Percentile(r.inKill, 50), stats.Percentile(r.inKill, 99), stats.Percentile(r.inKill, 100),
+		stats.Percentile(r.outside, 50), stats.Percentile(r.outside, 99), stats.Percentile(r.outside, 100))
 	t.Logf("FIGURES: member kill to healthy: p50 %s max %s; mydb-apiserver pid unchanged, /livez ok in %d checks",
-		percentile(recoveries, 50), percentile(recoveries, 100), livezChecks)
+		stats.Percentile(recoveries, 50), stats.Percentile(recoveries, 100), livezChecks)
 }
 
 // runWriter creates perWriter databases, one every few writes, and patches
@@ -384,17 +384,4 @@ func rvNumber(t *testing.T, rv string) int64 {
 		t.Fatalf("resourceVersion %q: %v", rv, err)
 	}
 	return n
-}
-
-func percentile(ds []time.Duration, p int) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	i := (len(s)*p + 99) / 100
-	if i < 1 {
-		i = 1
-	}
-	return s[i-1].Round(time.Millisecond)
 }

@@ -19,6 +19,7 @@ import (
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/engine"
+	"github.com/mydb-dev/mydb/test/stats"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -223,7 +224,7 @@ func TestFrozenLeaderWritesNothingAfterTakeover(t *testing.T) {
 	t.Logf("FIGURES: the old leader stopped its controllers %s after SIGCONT; its fence held back %s writes (mydb_controller_fenced_writes_total)",
 		stoppedLeading.Sub(resumed).Round(time.Millisecond), metricValue(oldMetrics, "mydb_controller_fenced_writes_total"))
 	t.Logf("FIGURES: %d StatefulSet versions seen, %d with a superseded spec; spec write to StatefulSet: changes held up by the freeze p50 %s max %s, others p50 %s p99 %s max %s",
-		len(stsVersions), scaled, percentile(frozen, 50), percentile(frozen, 100), percentile(outside, 50), percentile(outside, 99), percentile(outside, 100))
+		len(stsVersions), scaled, stats.Percentile(frozen, 50), stats.Percentile(frozen, 100), stats.Percentile(outside, 50), stats.Percentile(outside, 99), stats.Percentile(outside, 100))
 	t.Logf("FIGURES: every StatefulSet had its final spec %s after the last change (SIGCONT %s after SIGSTOP)",
 		converged.Sub(lastChange).Round(10*time.Millisecond), resumed.Sub(stopped).Round(10*time.Millisecond))
 }

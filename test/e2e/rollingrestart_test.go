@@ -18,6 +18,7 @@ import (
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	typedv1 "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/typed/example/v1"
+	"github.com/mydb-dev/mydb/test/stats"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -676,5 +677,5 @@ func reportRolls(t *testing.T, rolls []rollout, rec *rollRecord, ws []*reflector
 		w.mu.Unlock()
 	}
 	t.Logf("FIGURES: new replica ready in p50 %s max %s; old replica exited after SIGTERM in p50 %s max %s (%d killed at the grace period)",
-		percentile(startups, 50), percentile(startups, 100), percentile(exits, 50), percentile(exits, 100), killed)
+		stats.Percentile(startups, 50), stats.Percentile(startups, 100), stats.Percentile(exits, 50), stats.Percentile(exits, 100), killed)
 }

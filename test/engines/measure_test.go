@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
-	"sort"
 	"strconv"
 	"sync"
 	"syscall"
@@ -96,18 +95,6 @@ func throughput(op api.Operation) string {
 	mib := float64(op.Size) / (1 << 20)
 	secs := op.FinishTime.Sub(op.StartTime).Seconds()
 	return fmt.Sprintf("%.1f MiB in %.2fs, %.0f MiB/s", mib, secs, mib/secs)
-}
-
-// percentile of ds (p in 0-100), nearest rank.
-func percentile(ds []time.Duration, p int) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	k := (p*len(s) + 99) / 100
-	k = min(max(k, 1), len(s))
-	return s[k-1].Round(10 * time.Microsecond)
 }
 
 func killPID(pid int) error {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mydb-dev/mydb/pkg/instance"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
+	"github.com/mydb-dev/mydb/test/stats"
 )
 
 // figures are the suite's measurements, logged at the end of each engine.
@@ -190,9 +191,9 @@ func testReplicas(t *testing.T, c *cluster, p *node, replicas []*node, fig *figu
 
 	delays := measureReplication(t, app, replicaApps(replicas), 400, 10*time.Millisecond)
 	fig.add("row-visible delay on the replicas, 400 writes at 100/s: p50 %s, p99 %s, max %s",
-		percentile(delays, 50), percentile(delays, 99), percentile(delays, 100))
-	if percentile(delays, 99) > 2*time.Second {
-		t.Errorf("p99 replication delay %s exceeds 2s", percentile(delays, 99))
+		stats.Percentile(delays, 50), stats.Percentile(delays, 99), stats.Percentile(delays, 100))
+	if stats.Percentile(delays, 99) > 2*time.Second {
+		t.Errorf("p99 replication delay %s exceeds 2s", stats.Percentile(delays, 99))
 	}
 
 	after := p.waitReady(5*time.Second, api.RolePrimary)

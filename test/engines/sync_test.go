@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mydb-dev/mydb/pkg/instance/api"
+	"github.com/mydb-dev/mydb/test/stats"
 )
 
 // syncChecks are an engine's means to tell, reading a replica directly,
@@ -62,7 +63,7 @@ func testSync(t *testing.T, c *cluster, p *node, replicas []*node, fig *figures)
 	t.Logf("primary: synchronous %v, %d sync replicas", s.Synchronous, s.SyncReplicas)
 	sync := commitLatencies(t, conn, n, n)
 	fig.add("commit latency, %d single-row commits each, Async: p50 %s p99 %s; Sync: p50 %s p99 %s",
-		n, percentile(async, 50), percentile(async, 99), percentile(sync, 50), percentile(sync, 99))
+		n, stats.Percentile(async, 50), stats.Percentile(async, 99), stats.Percentile(sync, 50), stats.Percentile(sync, 99))
 
 	// Every acknowledged commit is on a replica when it is acknowledged.
 	checks := make([]func(string) (bool, error), len(replicas))
