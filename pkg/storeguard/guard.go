@@ -57,6 +57,13 @@ type Marker struct {
 	Sequence int64 `json:"sequence"`
 }
 
+// LostRecord is the UID a record is made with when the record was found
+// missing beside a store that holds a marker: no store matches it, so the
+// store is refused until an operator accepts it. Recreating the record from
+// the store would let anyone who may delete one ConfigMap (and restore an
+// old snapshot) past the rollback check without the token.
+const LostRecord = "lost"
+
 // Token is what AcceptAnnotation must hold to accept the store holding m
 // (nil: a store without marker).
 func Token(m *Marker) string {
@@ -248,6 +255,9 @@ func (g *Guard) Confirm(ctx context.Context) error {
 // nothing is; source says where want comes from ("the record ... names").
 func compare(have, want *Marker, source string) string {
 	switch {
+	case want.UID == LostRecord:
+		return fmt.Sprintf("the record of mydb's storage was deleted (made again, %s store %q): "+
+			"mydb cannot tell whether its storage (%s) is the latest or was rolled back", source, LostRecord, Token(have))
 	case have == nil:
 		return fmt.Sprintf("mydb's storage holds no store identity, but %s store %s at sequence %d: "+
 			"the storage is empty or was replaced", source, want.UID, want.Sequence)
@@ -291,14 +301,14 @@ func (g *Guard) Check(ctx context.Context) {
 	case rec == nil && state.Marker == nil:
 		g.initialize(ctx, state)
 	case rec == nil:
-		// The record was deleted; the store is the one mydb made.
-		if err := g.record.Create(ctx, *state.Marker); err != nil && !apierrors.IsAlreadyExists(err) {
+		// The record was deleted: nothing says the store is the latest. It
+		// is made again as lost, which no store matches, so that an
+		// operator can accept the store on it.
+		if err := g.record.Create(ctx, Marker{UID: LostRecord}); err != nil && !apierrors.IsAlreadyExists(err) {
 			g.trip(ctx, fmt.Sprintf("mydb cannot write %s: %v", g.record, err), false)
 			return
 		}
-		g.record.Event("Normal", ReasonStoreRecorded, fmt.Sprintf("Recorded store %s at sequence %d again: the record was missing", state.Marker.UID, state.Marker.Sequence))
-		g.pass(ctx, state)
-		g.covered(state.ModRevision)
+		g.trip(ctx, compare(state.Marker, &Marker{UID: LostRecord}, "the record "+g.record.String()+" names")+g.acceptHint(state.Marker), true)
 	default:
 		problem := compare(state.Marker, &rec.Marker, "the record "+g.record.String()+" names")
 		switch {

@@ -348,19 +348,46 @@ func TestOutages(t *testing.T) {
 	}
 }
 
-func TestALostRecordIsWrittenAgain(t *testing.T) {
+// TestADeletedRecordIsAMismatch: a record deleted beside a store that
+// holds a marker is made again as lost, and the store is refused until an
+// operator accepts it; before, the record was rebuilt from the store, so
+// deleting one ConfigMap let an older snapshot pass for current.
+func TestADeletedRecordIsAMismatch(t *testing.T) {
 	ctx := context.Background()
 	r := newRig()
 	r.guard().Check(ctx)
-	uid := r.store.marker.UID
+	old := r.store.snapshot()
+	r.store.otherWrite()
+	r.guard().Check(ctx) // advances the sequence past the snapshot's
+	r.events()
+
+	// Roll back to the snapshot, and delete the record that would say so.
+	r.store.restore(old, 1_000_000_000)
 	if err := r.client.CoreV1().ConfigMaps("mydb-system").Delete(ctx, "mydb-store", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	g := r.guard()
 	g.Check(ctx)
+	token := Token(r.store.marker)
+	mustRefuse(t, g, "was deleted", "cannot tell whether its storage ("+token+")", "accept-store="+token)
+	if rec := r.recorded(t); rec == nil || rec.UID != LostRecord {
+		t.Fatalf("the record %+v must be made again as %q", rec, LostRecord)
+	}
+	if evs := r.events(); len(evs) != 1 || !strings.Contains(evs[0], "Warning "+ReasonStoreMismatch) {
+		t.Errorf("events %q, want one StoreMismatch", evs)
+	}
+	// Checked again (and by another replica), it stays refused.
+	g.Check(ctx)
+	r.guard().Check(ctx)
+	mustRefuse(t, g, "was deleted")
+
+	// The operator accepts the store as it is: served again, beyond both
+	// sequences.
+	r.annotate(t, token)
+	g.Check(ctx)
 	mustServe(t, g)
-	if rec := r.recorded(t); rec == nil || rec.UID != uid {
-		t.Fatalf("the record %+v must name the store %s again", rec, uid)
+	if rec := r.recorded(t); rec == nil || rec.UID != old.marker.UID || rec.Sequence <= old.marker.Sequence || rec.Accept != "" {
+		t.Fatalf("after the acceptance the record is %+v, want store %s past sequence %d", rec, old.marker.UID, old.marker.Sequence)
 	}
 }
 
