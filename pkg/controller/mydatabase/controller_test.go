@@ -93,9 +93,18 @@ func pod(db *examplev1.MyDatabase, ordinal int, role string) *corev1.Pod {
 		labels[names.LabelRole] = role
 	}
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", db.Name, ordinal), Namespace: db.Namespace, Labels: labels},
-		Status:     corev1.PodStatus{PodIP: fmt.Sprintf("10.244.0.%d", 10+ordinal)},
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", db.Name, ordinal), Namespace: db.Namespace, Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: names.StatefulSet(db.Name),
+				UID: statefulSetUID(names.StatefulSet(db.Name)), Controller: ptr.To(true)}}},
+		Status: corev1.PodStatus{PodIP: fmt.Sprintf("10.244.0.%d", 10+ordinal)},
 	}
+}
+
+// statefulSetUID is the UID the fake API server gives the StatefulSet
+// named name when it is created, which its pods' controller references
+// name.
+func statefulSetUID(name string) types.UID {
+	return types.UID(name + "-statefulset-uid")
 }
 
 // serving is what a ready instance manager of pod reports.
@@ -125,6 +134,17 @@ func (f *fixture) newController() *Controller {
 		kubeObjects = append(kubeObjects, obj)
 	}
 	f.kubeClient = k8sfake.NewClientset(kubeObjects...)
+	// The fake API server gives no UIDs; the controller trusts pods by
+	// their StatefulSet's.
+	tracker := f.kubeClient.Tracker()
+	f.kubeClient.PrependReactor("patch", "statefulsets", func(a core.Action) (bool, runtime.Object, error) {
+		handled, obj, err := core.ObjectReaction(tracker)(a)
+		if sts, ok := obj.(*appsv1.StatefulSet); ok && err == nil && sts.UID == "" {
+			sts.UID = statefulSetUID(sts.Name)
+			err = tracker.Update(a.GetResource(), sts, sts.Namespace)
+		}
+		return handled, obj, err
+	})
 	f.mydbClient = mydbfake.NewClientset(dbObjects...)
 	f.recorder = record.NewFakeRecorder(100)
 
@@ -1546,4 +1566,54 @@ func TestTheClusterFollowsOnlyWhatTheStoreGuardCovers(t *testing.T) {
 			t.Fatalf("covered %v, want %v", guard.covered, want)
 		}
 	})
+}
+
+// TestOnlyTheStatefulSetsPodsAreInstances: a pod is an instance only when
+// db's StatefulSet controls it (by UID) and its ordinal is below the
+// StatefulSet's replicas. Labels and a <db>-<n> name prove nothing: a pod
+// anyone could add, reporting a position beyond every replica's, would be
+// chosen by a failover or sent backups.
+func TestOnlyTheStatefulSetsPodsAreInstances(t *testing.T) {
+	db, children, statuses := convergedState(t, myDatabase())
+	impostor := func(p *corev1.Pod) *corev1.Pod {
+		statuses[p.Status.PodIP] = api.Status{Name: p.Name, Role: api.RoleReplica, Primary: "prod-mysql-0", Ready: true,
+			EngineRunning: true, Position: &api.Position{GTID: "0-1-999999"}}
+		return p
+	}
+	var objects []runtime.Object
+	for _, obj := range children {
+		if p, ok := obj.(*corev1.Pod); ok && p.Name == "prod-mysql-2" {
+			// Made by someone else under the instance's name and labels.
+			p = p.DeepCopy()
+			p.OwnerReferences = nil
+			obj = impostor(p)
+		}
+		objects = append(objects, obj)
+	}
+	// The StatefulSet's own pod, but beyond its replicas.
+	beyond := pod(db, 3, "")
+	objects = append(objects, impostor(beyond))
+	// Controlled by another StatefulSet of the same name (an earlier one).
+	other := pod(db, 4, "")
+	other.OwnerReferences[0].UID = "an-earlier-statefulset"
+	objects = append(objects, impostor(other))
+
+	f := newFixture(t, []*examplev1.MyDatabase{db}, objects...)
+	f.statuses = statuses
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
+	var got []string
+	for _, in := range status.Instances {
+		got = append(got, in.Name)
+	}
+	if want := []string{"prod-mysql-0", "prod-mysql-1"}; !slices.Equal(got, want) {
+		t.Errorf("status.instances %v, want %v", got, want)
+	}
+	for _, a := range f.kubeClient.Actions() {
+		if p, ok := a.(core.PatchAction); ok && a.GetResource().Resource == "pods" && p.GetName() != "prod-mysql-0" && p.GetName() != "prod-mysql-1" {
+			t.Errorf("mydb labelled %s, which is not its instance", p.GetName())
+		}
+	}
 }

@@ -12,12 +12,14 @@ import (
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/names"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 )
 
 // StatusReader reads an instance manager's status (GET /v1/status):
@@ -32,12 +34,12 @@ const statusTimeout = 2 * time.Second
 // reconcileInstances decides which instance is the primary, labels every pod
 // with its role so the Services route to it, and reads each instance
 // manager's status into findings.
-func (c *Controller) reconcileInstances(ctx context.Context, db *examplev1.MyDatabase, f *findings) error {
+func (c *Controller) reconcileInstances(ctx context.Context, db *examplev1.MyDatabase, sts *appsv1.StatefulSet, f *findings) error {
 	pods, err := c.podLister.Pods(db.Namespace).List(labels.SelectorFromSet(SelectorLabels(db)))
 	if err != nil {
 		return err
 	}
-	pods = slices.DeleteFunc(pods, func(p *corev1.Pod) bool { return ordinal(db, p.Name) < 0 })
+	pods = slices.DeleteFunc(pods, func(p *corev1.Pod) bool { return !isInstance(db, sts, p) })
 	slices.SortFunc(pods, func(a, b *corev1.Pod) int { return ordinal(db, a.Name) - ordinal(db, b.Name) })
 	f.primary = choosePrimary(db, pods)
 	if f.primary == "" {
@@ -61,6 +63,21 @@ func (c *Controller) reconcileInstances(ctx context.Context, db *examplev1.MyDat
 	c.positions.carry(db, f.instances)
 	series.observeInstances(cache.MetaObjectToName(db), f.instances, f.reports)
 	return nil
+}
+
+// isInstance tells whether pod is one of db's instances: made by db's
+// StatefulSet (its controller reference names the StatefulSet's UID), with
+// an ordinal below the StatefulSet's replicas. Labels and a <db>-<n> name
+// alone prove nothing: anyone who may create pods in the namespace could
+// add a pod that reports a huge position and be chosen as a failover
+// target, or be sent backups and their S3 keys.
+func isInstance(db *examplev1.MyDatabase, sts *appsv1.StatefulSet, pod *corev1.Pod) bool {
+	if sts == nil {
+		return false
+	}
+	ref := metav1.GetControllerOf(pod)
+	n := ordinal(db, pod.Name)
+	return ref != nil && ref.Kind == "StatefulSet" && ref.UID == sts.UID && n >= 0 && n < int(ptr.Deref(sts.Spec.Replicas, 1))
 }
 
 // choosePrimary keeps the current primary; a new database's primary is its

@@ -122,7 +122,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if err := c.reconcileVolumes(ctx, db, sts, &f); err != nil {
 		return err
 	}
-	if err := c.reconcileInstances(ctx, db, &f); err != nil {
+	if err := c.reconcileInstances(ctx, db, sts, &f); err != nil {
 		return err
 	}
 	if err := c.reconcileRestore(ctx, db, &f); err != nil {
