@@ -63,6 +63,8 @@ type Manager struct {
 	ops      operations
 	// runCtx is Run's context: backups end with the manager.
 	runCtx context.Context
+	// probes shares the engine probes of status reads over HTTP.
+	probes probeShare
 }
 
 // managerState is the part of the status the loop owns.

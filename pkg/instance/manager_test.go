@@ -496,3 +496,76 @@ func TestManagerFencesForASwitchover(t *testing.T) {
 		})
 	}
 }
+
+// slowProbes is fakeDriver whose probe takes a while and counts how many
+// run at once.
+type slowProbes struct {
+	*fakeDriver
+	mu             sync.Mutex
+	inFlight, most int
+	probes         int
+}
+
+func (s *slowProbes) Probe(ctx context.Context) (Probe, error) {
+	s.mu.Lock()
+	s.inFlight++
+	s.probes++
+	s.most = max(s.most, s.inFlight)
+	s.mu.Unlock()
+	defer func() { s.mu.Lock(); s.inFlight--; s.mu.Unlock() }()
+	time.Sleep(20 * time.Millisecond)
+	return s.fakeDriver.Probe(ctx)
+}
+
+// TestAFloodOfStatusReadsSharesOneProbe: 100 clients reading /v1/status and
+// /readyz at once put one probe at a time on the engine, and every one of
+// them is answered that the primary is ready.
+func TestAFloodOfStatusReadsSharesOneProbe(t *testing.T) {
+	fake := &fakeDriver{}
+	slow := &slowProbes{fakeDriver: fake}
+	h := startManagerFor(t, slow, fake, "db-0")
+	h.src <- Topology{Primary: "db-0"}
+	h.wait("a ready primary", func(s api.Status) bool { return s.Ready })
+	slow.mu.Lock()
+	slow.most, slow.probes = 0, 0
+	slow.mu.Unlock()
+
+	var wg sync.WaitGroup
+	codes := make(chan int, 200)
+	for range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, path := range []string{api.PathStatus, api.PathReadyz} {
+				resp, err := http.Get("http://" + h.addr + path)
+				if err != nil {
+					codes <- 0
+					continue
+				}
+				resp.Body.Close()
+				codes <- resp.StatusCode
+			}
+		}()
+	}
+	wg.Wait()
+	close(codes)
+	for c := range codes {
+		if c != http.StatusOK {
+			t.Errorf("a status read answered %d, want 200", c)
+			break
+		}
+	}
+	slow.mu.Lock()
+	defer slow.mu.Unlock()
+	// The manager's own loop probes on its own (the control loop's are
+	// not shared): at most one beside the readers' one.
+	if slow.most > 2 {
+		t.Errorf("%d probes ran at once, want the readers' one (and the loop's)", slow.most)
+	}
+	// The manager's own loop probes too, one at a time beside them: far
+	// fewer probes than the 200 reads.
+	if slow.probes >= 100 {
+		t.Errorf("%d probes for 200 reads", slow.probes)
+	}
+	t.Logf("200 status reads from 100 clients: %d probes", slow.probes)
+}

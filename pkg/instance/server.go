@@ -56,7 +56,11 @@ func (m *Manager) serve() (*http.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("status server: %w", err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// No write timeout: clones and backups stream for as long as they
+	// take. A client that holds a connection without sending a request, or
+	// sends one slowly, is dropped.
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			m.log.Error("status server", "err", err)
@@ -156,9 +160,7 @@ func (m *Manager) Status(ctx context.Context) api.Status {
 		}
 		return s
 	}
-	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	p, err := m.driver.Probe(pctx)
+	p, err := m.probes.probe(ctx, m.driver)
 	if err != nil {
 		s.Reason = "probe: " + err.Error()
 		return s
