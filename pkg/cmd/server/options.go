@@ -11,6 +11,7 @@ import (
 	"github.com/mydb-dev/mydb/pkg/admission/limitrange"
 	"github.com/mydb-dev/mydb/pkg/admission/namespaces"
 	quotaadmission "github.com/mydb-dev/mydb/pkg/admission/quota"
+	"github.com/mydb-dev/mydb/pkg/admission/secretaccess"
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/apiserver"
@@ -116,8 +117,12 @@ func (o *Options) Complete() error {
 		// Before either: a create where mydb serves no databases is
 		// refused whatever it asks for.
 		namespaces.Register(admission.Plugins, func() scope.Namespaces { return o.Controller.DatabaseNamespaces })
+		// A spec may name only Secrets and ConfigMaps its writer may read:
+		// mydb reads them for the database.
+		secretaccess.Register(admission.Plugins)
 		order := admission.RecommendedPluginOrder
-		admission.RecommendedPluginOrder = append(append(append([]string{}, order[:1]...), namespaces.PluginName, limitrange.PluginName), order[1:]...)
+		admission.RecommendedPluginOrder = append(append(append([]string{}, order[:1]...),
+			namespaces.PluginName, secretaccess.PluginName, limitrange.PluginName), order[1:]...)
 		admission.RecommendedPluginOrder = append(admission.RecommendedPluginOrder, resourcequota.PluginName, quotaadmission.PluginName)
 	}
 	etcd := o.RecommendedOptions.Etcd

@@ -1,0 +1,133 @@
+// Package secretaccess closes a confused deputy: a MyDatabase names the
+// Secret its S3 access key is read from and the Secret or ConfigMap of its
+// CA bundle, and mydb's controllers, which may read them, send the key to
+// the endpoint the same spec names. A user who may write MyDatabases but not
+// read Secrets could otherwise have mydb read any Secret of the namespace
+// (another database's credentials) and send it wherever they like. At
+// admission the plugin asks the server's authorizer whether the requesting
+// user may get each object the spec newly names, and refuses with 403 when
+// not; and it refuses the database's own credentials Secret as an S3 key.
+package secretaccess
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/mydb-dev/mydb/pkg/apis/example"
+	"github.com/mydb-dev/mydb/pkg/names"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/admission/initializer"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+)
+
+// PluginName is the admission plugin's name.
+const PluginName = "MyDatabaseSecretAccess"
+
+// Register registers the plugin.
+func Register(plugins *admission.Plugins) {
+	plugins.Register(PluginName, func(io.Reader) (admission.Interface, error) { return NewPlugin(), nil })
+}
+
+// Plugin checks the objects a MyDatabase's spec names against what its
+// writer may read.
+type Plugin struct {
+	*admission.Handler
+	authorizer authorizer.Authorizer
+}
+
+var (
+	_ admission.ValidationInterface = &Plugin{}
+	_ initializer.WantsAuthorizer   = &Plugin{}
+)
+
+// NewPlugin returns the plugin; the server's initializer gives it the
+// authorizer.
+func NewPlugin() *Plugin {
+	return &Plugin{Handler: admission.NewHandler(admission.Create, admission.Update)}
+}
+
+// SetAuthorizer implements initializer.WantsAuthorizer.
+func (p *Plugin) SetAuthorizer(a authorizer.Authorizer) { p.authorizer = a }
+
+// ValidateInitialization checks the plugin has its authorizer.
+func (p *Plugin) ValidateInitialization() error {
+	if p.authorizer == nil {
+		return fmt.Errorf("%s needs an authorizer", PluginName)
+	}
+	return nil
+}
+
+// reference is an object of the database's namespace that its spec names.
+type reference struct {
+	resource, name string
+	path           *field.Path
+}
+
+// references lists what db's spec names that mydb reads for it.
+func references(db *example.MyDatabase) []reference {
+	if db == nil || db.Spec.Backup == nil || db.Spec.Backup.Destination == nil || db.Spec.Backup.Destination.S3 == nil {
+		return nil
+	}
+	s3 := db.Spec.Backup.Destination.S3
+	path := field.NewPath("spec", "backup", "destination", "s3")
+	refs := []reference{{"secrets", s3.CredentialsSecret.Name, path.Child("credentialsSecret", "name")}}
+	if ca := s3.CABundle; ca != nil {
+		if ca.SecretName != "" {
+			refs = append(refs, reference{"secrets", ca.SecretName, path.Child("caBundle", "secretName")})
+		}
+		if ca.ConfigMapName != "" {
+			refs = append(refs, reference{"configmaps", ca.ConfigMapName, path.Child("caBundle", "configMapName")})
+		}
+	}
+	return refs
+}
+
+// Validate refuses a create or update of a MyDatabase whose spec newly
+// names a Secret or ConfigMap the requesting user may not get. A reference
+// the object held before is not checked again: an update by someone else
+// (or by mydb's own controllers) that leaves it as it was needs no access.
+func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	if a.GetResource().GroupResource() != example.Resource("mydatabases") || a.GetSubresource() != "" {
+		return nil
+	}
+	db, ok := a.GetObject().(*example.MyDatabase)
+	if !ok {
+		return nil
+	}
+	old, _ := a.GetOldObject().(*example.MyDatabase)
+	before := map[reference]bool{}
+	for _, r := range references(old) {
+		before[reference{r.resource, r.name, nil}] = true
+	}
+	var errs field.ErrorList
+	for _, r := range references(db) {
+		if r.name == "" || before[reference{r.resource, r.name, nil}] {
+			continue
+		}
+		if r.resource == "secrets" && r.name == names.Secret(db.Name) {
+			errs = append(errs, field.Forbidden(r.path, fmt.Sprintf("may not be the database's own credentials Secret %q", r.name)))
+			continue
+		}
+		decision, reason, err := p.authorizer.Authorize(ctx, authorizer.AttributesRecord{
+			User: a.GetUserInfo(), Verb: "get", Namespace: a.GetNamespace(),
+			APIGroup: "", APIVersion: "v1", Resource: r.resource, Name: r.name, ResourceRequest: true,
+		})
+		if err != nil || decision != authorizer.DecisionAllow {
+			why := reason
+			if err != nil {
+				why = err.Error()
+			}
+			msg := fmt.Sprintf("the requesting user must be allowed to get %s %q to name it: mydb reads it for this database", r.resource, r.name)
+			if why != "" {
+				msg += " (" + why + ")"
+			}
+			errs = append(errs, field.Forbidden(r.path, msg))
+		}
+	}
+	if len(errs) > 0 {
+		return admission.NewForbidden(a, errs.ToAggregate())
+	}
+	return nil
+}
