@@ -3,13 +3,11 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/user"
 	"path/filepath"
 	"slices"
@@ -23,6 +21,7 @@ import (
 	"github.com/mydb-dev/mydb/pkg/databasepod"
 	"github.com/mydb-dev/mydb/pkg/engine"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
+	"github.com/mydb-dev/mydb/test/instanceproc"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,9 +66,8 @@ type rig struct {
 }
 
 type rigProcess struct {
-	ip   string
-	cmd  *exec.Cmd
-	done chan struct{}
+	ip string
+	*instanceproc.Process
 	// enginePIDs are the engine's processes, found when it is frozen.
 	enginePIDs []int
 }
@@ -289,36 +287,18 @@ func (r *rig) startProcess(pod *corev1.Pod, ip string) {
 	}
 	// A fresh volume's root holds lost+found, which must not bother the engines.
 	_ = os.Mkdir(filepath.Join(claim, "lost+found"), 0o700)
-	logf, err := os.OpenFile(filepath.Join(r.dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	p, err := instanceproc.Start(instanceproc.Options{Binary: filepath.Join(repoRoot, "_output", "bin", "mydb-instance"),
+		Args: args, Env: env, Dir: run, UID: r.uid, GID: r.gid, Log: filepath.Join(r.dir, name+".log")})
 	if err != nil {
-		r.t.Error(err)
-		return
-	}
-	cmd := exec.Command(filepath.Join(repoRoot, "_output", "bin", "mydb-instance"), args...)
-	cmd.Dir = run
-	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Setpgid:    true,
-		Credential: &syscall.Credential{Uid: uint32(r.uid), Gid: uint32(r.gid)},
-		// Should the test binary die without its cleanups, the managers
-		// still stop their engines.
-		Pdeathsig: syscall.SIGTERM,
-	}
-	if err := cmd.Start(); err != nil {
 		r.t.Errorf("starting the instance of %s: %v", name, err)
-		logf.Close()
 		return
 	}
 	started = true
-	proc := &rigProcess{ip: ip, cmd: cmd, done: make(chan struct{})}
 	go func() {
-		_ = cmd.Wait()
-		logf.Close()
+		<-p.Done()
 		releasePodIP(ip, owner)
-		close(proc.done)
 	}()
-	r.procs[name] = proc
+	r.procs[name] = &rigProcess{ip: ip, Process: p}
 	r.t.Logf("rig: started the instance of pod %s on %s", name, ip)
 }
 
@@ -386,13 +366,7 @@ func (r *rig) instanceCommand(pod *corev1.Pod, ip, claim, run string) (args, env
 // stopProcess stops an instance the way the kubelet stops a container:
 // SIGTERM, then SIGKILL after the grace period. r.mu is held.
 func (r *rig) stopProcess(name string, proc *rigProcess) {
-	_ = proc.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-proc.done:
-	case <-time.After(30 * time.Second):
-		_ = syscall.Kill(-proc.cmd.Process.Pid, syscall.SIGKILL)
-		<-proc.done
-	}
+	proc.Stop(30 * time.Second)
 	delete(r.procs, name)
 	r.t.Logf("rig: stopped the instance of pod %s", name)
 }
@@ -431,19 +405,12 @@ func (r *rig) kill(pod string) {
 		r.t.Fatalf("rig: no instance runs for pod %s", pod)
 	}
 	if pid := enginePID(proc.ip); pid > 0 {
-		// Postgres' backends and walsenders lead process groups of their
-		// own: left alive, a backend could still acknowledge a commit.
-		// They are found first and killed after the postmaster, which
-		// would otherwise restart them.
-		children := childPIDs(pid)
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
-		for _, child := range children {
-			_ = syscall.Kill(-child, syscall.SIGKILL)
-			_ = syscall.Kill(child, syscall.SIGKILL)
-		}
+		// The engine's children are found first and killed after it,
+		// which would otherwise restart them.
+		instanceproc.SignalEngine(append([]int{pid}, instanceproc.ChildPIDs(pid)...), syscall.SIGKILL)
 	}
-	_ = syscall.Kill(-proc.cmd.Process.Pid, syscall.SIGKILL)
-	<-proc.done
+	proc.SignalGroup(syscall.SIGKILL)
+	<-proc.Done()
 	r.t.Logf("rig: killed the instance of pod %s (kill -9 of its process groups)", pod)
 }
 
@@ -476,36 +443,11 @@ func (r *rig) signalGroups(pod string, sig syscall.Signal) {
 	if sig == syscall.SIGSTOP {
 		proc.enginePIDs = nil
 		if pid := enginePID(proc.ip); pid > 0 {
-			proc.enginePIDs = append(childPIDs(pid), pid)
+			proc.enginePIDs = append(instanceproc.ChildPIDs(pid), pid)
 		}
 	}
-	for _, pid := range proc.enginePIDs {
-		_ = syscall.Kill(-pid, sig)
-		_ = syscall.Kill(pid, sig)
-	}
-	_ = syscall.Kill(-proc.cmd.Process.Pid, sig)
-}
-
-// childPIDs are the processes whose parent is pid, from /proc.
-func childPIDs(pid int) []int {
-	entries, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range entries {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces, so read after the last ")".
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
-			out = append(out, child)
-		}
-	}
-	return out
+	instanceproc.SignalEngine(proc.enginePIDs, sig)
+	proc.SignalGroup(sig)
 }
 
 // revive lets the rig start pod's instance again, on the data it had.
@@ -514,7 +456,7 @@ func (r *rig) revive(pod string) {
 	defer r.mu.Unlock()
 	if proc, ok := r.procs[pod]; ok {
 		select {
-		case <-proc.done:
+		case <-proc.Done():
 			delete(r.procs, pod)
 		default:
 			r.t.Errorf("rig: the instance of %s still runs", pod)

@@ -7,18 +7,17 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
+	"github.com/mydb-dev/mydb/test/instanceproc"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,8 +39,8 @@ type dumpRig struct {
 	dir  string
 
 	mu    sync.Mutex
-	procs map[string]*exec.Cmd // by pod name
-	ips   map[string]string    // the IP each serves on, by pod name
+	procs map[string]*instanceproc.Process // by pod name
+	ips   map[string]string                // the IP each serves on, by pod name
 	// mounts are "<pod> <claim> ro|rw" for every pod the rig ran.
 	mounts []string
 	stop   chan struct{}
@@ -61,7 +60,7 @@ func startDumpRig(t *testing.T, ns string) *dumpRig {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	r := &dumpRig{t: t, kube: kubeClient(t), ns: ns, dir: dir, procs: map[string]*exec.Cmd{}, ips: map[string]string{},
+	r := &dumpRig{t: t, kube: kubeClient(t), ns: ns, dir: dir, procs: map[string]*instanceproc.Process{}, ips: map[string]string{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go r.loop()
 	t.Cleanup(r.shutdown)
@@ -84,10 +83,9 @@ func (r *dumpRig) loop() {
 				}
 			}
 			r.mu.Lock()
-			for name, cmd := range r.procs {
+			for name, proc := range r.procs {
 				if want[name] == nil {
-					_ = cmd.Process.Signal(syscall.SIGTERM)
-					_ = cmd.Wait()
+					proc.Stop(30 * time.Second)
 					releasePodIP(r.ips[name], r.ns+"/"+name)
 					delete(r.procs, name)
 					delete(r.ips, name)
@@ -164,17 +162,10 @@ func (r *dumpRig) start(p *corev1.Pod) {
 	if slices.Contains(c.Args, "--read-only") {
 		args = append(args, "--read-only")
 	}
-	logf, err := os.OpenFile(filepath.Join(r.dir, p.Name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	proc, err := instanceproc.Start(instanceproc.Options{Binary: filepath.Join(repoRoot, "_output", "bin", "mydb-instance"),
+		Args: args, UID: dumpUser, GID: dumpUser, Log: filepath.Join(r.dir, p.Name+".log")})
 	if err != nil {
-		r.t.Error(err)
-		return
-	}
-	cmd := exec.Command(filepath.Join(repoRoot, "_output", "bin", "mydb-instance"), args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: dumpUser, Gid: dumpUser}, Pdeathsig: syscall.SIGTERM}
-	if err := cmd.Start(); err != nil {
 		r.t.Errorf("dump rig: starting the dump server of %s: %v", p.Name, err)
-		logf.Close()
 		return
 	}
 	started = true
@@ -182,7 +173,7 @@ func (r *dumpRig) start(p *corev1.Pod) {
 	if readOnly {
 		mode = "ro"
 	}
-	r.procs[p.Name] = cmd
+	r.procs[p.Name] = proc
 	r.ips[p.Name] = p.Status.PodIP
 	r.mounts = append(r.mounts, fmt.Sprintf("%s %s %s", p.Name, claim, mode))
 	r.t.Logf("dump rig: started the dump server of pod %s on %s (claim %s, %s)", p.Name, p.Status.PodIP, claim, mode)
@@ -199,9 +190,8 @@ func (r *dumpRig) shutdown() {
 	<-r.done
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for name, cmd := range r.procs {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
+	for name, proc := range r.procs {
+		proc.Stop(30 * time.Second)
 		releasePodIP(r.ips[name], r.ns+"/"+name)
 	}
 	if r.t.Failed() {

@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/mydb-dev/mydb/pkg/instance"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
+	"github.com/mydb-dev/mydb/test/instanceproc"
 )
 
 // engineSpec is what the shared flow needs to know about an engine.
@@ -86,8 +86,7 @@ type node struct {
 	extraArgs []string
 
 	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	proc *instanceproc.Process
 }
 
 func randomSecret(prefix string) string {
@@ -250,11 +249,7 @@ func (c *cluster) cleanup() {
 func (n *node) start() {
 	t := n.c.t
 	t.Helper()
-	logf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(binary,
+	args := []string{
 		"--engine", n.c.spec.name,
 		"--name", n.name,
 		"--data-root", n.dataRoot,
@@ -265,70 +260,53 @@ func (n *node) start() {
 		"--secrets-dir", filepath.Join(n.c.dir, "secrets"),
 		"--topology-file", n.c.topology,
 		"--stop-timeout", "25s",
-	)
+	}
 	if n.c.spec.binDir != "" {
-		cmd.Args = append(cmd.Args, "--bin-dir", n.c.spec.binDir)
+		args = append(args, "--bin-dir", n.c.spec.binDir)
 	}
-	cmd.Args = append(cmd.Args, n.extraArgs...)
-	cmd.Dir = n.runDir
-	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + n.runDir, "LANG=C.UTF-8"}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Setpgid:    true,
-		Credential: &syscall.Credential{Uid: uint32(n.c.uid), Gid: uint32(n.c.gid)},
-		// Should the test binary die without its cleanups (a -timeout
-		// panic), the managers still stop their engines and exit.
-		Pdeathsig: syscall.SIGTERM,
-	}
+	o := instanceproc.Options{Binary: binary, Args: append(args, n.extraArgs...), Dir: n.runDir,
+		Env: []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + n.runDir, "LANG=C.UTF-8"},
+		UID: n.c.uid, GID: n.c.gid, Log: n.logPath}
 	if n.c.image != nil {
-		cmd.SysProcAttr.Chroot = n.c.image.dir
+		o.Chroot = n.c.image.dir
 	}
-	if err := cmd.Start(); err != nil {
+	p, err := instanceproc.Start(o)
+	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		logf.Close()
-		close(done)
-	}()
 	n.mu.Lock()
-	n.cmd, n.done = cmd, done
+	n.proc = p
 	n.mu.Unlock()
 }
 
-func (n *node) doneChan() chan struct{} {
+func (n *node) process() *instanceproc.Process {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.done
+	return n.proc
+}
+
+// doneChan is closed once the manager has exited (nil before it started).
+func (n *node) doneChan() <-chan struct{} {
+	if p := n.process(); p != nil {
+		return p.Done()
+	}
+	return nil
 }
 
 func (n *node) running() bool {
-	d := n.doneChan()
-	if d == nil {
-		return false
-	}
-	select {
-	case <-d:
-		return false
-	default:
-		return true
-	}
+	p := n.process()
+	return p != nil && p.Running()
 }
 
 func (n *node) signal(sig syscall.Signal) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd != nil {
-		_ = n.cmd.Process.Signal(sig)
+	if p := n.process(); p != nil {
+		p.Signal(sig)
 	}
 }
 
 func (n *node) killGroup() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd != nil {
-		_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL)
+	if p := n.process(); p != nil {
+		p.SignalGroup(syscall.SIGKILL)
 	}
 }
 
@@ -337,15 +315,12 @@ func (n *node) killGroup() {
 func (n *node) stop() (time.Duration, int) {
 	t := n.c.t
 	t.Helper()
-	start := time.Now()
-	n.signal(syscall.SIGTERM)
-	select {
-	case <-n.doneChan():
-	case <-time.After(40 * time.Second):
-		n.killGroup()
+	p := n.process()
+	took, ok := p.Stop(40 * time.Second)
+	if !ok {
 		t.Fatalf("%s: the manager did not exit within 40s of SIGTERM", n.name)
 	}
-	return time.Since(start), n.cmd.ProcessState.ExitCode()
+	return took, p.ExitCode()
 }
 
 var httpClient = &http.Client{Timeout: 3 * time.Second}
@@ -400,7 +375,11 @@ func (n *node) waitStatus(timeout time.Duration, what string, cond func(api.Stat
 	var lastErr error
 	for time.Now().Before(deadline) {
 		if !n.running() {
-			t.Fatalf("%s: the manager exited (code %d) while waiting for %s", n.name, n.cmd.ProcessState.ExitCode(), what)
+			code := "not started"
+			if p := n.process(); p != nil {
+				code = fmt.Sprintf("code %d", p.ExitCode())
+			}
+			t.Fatalf("%s: the manager exited (%s) while waiting for %s", n.name, code, what)
 		}
 		s, err := n.status()
 		if err == nil && cond(s) {

@@ -8,16 +8,15 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
+	"github.com/mydb-dev/mydb/test/instanceproc"
 )
 
 // The volume destination: the backup streams to `mydb-instance
@@ -165,21 +164,11 @@ func startDumpServer(t *testing.T, c *cluster, host, dir string, readOnly bool) 
 	if readOnly {
 		args = append(args, "--read-only")
 	}
-	cmd := exec.Command(binary, args...)
-	logf, err := os.Create(dir + "-" + host + ".log")
+	p, err := instanceproc.Start(instanceproc.Options{Binary: binary, Args: args, Log: dir + "-" + host + ".log"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-		logf.Close()
-	})
+	t.Cleanup(func() { p.Stop(30 * time.Second) })
 	waitFor(t, 30*time.Second, "the dump server on "+address, func() error {
 		resp, err := http.Get("http://" + address + "/healthz")
 		if err != nil {
