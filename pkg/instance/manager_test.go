@@ -569,3 +569,50 @@ func TestAFloodOfStatusReadsSharesOneProbe(t *testing.T) {
 	}
 	t.Logf("200 status reads from 100 clients: %d probes", slow.probes)
 }
+
+// endlessClone serves a clone that never ends, and says when and how its
+// last write failed.
+type endlessClone struct {
+	*fakeDriver
+	ended chan error
+}
+
+func (e *endlessClone) ServeClone(w http.ResponseWriter, _ *http.Request) {
+	chunk := make([]byte, 64<<10)
+	for {
+		if _, err := w.Write(chunk); err != nil {
+			e.ended <- err
+			return
+		}
+	}
+}
+
+// TestAStalledCloneReaderIsDropped: a client that stops reading a clone
+// stream is dropped once a write has stood still for StreamStall, so the
+// engine tool behind the stream (and its backup lock) does not wait on it.
+func TestAStalledCloneReaderIsDropped(t *testing.T) {
+	fake := &fakeDriver{}
+	clone := &endlessClone{fakeDriver: fake, ended: make(chan error, 1)}
+	h := startManagerWith(t, clone, fake, "db-0", func(o *Options) { o.StreamStall = 300 * time.Millisecond })
+	h.src <- Topology{Primary: "db-0"}
+	h.wait("a ready primary", func(s api.Status) bool { return s.Ready })
+
+	req, _ := http.NewRequest(http.MethodGet, "http://"+h.addr+api.PathClone, nil)
+	req.SetBasicAuth(api.ReplicationUser, "repl-pw")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.ReadFull(resp.Body, make([]byte, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	// The client stops reading, but keeps the connection.
+	start := time.Now()
+	select {
+	case err := <-clone.ended:
+		t.Logf("the stalled stream ended after %s: %v", time.Since(start).Round(time.Millisecond), err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the clone stream still waits for a client that stopped reading 10s ago")
+	}
+}
