@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mydb-dev/mydb/pkg/instance/api"
@@ -169,8 +170,17 @@ func (m *Manager) runBackup(b Backuper, store ObjectStore, req api.BackupRequest
 		err error
 	}
 	done := make(chan result, 1)
+	// A destination that stops taking the stream (a stalled S3 server or
+	// dump server) would hold the engine's tool, and on a MySQL-family
+	// primary its backup lock, which stops commits: once a write has
+	// waited for DefaultBackupStall the upload is given up and the tool ends.
+	watch := &stallWatch{w: pw}
+	go watch.run(ctx, m.backupStall(), func(stalled time.Duration) {
+		pr.CloseWithError(fmt.Errorf("the destination took no data for %s: the backup is given up", stalled.Round(100*time.Millisecond)))
+		cancel()
+	})
 	go func() {
-		pos, err := b.Backup(ctx, &progressWriter{w: pw, m: m, op: op})
+		pos, err := b.Backup(ctx, &progressWriter{w: watch, m: m, op: op})
 		// A failed backup fails the upload, which then aborts.
 		pw.CloseWithError(err)
 		done <- result{pos, err}
@@ -417,6 +427,46 @@ func (m *Manager) wakeLoop() {
 
 // progressWriter and progressReader count the bytes streamed into the
 // operation, for the status.
+// stallWatch is a writer that knows how long its current write has been
+// blocked.
+type stallWatch struct {
+	w     io.Writer
+	mu    sync.Mutex
+	since time.Time // when the write under way began; zero between writes
+}
+
+func (s *stallWatch) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	s.since = time.Now()
+	s.mu.Unlock()
+	n, err := s.w.Write(p)
+	s.mu.Lock()
+	s.since = time.Time{}
+	s.mu.Unlock()
+	return n, err
+}
+
+// run calls stalled, once, when a write has been blocked for stall, and
+// returns then or when ctx ends.
+func (s *stallWatch) run(ctx context.Context, stall time.Duration, stalled func(time.Duration)) {
+	tick := time.NewTicker(max(stall/10, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		s.mu.Lock()
+		since := s.since
+		s.mu.Unlock()
+		if !since.IsZero() && time.Since(since) >= stall {
+			stalled(time.Since(since))
+			return
+		}
+	}
+}
+
 type progressWriter struct {
 	w  io.Writer
 	m  *Manager

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/objectstore"
@@ -373,5 +374,62 @@ func TestAReplicaStartedToRestoreClones(t *testing.T) {
 	code, msg := h.call("POST", "/v1/restore", api.RestoreRequest{ID: "r1", Source: api.Destination{S3: s3Object("k")}, SHA256: strings.Repeat("0", 64), Size: 1})
 	if code != http.StatusConflict || !strings.Contains(msg, "replica") {
 		t.Errorf("POST to a replica: %d %s", code, msg)
+	}
+}
+
+// stalledStore takes a little of a backup's stream, then no more, until the
+// upload is given up.
+type stalledStore struct{ memStore }
+
+func (s *stalledStore) Put(ctx context.Context, _ string, r io.Reader) (objectstore.Object, error) {
+	if _, err := io.ReadFull(r, make([]byte, 1024)); err != nil {
+		return objectstore.Object{}, err
+	}
+	<-ctx.Done()
+	return objectstore.Object{}, ctx.Err()
+}
+
+// endlessBackup writes a backup that does not end, as a tool writes a large
+// one, and says why it stopped.
+type endlessBackup struct {
+	*backupDriver
+	ended chan error
+}
+
+func (e *endlessBackup) Backup(ctx context.Context, w io.Writer) (api.Position, error) {
+	chunk := make([]byte, 32<<10)
+	for {
+		if _, err := w.Write(chunk); err != nil {
+			e.ended <- err
+			return api.Position{}, err
+		}
+	}
+}
+
+// TestABackupToAStalledDestinationIsGivenUp: a destination that stops
+// taking the stream fails the backup once a write has waited StreamStall,
+// and the engine's tool is stopped (its write fails), so it does not hold
+// the engine's backup lock.
+func TestABackupToAStalledDestinationIsGivenUp(t *testing.T) {
+	driver := &endlessBackup{backupDriver: &backupDriver{fakeDriver: &fakeDriver{}}, ended: make(chan error, 1)}
+	st := &stalledStore{memStore{objects: map[string][]byte{}}}
+	h := startManagerWith(t, driver, driver.fakeDriver, "db-0", func(o *Options) {
+		o.StreamStall = 300 * time.Millisecond
+		o.OpenStore = func(api.S3Object) (ObjectStore, error) { return st, nil }
+	})
+	h.src <- Topology{Primary: "db-0"}
+	h.wait("a ready primary", func(s api.Status) bool { return s.Ready })
+	if code, msg := h.call("POST", "/v1/backups", api.BackupRequest{ID: "b1", Destination: api.Destination{S3: s3Object("db/b1")}}); code != http.StatusAccepted {
+		t.Fatalf("%d %s", code, msg)
+	}
+	select {
+	case err := <-driver.ended:
+		t.Logf("the tool's write failed: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the backup still writes into a destination that took nothing for 10s")
+	}
+	s := h.wait("the backup failed", func(s api.Status) bool { return s.Backup != nil && s.Backup.Phase != api.OperationRunning })
+	if s.Backup.Phase != api.OperationFailed || !strings.Contains(s.Backup.Message, "took no data for") {
+		t.Errorf("backup %s: %s", s.Backup.Phase, s.Backup.Message)
 	}
 }

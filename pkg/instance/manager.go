@@ -35,8 +35,9 @@ type Options struct {
 	// load that backup instead of bootstrapping a new data set. Replicas
 	// clone from their primary whatever it says.
 	Restore bool
-	// StreamStall is how long a clone stream may stand still before its
-	// client is dropped (DefaultStreamStall when 0).
+	// StreamStall is how long a write of a clone or backup stream may
+	// block before the stream is given up (0: DefaultStreamStall for
+	// clones, DefaultBackupStall for backups).
 	StreamStall time.Duration
 	// OpenStore opens the bucket of a backup or restore (default OpenS3).
 	OpenStore func(api.S3Object) (ObjectStore, error)

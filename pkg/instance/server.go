@@ -48,7 +48,7 @@ func (m *Manager) serve() (*http.Server, error) {
 				return
 			}
 			m.log.Info("serving a clone", "client", r.RemoteAddr)
-			cs.ServeClone(guardStalls(w, m.opts.StreamStall), r)
+			cs.ServeClone(guardStalls(w, m.streamStall()), r)
 		}))
 	}
 	m.handleBackups(mux)

@@ -5,9 +5,29 @@ import (
 	"time"
 )
 
-// DefaultStreamStall is how long a stream the manager serves (a clone) may
-// stand still before the client is dropped.
+// DefaultStreamStall is how long a write of a clone stream the manager
+// serves may block before its client is dropped.
 const DefaultStreamStall = 30 * time.Second
+
+// DefaultBackupStall is how long a write of a backup into its upload may
+// block before the backup is given up. An upload reads nothing while it
+// sends a part (objectstore's 16 MiB), so this is longer: a destination
+// slower than 16 MiB in 2 minutes (0.14 MB/s) is taken for a stalled one.
+const DefaultBackupStall = 2 * time.Minute
+
+func (m *Manager) streamStall() time.Duration {
+	if m.opts.StreamStall > 0 {
+		return m.opts.StreamStall
+	}
+	return DefaultStreamStall
+}
+
+func (m *Manager) backupStall() time.Duration {
+	if m.opts.StreamStall > 0 {
+		return m.opts.StreamStall
+	}
+	return DefaultBackupStall
+}
 
 // stallGuard is a ResponseWriter whose every write must complete within
 // stall: a client that stops reading is dropped after that long, and the
@@ -22,9 +42,6 @@ type stallGuard struct {
 }
 
 func guardStalls(w http.ResponseWriter, stall time.Duration) *stallGuard {
-	if stall <= 0 {
-		stall = DefaultStreamStall
-	}
 	return &stallGuard{ResponseWriter: w, rc: http.NewResponseController(w), stall: stall}
 }
 
