@@ -61,7 +61,9 @@ func TestTenantAccess(t *testing.T) {
 }
 
 // TestSwitchoverVerb: create on mydatabases/switchover is what a
-// switchover takes, and all it grants; edit includes it.
+// switchover takes, and all it grants; edit includes it. A forced failover
+// (allowWriteLoss) needs the forcefailover verb besides, which no
+// aggregated role holds.
 func TestSwitchoverVerb(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -93,6 +95,9 @@ func TestSwitchoverVerb(t *testing.T) {
 		{"oncall", "get", "mydatabases.example.com", "", "no"},
 		{"oncall", "update", "mydatabases.example.com", "status", "no"},
 		{"oncall", "create", "mydatabases.example.com", "backup", "no"},
+		// A forced failover's own verb is in no aggregated role.
+		{"alice", "forcefailover", "mydatabases.example.com", "", "no"},
+		{"oncall", "forcefailover", "mydatabases.example.com", "", "no"},
 	} {
 		args := []string{"auth", "can-i", tc.verb, tc.resource, "-n", ns, "--as", tc.user}
 		if tc.sub != "" {
@@ -116,6 +121,13 @@ func TestSwitchoverVerb(t *testing.T) {
 	})
 	if _, err := dbs.Get(ctx, name, metav1.GetOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("oncall read the database: %v", err)
+	}
+	// Forcing a failover that loses writes is refused at admission, before
+	// anything about the database is looked at.
+	forced := &examplev1.MyDatabaseSwitchover{Spec: examplev1.MyDatabaseSwitchoverSpec{TargetInstance: name + "-1", AllowWriteLoss: true}}
+	if _, err := dbs.Switchover(ctx, name, forced, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); !apierrors.IsForbidden(err) ||
+		!strings.Contains(err.Error(), "forcefailover") {
+		t.Errorf("a forced failover as oncall: %v, want 403 naming the forcefailover verb", err)
 	}
 	other := restConfig(t)
 	other.Impersonate.UserName = "nobody"

@@ -125,7 +125,7 @@ func (o *options) switchoverCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&to, "to", "", "the replica to promote (default: the most caught-up ready replica)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "only check that the switchover would be accepted")
-	cmd.Flags().BoolVar(&allowWriteLoss, "allow-write-loss", false, "force a held-back failover to --to, losing the writes only a lost replica had")
+	cmd.Flags().BoolVar(&allowWriteLoss, "allow-write-loss", false, "force a held-back failover to --to, losing the writes only a lost replica had (needs the forcefailover verb on mydatabases)")
 	cmd.Flags().DurationVar(&waitFor, "wait", 0, "wait this long for the switchover to finish")
 	return cmd
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 
+	"github.com/mydb-dev/mydb/pkg/admission/forcedfailover"
 	"github.com/mydb-dev/mydb/pkg/admission/limitrange"
 	"github.com/mydb-dev/mydb/pkg/admission/namespaces"
 	quotaadmission "github.com/mydb-dev/mydb/pkg/admission/quota"
@@ -120,9 +121,12 @@ func (o *Options) Complete() error {
 		// A spec may name only Secrets and ConfigMaps its writer may read:
 		// mydb reads them for the database.
 		secretaccess.Register(admission.Plugins)
+		// A forced failover needs a verb of its own, not only the
+		// switchover's.
+		forcedfailover.Register(admission.Plugins)
 		order := admission.RecommendedPluginOrder
 		admission.RecommendedPluginOrder = append(append(append([]string{}, order[:1]...),
-			namespaces.PluginName, secretaccess.PluginName, limitrange.PluginName), order[1:]...)
+			namespaces.PluginName, secretaccess.PluginName, forcedfailover.PluginName, limitrange.PluginName), order[1:]...)
 		admission.RecommendedPluginOrder = append(admission.RecommendedPluginOrder, resourcequota.PluginName, quotaadmission.PluginName)
 	}
 	etcd := o.RecommendedOptions.Etcd
