@@ -19,12 +19,7 @@ import (
 func postgresBackup() backupSpec {
 	super := func(t *testing.T, n *node, database string) *sql.DB {
 		t.Helper()
-		db, err := n.c.spec.openApp(n.host, n.port, "postgres", n.c.secrets[instance.SecretSuperuserPassword], database)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return db
+		return n.superuser(t, database)
 	}
 	return backupSpec{
 		engine: postgresSpec(), srcPrefix: "127.0.33.", dstPrefix: "127.0.34.", onePrefix: "127.0.35.",
@@ -77,13 +72,21 @@ func postgresBackup() backupSpec {
 		},
 		credentials: func(t *testing.T, n *node, src *cluster) {
 			t.Helper()
-			for user, key := range map[string]string{"app": instance.SecretPassword, "postgres": instance.SecretSuperuserPassword} {
-				if err := n.openAs(user, n.c.secrets[key]).Ping(); err != nil {
-					t.Errorf("%s with the restored database's password: %v", user, err)
+			if err := n.openAs("app", n.c.secrets[instance.SecretPassword]).Ping(); err != nil {
+				t.Errorf("app with the restored database's password: %v", err)
+			}
+			if err := n.openAs("app", src.secrets[instance.SecretPassword]).Ping(); !isPgCode(err, "28P01") {
+				t.Errorf("app with the source's password: want 28P01, got %v", err)
+			}
+			// The superuser: never over the network (either password), and on
+			// the socket as the engine's user.
+			for _, s := range []*cluster{n.c, src} {
+				if err := n.openAs("postgres", s.secrets[instance.SecretSuperuserPassword]).Ping(); !isPgCode(err, "28000") {
+					t.Errorf("superuser over the network: want 28000, got %v", err)
 				}
-				if err := n.openAs(user, src.secrets[key]).Ping(); !isPgCode(err, "28P01") {
-					t.Errorf("%s with the source's password: want 28P01, got %v", user, err)
-				}
+			}
+			if err := n.superuser(t, "").Ping(); err != nil {
+				t.Errorf("superuser on the restored instance's socket: %v", err)
 			}
 		},
 	}

@@ -32,6 +32,9 @@ var (
 const privateMounts = "MYDB_ENGINES_PRIVATE_MOUNTS"
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(relayEnv); spec != "" {
+		os.Exit(relayMain(spec))
+	}
 	if os.Getenv(privateMounts) == "" {
 		os.Exit(rerunWithPrivateMounts())
 	}

@@ -92,13 +92,16 @@ func postgresSpec() engineSpec {
 			if err := p.openAs(api.ReplicationUser, c.secrets[instance.SecretReplicationPassword]).Ping(); err == nil {
 				t.Error("the replication user logged into the application database")
 			}
-			// The superuser's password from the Secret works over the network
-			// (and only it).
-			if err := p.openAs("postgres", c.secrets[instance.SecretSuperuserPassword]).Ping(); err != nil {
-				t.Errorf("superuser with its password: %v", err)
+			// The superuser never logs in over the network, not even with
+			// its own password (pg_hba.conf rejects it: 28000); it is the
+			// manager's OS user's, on the socket.
+			for what, password := range map[string]string{"its own password": c.secrets[instance.SecretSuperuserPassword], "the app's": c.secrets[instance.SecretPassword]} {
+				if err := p.openAs("postgres", password).Ping(); !isPgCode(err, "28000") {
+					t.Errorf("superuser over the network with %s: want 28000 (rejected by pg_hba.conf), got %v", what, err)
+				}
 			}
-			if err := p.openAs("postgres", c.secrets[instance.SecretPassword]).Ping(); !isPgCode(err, "28P01") {
-				t.Errorf("superuser with the app's password: want 28P01, got %v", err)
+			if err := p.superuser(t, "").Ping(); err != nil {
+				t.Errorf("superuser on the socket as the engine's user: %v", err)
 			}
 		},
 		bulkLoad: []string{
@@ -109,7 +112,7 @@ func postgresSpec() engineSpec {
 			t.Helper()
 			// As the superuser: let slots keep little WAL, write more than
 			// that, and checkpoint until the stopped replica's slot is lost.
-			su := p.openAs("postgres", p.c.secrets[instance.SecretSuperuserPassword])
+			su := p.superuser(t, "")
 			for _, stmt := range []string{
 				"ALTER SYSTEM SET max_slot_wal_keep_size = '16MB'",
 				"ALTER SYSTEM SET wal_keep_size = 0",

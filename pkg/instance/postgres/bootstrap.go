@@ -107,9 +107,12 @@ log_line_prefix = '%m [%p] %q%u@%d '
 }
 
 // writeAuthConfig writes pg_hba.conf and pg_ident.conf. Only the manager's
-// OS user is the superuser on the socket; everything else, local or over
-// the network, authenticates with a SCRAM password, and the replication
-// user can do nothing but replicate.
+// OS user is the superuser, on the socket: the superuser may not log in
+// over the network at all, password or not (whoever holds its password
+// would get COPY ... TO PROGRAM, a shell in the pod). Everything else,
+// local or over the network, authenticates with a SCRAM password, and the
+// replication user can do nothing but replicate. The manager writes it
+// before every start, so data directories made before a change get it.
 func writeAuthConfig(dataDir string) error {
 	u, err := user.Current()
 	if err != nil {
@@ -122,6 +125,7 @@ local   replication  postgres               peer map=manager
 local   all          all                    scram-sha-256
 host    replication  replicator    all      scram-sha-256
 host    all          replicator    all      reject
+host    all          postgres      all      reject
 host    all          all           all      scram-sha-256
 `
 	ident := fmt.Sprintf("# Written by mydb-instance.\nmanager  %s  postgres\n", u.Username)

@@ -118,6 +118,9 @@ func (d *Driver) Command() (*exec.Cmd, error) {
 	if err := d.writePassfile(); err != nil {
 		return nil, err
 	}
+	if err := writeAuthConfig(d.DataDir()); err != nil {
+		return nil, err
+	}
 	cmd := exec.Command(d.cfg.Bin("postgres"), d.serverArgs(d.DataDir(), strings.Join(d.cfg.ListenAddresses(), ","))...)
 	cmd.Stdout, cmd.Stderr = d.cfg.Stdout, d.cfg.Stderr
 	cmd.Env = instance.CleanEnv()

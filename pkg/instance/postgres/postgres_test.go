@@ -118,3 +118,33 @@ func TestSyncStatements(t *testing.T) {
 		t.Errorf("conninfo lacks application_name: %s", ci)
 	}
 }
+
+// TestTheSuperuserNeverLogsInOverTheNetwork: the superuser's host lines
+// reject before the catch-all admits passwords; it is the manager's on the
+// socket only.
+func TestTheSuperuserNeverLogsInOverTheNetwork(t *testing.T) {
+	dir := t.TempDir()
+	if err := writeAuthConfig(dir); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "pg_hba.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hostLines [][]string
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == "host" {
+			hostLines = append(hostLines, f)
+		}
+	}
+	// pg_hba.conf is read top down; the first line that matches decides.
+	for _, l := range hostLines {
+		if l[1] == "all" && (l[2] == "postgres" || l[2] == "all") {
+			if l[2] != "postgres" || l[4] != "reject" {
+				t.Fatalf("the first host line a superuser connection matches is %v, want a reject of postgres", l)
+			}
+			return
+		}
+	}
+	t.Fatalf("no host line matches the superuser: %q", data)
+}
