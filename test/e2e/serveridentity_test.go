@@ -10,11 +10,16 @@ import (
 	"testing"
 	"time"
 
+	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/controller/dump"
+	"github.com/mydb-dev/mydb/pkg/controller/mydatabase"
+	"github.com/mydb-dev/mydb/pkg/engine"
 	"github.com/mydb-dev/mydb/pkg/names"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -249,6 +254,51 @@ func TestPolicyLimitsTheServerToWhatItManages(t *testing.T) {
 	} {
 		if err := createPod(dumpPod(mod)); !forbiddenByPolicy(err) {
 			t.Errorf("creating a pod %s: %v, want the policy's refusal", what, err)
+		}
+	}
+
+	// StatefulSets: the one mydb makes for a database, and nothing more.
+	db := &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: ns, UID: "0b6a4c2e-0000-4000-8000-000000000002"},
+		Spec: examplev1.MyDatabaseSpec{Engine: examplev1.EnginePostgres, StorageSize: resource.MustParse("1Gi")}}
+	examplev1.SetObjectDefaults_MyDatabase(db)
+	eng, _ := engine.Lookup(string(db.Spec.Engine))
+	statefulSet := func(mod func(*corev1.PodSpec)) *appsv1.StatefulSet {
+		sts := mydatabase.NewStatefulSet(db, eng, nil, "mydb-instance:test", false)
+		if mod != nil {
+			mod(&sts.Spec.Template.Spec)
+		}
+		return sts
+	}
+	createStatefulSet := func(sts *appsv1.StatefulSet) error {
+		_, err := asServer.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err
+	}
+	if err := createStatefulSet(statefulSet(nil)); err != nil {
+		t.Errorf("creating a database's StatefulSet as mydb makes it: %v", err)
+	}
+	for what, mod := range map[string]func(*corev1.PodSpec){
+		"privileged": func(s *corev1.PodSpec) {
+			s.Containers[0].SecurityContext.AllowPrivilegeEscalation = nil
+			s.Containers[0].SecurityContext.Privileged = ptr.To(true)
+		},
+		"with an added capability": func(s *corev1.PodSpec) {
+			s.InitContainers[0].SecurityContext.Capabilities = &corev1.Capabilities{Add: []corev1.Capability{"SYS_ADMIN"}}
+		},
+		"on the host's network": func(s *corev1.PodSpec) { s.HostNetwork = true },
+		"with a host port":      func(s *corev1.PodSpec) { s.Containers[0].Ports[0].HostPort = 5432 },
+		"mounting a host path": func(s *corev1.PodSpec) {
+			s.Volumes = append(s.Volumes, corev1.Volume{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}})
+		},
+		"mounting another Secret": func(s *corev1.PodSpec) {
+			s.Volumes = append(s.Volumes, corev1.Volume{Name: "other", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "other-credentials"}}})
+		},
+		"with an environment from a Secret": func(s *corev1.PodSpec) {
+			s.Containers[0].Env = append(s.Containers[0].Env, corev1.EnvVar{Name: "X", ValueFrom: &corev1.EnvVarSource{
+				SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "other-credentials"}, Key: "password"}}})
+		},
+	} {
+		if err := createStatefulSet(statefulSet(mod)); !forbiddenByPolicy(err) {
+			t.Errorf("creating a StatefulSet %s: %v, want the policy's refusal", what, err)
 		}
 	}
 

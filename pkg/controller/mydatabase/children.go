@@ -139,7 +139,11 @@ func endpoint(db *examplev1.MyDatabase, eng engine.Spec) string {
 	return fmt.Sprintf("%s.%s.svc:%d", names.ClientService(db.Name), db.Namespace, eng.Port)
 }
 
-func newStatefulSet(db *examplev1.MyDatabase, eng engine.Spec, images engine.ImageOverrides, instanceImage string, restore bool) *appsv1.StatefulSet {
+// NewStatefulSet is the StatefulSet of db: its pods run the engine's image
+// with mydb-instance copied in by an init container. (Exported for the e2e
+// test of the admission policy, which checks that the very StatefulSet
+// mydb makes is admitted and that anything more is not.)
+func NewStatefulSet(db *examplev1.MyDatabase, eng engine.Spec, images engine.ImageOverrides, instanceImage string, restore bool) *appsv1.StatefulSet {
 	meta := childMeta(db, names.StatefulSet(db.Name))
 	meta.Labels = versionedLabels(db)
 	return &appsv1.StatefulSet{

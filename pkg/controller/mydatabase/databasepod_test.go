@@ -48,7 +48,7 @@ func TestPodTemplateIsTheAdmittedPod(t *testing.T) {
 					db := myDatabase(func(d *examplev1.MyDatabase) {
 						d.Spec.Engine, d.Spec.Version, d.Spec.Resources = examplev1.Engine(name), eng.DefaultVersion, *resources.DeepCopy()
 					})
-					template := newStatefulSet(db, eng, nil, "mydb:test", restore).Spec.Template.Spec
+					template := NewStatefulSet(db, eng, nil, "mydb:test", restore).Spec.Template.Spec
 					admitted := databasepod.Pod(resources).Spec
 					if diff := cmp.Diff(costings(admitted.InitContainers), costings(template.InitContainers)); diff != "" {
 						t.Errorf("init containers (-admitted +template):\n%s", diff)

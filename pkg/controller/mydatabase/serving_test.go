@@ -110,7 +110,7 @@ func TestEngineImageOverrides(t *testing.T) {
 	eng, _ := engine.Lookup("postgres")
 	for version, want := range map[string]string{"16": "mydb.local/postgres:16", "17": eng.Images["17"]} {
 		db := myDatabase(func(d *examplev1.MyDatabase) { d.Spec.Engine, d.Spec.Version = examplev1.EnginePostgres, version })
-		sts := newStatefulSet(db, eng, overrides, "mydb:test", false)
+		sts := NewStatefulSet(db, eng, overrides, "mydb:test", false)
 		if got := sts.Spec.Template.Spec.Containers[0].Image; got != want {
 			t.Errorf("postgres %s runs %q, want %q", version, got, want)
 		}

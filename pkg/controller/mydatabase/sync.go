@@ -347,7 +347,7 @@ func (c *Controller) reconcileStatefulSet(ctx context.Context, db *examplev1.MyD
 		f.restoreWait = wait
 		return existing, nil
 	}
-	desired := newStatefulSet(db, eng, c.config.EngineImages, c.config.InstanceImage, db.Spec.RestoreFrom != nil)
+	desired := NewStatefulSet(db, eng, c.config.EngineImages, c.config.InstanceImage, db.Spec.RestoreFrom != nil)
 	if existing != nil {
 		// The claim templates of a StatefulSet are immutable: volumes grow
 		// through their claims (reconcileVolumes) instead. The pod
