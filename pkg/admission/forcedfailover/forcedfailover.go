@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/mydb-dev/mydb/pkg/admission/authorizing"
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/initializer"
@@ -31,7 +32,7 @@ func Register(plugins *admission.Plugins) {
 // Plugin refuses a forced failover its requester may not force.
 type Plugin struct {
 	*admission.Handler
-	authorizer authorizer.Authorizer
+	authorizing.Authorizer
 }
 
 var (
@@ -41,17 +42,8 @@ var (
 
 // NewPlugin returns the plugin; the server's initializer gives it the
 // authorizer.
-func NewPlugin() *Plugin { return &Plugin{Handler: admission.NewHandler(admission.Create)} }
-
-// SetAuthorizer implements initializer.WantsAuthorizer.
-func (p *Plugin) SetAuthorizer(a authorizer.Authorizer) { p.authorizer = a }
-
-// ValidateInitialization checks the plugin has its authorizer.
-func (p *Plugin) ValidateInitialization() error {
-	if p.authorizer == nil {
-		return fmt.Errorf("%s needs an authorizer", PluginName)
-	}
-	return nil
+func NewPlugin() *Plugin {
+	return &Plugin{Handler: admission.NewHandler(admission.Create), Authorizer: authorizing.Authorizer{Plugin: PluginName}}
 }
 
 // Validate refuses, with 403, a switchover request with allowWriteLoss
@@ -64,19 +56,17 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 	if !ok || !req.Spec.AllowWriteLoss {
 		return nil
 	}
-	decision, reason, err := p.authorizer.Authorize(ctx, authorizer.AttributesRecord{
+	allowed, why := p.Allowed(ctx, authorizer.AttributesRecord{
 		User: a.GetUserInfo(), Verb: Verb, Namespace: a.GetNamespace(), Name: a.GetName(),
 		APIGroup: example.GroupName, APIVersion: a.GetResource().Version, Resource: "mydatabases", ResourceRequest: true,
 	})
-	if err == nil && decision == authorizer.DecisionAllow {
+	if allowed {
 		return nil
 	}
 	msg := fmt.Sprintf("allowWriteLoss forces a failover that discards acknowledged writes: it needs the %q verb on mydatabases "+
 		"in group %s, beyond create on mydatabases/switchover", Verb, example.GroupName)
-	if err != nil {
-		msg += fmt.Sprintf(" (%v)", err)
-	} else if reason != "" {
-		msg += " (" + reason + ")"
+	if why != "" {
+		msg += " (" + why + ")"
 	}
 	return admission.NewForbidden(a, fmt.Errorf("%s", msg))
 }

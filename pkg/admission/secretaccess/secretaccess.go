@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/mydb-dev/mydb/pkg/admission/authorizing"
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	"github.com/mydb-dev/mydb/pkg/names"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -34,7 +35,7 @@ func Register(plugins *admission.Plugins) {
 // writer may read.
 type Plugin struct {
 	*admission.Handler
-	authorizer authorizer.Authorizer
+	authorizing.Authorizer
 }
 
 var (
@@ -45,18 +46,7 @@ var (
 // NewPlugin returns the plugin; the server's initializer gives it the
 // authorizer.
 func NewPlugin() *Plugin {
-	return &Plugin{Handler: admission.NewHandler(admission.Create, admission.Update)}
-}
-
-// SetAuthorizer implements initializer.WantsAuthorizer.
-func (p *Plugin) SetAuthorizer(a authorizer.Authorizer) { p.authorizer = a }
-
-// ValidateInitialization checks the plugin has its authorizer.
-func (p *Plugin) ValidateInitialization() error {
-	if p.authorizer == nil {
-		return fmt.Errorf("%s needs an authorizer", PluginName)
-	}
-	return nil
+	return &Plugin{Handler: admission.NewHandler(admission.Create, admission.Update), Authorizer: authorizing.Authorizer{Plugin: PluginName}}
 }
 
 // reference is an object of the database's namespace that its spec names.
@@ -110,15 +100,11 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 			errs = append(errs, field.Forbidden(r.path, fmt.Sprintf("may not be the database's own credentials Secret %q", r.name)))
 			continue
 		}
-		decision, reason, err := p.authorizer.Authorize(ctx, authorizer.AttributesRecord{
+		allowed, why := p.Allowed(ctx, authorizer.AttributesRecord{
 			User: a.GetUserInfo(), Verb: "get", Namespace: a.GetNamespace(),
 			APIGroup: "", APIVersion: "v1", Resource: r.resource, Name: r.name, ResourceRequest: true,
 		})
-		if err != nil || decision != authorizer.DecisionAllow {
-			why := reason
-			if err != nil {
-				why = err.Error()
-			}
+		if !allowed {
 			msg := fmt.Sprintf("the requesting user must be allowed to get %s %q to name it: mydb reads it for this database", r.resource, r.name)
 			if why != "" {
 				msg += " (" + why + ")"
