@@ -13,6 +13,7 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -134,4 +135,55 @@ func TestSwitchoverVerb(t *testing.T) {
 	if _, err := mydbClient(t, other).ExampleV1().MyDatabases(ns).Switchover(ctx, name, &examplev1.MyDatabaseSwitchover{}, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("a user bound to nothing: %v, want 403", err)
 	}
+}
+
+// TestNamingASecretNeedsReadingIt: through the aggregator, a tenant who may
+// create MyDatabases but not read Secrets cannot name one as the S3
+// credentials (mydb would read it and send its keys to the endpoint the
+// spec names): 403 naming the field. Allowed to get that one Secret, the
+// same request is admitted.
+func TestNamingASecretNeedsReadingIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(t)
+	kube := kubeClient(t)
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "databases-only"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"example.com"}, Resources: []string{"mydatabases"}, Verbs: []string{"create", "get"}}},
+	}
+	if _, err := kube.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bind := func(name, roleName string) {
+		rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: roleName},
+			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "tenant"}}}
+		if _, err := kube.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bind("tenant-databases", role.Name)
+	db := &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "shop"},
+		Spec: examplev1.MyDatabaseSpec{Engine: examplev1.EnginePostgres, StorageSize: resource.MustParse("1Gi"),
+			Backup: &examplev1.BackupPolicy{Destination: &examplev1.BackupDestination{S3: &examplev1.S3Destination{
+				Endpoint: "https://s3.example.com", Bucket: "backups", CredentialsSecret: examplev1.S3CredentialsSecret{Name: "orders-credentials"}}}}}}
+	dbs := mydbClient(t, asUser(t, "tenant")).ExampleV1().MyDatabases(ns)
+	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	_, err := dbs.Create(ctx, db, dryRun)
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "spec.backup.destination.s3.credentialsSecret.name") {
+		t.Fatalf("naming a Secret the tenant may not read: %v, want 403 naming the field", err)
+	}
+	// Allowed to get exactly that Secret, the tenant may name it.
+	reader := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "read-orders-credentials"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"orders-credentials"}, Verbs: []string{"get"}}}}
+	if _, err := kube.RbacV1().Roles(ns).Create(ctx, reader, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bind("tenant-reads-orders", reader.Name)
+	// mydb's authorizer caches decisions for a while: the grant shows
+	// within that.
+	eventually(t, time.Minute, func() error {
+		_, err := dbs.Create(ctx, db, dryRun)
+		return err
+	})
 }
