@@ -87,13 +87,13 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		return nil
 	}
 	old, _ := a.GetOldObject().(*example.MyDatabase)
-	before := map[reference]bool{}
+	before := map[string]bool{}
 	for _, r := range references(old) {
-		before[reference{r.resource, r.name, nil}] = true
+		before[r.resource+"/"+r.name] = true
 	}
 	var errs field.ErrorList
 	for _, r := range references(db) {
-		if r.name == "" || before[reference{r.resource, r.name, nil}] {
+		if r.name == "" || before[r.resource+"/"+r.name] {
 			continue
 		}
 		if r.resource == "secrets" && r.name == names.Secret(db.Name) {
