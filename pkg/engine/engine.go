@@ -25,6 +25,9 @@ const (
 	// SecretKeyReplicationPassword is the replication user's, with which
 	// replicas clone and follow the primary.
 	SecretKeyReplicationPassword = "replication-password"
+	// SecretKeyCA is the database's root CA certificate (PEM), which the
+	// engines' certificates chain to: clients verify the server with it.
+	SecretKeyCA = "ca.crt"
 )
 
 // Where the instance manager lives and works in every database pod.

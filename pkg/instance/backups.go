@@ -18,6 +18,7 @@ import (
 
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/objectstore"
+	"github.com/mydb-dev/mydb/pkg/pki"
 )
 
 // The backup and restore endpoints (package api holds the contract) and
@@ -79,8 +80,10 @@ func (o *operations) restoreOp() *api.Operation {
 }
 
 func (m *Manager) handleBackups(mux *http.ServeMux) {
-	mux.HandleFunc("POST "+api.PathBackups, m.authenticated(m.postBackup))
-	mux.HandleFunc("GET "+api.PathBackup, m.authenticated(func(w http.ResponseWriter, r *http.Request) {
+	// Backups and restores are the controller's to ask for.
+	controller := func(h http.HandlerFunc) http.HandlerFunc { return admit(h, pki.RoleController) }
+	mux.HandleFunc("POST "+api.PathBackups, controller(m.postBackup))
+	mux.HandleFunc("GET "+api.PathBackup, controller(func(w http.ResponseWriter, r *http.Request) {
 		m.mu.Lock()
 		op := m.ops.backups[r.PathValue("id")]
 		var c api.Operation
@@ -94,8 +97,8 @@ func (m *Manager) handleBackups(mux *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, c)
 	}))
-	mux.HandleFunc("POST "+api.PathRestore, m.authenticated(m.postRestore))
-	mux.HandleFunc("GET "+api.PathRestore, m.authenticated(func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("POST "+api.PathRestore, controller(m.postRestore))
+	mux.HandleFunc("GET "+api.PathRestore, controller(func(w http.ResponseWriter, _ *http.Request) {
 		m.mu.Lock()
 		op := m.ops.restoreOp()
 		m.mu.Unlock()
@@ -396,11 +399,7 @@ func (m *Manager) load(ctx context.Context, b Backuper, p *pendingRestore, op *a
 
 func (m *Manager) openStore(d api.Destination) (ObjectStore, error) {
 	if d.Volume != nil {
-		password, err := m.opts.ReplicationPassword()
-		if err != nil {
-			return nil, err
-		}
-		return OpenDump(d.Volume.Address, password), nil
+		return OpenDump(d.Volume.Address, api.Auth{Credentials: m.opts.Identity.Credentials(), Name: d.Volume.Server}), nil
 	}
 	if m.opts.OpenStore != nil {
 		return m.opts.OpenStore(*d.S3)

@@ -161,6 +161,10 @@ type DriverConfig struct {
 	// BinDir holds the engine's binaries; empty means PATH.
 	BinDir  string
 	Secrets Secrets
+	// Identity is the instance's certificate, for calls to the other
+	// instances' managers; TLS is where the engine finds its copy.
+	Identity *Identity
+	TLS      EngineTLS
 	// ServerID is the MySQL-family server_id.
 	ServerID uint32
 	// Stdout and Stderr receive the engine's and its tools' output.

@@ -3,7 +3,6 @@ package instance
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -15,9 +14,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/objectstore"
+	"github.com/mydb-dev/mydb/pkg/pki"
 )
 
 // The dump server is what `mydb-instance dump-server` runs in the
@@ -58,8 +59,9 @@ type DumpServer struct {
 	Dir string
 	// ReadOnly refuses writes: a restore mounts the claim read-only.
 	ReadOnly bool
-	// Password returns the replication password clients must present.
-	Password func() (string, error)
+	// Identity is the dump server's certificate; only the database's
+	// instances are admitted.
+	Identity *Identity
 
 	// mu makes writes one at a time.
 	mu sync.Mutex
@@ -69,28 +71,10 @@ type DumpServer struct {
 func (s *DumpServer) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	mux.HandleFunc("PUT /v1/dump", s.authenticated(s.put))
+	mux.HandleFunc("PUT /v1/dump", admit(s.put, pki.RoleInstance))
 	// GET serves HEAD too.
-	mux.HandleFunc("GET /v1/dump", s.authenticated(s.get))
+	mux.HandleFunc("GET /v1/dump", admit(s.get, pki.RoleInstance))
 	return mux
-}
-
-func (s *DumpServer) authenticated(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		user, pass, ok := r.BasicAuth()
-		want, err := s.Password()
-		if err != nil {
-			http.Error(w, "no replication password configured", http.StatusServiceUnavailable)
-			return
-		}
-		if !ok || subtle.ConstantTimeCompare([]byte(user), []byte(api.ReplicationUser)) != 1 ||
-			subtle.ConstantTimeCompare([]byte(pass), []byte(want)) != 1 {
-			w.Header().Set("WWW-Authenticate", `Basic realm="mydb-dump"`)
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
-			return
-		}
-		h(w, r)
-	}
 }
 
 // put writes the stream to a scratch file and renames it into place only
@@ -211,15 +195,15 @@ func syncDir(dir string) error {
 // that backs up to it or restores from it. The server keeps one dump: the
 // key is only named in messages.
 type dumpClient struct {
-	url      string
-	password string
-	client   *http.Client
+	url    string
+	client *http.Client
 }
 
 // OpenDump is the ObjectStore of the dump server at address (host:port),
-// authenticated with the replication password.
-func OpenDump(address, password string) ObjectStore {
-	return &dumpClient{url: "http://" + address + "/v1/dump", password: password, client: &http.Client{}}
+// over mutual TLS as auth says.
+func OpenDump(address string, auth api.Auth) ObjectStore {
+	transport := &http.Transport{TLSClientConfig: auth.Credentials.TLSConfig(auth.Name), TLSHandshakeTimeout: 10 * time.Second}
+	return &dumpClient{url: "https://" + address + "/v1/dump", client: &http.Client{Transport: transport}}
 }
 
 func (c *dumpClient) request(ctx context.Context, method string, body io.Reader) (*http.Response, error) {
@@ -227,7 +211,6 @@ func (c *dumpClient) request(ctx context.Context, method string, body io.Reader)
 	if err != nil {
 		return nil, err
 	}
-	req.SetBasicAuth(api.ReplicationUser, c.password)
 	resp, err := c.client.Do(req)
 	if err != nil {
 		return nil, err

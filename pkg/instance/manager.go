@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/exec"
 	"sync"
@@ -29,8 +28,9 @@ type Options struct {
 	// MaxReadyLag and MaxReadyLagBytes bound a ready replica's lag.
 	MaxReadyLag      time.Duration
 	MaxReadyLagBytes int64
-	// ReplicationPassword returns the password clone clients must present.
-	ReplicationPassword func() (string, error)
+	// Identity is the instance's certificate: the manager serves HTTPS
+	// with it and admits peers by the chain of theirs.
+	Identity *Identity
 	// Restore makes a primary without data wait for POST /v1/restore and
 	// load that backup instead of bootstrapping a new data set. Replicas
 	// clone from their primary whatever it says.
@@ -51,7 +51,8 @@ type Manager struct {
 	driver Driver
 	source TopologySource
 	log    *slog.Logger
-	http   *http.Client
+	// managers calls the other managers of the database.
+	managers *api.Client
 
 	// reap is set when the manager is PID 1 and must collect orphans.
 	reap bool
@@ -100,14 +101,14 @@ func NewManager(opts Options, driver Driver, source TopologySource) *Manager {
 		opts.Log = slog.Default()
 	}
 	return &Manager{
-		opts:   opts,
-		driver: driver,
-		source: source,
-		log:    opts.Log,
-		http:   &http.Client{Timeout: 3 * time.Second},
-		st:     managerState{role: api.RoleWaiting},
-		wake:   make(chan struct{}, 1),
-		reap:   os.Getpid() == 1,
+		opts:     opts,
+		driver:   driver,
+		source:   source,
+		log:      opts.Log,
+		managers: &api.Client{Timeout: 3 * time.Second},
+		st:       managerState{role: api.RoleWaiting},
+		wake:     make(chan struct{}, 1),
+		reap:     os.Getpid() == 1,
 	}
 }
 

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
-	"strconv"
 	"time"
 
 	"github.com/mydb-dev/mydb/pkg/instance/api"
@@ -201,7 +199,7 @@ func (m *Manager) cloneReason(ctx context.Context, t Topology) string {
 	if err != nil {
 		return "unreadable data: " + err.Error()
 	}
-	remote, err := PrimarySystemID(ctx, m.http, t)
+	remote, err := PrimarySystemID(ctx, m.managers, m.opts.Identity.Credentials(), t)
 	if err != nil {
 		// Keep the data: the primary may just be restarting, and
 		// following it will tell once it is back.
@@ -215,8 +213,8 @@ func (m *Manager) cloneReason(ctx context.Context, t Topology) string {
 }
 
 // PrimarySystemID asks t's primary's manager (GET /v1/status) which data
-// set it serves.
-func PrimarySystemID(ctx context.Context, client *http.Client, t Topology) (string, error) {
+// set it serves, as the instance whose credentials creds are.
+func PrimarySystemID(ctx context.Context, client *api.Client, creds *api.Credentials, t Topology) (string, error) {
 	if t.PrimaryStatusURL == "" {
 		return "", errors.New("topology has no primaryStatusURL")
 	}
@@ -224,8 +222,7 @@ func PrimarySystemID(ctx context.Context, client *http.Client, t Topology) (stri
 	if err != nil {
 		return "", fmt.Errorf("primaryStatusURL: %w", err)
 	}
-	port, _ := strconv.Atoi(u.Port()) // none is api.Port
-	s, err := (&api.Client{HTTP: client, Port: port}).Status(ctx, u.Hostname())
+	s, err := client.Status(ctx, u.Host, api.Auth{Credentials: creds, Name: t.Primary})
 	if err != nil {
 		return "", err
 	}

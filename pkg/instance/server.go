@@ -2,7 +2,6 @@ package instance
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mydb-dev/mydb/pkg/instance/api"
+	"github.com/mydb-dev/mydb/pkg/pki"
 )
 
 // serve starts the HTTP server: /healthz, /readyz, /v1/status, and
@@ -28,13 +28,16 @@ func (m *Manager) serve() (*http.Server, error) {
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	mux.HandleFunc("GET "+api.PathStatus, func(w http.ResponseWriter, r *http.Request) {
+	// The controller reads every instance's status, a replica its
+	// primary's: nobody else, so no one can tie up the probes.
+	mux.HandleFunc("GET "+api.PathStatus, admit(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(m.Status(r.Context()))
-	})
+	}, pki.RoleController, pki.RoleInstance))
 	if cs, ok := m.driver.(CloneServer); ok {
 		sem := make(chan struct{}, 1)
-		mux.HandleFunc("GET "+api.PathClone, m.authenticated(func(w http.ResponseWriter, r *http.Request) {
+		// Only another instance of the database clones.
+		mux.HandleFunc("GET "+api.PathClone, admit(func(w http.ResponseWriter, r *http.Request) {
 			s := m.Status(r.Context())
 			if s.Role != api.RolePrimary || !s.EngineRunning {
 				http.Error(w, "not a running primary", http.StatusServiceUnavailable)
@@ -49,7 +52,7 @@ func (m *Manager) serve() (*http.Server, error) {
 			}
 			m.log.Info("serving a clone", "client", r.RemoteAddr)
 			cs.ServeClone(guardStalls(w, m.streamStall()), r)
-		}))
+		}, pki.RoleInstance))
 	}
 	m.handleBackups(mux)
 	ln, err := net.Listen("tcp", m.opts.StatusAddress)
@@ -61,33 +64,13 @@ func (m *Manager) serve() (*http.Server, error) {
 	// sends one slowly, is dropped.
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	srv.TLSConfig = m.opts.Identity.ServerConfig()
 	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			m.log.Error("status server", "err", err)
 		}
 	}()
 	return srv, nil
-}
-
-// authenticated admits requests with HTTP basic credentials of the
-// replication user; the password is compared in constant time and re-read
-// on every request so a rotated Secret applies at once.
-func (m *Manager) authenticated(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		user, pass, ok := r.BasicAuth()
-		want, err := m.opts.ReplicationPassword()
-		if err != nil {
-			http.Error(w, "no replication password configured", http.StatusServiceUnavailable)
-			return
-		}
-		if !ok || subtle.ConstantTimeCompare([]byte(user), []byte(api.ReplicationUser)) != 1 ||
-			subtle.ConstantTimeCompare([]byte(pass), []byte(want)) != 1 {
-			w.Header().Set("WWW-Authenticate", `Basic realm="mydb-instance"`)
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
-			return
-		}
-		h(w, r)
-	}
 }
 
 // Status is the instance's current status; it probes the engine, so it is

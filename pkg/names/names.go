@@ -73,6 +73,8 @@ const (
 	anyInstanceSuffix = "-r"
 	instanceSuffix    = "-instance"
 	secretSuffix      = "-credentials"
+	caSuffix          = "-ca"
+	instanceSecrets   = "-instance-secrets"
 	finalSuffix       = "-final"
 	dataVolume        = "data"
 )
@@ -89,8 +91,18 @@ func ReservedSuffix(name string) string {
 
 // Names of a database's children, from the database's name.
 
-// Secret is the database's credentials Secret.
+// Secret is the database's credentials Secret, the one applications
+// mount: the application user's credentials and the CA bundle.
 func Secret(db string) string { return db + secretSuffix }
+
+// InstanceSecret is what only the database's own pods mount: all the
+// credentials (superuser and replication too) and the issuer the instances
+// mint their certificates with.
+func InstanceSecret(db string) string { return db + instanceSecrets }
+
+// CASecret holds the database's root CA with its key: the controller
+// alone reads it.
+func CASecret(db string) string { return db + caSuffix }
 
 // HeadlessService gives each pod of the database a DNS name.
 func HeadlessService(db string) string { return db + headlessSuffix }

@@ -11,6 +11,7 @@ import (
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/controller/dump"
+	"github.com/mydb-dev/mydb/pkg/controller/internal/databaseca"
 	"github.com/mydb-dev/mydb/pkg/controller/runner"
 	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
@@ -109,6 +110,9 @@ type Options struct {
 	InstanceImage string
 	// Namespaces are where backups are served; empty is everywhere.
 	Namespaces scope.Namespaces
+	// Authority gives the credentials the managers are called with; nil
+	// is one of the controller's own.
+	Authority *databaseca.Authority
 }
 
 // Controller runs backups.
@@ -127,6 +131,7 @@ type Controller struct {
 	handlers     runner.Handlers
 
 	managers     Managers
+	authority    *databaseca.Authority
 	stores       ObjectStores
 	pollInterval time.Duration
 	// instanceImage is what dump-server pods run.
@@ -147,6 +152,9 @@ func NewController(kubeClient kubernetes.Interface, mydbClient clientset.Interfa
 	if opts.Managers == nil {
 		opts.Managers = &api.Client{}
 	}
+	if opts.Authority == nil {
+		opts.Authority = &databaseca.Authority{Secrets: informers.Secrets.Lister(), Clock: clk}
+	}
 	if opts.Stores == nil {
 		opts.Stores = Buckets{}
 	}
@@ -163,6 +171,7 @@ func NewController(kubeClient kubernetes.Interface, mydbClient clientset.Interfa
 		claimLister:   informers.PersistentVolumeClaims.Lister(),
 		informers:     informers,
 		managers:      opts.Managers,
+		authority:     opts.Authority,
 		stores:        opts.Stores,
 		pollInterval:  opts.PollInterval,
 		instanceImage: opts.InstanceImage,

@@ -75,9 +75,17 @@ func credentials() []runtime.Object {
 	return []runtime.Object{
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3", Namespace: "default"},
 			Data: map[string][]byte{"accessKeyID": []byte("AKID"), "secretAccessKey": []byte("s3cret")}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "prod-mysql-credentials", Namespace: "default", Labels: map[string]string{names.LabelManagedBy: names.ManagedBy}},
-			Data: map[string][]byte{"replication-password": []byte("repl-pw")}},
+		fixtures.CASecret("default", "prod-mysql"),
 	}
+}
+
+// who is the manager auth reaches, when it carries credentials of the
+// database's CA.
+func who(auth api.Auth) string {
+	if auth.Credentials == nil || auth.Credentials.Roots == nil {
+		return "without-credentials"
+	}
+	return auth.Name
 }
 
 // fakeManagers answer the backup endpoints.
@@ -89,9 +97,9 @@ type fakeManagers struct {
 
 func (f *fakeManagers) StartBackup(_ context.Context, address string, auth api.Auth, req api.BackupRequest) (*api.Operation, error) {
 	if v := req.Destination.Volume; v != nil {
-		f.started = append(f.started, fmt.Sprintf("%s %s %s volume %s %s", address, auth.Password, req.ID, v.Claim, v.Address))
+		f.started = append(f.started, fmt.Sprintf("%s %s %s volume %s %s", address, who(auth), req.ID, v.Claim, v.Address))
 	} else {
-		f.started = append(f.started, fmt.Sprintf("%s %s %s %s %s", address, auth.Password, req.ID, req.Destination.S3.Key, req.Destination.S3.AccessKeyID))
+		f.started = append(f.started, fmt.Sprintf("%s %s %s %s %s", address, who(auth), req.ID, req.Destination.S3.Key, req.Destination.S3.AccessKeyID))
 	}
 	if f.err != nil {
 		return nil, f.err
@@ -239,7 +247,7 @@ func TestAssignedBackupIsAskedOfItsInstance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"10.244.0.12 repl-pw uid-prod-mysql-x7k2p mydb/default/prod-mysql/uid-1/prod-mysql-x7k2p-uid-prod-mysql-x7k2p AKID"}
+	want := []string{"10.244.0.12 prod-mysql-2 uid-prod-mysql-x7k2p mydb/default/prod-mysql/uid-1/prod-mysql-x7k2p-uid-prod-mysql-x7k2p AKID"}
 	if diff := cmp.Diff(want, f.managers.started); diff != "" {
 		t.Errorf("backup requests (-want +got):\n%s", diff)
 	}

@@ -9,7 +9,6 @@ import (
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/controller/internal/s3location"
-	"github.com/mydb-dev/mydb/pkg/engine"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/names"
 	"github.com/mydb-dev/mydb/pkg/objectstore"
@@ -213,15 +212,11 @@ func (c *Controller) reach(db *examplev1.MyDatabase, name string) (string, api.A
 	if i < 0 || db.Status.Instances[i].Address == "" {
 		return "", api.Auth{}, fmt.Errorf("waiting for the instance %s to have an address", name)
 	}
-	secret, err := c.secretLister.Secrets(db.Namespace).Get(names.Secret(db.Name))
+	creds, err := c.authority.Credentials(db.Namespace, db.Name)
 	if err != nil {
-		return "", api.Auth{}, fmt.Errorf("reading the credentials Secret %q: %v", names.Secret(db.Name), err)
+		return "", api.Auth{}, err
 	}
-	password := string(secret.Data[engine.SecretKeyReplicationPassword])
-	if password == "" {
-		return "", api.Auth{}, fmt.Errorf("the credentials Secret %q has no %s", names.Secret(db.Name), engine.SecretKeyReplicationPassword)
-	}
-	return db.Status.Instances[i].Address, api.Auth{Password: password}, nil
+	return db.Status.Instances[i].Address, api.Auth{Credentials: creds, Name: name}, nil
 }
 
 // chooseInstance picks the instance a backup reads. PreferReplica takes the

@@ -63,11 +63,16 @@ func (c *Controller) dumpServer(ctx context.Context, b *examplev1.MyDatabaseBack
 	if !ownedBy(pod, b.UID) {
 		return nil, "", refusal(fmt.Sprintf("the pod %q exists and is not this backup's", podName))
 	}
-	address, err := dump.ServerAddress(ctx, pod)
+	creds, err := c.authority.Credentials(db.Namespace, db.Name)
+	if err != nil {
+		return nil, "waiting for the database's CA: " + err.Error(), nil
+	}
+	volume, err := dump.ServerAddress(ctx, pod, creds)
 	if err != nil {
 		return nil, err.Error(), nil
 	}
-	return &api.VolumeObject{Address: address, Claim: name}, "", nil
+	volume.Claim = name
+	return volume, "", nil
 }
 
 // refusal is why a backup cannot be written, ever: it fails.

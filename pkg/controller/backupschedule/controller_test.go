@@ -3,10 +3,11 @@ package backupschedule
 import (
 	"context"
 	"fmt"
-	"github.com/mydb-dev/mydb/pkg/names"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/mydb-dev/mydb/pkg/names"
 
 	"github.com/google/go-cmp/cmp"
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"

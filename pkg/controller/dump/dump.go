@@ -83,9 +83,11 @@ func NewClaim(b *examplev1.MyDatabaseBackup, db *examplev1.MyDatabase, d *exampl
 }
 
 // NewServerPod is a pod that mounts claim (read-only for a restore) and
-// serves its dump to the instances of database db, authenticating them with
-// db's credentials Secret. It mounts no ServiceAccount token: it needs
-// nothing of the API. It is owned by owner, so it goes with it.
+// serves its dump to the instances of database db over mutual TLS, with a
+// certificate it mints from the issuer in db's instance Secret (naming the
+// pod), admitting only certificates of that issuer. It mounts no
+// ServiceAccount token: it needs nothing of the API. It is owned by owner,
+// so it goes with it.
 func NewServerPod(name, namespace, db, claim, image string, readOnly bool, owner metav1.OwnerReference) *corev1.Pod {
 	const dumpDir, secretsDir = "/dump", "/credentials"
 	args := []string{"dump-server", "--dir=" + dumpDir, "--secrets-dir=" + secretsDir, fmt.Sprintf("--address=:%d", dumpServerPort)}
@@ -115,9 +117,13 @@ func NewServerPod(name, namespace, db, claim, image string, readOnly bool, owner
 				Image:   image,
 				Command: []string{"/mydb-instance"},
 				Args:    args,
-				Ports:   []corev1.ContainerPort{{Name: engine.StatusPortName, ContainerPort: dumpServerPort, Protocol: corev1.ProtocolTCP}},
+				Env: []corev1.EnvVar{
+					{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+					{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+				},
+				Ports: []corev1.ContainerPort{{Name: engine.StatusPortName, ContainerPort: dumpServerPort, Protocol: corev1.ProtocolTCP}},
 				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-					Path: "/healthz", Port: intstr.FromString(engine.StatusPortName)}}, PeriodSeconds: 2},
+					Path: "/healthz", Port: intstr.FromString(engine.StatusPortName), Scheme: corev1.URISchemeHTTPS}}, PeriodSeconds: 2},
 				Resources: corev1.ResourceRequirements{
 					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
 					Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
@@ -132,37 +138,39 @@ func NewServerPod(name, namespace, db, claim, image string, readOnly bool, owner
 				{Name: "dump", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
 					ClaimName: claim, ReadOnly: readOnly}}},
 				{Name: "credentials", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-					SecretName: names.Secret(db), DefaultMode: ptr.To[int32](0o440)}}},
+					SecretName: names.InstanceSecret(db), DefaultMode: ptr.To[int32](0o440)}}},
 			},
 		},
 	}
 }
 
 // ServerAddress is where pod's dump server answers, once it does: its
-// IP and port, when it runs and /healthz answers.
-func ServerAddress(ctx context.Context, pod *corev1.Pod) (string, error) {
+// IP and port, when it runs and /healthz answers with a certificate of
+// the database's (creds) that names the pod.
+func ServerAddress(ctx context.Context, pod *corev1.Pod, creds *api.Credentials) (*api.VolumeObject, error) {
 	if pod.DeletionTimestamp != nil {
-		return "", fmt.Errorf("the pod %s is being deleted", pod.Name)
+		return nil, fmt.Errorf("the pod %s is being deleted", pod.Name)
 	}
 	if pod.Status.Phase != corev1.PodRunning || pod.Status.PodIP == "" {
-		return "", fmt.Errorf("waiting for the pod %s to run (it is %s)", pod.Name, orPending(pod.Status.Phase))
+		return nil, fmt.Errorf("waiting for the pod %s to run (it is %s)", pod.Name, orPending(pod.Status.Phase))
 	}
 	address := net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(dumpServerPort))
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+address+"/healthz", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+address+"/healthz", nil)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: creds.TLSConfig(pod.Name), DisableKeepAlives: true}}
+	resp, err := client.Do(req)
 	if err != nil {
-		return "", fmt.Errorf("waiting for the dump server of pod %s to answer: %v", pod.Name, err)
+		return nil, fmt.Errorf("waiting for the dump server of pod %s to answer: %v", pod.Name, err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("waiting for the dump server of pod %s: /healthz answered %s", pod.Name, resp.Status)
+		return nil, fmt.Errorf("waiting for the dump server of pod %s: /healthz answered %s", pod.Name, resp.Status)
 	}
-	return address, nil
+	return &api.VolumeObject{Address: address, Server: pod.Name}, nil
 }
 
 // OwnsClaim tells whether claim is the dump claim of backup b.

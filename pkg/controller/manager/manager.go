@@ -19,6 +19,7 @@ import (
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	backupcontroller "github.com/mydb-dev/mydb/pkg/controller/backup"
 	"github.com/mydb-dev/mydb/pkg/controller/backupschedule"
+	"github.com/mydb-dev/mydb/pkg/controller/internal/databaseca"
 	mydbcontroller "github.com/mydb-dev/mydb/pkg/controller/mydatabase"
 	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
 	mydbscheme "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/scheme"
@@ -390,9 +391,13 @@ func (m *Manager) newControllers(ctx context.Context) (map[string]controller, er
 	databases := m.config.Databases
 	databases.Namespaces = m.config.Namespaces
 	backupOptions := backupcontroller.Options{InstanceImage: m.config.Databases.InstanceImage, Namespaces: m.config.Namespaces}
+	// One authority for both controllers: one client certificate per
+	// database.
+	authority := &databaseca.Authority{Secrets: m.databases.Secrets.Lister(), Clock: clock.RealClock{}}
+	databases.Authority, backupOptions.Authority = authority, authority
 	if m.fence != nil {
 		// Starting a backup or a restore on an instance is a write too.
-		managers := &api.Client{HTTP: &http.Client{Timeout: api.Timeout, Transport: m.fence.wrap(http.DefaultTransport)}}
+		managers := &api.Client{Wrap: m.fence.wrap}
 		databases.Restores, backupOptions.Managers = managers, managers
 	}
 	dbs, err := mydbcontroller.NewController(ctx, m.kubeClient, m.mydbClient, m.databases, m.recorder, clock.RealClock{}, databases)

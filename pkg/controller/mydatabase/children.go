@@ -66,27 +66,6 @@ func dataChildMeta(db *examplev1.MyDatabase, name string) metav1.ObjectMeta {
 	return meta
 }
 
-// newSecret returns the credentials Secret with fresh random passwords.
-func newSecret(db *examplev1.MyDatabase) (*corev1.Secret, error) {
-	data := map[string][]byte{
-		engine.SecretKeyUsername: []byte("app"),
-		engine.SecretKeyDatabase: []byte("app"),
-	}
-	for _, key := range []string{engine.SecretKeyPassword, engine.SecretKeySuperuserPassword, engine.SecretKeyReplicationPassword} {
-		password, err := randomPassword()
-		if err != nil {
-			return nil, err
-		}
-		data[key] = password
-	}
-	return &corev1.Secret{
-		ObjectMeta: dataChildMeta(db, names.Secret(db.Name)),
-		Type:       corev1.SecretTypeOpaque,
-		Immutable:  ptr.To(true),
-		Data:       data,
-	}, nil
-}
-
 func randomPassword() ([]byte, error) {
 	buf := make([]byte, 24)
 	if _, err := rand.Read(buf); err != nil {
@@ -200,7 +179,7 @@ const (
 func podSpec(db *examplev1.MyDatabase, eng engine.Spec, image, instanceImage string, restore bool) corev1.PodSpec {
 	emptyDir := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
 	statusProbe := func(path string) corev1.ProbeHandler {
-		return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString(engine.StatusPortName)}}
+		return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString(engine.StatusPortName), Scheme: corev1.URISchemeHTTPS}}
 	}
 	fieldEnv := func(name, path string) corev1.EnvVar {
 		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
@@ -270,9 +249,10 @@ func podSpec(db *examplev1.MyDatabase, eng engine.Spec, image, instanceImage str
 	}}
 	spec.Volumes = []corev1.Volume{
 		{Name: instanceVolume, VolumeSource: emptyDir},
-		// Readable by the engine's group only (fsGroup).
+		// Every credential and the issuer: readable by the engine's group
+		// only (fsGroup).
 		{Name: secretsVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName: names.Secret(db.Name), DefaultMode: ptr.To[int32](0o440)}}},
+			SecretName: names.InstanceSecret(db.Name), DefaultMode: ptr.To[int32](0o440)}}},
 		{Name: runVolume, VolumeSource: emptyDir},
 		{Name: tmpVolume, VolumeSource: emptyDir},
 	}

@@ -7,7 +7,6 @@ package mydatabase
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/mydb-dev/mydb/pkg/scope"
@@ -15,6 +14,7 @@ import (
 	"github.com/mydb-dev/mydb/pkg/names"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/controller/internal/databaseca"
 	"github.com/mydb-dev/mydb/pkg/controller/runner"
 	"github.com/mydb-dev/mydb/pkg/engine"
 	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
@@ -124,6 +124,9 @@ type Config struct {
 	// them for restores; nil is an api.Client, tests fake them.
 	Statuses StatusReader
 	Restores RestoreStarter
+	// Authority gives the credentials the managers are called with; nil
+	// is one of the controller's own.
+	Authority *databaseca.Authority
 	// SwitchoverTimeout bounds a switchover (failover.DefaultSwitchoverTimeout when 0).
 	SwitchoverTimeout time.Duration
 	// Store, when set, covers a spec in mydb's store guard before the
@@ -174,9 +177,10 @@ type Controller struct {
 	clock clock.PassiveClock
 	// config holds the settings; statuses and restores call the instance
 	// managers.
-	config   Config
-	statuses StatusReader
-	restores RestoreStarter
+	config    Config
+	statuses  StatusReader
+	restores  RestoreStarter
+	authority *databaseca.Authority
 	// incidents remembers the primaries that are not ready, for failover.
 	incidents incidents
 	// positions are the instances' last reported positions.
@@ -192,7 +196,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, mydbCli
 	}
 	statuses, restores := config.Statuses, config.Restores
 	if statuses == nil {
-		statuses = &api.Client{HTTP: &http.Client{Timeout: statusTimeout}}
+		statuses = &api.Client{Timeout: statusTimeout}
 	}
 	if restores == nil {
 		restores = &api.Client{}
@@ -216,11 +220,15 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, mydbCli
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "mydatabase"}),
-		recorder: recorder,
-		clock:    clk,
-		config:   config,
-		statuses: statuses,
-		restores: restores,
+		recorder:  recorder,
+		clock:     clk,
+		config:    config,
+		statuses:  statuses,
+		restores:  restores,
+		authority: config.Authority,
+	}
+	if c.authority == nil {
+		c.authority = &databaseca.Authority{Secrets: c.secretLister, Clock: clk}
 	}
 
 	logger := klog.FromContext(ctx)

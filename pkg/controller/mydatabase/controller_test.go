@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -77,7 +78,10 @@ func newFixture(t *testing.T, dbs []*examplev1.MyDatabase, kubeObjects ...runtim
 // fakeStatuses are instance managers' answers by address.
 type fakeStatuses map[string]api.Status
 
-func (f fakeStatuses) Status(_ context.Context, address string) (*api.Status, error) {
+func (f fakeStatuses) Status(_ context.Context, address string, auth api.Auth) (*api.Status, error) {
+	if auth.Credentials == nil || auth.Credentials.Roots == nil || auth.Name == "" {
+		return nil, fmt.Errorf("asked %s without credentials", address)
+	}
 	s, ok := f[address]
 	if !ok {
 		return nil, fmt.Errorf("dial tcp %s:8000: connection refused", address)
@@ -340,6 +344,8 @@ func TestCreatesChildren(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.expectWrites([]string{
+		"create secrets prod-mysql-ca",
+		"create secrets prod-mysql-instance-secrets",
 		"create secrets prod-mysql-credentials",
 		"apply serviceaccounts prod-mysql-instance",
 		"apply roles prod-mysql-instance",
@@ -394,19 +400,47 @@ func TestCreatesChildren(t *testing.T) {
 		}
 	}
 
-	secret := created[*corev1.Secret](t, actions, "secrets")
-	if len(secret.Data["password"]) < 24 || len(secret.Data["superuser-password"]) < 24 || len(secret.Data["replication-password"]) < 24 ||
-		string(secret.Data["password"]) == string(secret.Data["superuser-password"]) ||
-		string(secret.Data["replication-password"]) == string(secret.Data["superuser-password"]) {
+	secrets := map[string]*corev1.Secret{}
+	for _, a := range actions {
+		if c, ok := a.(core.CreateAction); ok && a.GetResource().Resource == "secrets" {
+			secrets[c.GetObject().(*corev1.Secret).Name] = c.GetObject().(*corev1.Secret)
+		}
+	}
+	instance, app, ca := secrets["prod-mysql-instance-secrets"], secrets["prod-mysql-credentials"], secrets["prod-mysql-ca"]
+	if instance == nil || app == nil || ca == nil {
+		t.Fatalf("created the Secrets %v, want the CA, the instance Secret and the credentials", maps.Keys(secrets))
+	}
+	if len(instance.Data["password"]) < 24 || len(instance.Data["superuser-password"]) < 24 || len(instance.Data["replication-password"]) < 24 ||
+		string(instance.Data["password"]) == string(instance.Data["superuser-password"]) ||
+		string(instance.Data["replication-password"]) == string(instance.Data["superuser-password"]) {
 		t.Errorf("secret passwords are weak or equal")
 	}
-	// The credentials name no owner: a MyDatabase that merely reads as
-	// absent may not take them with it.
-	if len(secret.OwnerReferences) != 0 {
-		t.Errorf("the credentials Secret has owner references %+v, want none", secret.OwnerReferences)
+	// One credential per purpose: applications get their user and the CA
+	// bundle, nothing that administers or replicates the database.
+	if keys := slices.Sorted(maps.Keys(app.Data)); !slices.Equal(keys, []string{"ca.crt", "database", "password", "username"}) ||
+		string(app.Data["password"]) != string(instance.Data["password"]) || string(app.Data["ca.crt"]) != string(ca.Data["ca.crt"]) {
+		t.Errorf("the credentials Secret holds %v, want the application's user, password and database and the CA", keys)
 	}
-	if secret.Labels[names.LabelManagedBy] != names.ManagedBy || secret.Labels[names.LabelInstance] != "prod-mysql" {
-		t.Errorf("%s labels %v", secret.Name, secret.Labels)
+	if len(instance.Data["issuer.key"]) == 0 || len(instance.Data["ca.key"]) != 0 || len(ca.Data["ca.key"]) == 0 {
+		t.Errorf("the instance Secret must hold the issuer and not the CA's key, the CA Secret the CA's key")
+	}
+	// The Secrets name no owner: a MyDatabase that merely reads as absent
+	// may not take them with it.
+	for name, secret := range secrets {
+		if len(secret.OwnerReferences) != 0 || secret.Immutable == nil || !*secret.Immutable {
+			t.Errorf("the Secret %s has owner references %+v and immutable %v, want none and true", name, secret.OwnerReferences, secret.Immutable)
+		}
+	}
+	// The pods mount the instance Secret, not the applications'.
+	for _, v := range sts.Spec.Template.Spec.Volumes {
+		if v.Secret != nil && v.Secret.SecretName != "prod-mysql-instance-secrets" {
+			t.Errorf("the pods mount the Secret %s", v.Secret.SecretName)
+		}
+	}
+	for _, secret := range secrets {
+		if secret.Labels[names.LabelManagedBy] != names.ManagedBy || secret.Labels[names.LabelInstance] != "prod-mysql" {
+			t.Errorf("%s labels %v", secret.Name, secret.Labels)
+		}
 	}
 	for _, obj := range []metav1.Object{sts, applied[*corev1.Service](t, actions, "services"), applied[*policyv1.PodDisruptionBudget](t, actions, "poddisruptionbudgets")} {
 		ref := metav1.GetControllerOf(obj)
@@ -707,6 +741,8 @@ func TestDeletionDeletesTheDataUnderDeletionPolicyDelete(t *testing.T) {
 		"delete persistentvolumeclaims data-prod-mysql-1",
 		"delete persistentvolumeclaims data-prod-mysql-2",
 		"delete secrets prod-mysql-credentials",
+		"delete secrets prod-mysql-instance-secrets",
+		"delete secrets prod-mysql-ca",
 	}, []string{"patch mydatabases prod-mysql"})
 	if got := f.storedDatabase("prod-mysql").Finalizers; slices.Contains(got, examplev1.DeleteDataFinalizer) {
 		t.Errorf("finalizers %v: the data is gone, the database must be let go", got)
@@ -736,10 +772,17 @@ func TestOwnedSecretOfAnOlderVersionIsReported(t *testing.T) {
 	for name, uid := range map[string]types.UID{"same database": "uid-1", "recreated database": "uid-old"} {
 		t.Run(name, func(t *testing.T) {
 			db, children, statuses := convergedState(t, myDatabase())
-			secret := findObject[*corev1.Secret](children).DeepCopy()
+			var secret *corev1.Secret
+			children = slices.DeleteFunc(children, func(o runtime.Object) bool {
+				s, ok := o.(*corev1.Secret)
+				if ok && s.Name == "prod-mysql-credentials" {
+					secret = s.DeepCopy()
+				}
+				return secret != nil && o == runtime.Object(s)
+			})
 			secret.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(
 				myDatabase(func(d *examplev1.MyDatabase) { d.UID = uid }), examplev1.SchemeGroupVersion.WithKind("MyDatabase"))}
-			children = append(without[*corev1.Secret](children), secret)
+			children = append(children, secret)
 			f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
 			f.statuses = statuses
 			if err := f.sync(); err != nil {
@@ -956,7 +999,7 @@ type fakeRestores struct {
 
 func (f *fakeRestores) StartRestore(_ context.Context, address string, auth api.Auth, req api.RestoreRequest) (*api.Operation, error) {
 	f.restores = append(f.restores, req)
-	f.auth = append(f.auth, address+" "+auth.Password)
+	f.auth = append(f.auth, address+" "+who(auth))
 	if f.err != nil {
 		return nil, f.err
 	}
@@ -1446,7 +1489,7 @@ func TestLostCredentialsAreNotRemade(t *testing.T) {
 	}
 	status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
 	c := meta.FindStatusCondition(status.Conditions, examplev1.ConditionDegraded)
-	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonCredentialsMissing || !strings.Contains(c.Message, `Secret "prod-mysql-credentials"`) {
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonCredentialsMissing || !strings.Contains(c.Message, `Secret "prod-mysql-instance-secrets"`) {
 		t.Errorf("Degraded = %+v, want CredentialsMissing", c)
 	}
 }
@@ -1616,4 +1659,13 @@ func TestOnlyTheStatefulSetsPodsAreInstances(t *testing.T) {
 			t.Errorf("mydb labelled %s, which is not its instance", p.GetName())
 		}
 	}
+}
+
+// who is the manager auth reaches, when it carries credentials of the
+// database's CA.
+func who(auth api.Auth) string {
+	if auth.Credentials == nil || auth.Credentials.Roots == nil {
+		return "without-credentials"
+	}
+	return auth.Name
 }

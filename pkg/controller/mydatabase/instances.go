@@ -25,7 +25,7 @@ import (
 // StatusReader reads an instance manager's status (GET /v1/status):
 // *api.Client, or a test's fake.
 type StatusReader interface {
-	Status(ctx context.Context, host string) (*api.Status, error)
+	Status(ctx context.Context, host string, auth api.Auth) (*api.Status, error)
 }
 
 // statusTimeout bounds one poll of an instance manager.
@@ -59,7 +59,7 @@ func (c *Controller) reconcileInstances(ctx context.Context, db *examplev1.MyDat
 			return err
 		}
 	}
-	f.instances, f.reports = c.pollInstances(ctx, pods, f.primary)
+	f.instances, f.reports = c.pollInstances(ctx, db, pods, f.primary)
 	c.positions.carry(db, f.instances)
 	series.observeInstances(cache.MetaObjectToName(db), f.instances, f.reports)
 	return nil
@@ -99,9 +99,10 @@ func choosePrimary(db *examplev1.MyDatabase, pods []*corev1.Pod) string {
 // replica lost together with the primary may have had the last
 // acknowledged commits, and a failover under Sync replication must know how
 // far it went (decision.stale drops it once the primary changes).
-func (c *Controller) pollInstances(ctx context.Context, pods []*corev1.Pod, primary string) ([]examplev1.InstanceStatus, []*api.Status) {
+func (c *Controller) pollInstances(ctx context.Context, db *examplev1.MyDatabase, pods []*corev1.Pod, primary string) ([]examplev1.InstanceStatus, []*api.Status) {
 	out := make([]examplev1.InstanceStatus, len(pods))
 	reports := make([]*api.Status, len(pods))
+	creds, credsErr := c.authority.Credentials(db.Namespace, db.Name)
 	var wg sync.WaitGroup
 	for i, pod := range pods {
 		role := examplev1.InstanceRoleReplica
@@ -117,12 +118,16 @@ func (c *Controller) pollInstances(ctx context.Context, pods []*corev1.Pod, prim
 			out[i].Message = "the pod has no IP yet"
 			continue
 		}
+		if credsErr != nil {
+			out[i].Message = "cannot authenticate to the instance manager: " + credsErr.Error()
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(ctx, statusTimeout)
 			defer cancel()
-			s, err := c.statuses.Status(ctx, pod.Status.PodIP)
+			s, err := c.statuses.Status(ctx, pod.Status.PodIP, api.Auth{Credentials: creds, Name: pod.Name})
 			if err == nil && s.Name != pod.Name {
 				// The pod's IP was another pod's, whose manager still
 				// answers there: its report is not this instance's.

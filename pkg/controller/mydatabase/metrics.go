@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+
 	// Registers workqueue depth, latency and retry metrics for every named queue.
 	_ "k8s.io/component-base/metrics/prometheus/workqueue"
 )

@@ -8,9 +8,7 @@ import (
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/controller/internal/s3location"
-	"github.com/mydb-dev/mydb/pkg/engine"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
-	"github.com/mydb-dev/mydb/pkg/names"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -169,11 +167,11 @@ func (c *Controller) startRestore(ctx context.Context, db *examplev1.MyDatabase,
 		}
 		source.S3 = object
 	}
-	secret, err := c.secretLister.Secrets(db.Namespace).Get(names.Secret(db.Name))
+	creds, err := c.authority.Credentials(db.Namespace, db.Name)
 	if err != nil {
-		return restoredCondition(metav1.ConditionFalse, ReasonRestoring, fmt.Sprintf("waiting for the Secret %q: %v", names.Secret(db.Name), err))
+		return restoredCondition(metav1.ConditionFalse, ReasonRestoring, "waiting for the database's CA: "+err.Error())
 	}
-	auth := api.Auth{Password: string(secret.Data[engine.SecretKeyReplicationPassword])}
+	auth := api.Auth{Credentials: creds, Name: in.Name}
 	op, err := c.restores.StartRestore(ctx, in.Address, auth, api.RestoreRequest{
 		ID: id, Source: source, SHA256: b.Status.Checksum, Size: b.Status.SizeBytes, Format: b.Status.Format,
 	})

@@ -56,11 +56,16 @@ func (c *Controller) restoreDumpServer(ctx context.Context, db *examplev1.MyData
 	if ref := metav1.GetControllerOf(pod); ref == nil || ref.UID != db.UID || pod.Labels[dump.LabelClaim] != claimName {
 		return nil, "", fmt.Errorf("the pod %q exists and is not this restore's", name)
 	}
-	address, err := dump.ServerAddress(ctx, pod)
+	creds, err := c.authority.Credentials(db.Namespace, db.Name)
+	if err != nil {
+		return nil, "waiting for the database's CA: " + err.Error(), nil
+	}
+	volume, err := dump.ServerAddress(ctx, pod, creds)
 	if err != nil {
 		return nil, err.Error(), nil
 	}
-	return &api.VolumeObject{Address: address, Claim: claimName}, "", nil
+	volume.Claim = claimName
+	return volume, "", nil
 }
 
 // removeRestorePod deletes the pod that served db its restore, once the

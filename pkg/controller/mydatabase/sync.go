@@ -3,12 +3,14 @@ package mydatabase
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strconv"
 	"time"
 
+	"github.com/mydb-dev/mydb/pkg/controller/internal/databaseca"
 	"github.com/mydb-dev/mydb/pkg/names"
 	"github.com/mydb-dev/mydb/pkg/scope"
 
@@ -24,6 +26,7 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 )
 
 // findings are what a reconcile saw that the status must report.
@@ -100,7 +103,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		}
 	}
 	var f findings
-	if err := c.reconcileSecret(ctx, db, &f); err != nil {
+	if err := c.reconcileSecret(ctx, db, &f); err != nil && !errors.Is(err, errSecretConflict) {
 		return err
 	}
 	if err := c.reconcileInstanceIdentity(ctx, db, &f); err != nil {
@@ -166,51 +169,146 @@ func (c *Controller) owned(db *examplev1.MyDatabase, child metav1.Object, kind s
 	return false
 }
 
-// reconcileSecret creates the credentials once; they are never overwritten,
-// so a password never changes under a running database, and never made
-// anew for a database that has data.
+// reconcileSecret makes the database's Secrets, each once: the CA
+// (controller only), the instance Secret (every credential and the issuer,
+// mounted by the database's pods alone) and the credentials Secret
+// applications mount (the application user and the CA bundle). None is
+// ever overwritten, so a password never changes under a running database,
+// and none is made anew for a database that has data: its passwords are
+// the ones the data accepts, its instances' issuer is of its CA.
 func (c *Controller) reconcileSecret(ctx context.Context, db *examplev1.MyDatabase, f *findings) error {
-	existing, err := c.secretLister.Secrets(db.Namespace).Get(names.Secret(db.Name))
-	if err == nil {
-		c.adoptSecret(db, existing, f)
-		return nil
-	}
-	if !apierrors.IsNotFound(err) {
-		return err
-	}
-	claims, err := c.pvcLister.PersistentVolumeClaims(db.Namespace).List(labels.SelectorFromSet(SelectorLabels(db)))
+	caSecret, err := c.existingSecret(ctx, db, names.CASecret(db.Name), f)
 	if err != nil {
 		return err
 	}
-	if len(claims) > 0 {
-		// The data on the claims accepts only the passwords it was made
-		// with: new random ones would lock everyone out for good.
-		msg := fmt.Sprintf("Secret %q with the database's credentials is gone while %d of its volumes hold data; "+
-			"mydb will not make new passwords the data does not accept: restore the Secret (docs/operations.md)", names.Secret(db.Name), len(claims))
-		f.credentialsMissing = msg
-		c.recorder.Event(db, corev1.EventTypeWarning, ReasonCredentialsMissing, msg)
-		return nil
-	}
-	secret, err := newSecret(db)
+	instance, err := c.existingSecret(ctx, db, names.InstanceSecret(db.Name), f)
 	if err != nil {
 		return err
 	}
-	_, err = c.kubeClient.CoreV1().Secrets(db.Namespace).Create(ctx, secret, metav1.CreateOptions{FieldManager: FieldManager})
-	if apierrors.IsAlreadyExists(err) {
-		// Not in the cache, which holds only Secrets labelled as mydb's:
-		// someone else's, or ours not seen yet.
-		existing, err := c.kubeClient.CoreV1().Secrets(db.Namespace).Get(ctx, secret.Name, metav1.GetOptions{})
+	app, err := c.existingSecret(ctx, db, names.Secret(db.Name), f)
+	if err != nil {
+		return err
+	}
+	// Made before the two were split, the credentials Secret held every
+	// password: the data accepts those.
+	legacy := app != nil && len(app.Data[engine.SecretKeySuperuserPassword]) > 0 && len(app.Data[engine.SecretKeyReplicationPassword]) > 0
+	if instance == nil && !legacy {
+		claims, err := c.pvcLister.PersistentVolumeClaims(db.Namespace).List(labels.SelectorFromSet(SelectorLabels(db)))
 		if err != nil {
 			return err
 		}
-		c.adoptSecret(db, existing, f)
+		if len(claims) > 0 {
+			// The data on the claims accepts only the passwords it was made
+			// with: new random ones would lock everyone out for good.
+			msg := fmt.Sprintf("Secret %q with the database's credentials is gone while %d of its volumes hold data; "+
+				"mydb will not make new passwords the data does not accept: restore the Secret (docs/operations.md)", names.InstanceSecret(db.Name), len(claims))
+			f.credentialsMissing = msg
+			c.recorder.Event(db, corev1.EventTypeWarning, ReasonCredentialsMissing, msg)
+			return nil
+		}
+	}
+	if caSecret == nil {
+		if instance != nil {
+			// A new CA would not verify the instances, whose issuer is of
+			// the lost one.
+			msg := fmt.Sprintf("Secret %q with the database's CA is gone while its instances hold an issuer of it (Secret %q); "+
+				"mydb cannot authenticate them with a new one: restore the Secret (docs/security.md)", names.CASecret(db.Name), instance.Name)
+			f.credentialsMissing = msg
+			c.recorder.Event(db, corev1.EventTypeWarning, ReasonCredentialsMissing, msg)
+			return nil
+		}
+		data, err := databaseca.NewCAData(db.Namespace, db.Name, c.clock.Now())
+		if err != nil {
+			return err
+		}
+		if caSecret, err = c.createSecret(ctx, db, names.CASecret(db.Name), data, f); err != nil {
+			return err
+		}
+	}
+	if instance == nil {
+		ca, err := databaseca.ParseCA(caSecret)
+		if err != nil {
+			return err
+		}
+		data, err := databaseca.NewIssuerData(ca, db.Namespace, db.Name, c.clock.Now())
+		if err != nil {
+			return err
+		}
+		passwords := []string{engine.SecretKeyPassword, engine.SecretKeySuperuserPassword, engine.SecretKeyReplicationPassword}
+		if legacy {
+			for _, key := range append(passwords, engine.SecretKeyUsername, engine.SecretKeyDatabase) {
+				data[key] = app.Data[key]
+			}
+		} else {
+			data[engine.SecretKeyUsername], data[engine.SecretKeyDatabase] = []byte("app"), []byte("app")
+			for _, key := range passwords {
+				if data[key], err = randomPassword(); err != nil {
+					return err
+				}
+			}
+		}
+		if instance, err = c.createSecret(ctx, db, names.InstanceSecret(db.Name), data, f); err != nil {
+			return err
+		}
+	}
+	if app != nil {
 		return nil
 	}
+	data := map[string][]byte{engine.SecretKeyCA: instance.Data[engine.SecretKeyCA]}
+	for _, key := range []string{engine.SecretKeyUsername, engine.SecretKeyPassword, engine.SecretKeyDatabase} {
+		data[key] = instance.Data[key]
+	}
+	_, err = c.createSecret(ctx, db, names.Secret(db.Name), data, f)
+	return err
+}
+
+// existingSecret is db's Secret name, from the cache or, when the cache
+// has not seen it, the API; nil when there is none, or when it is not db's
+// (a conflict, reported).
+func (c *Controller) existingSecret(ctx context.Context, db *examplev1.MyDatabase, name string, f *findings) (*corev1.Secret, error) {
+	existing, err := c.secretLister.Secrets(db.Namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
 	if err != nil {
-		return err
+		return nil, err
+	}
+	if !c.adoptSecret(db, existing, f) {
+		return nil, errSecretConflict
+	}
+	return existing, nil
+}
+
+// errSecretConflict stops the reconciliation of the Secrets at one that
+// is someone else's (recorded as a conflict).
+var errSecretConflict = errors.New("a Secret of the database's is someone else's")
+
+// createSecret creates db's immutable Secret name with data; one that
+// exists already (not in the cache, which holds only Secrets labelled as
+// mydb's) is read and adopted instead.
+func (c *Controller) createSecret(ctx context.Context, db *examplev1.MyDatabase, name string, data map[string][]byte, f *findings) (*corev1.Secret, error) {
+	secret := &corev1.Secret{
+		ObjectMeta: dataChildMeta(db, name),
+		Type:       corev1.SecretTypeOpaque,
+		Immutable:  ptr.To(true),
+		Data:       data,
+	}
+	created, err := c.kubeClient.CoreV1().Secrets(db.Namespace).Create(ctx, secret, metav1.CreateOptions{FieldManager: FieldManager})
+	if apierrors.IsAlreadyExists(err) {
+		existing, err := c.kubeClient.CoreV1().Secrets(db.Namespace).Get(ctx, secret.Name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		if !c.adoptSecret(db, existing, f) {
+			return nil, errSecretConflict
+		}
+		return existing, nil
+	}
+	if err != nil {
+		return nil, err
 	}
 	c.recorder.Eventf(db, corev1.EventTypeNormal, ReasonCreated, "Created Secret %q", secret.Name)
-	return nil
+	return created, nil
 }
 
 // ownsData tells whether a child that carries no owner reference (the
@@ -236,14 +334,14 @@ func isMyDatabaseRef(ref metav1.OwnerReference, name string) bool {
 // update Secrets): the garbage collector would delete the Secret whenever
 // the database reads as absent, or when it is made again with a new UID.
 // Someone else's Secret is a conflict.
-func (c *Controller) adoptSecret(db *examplev1.MyDatabase, secret *corev1.Secret, f *findings) {
+func (c *Controller) adoptSecret(db *examplev1.MyDatabase, secret *corev1.Secret, f *findings) bool {
 	if !ownsData(db, secret) {
 		c.owned(db, secret, "Secret", f)
-		return
+		return false
 	}
 	refs := slices.DeleteFunc(slices.Clone(secret.OwnerReferences), func(ref metav1.OwnerReference) bool { return isMyDatabaseRef(ref, db.Name) })
 	if len(refs) == len(secret.OwnerReferences) {
-		return
+		return true
 	}
 	fix := fmt.Sprintf("kubectl patch secret %s -n %s --type=json -p '[{\"op\":\"remove\",\"path\":\"/metadata/ownerReferences\"}]'", secret.Name, secret.Namespace)
 	if len(refs) > 0 {
@@ -252,6 +350,7 @@ func (c *Controller) adoptSecret(db *examplev1.MyDatabase, secret *corev1.Secret
 	c.recorder.Eventf(db, corev1.EventTypeWarning, ReasonCredentialsOwned,
 		"Secret %q names the MyDatabase as its owner (an older mydb set it): garbage collection would delete the credentials with a lost or remade database; remove the reference: %s",
 		secret.Name, fix)
+	return true
 }
 
 // finalize deletes, for a database deleted under deletionPolicy Delete,
@@ -295,16 +394,19 @@ func (c *Controller) finalize(ctx context.Context, db *examplev1.MyDatabase) err
 		}
 		deleted++
 	}
-	secret, err := c.secretLister.Secrets(db.Namespace).Get(names.Secret(db.Name))
-	if err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	if secret != nil && ownsData(db, secret) {
-		err := c.kubeClient.CoreV1().Secrets(db.Namespace).Delete(ctx, secret.Name, preconditions(secret.UID))
+	for _, name := range []string{names.Secret(db.Name), names.InstanceSecret(db.Name), names.CASecret(db.Name)} {
+		secret, err := c.secretLister.Secrets(db.Namespace).Get(name)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
+		if secret != nil && ownsData(db, secret) {
+			err := c.kubeClient.CoreV1().Secrets(db.Namespace).Delete(ctx, secret.Name, preconditions(secret.UID))
+			if err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+		}
 	}
+	c.authority.Forget(db.Namespace, db.Name)
 	logger.V(2).Info("Deleted the database's data (deletionPolicy Delete)", "claims", deleted)
 	c.recorder.Eventf(db, corev1.EventTypeNormal, ReasonDeleted,
 		"Deleted %d PersistentVolumeClaims and the credentials (deletionPolicy Delete)", deleted)

@@ -3,6 +3,8 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -37,29 +40,106 @@ const Timeout = 10 * time.Second
 // whatever answers at a pod's address is not trusted to be one.
 const maxAnswer = 1 << 20
 
-// defaultHTTP sends the requests of a Client without an HTTP client.
-var defaultHTTP = &http.Client{Timeout: Timeout}
-
-// Auth is the credentials of the endpoints that need them: ReplicationUser
-// and the database's replication password.
-type Auth struct {
-	Password string
+// Credentials are what a caller of a database's managers holds: the
+// database's root CA, which every manager's certificate chains to, and the
+// caller's own client certificate (the controller's, or an instance's).
+type Credentials struct {
+	// ID tells credentials apart for connection reuse: the same ID, the
+	// same roots and the same identity.
+	ID string
+	// Roots verify the managers' certificates.
+	Roots *x509.CertPool
+	// Certificate is the client certificate presented, asked for at every
+	// handshake so a renewed one applies at once.
+	Certificate func() (*tls.Certificate, error)
 }
 
-// Client calls the instance managers' endpoints, over plain HTTP at their
-// hosts (pod IPs in a cluster). The zero value is ready to use.
+// TLSConfig is the client side of mutual TLS with the manager whose
+// certificate must name serverName (its instance's name).
+func (c *Credentials) TLSConfig(serverName string) *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		RootCAs:    c.Roots,
+		ServerName: serverName,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return c.Certificate()
+		},
+	}
+}
+
+// Auth is how a request reaches one manager: over mutual TLS with
+// Credentials, to a manager whose certificate names Name. A manager at the
+// expected address that cannot prove it is Name (a recycled pod IP,
+// another database's pod) is refused before a byte of the request is sent.
+type Auth struct {
+	Credentials *Credentials
+	Name        string
+}
+
+// Client calls the instance managers' endpoints over HTTPS with mutual
+// TLS, at their hosts (pod IPs in a cluster). The zero value is ready to
+// use.
 type Client struct {
-	// HTTP sends the requests; nil is a client whose requests time out
-	// after Timeout.
-	HTTP *http.Client
+	// Timeout bounds each request; 0 is Timeout.
+	Timeout time.Duration
+	// Wrap, when set, wraps the transport of every request (the
+	// controller's write fence).
+	Wrap func(http.RoundTripper) http.RoundTripper
 	// Port is where the managers serve; 0 is Port. Only tests and test
 	// rigs run managers elsewhere.
 	Port int
+
+	mu sync.Mutex
+	// clients are an HTTP client per credentials and server name, so
+	// connections are reused and never shared between identities.
+	clients map[string]*http.Client
 }
 
-// Status is GET /v1/status of the manager at host.
-func (c *Client) Status(ctx context.Context, host string) (*Status, error) {
-	resp, err := c.send(ctx, http.MethodGet, host, PathStatus, nil, nil)
+// maxClients bounds the clients kept: past it they are all dropped (their
+// idle connections closed) and made again as needed.
+const maxClients = 4096
+
+func (c *Client) httpClient(auth Auth) (*http.Client, error) {
+	if auth.Credentials == nil || auth.Name == "" {
+		return nil, errors.New("a request to an instance manager needs the database's credentials and the instance's name")
+	}
+	key := auth.Credentials.ID + "\x00" + auth.Name
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h, ok := c.clients[key]; ok {
+		return h, nil
+	}
+	if c.clients == nil || len(c.clients) >= maxClients {
+		for _, h := range c.clients {
+			h.CloseIdleConnections()
+		}
+		c.clients = map[string]*http.Client{}
+	}
+	var rt http.RoundTripper = &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:     auth.Credentials.TLSConfig(auth.Name),
+		TLSHandshakeTimeout: 5 * time.Second,
+		IdleConnTimeout:     90 * time.Second,
+		MaxIdleConnsPerHost: 2,
+		ForceAttemptHTTP2:   false,
+	}
+	if c.Wrap != nil {
+		rt = c.Wrap(rt)
+	}
+	timeout := c.Timeout
+	if timeout == 0 {
+		timeout = Timeout
+	}
+	h := &http.Client{Timeout: timeout, Transport: rt}
+	c.clients[key] = h
+	return h, nil
+}
+
+// Status is GET /v1/status of the manager at host (an address, or a
+// host:port where it serves elsewhere than on Port).
+func (c *Client) Status(ctx context.Context, host string, auth Auth) (*Status, error) {
+	resp, err := c.send(ctx, http.MethodGet, host, PathStatus, auth, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +178,7 @@ func (c *Client) Restore(ctx context.Context, host string, auth Auth) (*Operatio
 // Operation, and turns the answers that mean something into the errors
 // above.
 func (c *Client) operation(ctx context.Context, method, host, path string, auth Auth, body any) (*Operation, error) {
-	resp, err := c.send(ctx, method, host, path, &auth, body)
+	resp, err := c.send(ctx, method, host, path, auth, body)
 	if err != nil {
 		return nil, err
 	}
@@ -122,8 +202,12 @@ func (c *Client) operation(ctx context.Context, method, host, path string, auth 
 	return &op, nil
 }
 
-// send sends a request with body as JSON, authenticated when auth is set.
-func (c *Client) send(ctx context.Context, method, host, path string, auth *Auth, body any) (*http.Response, error) {
+// send sends a request with body as JSON to the manager auth names.
+func (c *Client) send(ctx context.Context, method, host, path string, auth Auth, body any) (*http.Response, error) {
+	h, err := c.httpClient(auth)
+	if err != nil {
+		return nil, err
+	}
 	var r io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -132,23 +216,20 @@ func (c *Client) send(ctx context.Context, method, host, path string, auth *Auth
 		}
 		r = bytes.NewReader(b)
 	}
-	port := c.Port
-	if port == 0 {
-		port = Port
+	address := host
+	if _, _, err := net.SplitHostPort(host); err != nil {
+		port := c.Port
+		if port == 0 {
+			port = Port
+		}
+		address = net.JoinHostPort(host, strconv.Itoa(port))
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+net.JoinHostPort(host, strconv.Itoa(port))+path, r)
+	req, err := http.NewRequestWithContext(ctx, method, "https://"+address+path, r)
 	if err != nil {
 		return nil, err
 	}
-	if auth != nil {
-		req.SetBasicAuth(ReplicationUser, auth.Password)
-	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
-	}
-	h := c.HTTP
-	if h == nil {
-		h = defaultHTTP
 	}
 	return h.Do(req)
 }

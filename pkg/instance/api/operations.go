@@ -33,12 +33,15 @@ type Destination struct {
 }
 
 // VolumeObject is the dump server (mydb-instance dump-server) of the
-// short-lived pod that mounts one backup's claim. The instance
-// authenticates to it with its own replication credentials: the pod mounts
-// the same Secret.
+// short-lived pod that mounts one backup's claim. The instance and the
+// server authenticate each other with certificates of the database's
+// issuer, over mutual TLS.
 type VolumeObject struct {
 	// Address is the server's host:port, the pod's IP and Port.
 	Address string `json:"address"`
+	// Server is the dump pod's name, which the server's certificate must
+	// carry.
+	Server string `json:"server"`
 	// Claim is the claim's name, for messages.
 	Claim string `json:"claim"`
 }

@@ -65,7 +65,7 @@ func (o *Options) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.ListenLoopback, "listen-loopback", false, "the engine listens on 127.0.0.1 too, where kubectl port-forward connects (a pod's own loopback; not where instances share one)")
 	fs.IntVar(&o.Port, "port", 0, "engine port (default: the engine's usual port)")
 	fs.StringVar(&o.StatusAddress, "status-address", env("MYDB_STATUS_ADDRESS", fmt.Sprintf(":%d", api.Port)), "address of the status HTTP server ($MYDB_STATUS_ADDRESS)")
-	fs.StringVar(&o.SecretsDir, "secrets-dir", env("MYDB_SECRETS_DIR", ""), "mounted credentials Secret: username, password, database, superuser-password, replication-password ($MYDB_SECRETS_DIR)")
+	fs.StringVar(&o.SecretsDir, "secrets-dir", env("MYDB_SECRETS_DIR", ""), "the mounted instance Secret: the credentials (username, password, database, superuser-password, replication-password) and the database's CA and issuer (ca.crt, issuer.crt, issuer.key) ($MYDB_SECRETS_DIR)")
 	fs.StringVar(&o.BinDir, "bin-dir", env("MYDB_BIN_DIR", ""), "directory of the engine's binaries (default: PATH) ($MYDB_BIN_DIR)")
 	fs.StringVar(&o.TopologyFile, "topology-file", env("MYDB_TOPOLOGY_FILE", ""), "JSON file with the desired topology, re-read when it changes ($MYDB_TOPOLOGY_FILE)")
 	fs.StringVar(&o.Database, "database", env("MYDB_DATABASE", ""), "the MyDatabase this instance belongs to: its status names the primary ($MYDB_DATABASE)")
@@ -148,9 +148,16 @@ func run(ctx context.Context, o *Options) error {
 	if serverID == 0 {
 		serverID = ServerIDFromName(o.Name)
 	}
+	secrets := instance.Secrets{Dir: o.SecretsDir}
+	engineTLS := instance.EngineTLSIn(o.RunDir)
+	identity, err := instance.NewIdentity(secrets, instance.InstanceLeaf(o.Name, o.Database, o.Namespace, o.ListenHost), &engineTLS, log)
+	if err != nil {
+		return fmt.Errorf("the instance's certificate: %w", err)
+	}
+	go identity.Run(ctx)
 	cfg := instance.DriverConfig{
 		Name: o.Name, DataRoot: o.DataRoot, RunDir: o.RunDir, ListenHost: o.ListenHost, ListenLoopback: o.ListenLoopback, Port: o.Port,
-		BinDir: o.BinDir, Secrets: instance.Secrets{Dir: o.SecretsDir}, ServerID: serverID,
+		BinDir: o.BinDir, Secrets: secrets, Identity: identity, TLS: engineTLS, ServerID: serverID,
 		Stdout: os.Stdout, Stderr: os.Stdout, Log: log.With("engine", o.Engine),
 	}
 	driver, err := newDriver(o.Engine, &cfg)
@@ -174,9 +181,9 @@ func run(ctx context.Context, o *Options) error {
 	m := instance.NewManager(instance.Options{
 		Name: o.Name, Engine: o.Engine, DataRoot: o.DataRoot, StatusAddress: o.StatusAddress,
 		StopTimeout: o.StopTimeout, MaxReadyLag: o.MaxReadyLag, MaxReadyLagBytes: o.MaxReadyLagBytes,
-		ReplicationPassword: func() (string, error) { return cfg.Secrets.Get(instance.SecretReplicationPassword) },
-		Restore:             o.Restore,
-		Log:                 log,
+		Identity: identity,
+		Restore:  o.Restore,
+		Log:      log,
 	}, driver, topology)
 
 	// SIGHUP is the engines' reload signal: pass it on.

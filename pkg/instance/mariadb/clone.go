@@ -26,16 +26,21 @@ const (
 )
 
 // cloneClient has no overall timeout (a large clone takes long) but gives
-// up on a primary that does not start answering.
-var cloneClient = &http.Client{Transport: &http.Transport{
-	Proxy:                 nil,
-	DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-	ResponseHeaderTimeout: time.Minute,
-}}
+// up on a primary that does not start answering. It authenticates as the
+// instance with creds, to the primary whose certificate names primary.
+func cloneClient(creds *api.Credentials, primary string) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:       creds.TLSConfig(primary),
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: time.Minute,
+	}}
+}
 
 // ServeClone implements instance.CloneServer on the primary: a physical
 // backup of the running server, streamed as mbstream. The Manager has
-// authenticated the client as the replication user.
+// authenticated the client as an instance of the database.
 func (d *Driver) ServeClone(w http.ResponseWriter, r *http.Request) {
 	id, err := d.SystemID()
 	if err != nil {
@@ -122,10 +127,6 @@ func (d *Driver) Clone(ctx context.Context, t instance.Topology) error {
 	if t.PrimaryStatusURL == "" {
 		return fmt.Errorf("topology has no primaryStatusURL to clone from")
 	}
-	pw, err := d.cfg.Secrets.Get(instance.SecretReplicationPassword)
-	if err != nil {
-		return err
-	}
 	tmp := d.DataDir + ".clone"
 	if err := os.RemoveAll(tmp); err != nil {
 		return err
@@ -137,8 +138,7 @@ func (d *Driver) Clone(ctx context.Context, t instance.Topology) error {
 	if err != nil {
 		return err
 	}
-	req.SetBasicAuth(api.ReplicationUser, pw)
-	resp, err := cloneClient.Do(req)
+	resp, err := cloneClient(d.cfg.Identity.Credentials(), t.Primary).Do(req)
 	if err != nil {
 		return err
 	}

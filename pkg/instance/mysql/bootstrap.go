@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"time"
 
@@ -58,7 +57,7 @@ func (d *Driver) Clone(ctx context.Context, t instance.Topology) error {
 	}
 	// CLONE copies InnoDB's data, not the manager's files beside it: the
 	// primary's manager says which data set it serves.
-	id, err := instance.PrimarySystemID(ctx, &http.Client{Timeout: 10 * time.Second}, t)
+	id, err := instance.PrimarySystemID(ctx, &api.Client{Timeout: 10 * time.Second}, d.cfg.Identity.Credentials(), t)
 	if err != nil {
 		return err
 	}

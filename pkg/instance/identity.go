@@ -1,0 +1,276 @@
+package instance
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/mydb-dev/mydb/pkg/instance/api"
+	"github.com/mydb-dev/mydb/pkg/names"
+	"github.com/mydb-dev/mydb/pkg/pki"
+)
+
+// Keys of the instance Secret that hold the database's CA and the issuer
+// the instances mint their certificates with.
+const (
+	SecretCA         = "ca.crt"
+	SecretIssuerCert = "issuer.crt"
+	SecretIssuerKey  = "issuer.key"
+)
+
+// EngineTLS is where the manager writes the engine's certificate files,
+// renewed with its own (the engines read them at start and at a reload).
+type EngineTLS struct {
+	// CertFile holds the instance's certificate followed by the issuer's.
+	CertFile string
+	// KeyFile is its private key, readable by the engine's user only.
+	KeyFile string
+	// CAFile is the database's root CA: what replicas verify the primary
+	// against.
+	CAFile string
+}
+
+// EngineTLSIn is the layout of EngineTLS in the run directory.
+func EngineTLSIn(runDir string) EngineTLS {
+	dir := filepath.Join(runDir, "tls")
+	return EngineTLS{CertFile: filepath.Join(dir, "server.crt"), KeyFile: filepath.Join(dir, "server.key"), CAFile: filepath.Join(dir, "ca.crt")}
+}
+
+// Identity is an instance's (or a dump server's) certificate: minted at
+// start from the issuer in the mounted Secret, for the names peers reach
+// it by, and renewed at two thirds of its life. It serves the manager's
+// HTTPS, is the client certificate of its calls to other managers, and,
+// written to EngineTLS, the engine's.
+type Identity struct {
+	leaf    pki.Leaf
+	secrets Secrets
+	files   *EngineTLS
+	log     *slog.Logger
+
+	mu      sync.Mutex
+	root    *x509.Certificate
+	issuer  *x509.Certificate
+	current *tls.Certificate
+	// renewed is called after each renewal (the engine reloads its files).
+	renewed func()
+}
+
+// InstanceLeaf is what an instance's certificate names: its pod, by its
+// own name and its DNS names under the headless Service; the Services
+// that route to the database's instances; its pod IP; and the loopback,
+// where kubectl port-forward connects.
+func InstanceLeaf(name, db, namespace string, ips ...string) pki.Leaf {
+	var dns []string
+	add := func(host string) {
+		dns = append(dns, host)
+		if namespace != "" {
+			dns = append(dns, host+"."+namespace, host+"."+namespace+".svc", host+"."+namespace+".svc.cluster.local")
+		}
+	}
+	dns = append(dns, name)
+	if db != "" {
+		add(name + "." + names.HeadlessService(db))
+		for _, svc := range []string{names.ClientService(db), names.ReadWriteService(db), names.ReadOnlyService(db), names.AnyInstanceService(db)} {
+			add(svc)
+		}
+	}
+	dns = append(dns, "localhost")
+	leaf := pki.Leaf{CommonName: name, DNSNames: dns, Lifetime: pki.InstanceLifetime, Server: true, Client: true,
+		IPs: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}}
+	for _, ip := range ips {
+		if parsed := net.ParseIP(ip); parsed != nil && !parsed.IsLoopback() && !parsed.IsUnspecified() {
+			leaf.IPs = append(leaf.IPs, parsed)
+		}
+	}
+	return leaf
+}
+
+// NewIdentity mints the first certificate; files, when set, receive it for
+// the engine.
+func NewIdentity(secrets Secrets, leaf pki.Leaf, files *EngineTLS, log *slog.Logger) (*Identity, error) {
+	id := &Identity{leaf: leaf, secrets: secrets, files: files, log: log}
+	if err := id.renew(time.Now()); err != nil {
+		return nil, err
+	}
+	return id, nil
+}
+
+// OnRenew sets what runs after each renewal.
+func (id *Identity) OnRenew(f func()) {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	id.renewed = f
+}
+
+// renew mints a certificate with the issuer as mounted now (a Secret the
+// kubelet updated applies at the next renewal).
+func (id *Identity) renew(now time.Time) error {
+	rootPEM, err := id.secrets.Get(SecretCA)
+	if err != nil {
+		return err
+	}
+	roots, err := pki.ParseCerts([]byte(rootPEM))
+	if err != nil {
+		return fmt.Errorf("%s: %w", SecretCA, err)
+	}
+	certPEM, err := id.secrets.Get(SecretIssuerCert)
+	if err != nil {
+		return err
+	}
+	keyPEM, err := id.secrets.Get(SecretIssuerKey)
+	if err != nil {
+		return err
+	}
+	issuer, err := pki.ParseKeyPair([]byte(certPEM), []byte(keyPEM))
+	if err != nil {
+		return fmt.Errorf("the issuer: %w", err)
+	}
+	if _, err := issuer.Cert.Verify(x509.VerifyOptions{Roots: pki.Pool(roots...), CurrentTime: now,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+		return fmt.Errorf("the issuer does not chain to %s: %w", SecretCA, err)
+	}
+	leaf, err := issuer.Issue(id.leaf, now)
+	if err != nil {
+		return err
+	}
+	cert := leaf.TLSCertificate(issuer.Cert)
+	if id.files != nil {
+		if err := id.write(leaf, issuer.Cert, roots); err != nil {
+			return err
+		}
+	}
+	id.mu.Lock()
+	id.root, id.issuer, id.current = roots[0], issuer.Cert, cert
+	renewed := id.renewed
+	id.mu.Unlock()
+	if renewed != nil {
+		renewed()
+	}
+	return nil
+}
+
+// write replaces the engine's files, each by a rename, so an engine that
+// reads them meanwhile sees the old set or the new.
+func (id *Identity) write(leaf *pki.KeyPair, issuer *x509.Certificate, roots []*x509.Certificate) error {
+	keyPEM, err := leaf.KeyPEM()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(id.files.KeyFile), 0o700); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		path string
+		data []byte
+		mode os.FileMode
+	}{
+		{id.files.KeyFile, keyPEM, 0o600},
+		{id.files.CertFile, pki.EncodeCerts(leaf.Cert, issuer), 0o644},
+		{id.files.CAFile, pki.EncodeCerts(roots...), 0o644},
+	} {
+		tmp := f.path + ".new"
+		if err := os.WriteFile(tmp, f.data, f.mode); err != nil {
+			return err
+		}
+		if err := os.Chmod(tmp, f.mode); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, f.path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Run renews the certificate at two thirds of its life until ctx ends; a
+// failed renewal is tried again every minute while the old one holds.
+func (id *Identity) Run(ctx context.Context) {
+	for {
+		id.mu.Lock()
+		at := pki.RenewAt(id.current.Leaf)
+		id.mu.Unlock()
+		wait := time.Until(at)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		if err := id.renew(time.Now()); err != nil {
+			id.log.Error("renewing the instance's certificate", "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Minute):
+			}
+		} else {
+			id.log.Info("renewed the instance's certificate")
+		}
+	}
+}
+
+// Certificate is the current certificate.
+func (id *Identity) Certificate() (*tls.Certificate, error) {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	return id.current, nil
+}
+
+// Roots is a pool of the database's root CA.
+func (id *Identity) Roots() *x509.CertPool {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	return pki.Pool(id.root)
+}
+
+// ServerConfig serves HTTPS with the current certificate and verifies the
+// client certificates presented against the database's root. A client
+// without one is let through the handshake (the kubelet's probes have
+// none): each handler says whom it admits (PeerRole).
+func (id *Identity) ServerConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			return id.Certificate()
+		},
+		ClientAuth: tls.VerifyClientCertIfGiven,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			// The roots as mounted now, should they change.
+			return &tls.Config{MinVersion: tls.VersionTLS12, ClientAuth: tls.VerifyClientCertIfGiven,
+				ClientCAs: id.Roots(), GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return id.Certificate() }}, nil
+		},
+	}
+}
+
+// Credentials are the instance's, for its calls to other managers of its
+// database.
+func (id *Identity) Credentials() *api.Credentials {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	return &api.Credentials{ID: "instance/" + id.leaf.CommonName + "/" + pki.Fingerprint(id.root), Roots: pki.Pool(id.root), Certificate: id.Certificate}
+}
+
+// admit wraps h so only peers of the given roles reach it; anyone else is
+// answered 401 (no certificate) or 403 (a certificate of another role).
+func admit(h http.HandlerFunc, roles ...pki.Role) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		role, _ := pki.PeerRole(r.TLS)
+		if role == pki.RoleNone {
+			http.Error(w, "a client certificate of the database's CA is required", http.StatusUnauthorized)
+			return
+		}
+		if !slices.Contains(roles, role) {
+			http.Error(w, fmt.Sprintf("the %s may not call this endpoint", role), http.StatusForbidden)
+			return
+		}
+		h(w, r)
+	}
+}
