@@ -119,9 +119,8 @@ func (h *harness) call(method, path string, body any) (int, string) {
 		b, _ := json.Marshal(v)
 		rd = bytes.NewReader(b)
 	}
-	req, _ := http.NewRequest(method, "http://"+h.addr+path, rd)
-	req.SetBasicAuth(api.ReplicationUser, "repl-pw")
-	resp, err := http.DefaultClient.Do(req)
+	req, _ := http.NewRequest(method, "https://"+h.addr+path, rd)
+	resp, err := httpsClient(testDatabase.Controller(), h.m.opts.Name).Do(req)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -167,8 +166,12 @@ func TestBackupStreamsToTheStoreOneAtATime(t *testing.T) {
 	if code, msg := h.call("POST", "/v1/backups", `{"id":"x","destination":{"s3":{}}}`); !strings.Contains(msg, "destination.s3.bucket: Required value") {
 		t.Errorf("422 without field paths: %d %s", code, msg)
 	}
-	if code := h.get("/v1/backups/b1", "", ""); code != http.StatusUnauthorized {
+	if code := h.get("/v1/backups/b1", nil); code != http.StatusUnauthorized {
 		t.Errorf("unauthenticated GET: %d", code)
+	}
+	// Backups are the controller's to ask for: not another instance's.
+	if code := h.get("/v1/backups/b1", testDatabase.Instance("db-1")); code != http.StatusForbidden {
+		t.Errorf("GET as an instance: %d, want 403", code)
 	}
 
 	req := api.BackupRequest{ID: "b1", Destination: api.Destination{S3: s3Object("db/b1")}}
@@ -266,12 +269,12 @@ func TestBackupToADumpServer(t *testing.T) {
 	h.src <- Topology{Primary: "db-0"}
 	h.wait("a running primary", func(s api.Status) bool { return s.EngineRunning })
 	address := startDumpServer(t, dir, false)
-	if code, msg := h.call("POST", "/v1/backups", api.BackupRequest{ID: "b1", Destination: api.Destination{Volume: &api.VolumeObject{Address: address, Claim: "b1-dump"}}}); code != http.StatusAccepted {
+	if code, msg := h.call("POST", "/v1/backups", api.BackupRequest{ID: "b1", Destination: api.Destination{Volume: &api.VolumeObject{Address: address, Server: "dump-0", Claim: "b1-dump"}}}); code != http.StatusAccepted {
 		t.Fatalf("POST: %d %s", code, msg)
 	}
 	s := h.wait("the backup done", func(s api.Status) bool { return s.Backup != nil && s.Backup.Phase != api.OperationRunning })
-	// The manager presents its own replication password, which the
-	// server reads from the same Secret.
+	// The manager and the server authenticate each other with
+	// certificates of the database's issuer.
 	sum := sha256.Sum256(driver.data)
 	if b := s.Backup; b.Phase != api.OperationSucceeded || b.Size != int64(len(driver.data)) || b.SHA256 != hex.EncodeToString(sum[:]) || !strings.Contains(b.Message, "pvc://b1-dump") {
 		t.Errorf("backup %+v", b)

@@ -14,15 +14,21 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 )
 
 func startDumpServer(t *testing.T, dir string, readOnly bool) string {
 	t.Helper()
-	srv := httptest.NewServer((&DumpServer{Dir: dir, ReadOnly: readOnly,
-		Password: func() (string, error) { return "repl-pw", nil }}).Handler())
+	srv := httptest.NewUnstartedServer((&DumpServer{Dir: dir, ReadOnly: readOnly}).Handler())
+	srv.TLS = testIdentity(t, "dump-0").ServerConfig()
+	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	return strings.TrimPrefix(srv.URL, "http://")
+	return strings.TrimPrefix(srv.URL, "https://")
 }
+
+// asInstance is how an instance of the database reaches the dump server.
+var asInstance = api.Auth{Credentials: testDatabase.Instance("db-0"), Name: "dump-0"}
 
 func TestDumpServerKeepsOneDumpByteForByte(t *testing.T) {
 	ctx := context.Background()
@@ -31,7 +37,7 @@ func TestDumpServerKeepsOneDumpByteForByte(t *testing.T) {
 	_, _ = rand.Read(data)
 	sum := sha256.Sum256(data)
 
-	store := OpenDump(startDumpServer(t, dir, false), "repl-pw")
+	store := OpenDump(startDumpServer(t, dir, false), asInstance)
 	obj, err := store.Put(ctx, dumpFile, bytes.NewReader(data))
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +51,7 @@ func TestDumpServerKeepsOneDumpByteForByte(t *testing.T) {
 
 	// A restore's server mounts the claim read-only: it serves the same
 	// bytes and refuses writes.
-	reader := OpenDump(startDumpServer(t, dir, true), "repl-pw")
+	reader := OpenDump(startDumpServer(t, dir, true), asInstance)
 	stat, err := reader.Stat(ctx, dumpFile)
 	if err != nil || stat.Size != obj.Size || stat.SHA256 != obj.SHA256 {
 		t.Errorf("stat: %+v, %v; want %+v", stat, err, obj)
@@ -62,8 +68,17 @@ func TestDumpServerKeepsOneDumpByteForByte(t *testing.T) {
 	if _, err := reader.Put(ctx, dumpFile, strings.NewReader("x")); err == nil || !strings.Contains(err.Error(), "403") {
 		t.Errorf("a put to a read-only server: %v, want 403", err)
 	}
-	if _, err := OpenDump(startDumpServer(t, dir, true), "wrong").Get(ctx, dumpFile); err == nil || !strings.Contains(err.Error(), "401") {
-		t.Errorf("a get with a wrong password: %v, want 401", err)
+	// The controller's certificate is the database's, but only instances
+	// write and read dumps; another CA's does not get through the handshake.
+	if _, err := OpenDump(startDumpServer(t, dir, true), api.Auth{Credentials: testDatabase.Controller(), Name: "dump-0"}).Get(ctx, dumpFile); err == nil || !strings.Contains(err.Error(), "403") {
+		t.Errorf("a get as the controller: %v, want 403", err)
+	}
+	if _, err := OpenDump(startDumpServer(t, dir, true), api.Auth{Credentials: testDatabase.Stranger(), Name: "dump-0"}).Get(ctx, dumpFile); err == nil {
+		t.Error("a get with another CA's certificate succeeded")
+	}
+	// A server that is not the dump pod named is refused by the client.
+	if _, err := OpenDump(startDumpServer(t, dir, true), api.Auth{Credentials: testDatabase.Instance("db-0"), Name: "dump-1"}).Get(ctx, dumpFile); err == nil || !strings.Contains(err.Error(), "dump-1") {
+		t.Errorf("a get from a server that is not dump-1: %v, want a certificate error", err)
 	}
 }
 
@@ -82,7 +97,7 @@ func (f *failingReader) Read(b []byte) (int, error) {
 func TestDumpServerKeepsNothingOfAnInterruptedUpload(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	store := OpenDump(startDumpServer(t, dir, false), "repl-pw")
+	store := OpenDump(startDumpServer(t, dir, false), asInstance)
 	if _, err := store.Put(ctx, dumpFile, &failingReader{n: 3 << 20}); err == nil || !strings.Contains(err.Error(), "the backup tool died") {
 		t.Fatalf("an interrupted upload: %v, want the tool's error", err)
 	}

@@ -179,7 +179,7 @@ func startManagerWith(t *testing.T, driver Driver, fake *fakeDriver, name string
 	h := &harness{t: t, fake: fake, src: make(chanSource, 1), addr: freeAddr(t), done: make(chan struct{})}
 	opts := Options{
 		Name: name, Engine: "fake", DataRoot: t.TempDir(), StatusAddress: h.addr, StopTimeout: 5 * time.Second,
-		MaxReadyLag: 10 * time.Second, ReplicationPassword: func() (string, error) { return "repl-pw", nil },
+		MaxReadyLag: 10 * time.Second, Identity: testIdentity(t, name),
 	}
 	if mod != nil {
 		mod(&opts)
@@ -189,7 +189,7 @@ func startManagerWith(t *testing.T, driver Driver, fake *fakeDriver, name string
 	h.stop = cancel
 	go func() { h.err = h.m.Run(ctx); close(h.done) }()
 	if err := PollUntil(ctx, 10*time.Millisecond, func() error {
-		resp, err := http.Get("http://" + h.addr + "/healthz")
+		resp, err := httpsClient(nil, name).Get("https://" + h.addr + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 		}
@@ -224,12 +224,10 @@ func (h *harness) wait(what string, cond func(api.Status) bool) api.Status {
 	return s
 }
 
-func (h *harness) get(path, user, pass string) int {
-	req, _ := http.NewRequest(http.MethodGet, "http://"+h.addr+path, nil)
-	if user != "" {
-		req.SetBasicAuth(user, pass)
-	}
-	resp, err := http.DefaultClient.Do(req)
+// get is GET path of the manager as creds say (nil: without a
+// certificate, as the kubelet).
+func (h *harness) get(path string, creds *api.Credentials) int {
+	resp, err := httpsClient(creds, h.m.opts.Name).Get("https://" + h.addr + path)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -259,7 +257,7 @@ func TestManagerPrimaryLifecycle(t *testing.T) {
 	if s.Ready || s.EngineRunning {
 		t.Fatalf("before a topology: %+v", s)
 	}
-	if h.get("/healthz", "", "") != 200 || h.get("/readyz", "", "") != 503 {
+	if h.get("/healthz", nil) != 200 || h.get("/readyz", nil) != 503 {
 		t.Error("a waiting manager must be alive and not ready")
 	}
 
@@ -268,18 +266,32 @@ func TestManagerPrimaryLifecycle(t *testing.T) {
 	if driver.bootstraps != 1 || driver.promotes != 1 || s.SystemIdentifier != "sys-new" {
 		t.Errorf("bootstraps %d, promotes %d, status %+v", driver.bootstraps, driver.promotes, s)
 	}
-	if h.get("/readyz", "", "") != 200 {
+	if h.get("/readyz", nil) != 200 {
 		t.Error("/readyz of a ready primary")
 	}
 
-	// The clone endpoint admits only the replication user.
+	// The clone endpoint admits only the database's instances; the status
+	// the controller and the instances.
 	for _, c := range []struct {
-		user, pass string
-		want       int
-	}{{"", "", 401}, {api.ReplicationUser, "wrong", 401}, {"app", "repl-pw", 401}, {api.ReplicationUser, "repl-pw", 200}} {
-		if got := h.get("/v1/clone", c.user, c.pass); got != c.want {
-			t.Errorf("/v1/clone as %q/%q: %d, want %d", c.user, c.pass, got, c.want)
+		who   string
+		path  string
+		creds *api.Credentials
+		want  int
+	}{
+		{"no certificate", "/v1/clone", nil, 401},
+		{"the controller", "/v1/clone", testDatabase.Controller(), 403},
+		{"an instance", "/v1/clone", testDatabase.Instance("db-1"), 200},
+		{"no certificate", api.PathStatus, nil, 401},
+		{"the controller", api.PathStatus, testDatabase.Controller(), 200},
+		{"an instance", api.PathStatus, testDatabase.Instance("db-1"), 200},
+	} {
+		if got := h.get(c.path, c.creds); got != c.want {
+			t.Errorf("%s as %s: %d, want %d", c.path, c.who, got, c.want)
 		}
+	}
+	// Another database's certificate does not get through the handshake.
+	if _, err := httpsClient(testDatabase.Stranger(), "db-0").Get("https://" + h.addr + api.PathStatus); err == nil {
+		t.Error("a certificate of another CA was let through the handshake")
 	}
 
 	// The topology's Synchronous reaches the engine, and /v1/status.
@@ -319,7 +331,7 @@ func TestManagerPrimaryLifecycle(t *testing.T) {
 	if driver.clones != 1 || s.Upstream != "127.0.0.2:5432" || s.SystemIdentifier != "sys-db-1" {
 		t.Errorf("clones %d, status %+v", driver.clones, s)
 	}
-	if h.get("/v1/clone", api.ReplicationUser, "repl-pw") != 503 {
+	if h.get("/v1/clone", testDatabase.Instance("db-2")) != 503 {
 		t.Error("a replica served a clone")
 	}
 
@@ -345,9 +357,11 @@ func TestManagerKeepsOrReplacesReplicaData(t *testing.T) {
 		{"other system", "sys-other", 1, "data of another system is replaced by a clone"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			primary := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			primary := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 				_ = json.NewEncoder(w).Encode(api.Status{Name: "db-0", Role: api.RolePrimary, SystemIdentifier: c.primarySys})
 			}))
+			primary.TLS = testIdentity(t, "db-0").ServerConfig()
+			primary.StartTLS()
 			defer primary.Close()
 			driver := &fakeDriver{hasData: true, sysID: "sys-mine"}
 			h := startManager(t, driver, "db-1")
@@ -532,12 +546,13 @@ func TestAFloodOfStatusReadsSharesOneProbe(t *testing.T) {
 
 	var wg sync.WaitGroup
 	codes := make(chan int, 200)
+	controller := httpsClient(testDatabase.Controller(), "db-0")
 	for range 100 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for _, path := range []string{api.PathStatus, api.PathReadyz} {
-				resp, err := http.Get("http://" + h.addr + path)
+				resp, err := controller.Get("https://" + h.addr + path)
 				if err != nil {
 					codes <- 0
 					continue
@@ -597,9 +612,7 @@ func TestAStalledCloneReaderIsDropped(t *testing.T) {
 	h.src <- Topology{Primary: "db-0"}
 	h.wait("a ready primary", func(s api.Status) bool { return s.Ready })
 
-	req, _ := http.NewRequest(http.MethodGet, "http://"+h.addr+api.PathClone, nil)
-	req.SetBasicAuth(api.ReplicationUser, "repl-pw")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := httpsClient(testDatabase.Instance("db-1"), "db-0").Get("https://" + h.addr + api.PathClone)
 	if err != nil {
 		t.Fatal(err)
 	}

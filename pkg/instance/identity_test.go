@@ -1,0 +1,62 @@
+package instance
+
+import (
+	"crypto/tls"
+	"log/slog"
+	"net/http"
+	"testing"
+
+	"github.com/mydb-dev/mydb/pkg/instance/api"
+	"github.com/mydb-dev/mydb/pkg/pki"
+	"github.com/mydb-dev/mydb/pkg/pki/pkitest"
+)
+
+// testDatabase is the database of every manager and dump server these
+// tests run: its CA and issuer.
+var testDatabase = pkitest.New()
+
+// testIdentity is the certificate of name (an instance or a dump server)
+// of testDatabase, minted as mydb-instance does from the mounted Secret.
+func testIdentity(t *testing.T, name string) *Identity {
+	t.Helper()
+	dir := t.TempDir()
+	if err := testDatabase.WriteSecrets(dir); err != nil {
+		t.Fatal(err)
+	}
+	id, err := NewIdentity(Secrets{Dir: dir}, InstanceLeaf(name, "db", "ns", "127.0.0.1"), nil, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// httpsClient calls the server named serverName as creds say; nil creds
+// present no certificate (as the kubelet's probes do).
+func httpsClient(creds *api.Credentials, serverName string) *http.Client {
+	var config *tls.Config
+	if creds == nil {
+		config = &tls.Config{RootCAs: pki.Pool(testDatabase.CA.Cert), ServerName: serverName}
+	} else {
+		config = creds.TLSConfig(serverName)
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: config}}
+}
+
+// TestInstanceLeafNamesThePodEverywherePeersReachIt: by its own name, its
+// DNS names under the headless Service, the role Services, its pod IP and
+// the loopback.
+func TestInstanceLeafNamesThePodEverywherePeersReachIt(t *testing.T) {
+	id := testIdentity(t, "shop-1")
+	cert, _ := id.Certificate()
+	for _, host := range []string{"shop-1", "shop-1.db-headless.ns.svc", "shop-1.db-headless.ns.svc.cluster.local", "db-rw.ns.svc",
+		"db-ro", "db.ns.svc.cluster.local", "localhost", "127.0.0.1"} {
+		if err := cert.Leaf.VerifyHostname(host); err != nil {
+			t.Errorf("%s: %v", host, err)
+		}
+	}
+	for _, host := range []string{"shop-0", "shop-0.db-headless.ns.svc", "db-rw.other.svc", "10.0.0.1"} {
+		if err := cert.Leaf.VerifyHostname(host); err == nil {
+			t.Errorf("the certificate of shop-1 names %s", host)
+		}
+	}
+}
