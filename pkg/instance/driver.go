@@ -172,6 +172,10 @@ type DriverConfig struct {
 	Log            *slog.Logger
 }
 
+// TLSEnabled tells whether the engine serves TLS with the instance's
+// certificate (TLS names its files), and replicates over TLS.
+func (c DriverConfig) TLSEnabled() bool { return c.TLS.CertFile != "" }
+
 // Bin is the path of the engine binary name.
 func (c DriverConfig) Bin(name string) string {
 	if c.BinDir != "" {

@@ -87,7 +87,7 @@ func InstanceLeaf(name, db, namespace string, ips ...string) pki.Leaf {
 	leaf := pki.Leaf{CommonName: name, DNSNames: dns, Lifetime: pki.InstanceLifetime, Server: true, Client: true,
 		IPs: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}}
 	for _, ip := range ips {
-		if parsed := net.ParseIP(ip); parsed != nil && !parsed.IsLoopback() && !parsed.IsUnspecified() {
+		if parsed := net.ParseIP(ip); parsed != nil && !parsed.IsUnspecified() && !slices.ContainsFunc(leaf.IPs, parsed.Equal) {
 			leaf.IPs = append(leaf.IPs, parsed)
 		}
 	}

@@ -30,10 +30,14 @@ func (Dialect) UserStatements(app mysqlfamily.App, replicationPassword string) [
 // FollowStatements implements mysqlfamily.Dialect; slave_pos makes the
 // replica ask the source for what follows the GTIDs it applied.
 func (Dialect) FollowStatements(src mysqlfamily.Source) []string {
+	ssl := ""
+	if src.CAFile != "" {
+		ssl = fmt.Sprintf(", MASTER_SSL=1, MASTER_SSL_CA=%s, MASTER_SSL_VERIFY_SERVER_CERT=1", mysqlfamily.QuoteString(src.CAFile))
+	}
 	return []string{
 		"STOP SLAVE",
-		fmt.Sprintf("CHANGE MASTER TO MASTER_HOST=%s, MASTER_PORT=%d, MASTER_USER=%s, MASTER_PASSWORD=%s, MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1",
-			mysqlfamily.QuoteString(src.Host), src.Port, mysqlfamily.QuoteString(src.User), mysqlfamily.QuoteString(src.Password)),
+		fmt.Sprintf("CHANGE MASTER TO MASTER_HOST=%s, MASTER_PORT=%d, MASTER_USER=%s, MASTER_PASSWORD=%s, MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1%s",
+			mysqlfamily.QuoteString(src.Host), src.Port, mysqlfamily.QuoteString(src.User), mysqlfamily.QuoteString(src.Password), ssl),
 		"START SLAVE",
 	}
 }

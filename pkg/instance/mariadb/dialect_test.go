@@ -41,6 +41,11 @@ func TestFollowStatements(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Error(diff)
 	}
+	// With the database's CA, over TLS, and the source must be the host.
+	got = Dialect{}.FollowStatements(mysqlfamily.Source{Host: "10.0.0.7", Port: 3306, User: "replicator", Password: "pw", CAFile: "/run/mydb/tls/ca.crt"})
+	if want := "MASTER_CONNECT_RETRY=1, MASTER_SSL=1, MASTER_SSL_CA='/run/mydb/tls/ca.crt', MASTER_SSL_VERIFY_SERVER_CERT=1"; !strings.HasSuffix(got[1], want) {
+		t.Errorf("%s, want it to end in %s", got[1], want)
+	}
 }
 
 func TestParseBinlogInfo(t *testing.T) {

@@ -103,6 +103,11 @@ func (d *Driver) Command() (*exec.Cmd, error) {
 		"--rpl-semi-sync-slave-enabled=ON",
 		"--innodb-flush-log-at-trx-commit=1",
 	)
+	if d.cfg.TLSEnabled() {
+		// The instance's certificate, renewed by the manager, which then
+		// has the server read it again (ReloadTLS).
+		args = append(args, "--ssl-cert="+d.cfg.TLS.CertFile, "--ssl-key="+d.cfg.TLS.KeyFile, "--tls-version=TLSv1.2,TLSv1.3")
+	}
 	cmd := exec.Command(d.cfg.Bin("mariadbd"), args...)
 	cmd.Stdout, cmd.Stderr = d.cfg.Stdout, d.cfg.Stderr
 	cmd.Env = instance.CleanEnv()

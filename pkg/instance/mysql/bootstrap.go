@@ -70,6 +70,9 @@ func (d *Driver) Clone(ctx context.Context, t instance.Topology) error {
 		return err
 	}
 	donor := mysqlfamily.Source{Host: t.PrimaryHost, Port: t.PrimaryPort, User: api.ReplicationUser, Password: pw}
+	if d.cfg.TLSEnabled() {
+		donor.CAFile = d.cfg.TLS.CAFile
+	}
 	what := fmt.Sprintf("clone from %s:%d", t.PrimaryHost, t.PrimaryPort)
 	if err := d.tools.Serve(ctx, tempArgs(d.cfg, seed), mysqlfamily.Statements(what, CloneStatements(donor, tmp)...)); err != nil {
 		return err

@@ -43,14 +43,19 @@ func AdminUserStatements(osUser string) []string {
 	}
 }
 
-// FollowStatements implements mysqlfamily.Dialect. GET_SOURCE_PUBLIC_KEY
+// FollowStatements implements mysqlfamily.Dialect. Over TLS the replica
+// verifies the source's certificate names the host; GET_SOURCE_PUBLIC_KEY
 // lets caching_sha2_password authenticate over a connection without TLS
 // (the RSA key exchange).
 func (Dialect) FollowStatements(src mysqlfamily.Source) []string {
+	ssl := ", GET_SOURCE_PUBLIC_KEY = 1"
+	if src.CAFile != "" {
+		ssl = fmt.Sprintf(", SOURCE_SSL = 1, SOURCE_SSL_CA = %s, SOURCE_SSL_VERIFY_SERVER_CERT = 1", mysqlfamily.QuoteString(src.CAFile))
+	}
 	return []string{
 		"STOP REPLICA",
-		fmt.Sprintf("CHANGE REPLICATION SOURCE TO SOURCE_HOST = %s, SOURCE_PORT = %d, SOURCE_USER = %s, SOURCE_PASSWORD = %s, SOURCE_AUTO_POSITION = 1, SOURCE_CONNECT_RETRY = 1, GET_SOURCE_PUBLIC_KEY = 1",
-			mysqlfamily.QuoteString(src.Host), src.Port, mysqlfamily.QuoteString(src.User), mysqlfamily.QuoteString(src.Password)),
+		fmt.Sprintf("CHANGE REPLICATION SOURCE TO SOURCE_HOST = %s, SOURCE_PORT = %d, SOURCE_USER = %s, SOURCE_PASSWORD = %s, SOURCE_AUTO_POSITION = 1, SOURCE_CONNECT_RETRY = 1%s",
+			mysqlfamily.QuoteString(src.Host), src.Port, mysqlfamily.QuoteString(src.User), mysqlfamily.QuoteString(src.Password), ssl),
 		"START REPLICA",
 	}
 }
@@ -107,14 +112,22 @@ func (Dialect) MustReclone(ioErrno int) bool {
 // CloneStatements copy the donor's data into dir (which must not exist)
 // through the CLONE plugin, on a recipient server running a throwaway data
 // directory: the recipient's own data stays and the server does not
-// restart, as it would after a clone into its own data directory. TLS is
-// tried first and plain used when the donor has none (no REQUIRE clause).
+// restart, as it would after a clone into its own data directory. With
+// the database's CA (donor.CAFile) the clone requires TLS and verifies the
+// donor's certificate against it; without, TLS is tried first and plain
+// used when the donor has none (no REQUIRE clause).
 func CloneStatements(donor mysqlfamily.Source, dir string) []string {
-	return []string{
-		fmt.Sprintf("SET GLOBAL clone_valid_donor_list = %s", mysqlfamily.QuoteString(fmt.Sprintf("%s:%d", donor.Host, donor.Port))),
-		fmt.Sprintf("CLONE INSTANCE FROM %s:%d IDENTIFIED BY %s DATA DIRECTORY = %s",
-			mysqlfamily.Account(donor.User, donor.Host), donor.Port, mysqlfamily.QuoteString(donor.Password), mysqlfamily.QuoteString(dir)),
+	var statements []string
+	require := ""
+	if donor.CAFile != "" {
+		statements = append(statements, fmt.Sprintf("SET GLOBAL clone_ssl_ca = %s", mysqlfamily.QuoteString(donor.CAFile)))
+		require = " REQUIRE SSL"
 	}
+	return append(statements,
+		fmt.Sprintf("SET GLOBAL clone_valid_donor_list = %s", mysqlfamily.QuoteString(fmt.Sprintf("%s:%d", donor.Host, donor.Port))),
+		fmt.Sprintf("CLONE INSTANCE FROM %s:%d IDENTIFIED BY %s DATA DIRECTORY = %s%s",
+			mysqlfamily.Account(donor.User, donor.Host), donor.Port, mysqlfamily.QuoteString(donor.Password), mysqlfamily.QuoteString(dir), require),
+	)
 }
 
 // InitializeArgs create a data directory (one level below the volume:
@@ -159,7 +172,7 @@ func tempArgs(cfg instance.DriverConfig, dataDir string) []string {
 // default (and deprecated) binlog_format, so neither is passed beyond
 // naming the logs after mydb rather than the host name.
 func ServerArgs(cfg instance.DriverConfig, dataDir string) []string {
-	return append(baseArgs(cfg, dataDir),
+	args := append(baseArgs(cfg, dataDir),
 		// A list since MySQL 8.0.13.
 		"--bind-address="+strings.Join(cfg.ListenAddresses(), ","),
 		fmt.Sprintf("--port=%d", cfg.Port),
@@ -178,6 +191,12 @@ func ServerArgs(cfg instance.DriverConfig, dataDir string) []string {
 		"--plugin-load-add=semisync_replica.so",
 		"--loose-rpl-semi-sync-replica-enabled=ON",
 	)
+	if cfg.TLSEnabled() {
+		// The instance's certificate, renewed by the manager, which then
+		// has the server read it again (ReloadTLS).
+		args = append(args, "--ssl-cert="+cfg.TLS.CertFile, "--ssl-key="+cfg.TLS.KeyFile)
+	}
+	return args
 }
 
 // SyncQuery implements mysqlfamily.Dialect.

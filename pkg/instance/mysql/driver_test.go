@@ -20,6 +20,7 @@ import (
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/instance/mysqlfamily"
 	"github.com/mydb-dev/mydb/pkg/instance/mysqlfamily/fakeconn"
+	"github.com/mydb-dev/mydb/pkg/pki/pkitest"
 )
 
 // These tests need no server: the tools (mysqld --initialize-insecure,
@@ -81,9 +82,17 @@ func newTestDriver(t *testing.T) (*Driver, *fakeTools) {
 			t.Fatal(err)
 		}
 	}
+	if err := testDatabase.WriteSecrets(secrets); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	identity, err := instance.NewIdentity(instance.Secrets{Dir: secrets}, instance.InstanceLeaf("db-1", "db", "ns", "10.0.0.8"), nil, log)
+	if err != nil {
+		t.Fatal(err)
+	}
 	d := New(instance.DriverConfig{
 		Name: "db-1", DataRoot: t.TempDir(), RunDir: "/run/mydb", ListenHost: "10.0.0.8", Port: 3306, ServerID: 2,
-		Secrets: instance.Secrets{Dir: secrets}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Secrets: instance.Secrets{Dir: secrets}, Identity: identity, TLS: instance.EngineTLSIn("/run/mydb"), Log: log,
 	})
 	conn := &fakeconn.Conn{}
 	tools := &fakeTools{t: t, conn: conn}
@@ -182,16 +191,22 @@ func TestBootstrapRefusesReservedAppUser(t *testing.T) {
 	}
 }
 
-// primaryStatus serves the primary manager's /v1/status.
+// testDatabase is the CA and issuer of the instances of these tests.
+var testDatabase = pkitest.New()
+
+// primaryStatus serves the primary manager's /v1/status, over TLS as the
+// instance name.
 func primaryStatus(t *testing.T, name, id string) string {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != api.PathStatus {
 			http.NotFound(w, r)
 			return
 		}
 		_ = json.NewEncoder(w).Encode(api.Status{Name: name, SystemIdentifier: id})
 	}))
+	srv.TLS = testDatabase.ServerTLS(name)
+	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
@@ -224,9 +239,11 @@ func TestClone(t *testing.T) {
 	if len(tools.serves) != 1 || flag(tools.serves[0], "--datadir") != seed || !contains(tools.serves[0], "--plugin-load-add=mysql_clone.so") {
 		t.Errorf("the recipient server: %v", tools.serves)
 	}
+	// Over TLS, verified against the database's CA.
 	want := []string{
+		"SET GLOBAL clone_ssl_ca = '/run/mydb/tls/ca.crt'",
 		"SET GLOBAL clone_valid_donor_list = '10.0.0.5:3306'",
-		"CLONE INSTANCE FROM 'replicator'@'10.0.0.5':3306 IDENTIFIED BY 'repl-pw-2' DATA DIRECTORY = '" + clone + "'",
+		"CLONE INSTANCE FROM 'replicator'@'10.0.0.5':3306 IDENTIFIED BY 'repl-pw-2' DATA DIRECTORY = '" + clone + "' REQUIRE SSL",
 	}
 	if diff := cmp.Diff(want, tools.conn.Executed()); diff != "" {
 		t.Errorf("statements: %s", diff)

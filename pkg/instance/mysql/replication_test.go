@@ -47,7 +47,7 @@ func streaming(host string) map[string]string {
 func followStatements() []string {
 	return []string{
 		"STOP REPLICA",
-		"CHANGE REPLICATION SOURCE TO SOURCE_HOST = '10.0.0.5', SOURCE_PORT = 3306, SOURCE_USER = 'replicator', SOURCE_PASSWORD = 'repl-pw-2', SOURCE_AUTO_POSITION = 1, SOURCE_CONNECT_RETRY = 1, GET_SOURCE_PUBLIC_KEY = 1",
+		"CHANGE REPLICATION SOURCE TO SOURCE_HOST = '10.0.0.5', SOURCE_PORT = 3306, SOURCE_USER = 'replicator', SOURCE_PASSWORD = 'repl-pw-2', SOURCE_AUTO_POSITION = 1, SOURCE_CONNECT_RETRY = 1, SOURCE_SSL = 1, SOURCE_SSL_CA = '/run/mydb/tls/ca.crt', SOURCE_SSL_VERIFY_SERVER_CERT = 1",
 		"START REPLICA",
 	}
 }

@@ -10,6 +10,9 @@ type Source struct {
 	Port     int
 	User     string
 	Password string
+	// CAFile, when set, is the database's CA: the replica connects over
+	// TLS and verifies the source's certificate names Host.
+	CAFile string
 }
 
 // App is the application's user and database.

@@ -262,7 +262,7 @@ func (s *Server) Follow(ctx context.Context, t instance.Topology) error {
 	}
 	s.Cfg.Log.Info("pointing the replica at the primary", "primary", t.Primary, "host", t.PrimaryHost, "port", t.PrimaryPort, "wasFollowing", rs.Host, "lastError", rs.LastError)
 	return c.Exec(ctx, s.Dialect.FollowStatements(Source{
-		Host: t.PrimaryHost, Port: t.PrimaryPort, User: api.ReplicationUser, Password: pw,
+		Host: t.PrimaryHost, Port: t.PrimaryPort, User: api.ReplicationUser, Password: pw, CAFile: s.caFile(),
 	})...)
 }
 
@@ -410,4 +410,13 @@ func (s *Server) SetSynchronous(ctx context.Context, on bool) error {
 	}
 	s.Cfg.Log.Info("semi-synchronous replication", "on", on)
 	return c.Exec(ctx, s.Dialect.SyncStatements(on)...)
+}
+
+// caFile is the CA replicas verify their source with, when the instance
+// has a certificate.
+func (s *Server) caFile() string {
+	if !s.Cfg.TLSEnabled() {
+		return ""
+	}
+	return s.Cfg.TLS.CAFile
 }

@@ -100,7 +100,7 @@ func (d *Driver) Restore(ctx context.Context, r io.Reader, verify func() error) 
 	if err := d.setAutoConf(tmp, map[string]string{"primary_conninfo": "", "primary_slot_name": ""}); err != nil {
 		return err
 	}
-	if err := writeAuthConfig(tmp); err != nil {
+	if err := writeAuthConfig(tmp, d.cfg.TLSEnabled()); err != nil {
 		return err
 	}
 	if err := d.adoptCredentials(ctx, tmp, app); err != nil {

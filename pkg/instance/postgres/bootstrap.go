@@ -39,7 +39,7 @@ func (d *Driver) Bootstrap(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("initdb: %w", err)
 	}
-	if err := writeConfig(tmp); err != nil {
+	if err := writeConfig(tmp, d.cfg.TLSEnabled()); err != nil {
 		return err
 	}
 	if err := d.createUsers(ctx, tmp, app); err != nil {
@@ -71,8 +71,8 @@ func (d *Driver) appUser() (appCredentials, error) {
 
 // writeConfig writes the authentication rules and the settings every
 // instance of the database shares (clones copy them).
-func writeConfig(dataDir string) error {
-	if err := writeAuthConfig(dataDir); err != nil {
+func writeConfig(dataDir string, tls bool) error {
+	if err := writeAuthConfig(dataDir, tls); err != nil {
 		return err
 	}
 	conf := `
@@ -111,9 +111,11 @@ log_line_prefix = '%m [%p] %q%u@%d '
 // over the network at all, password or not (whoever holds its password
 // would get COPY ... TO PROGRAM, a shell in the pod). Everything else,
 // local or over the network, authenticates with a SCRAM password, and the
-// replication user can do nothing but replicate. The manager writes it
-// before every start, so data directories made before a change get it.
-func writeAuthConfig(dataDir string) error {
+// replication user can do nothing but replicate, and with tls only over
+// TLS, so its password never crosses the network in the clear. The
+// manager writes it before every start, so data directories made before a
+// change get it.
+func writeAuthConfig(dataDir string, tls bool) error {
 	u, err := user.Current()
 	if err != nil {
 		return err
@@ -123,11 +125,16 @@ func writeAuthConfig(dataDir string) error {
 local   all          postgres               peer map=manager
 local   replication  postgres               peer map=manager
 local   all          all                    scram-sha-256
-host    replication  replicator    all      scram-sha-256
+%s replication  replicator    all      scram-sha-256
 host    all          replicator    all      reject
 host    all          postgres      all      reject
 host    all          all           all      scram-sha-256
 `
+	replication := "host   "
+	if tls {
+		replication = "hostssl"
+	}
+	hba = fmt.Sprintf(hba, replication)
 	ident := fmt.Sprintf("# Written by mydb-instance.\nmanager  %s  postgres\n", u.Username)
 	if err := os.WriteFile(filepath.Join(dataDir, "pg_hba.conf"), []byte(hba), 0o600); err != nil {
 		return err

@@ -118,7 +118,7 @@ func (d *Driver) Command() (*exec.Cmd, error) {
 	if err := d.writePassfile(); err != nil {
 		return nil, err
 	}
-	if err := writeAuthConfig(d.DataDir()); err != nil {
+	if err := writeAuthConfig(d.DataDir(), d.cfg.TLSEnabled()); err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(d.cfg.Bin("postgres"), d.serverArgs(d.DataDir(), strings.Join(d.cfg.ListenAddresses(), ","))...)
@@ -128,13 +128,20 @@ func (d *Driver) Command() (*exec.Cmd, error) {
 }
 
 func (d *Driver) serverArgs(dataDir, listen string) []string {
-	return []string{
+	args := []string{
 		"-D", dataDir,
 		"-c", "listen_addresses=" + listen,
 		"-c", fmt.Sprintf("port=%d", d.cfg.Port),
 		"-c", "unix_socket_directories=" + d.cfg.RunDir,
 		"-c", "cluster_name=" + d.cfg.Name,
 	}
+	if d.cfg.TLSEnabled() {
+		// The instance's certificate, renewed by the manager, which then
+		// reloads the configuration (ReloadTLS).
+		args = append(args, "-c", "ssl=on", "-c", "ssl_cert_file="+d.cfg.TLS.CertFile, "-c", "ssl_key_file="+d.cfg.TLS.KeyFile,
+			"-c", "ssl_min_protocol_version=TLSv1.2")
+	}
+	return args
 }
 
 // StopSignal implements instance.Driver: SIGINT is Postgres' fast

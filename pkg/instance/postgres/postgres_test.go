@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -117,6 +118,11 @@ func TestSyncStatements(t *testing.T) {
 	if ci := d.conninfo(instance.Topology{PrimaryHost: "10.0.0.4", PrimaryPort: 5432}); !strings.Contains(ci, "application_name=db-1") {
 		t.Errorf("conninfo lacks application_name: %s", ci)
 	}
+	// With the instance's certificate, the primary must prove its name.
+	d.cfg.TLS = instance.EngineTLSIn("/run/mydb")
+	if ci := d.conninfo(instance.Topology{PrimaryHost: "10.0.0.4", PrimaryPort: 5432}); !strings.Contains(ci, "sslmode=verify-full sslrootcert=/run/mydb/tls/ca.crt") {
+		t.Errorf("conninfo does not verify the primary: %s", ci)
+	}
 }
 
 // TestTheSuperuserNeverLogsInOverTheNetwork: the superuser's host lines
@@ -124,7 +130,7 @@ func TestSyncStatements(t *testing.T) {
 // socket only.
 func TestTheSuperuserNeverLogsInOverTheNetwork(t *testing.T) {
 	dir := t.TempDir()
-	if err := writeAuthConfig(dir); err != nil {
+	if err := writeAuthConfig(dir, true); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(filepath.Join(dir, "pg_hba.conf"))
@@ -133,9 +139,14 @@ func TestTheSuperuserNeverLogsInOverTheNetwork(t *testing.T) {
 	}
 	var hostLines [][]string
 	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) > 0 && f[0] == "host" {
+		if f := strings.Fields(line); len(f) > 0 && (f[0] == "host" || f[0] == "hostssl") {
 			hostLines = append(hostLines, f)
 		}
+	}
+	// The replication user replicates over TLS only: its password never
+	// crosses the network in the clear.
+	if i := slices.IndexFunc(hostLines, func(l []string) bool { return l[1] == "replication" }); i < 0 || hostLines[i][0] != "hostssl" {
+		t.Errorf("the replication line is not hostssl: %q", data)
 	}
 	// pg_hba.conf is read top down; the first line that matches decides.
 	for _, l := range hostLines {

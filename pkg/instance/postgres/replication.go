@@ -28,11 +28,17 @@ func SlotName(name string) string {
 
 // conninfo is the replica's connection to the primary. The password comes
 // from the passfile, so postgresql.auto.conf (and pg_stat_wal_receiver)
-// never hold it.
+// never hold it. Over TLS, the primary must prove it is the host named
+// (its certificate names its pod IP), with a certificate of the database's
+// CA: the password goes to no one else.
 func (d *Driver) conninfo(t instance.Topology) string {
-	return fmt.Sprintf("host=%s port=%d user=%s passfile=%s application_name=%s sslmode=prefer connect_timeout=5",
+	ssl := "sslmode=prefer"
+	if d.cfg.TLSEnabled() {
+		ssl = "sslmode=verify-full sslrootcert=" + conninfoValue(d.cfg.TLS.CAFile)
+	}
+	return fmt.Sprintf("host=%s port=%d user=%s passfile=%s application_name=%s %s connect_timeout=5",
 		conninfoValue(t.PrimaryHost), t.PrimaryPort, api.ReplicationUser,
-		conninfoValue(d.passfile()), conninfoValue(d.cfg.Name))
+		conninfoValue(d.passfile()), conninfoValue(d.cfg.Name), ssl)
 }
 
 // conninfoValue quotes a libpq connection string value when needed.

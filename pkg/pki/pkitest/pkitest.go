@@ -6,6 +6,7 @@ package pkitest
 
 import (
 	"crypto/tls"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -88,4 +89,17 @@ func (d *Database) credentials(id string, signer *pki.KeyPair, name string) *api
 	}
 	return &api.Credentials{ID: id + "/" + pki.Fingerprint(d.CA.Cert), Roots: pki.Pool(d.CA.Cert),
 		Certificate: func() (*tls.Certificate, error) { return cert, nil }}
+}
+
+// ServerTLS serves as the instance name of the database: a certificate
+// the issuer signed, client certificates of the database's root verified
+// when given.
+func (d *Database) ServerTLS(name string) *tls.Config {
+	leaf, err := d.Issuer.Issue(pki.Leaf{CommonName: name, DNSNames: []string{name}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)},
+		Lifetime: time.Hour, Server: true, Client: true}, time.Now())
+	if err != nil {
+		panic(err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{*leaf.TLSCertificate(d.Issuer.Cert)},
+		ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: pki.Pool(d.CA.Cert)}
 }
