@@ -303,9 +303,9 @@ func TestMissingStorageClassIsDegraded(t *testing.T) {
 	}
 }
 
-// TestLostCredentialsAreNeverRemade: the credentials Secret of a database
-// whose volumes hold data is deleted; mydb makes no new one (the data would
-// not accept new passwords) and says so.
+// TestLostCredentialsAreNeverRemade: the instance Secret (every password)
+// of a database whose volumes hold data is deleted; mydb makes no new one
+// (the data would not accept new passwords) and says so.
 func TestLostCredentialsAreNeverRemade(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
@@ -317,14 +317,14 @@ func TestLostCredentialsAreNeverRemade(t *testing.T) {
 		if _, err := kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-prod-mysql-0", metav1.GetOptions{}); err != nil {
 			return err
 		}
-		s, err := kube.CoreV1().Secrets(ns).Get(ctx, "prod-mysql-credentials", metav1.GetOptions{})
+		s, err := kube.CoreV1().Secrets(ns).Get(ctx, "prod-mysql-instance-secrets", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		uid = string(s.UID)
 		return nil
 	})
-	mustKubectl(t, "", "delete", "secret", "prod-mysql-credentials", "-n", ns)
+	mustKubectl(t, "", "delete", "secret", "prod-mysql-instance-secrets", "-n", ns)
 	eventually(t, 30*time.Second, func() error {
 		reason := mustKubectl(t, "", "get", "mdb/prod-mysql", "-n", ns, "-o", `jsonpath={.status.conditions[?(@.type=="Degraded")].reason}`)
 		if reason != "CredentialsMissing" {
@@ -332,7 +332,7 @@ func TestLostCredentialsAreNeverRemade(t *testing.T) {
 		}
 		return nil
 	})
-	if s, err := kube.CoreV1().Secrets(ns).Get(ctx, "prod-mysql-credentials", metav1.GetOptions{}); err == nil {
+	if s, err := kube.CoreV1().Secrets(ns).Get(ctx, "prod-mysql-instance-secrets", metav1.GetOptions{}); err == nil {
 		t.Errorf("a new Secret %s replaced the deleted %s", s.UID, uid)
 	} else if !apierrors.IsNotFound(err) {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,9 +19,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/mydb-dev/mydb/pkg/instance/api"
+	"github.com/mydb-dev/mydb/pkg/names"
+	"github.com/mydb-dev/mydb/pkg/pki"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -150,4 +155,43 @@ func rv(t *testing.T, body []byte) string {
 		t.Fatal(err)
 	}
 	return m.ResourceVersion
+}
+
+// controllerCredentials are what mydb's controller calls database db's
+// instance managers with: a client certificate its CA (the CA Secret)
+// signed for the controller. Cached per CA.
+func controllerCredentials(t *testing.T, ns, db string) *api.Credentials {
+	t.Helper()
+	secret, err := kubeClient(t).CoreV1().Secrets(ns).Get(context.Background(), names.CASecret(db), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the CA Secret of %s/%s: %v", ns, db, err)
+	}
+	// A database made again under its name has a CA of its own.
+	key := ns + "/" + db + "/" + string(secret.UID)
+	controllerCreds.Lock()
+	defer controllerCreds.Unlock()
+	if c, ok := controllerCreds.m[key]; ok {
+		return c
+	}
+	ca, err := pki.ParseKeyPair(secret.Data["ca.crt"], secret.Data["ca.key"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := ca.Issue(pki.Leaf{CommonName: pki.ControllerName, Lifetime: time.Hour, Client: true}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := leaf.TLSCertificate()
+	c := &api.Credentials{ID: "e2e/" + key + "/" + pki.Fingerprint(ca.Cert), Roots: pki.Pool(ca.Cert),
+		Certificate: func() (*tls.Certificate, error) { return cert, nil }}
+	if controllerCreds.m == nil {
+		controllerCreds.m = map[string]*api.Credentials{}
+	}
+	controllerCreds.m[key] = c
+	return c
+}
+
+var controllerCreds struct {
+	sync.Mutex
+	m map[string]*api.Credentials
 }

@@ -197,7 +197,7 @@ func TestRestoreInterruptedByAKill(t *testing.T) {
 			return fmt.Errorf("copy-0 has no IP yet: %v", err)
 		}
 		ip = pod.Status.PodIP
-		s := managerStatus(ip)
+		s := managerStatus(t, ns, "copy-0", ip)
 		if s == nil || s.Restore == nil || s.Restore.Phase != api.OperationRunning || s.Restore.Bytes == 0 {
 			return fmt.Errorf("copy-0 is not loading yet: %+v", s)
 		}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -21,6 +20,7 @@ import (
 	"github.com/mydb-dev/mydb/pkg/databasepod"
 	"github.com/mydb-dev/mydb/pkg/engine"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
+	"github.com/mydb-dev/mydb/pkg/names"
 	"github.com/mydb-dev/mydb/test/instanceproc"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -150,12 +150,12 @@ func (r *rig) mustChown(path string, mode os.FileMode) {
 	}
 }
 
-// writeSecrets projects the database's credentials Secret into files, as
+// writeSecrets projects the database's instance Secret into files, as
 // the kubelet does for the pod's secret volume.
 func (r *rig) writeSecrets() {
 	var secret *corev1.Secret
 	eventually(r.t, time.Minute, func() (err error) {
-		secret, err = r.kube.CoreV1().Secrets(r.ns).Get(context.Background(), r.db+"-credentials", metav1.GetOptions{})
+		secret, err = r.kube.CoreV1().Secrets(r.ns).Get(context.Background(), names.InstanceSecret(r.db), metav1.GetOptions{})
 		return err
 	})
 	dir := filepath.Join(r.dir, "secrets")
@@ -404,7 +404,7 @@ func (r *rig) kill(pod string) {
 	if !ok {
 		r.t.Fatalf("rig: no instance runs for pod %s", pod)
 	}
-	if pid := enginePID(proc.ip); pid > 0 {
+	if pid := r.enginePID(pod, proc.ip); pid > 0 {
 		// The engine's children are found first and killed after it,
 		// which would otherwise restart them.
 		instanceproc.SignalEngine(append([]int{pid}, instanceproc.ChildPIDs(pid)...), syscall.SIGKILL)
@@ -442,7 +442,7 @@ func (r *rig) signalGroups(pod string, sig syscall.Signal) {
 	// The engine's processes are found before the manager stops answering.
 	if sig == syscall.SIGSTOP {
 		proc.enginePIDs = nil
-		if pid := enginePID(proc.ip); pid > 0 {
+		if pid := r.enginePID(pod, proc.ip); pid > 0 {
 			proc.enginePIDs = append(instanceproc.ChildPIDs(pid), pid)
 		}
 	}
@@ -466,18 +466,19 @@ func (r *rig) revive(pod string) {
 
 // managers reads the instance managers at their pods' IPs, as the
 // controller does.
-var managers = &api.Client{HTTP: &http.Client{Timeout: 2 * time.Second}}
+var managers = &api.Client{Timeout: 2 * time.Second}
 
-// managerStatus is what the instance manager at ip reports (nil when it
+// managerStatus is what the instance manager of pod at ip reports (nil when it
 // does not answer).
-func managerStatus(ip string) *api.Status {
-	s, _ := managers.Status(context.Background(), ip)
+func managerStatus(t *testing.T, ns, pod, ip string) *api.Status {
+	db := pod[:strings.LastIndex(pod, "-")]
+	s, _ := managers.Status(context.Background(), ip, api.Auth{Credentials: controllerCredentials(t, ns, db), Name: pod})
 	return s
 }
 
-// enginePID is the engine's pid as the manager at ip reports it (0 if none).
-func enginePID(ip string) int {
-	if s := managerStatus(ip); s != nil {
+// enginePID is the engine's pid as the manager of pod at ip reports it (0 if none).
+func (r *rig) enginePID(pod, ip string) int {
+	if s := managerStatus(r.t, r.ns, pod, ip); s != nil {
 		return s.EnginePID
 	}
 	return 0

@@ -5,6 +5,7 @@ package engines
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
@@ -23,6 +24,8 @@ import (
 
 	"github.com/mydb-dev/mydb/pkg/instance"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
+	"github.com/mydb-dev/mydb/pkg/pki"
+	"github.com/mydb-dev/mydb/pkg/pki/pkitest"
 	"github.com/mydb-dev/mydb/test/instanceproc"
 )
 
@@ -58,13 +61,17 @@ type engineSpec struct {
 
 // cluster is one database: instances sharing secrets and a topology file.
 type cluster struct {
-	t        *testing.T
-	spec     engineSpec
-	dir      string
-	secrets  map[string]string
-	topology string
-	nodes    []*node
-	uid, gid int
+	t       *testing.T
+	spec    engineSpec
+	dir     string
+	secrets map[string]string
+	// ca is the database's CA and issuer; controller the credentials the
+	// suite calls the managers with, as mydb's controller would.
+	ca         *pkitest.Database
+	controller *api.Credentials
+	topology   string
+	nodes      []*node
+	uid, gid   int
 	// image is the engine image's root the instances run in, if any.
 	image *imageRoot
 	leaks *leakWatch
@@ -135,6 +142,11 @@ func newClusterIn(t *testing.T, spec engineSpec, dir, ipPrefix string, n int) *c
 		// the password.
 		c.writeFile(filepath.Join(secretsDir, k), v+"\n", 0o600)
 	}
+	c.ca = pkitest.New()
+	c.controller = c.ca.Controller()
+	for k, v := range c.ca.SecretData() {
+		c.writeFile(filepath.Join(secretsDir, k), string(v), 0o600)
+	}
 	c.topology = filepath.Join(c.dir, "topology.json")
 	for i := range n {
 		name := fmt.Sprintf("db-%d", i)
@@ -198,7 +210,7 @@ func (c *cluster) setPrimary(p *node) { c.setTopology(p, "") }
 func (c *cluster) setTopology(p *node, target string) {
 	c.t.Helper()
 	b, _ := json.Marshal(instance.Topology{
-		Primary: p.name, PrimaryHost: p.host, PrimaryPort: p.port, PrimaryStatusURL: "http://" + p.statusAddr,
+		Primary: p.name, PrimaryHost: p.host, PrimaryPort: p.port, PrimaryStatusURL: "https://" + p.statusAddr,
 		TargetPrimary: target, Synchronous: c.synchronous,
 	})
 	tmp := c.topology + ".tmp"
@@ -323,41 +335,43 @@ func (n *node) stop() (time.Duration, int) {
 	return took, p.ExitCode()
 }
 
-var httpClient = &http.Client{Timeout: 3 * time.Second}
+// managers calls the instance managers as mydb's controller does.
+var managers = &api.Client{Timeout: 3 * time.Second}
 
-// manager is the client of n's manager, and the host it serves on.
+// manager is the client of n's manager, and its address.
 func (n *node) manager() (*api.Client, string) {
-	host, port, _ := net.SplitHostPort(n.statusAddr)
-	p, _ := strconv.Atoi(port)
-	return &api.Client{HTTP: httpClient, Port: p}, host
+	return managers, n.statusAddr
 }
 
-// auth is the credentials of n's manager's endpoints.
+// auth is how the controller reaches n's manager: with the controller's
+// certificate of the database's CA, to the manager named n.
 func (n *node) auth() api.Auth {
-	return api.Auth{Password: n.c.secrets[instance.SecretReplicationPassword]}
+	return api.Auth{Credentials: n.c.controller, Name: n.name}
 }
 
 func (n *node) status() (api.Status, error) {
 	c, host := n.manager()
-	s, err := c.Status(context.Background(), host)
+	s, err := c.Status(context.Background(), host, n.auth())
 	if err != nil {
 		return api.Status{}, err
 	}
 	return *s, nil
 }
 
-func (n *node) get(path string) int { return n.getAs(path, "", "") }
+func (n *node) get(path string) int { return getAs(n.statusAddr, n.name, path, n.c.ca, nil) }
 
-// getAs is the status code of GET path, with basic credentials if user is set.
-func (n *node) getAs(path, user, password string) int {
-	req, err := http.NewRequest(http.MethodGet, "http://"+n.statusAddr+path, nil)
-	if err != nil {
-		return 0
+// getAs is the status code of GET path of the server named name at
+// address (a manager or a dump server of database ca), as creds say (nil:
+// with no client certificate, as the kubelet's probes); 0 when the
+// connection fails (a handshake the server refuses).
+func getAs(address, name, path string, ca *pkitest.Database, creds *api.Credentials) int {
+	config := &tls.Config{RootCAs: pki.Pool(ca.CA.Cert), ServerName: name}
+	if creds != nil {
+		config = creds.TLSConfig(name)
 	}
-	if user != "" || password != "" {
-		req.SetBasicAuth(user, password)
-	}
-	resp, err := httpClient.Do(req)
+	client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{TLSClientConfig: config}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get("https://" + address + path)
 	if err != nil {
 		return 0
 	}

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mydb-dev/mydb/pkg/instance"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/test/stats"
 )
@@ -134,15 +133,21 @@ func testReplicas(t *testing.T, c *cluster, p *node, replicas []*node, fig *figu
 		t.Fatal(err)
 	}
 
-	// The clone endpoint (MariaDB's) serves nobody without the replication
-	// user's password; Postgres replicas clone with pg_basebackup instead.
-	want := http.StatusNotFound
-	if c.spec.name == "mariadb" {
-		want = http.StatusUnauthorized
-	}
-	for _, cred := range [][2]string{{"", ""}, {api.ReplicationUser, "wrong"}, {"app", c.secrets[instance.SecretReplicationPassword]}} {
-		if got := p.getAs(api.PathClone, cred[0], cred[1]); got != want {
-			t.Errorf("GET /v1/clone as %q: %d, want %d", cred[0], got, want)
+	// The clone endpoint (MariaDB's) serves only the database's instances:
+	// not a client without a certificate, not the controller, and another
+	// CA's certificate does not get through the handshake. Postgres
+	// replicas clone with pg_basebackup instead.
+	for _, who := range []struct {
+		name    string
+		creds   *api.Credentials
+		mariadb int
+	}{{"no certificate", nil, http.StatusUnauthorized}, {"the controller", c.controller, http.StatusForbidden}, {"another CA's", c.ca.Stranger(), 0}} {
+		want := who.mariadb
+		if c.spec.name != "mariadb" && want != 0 {
+			want = http.StatusNotFound
+		}
+		if got := getAs(p.statusAddr, p.name, api.PathClone, c.ca, who.creds); got != want {
+			t.Errorf("GET /v1/clone with %s: %d, want %d", who.name, got, want)
 		}
 	}
 	// What an interrupted clone left behind is discarded.

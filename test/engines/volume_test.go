@@ -5,6 +5,7 @@ package engines
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -60,7 +61,8 @@ func testVolumeBackupRestore(t *testing.T, b backupSpec) {
 		t.Fatal(err)
 	}
 	writer := startDumpServer(t, src, b.srcPrefix+"9", claim, false)
-	op := p.backupTo(t, "volume-backup", api.Destination{Volume: &api.VolumeObject{Address: writer, Claim: "claim"}})
+	writer.Claim = "claim"
+	op := p.backupTo(t, "volume-backup", api.Destination{Volume: &writer})
 	if op.Size < 20<<20 || op.Bytes != op.Size || op.Position == nil || *op.Position == (api.Position{}) || !strings.Contains(op.Message, "pvc://claim") {
 		t.Fatalf("backup: %+v", op)
 	}
@@ -85,7 +87,7 @@ func testVolumeBackupRestore(t *testing.T, b backupSpec) {
 	// Written once: a second backup to the claim is refused.
 	c, host := p.manager()
 	if _, err := c.StartBackup(context.Background(), host, p.auth(), api.BackupRequest{ID: "volume-again",
-		Destination: api.Destination{Volume: &api.VolumeObject{Address: writer, Claim: "claim"}}}); err != nil {
+		Destination: api.Destination{Volume: &writer}}); err != nil {
 		t.Fatalf("POST %s: %v", api.PathBackups, err)
 	}
 	again := p.waitBackup(t, "volume-again")
@@ -114,7 +116,8 @@ func testVolumeBackupRestore(t *testing.T, b backupSpec) {
 			t.Fatal(err)
 		}
 		reader := startDumpServer(t, dst, b.dstPrefix+"8", bad, true)
-		dp.postRestoreFrom(t, "volume-corrupt", api.Destination{Volume: &api.VolumeObject{Address: reader, Claim: "corrupt"}}, op)
+		reader.Claim = "corrupt"
+		dp.postRestoreFrom(t, "volume-corrupt", api.Destination{Volume: &reader}, op)
 		s := dp.waitStatus(2*time.Minute, "the failed restore", func(s api.Status) bool {
 			return s.Restore != nil && s.Restore.ID == "volume-corrupt" && s.Restore.Phase == api.OperationFailed && s.AwaitingRestore
 		})
@@ -126,11 +129,17 @@ func testVolumeBackupRestore(t *testing.T, b backupSpec) {
 
 	t.Run("the restore holds the source's rows", func(t *testing.T) {
 		reader := startDumpServer(t, dst, b.dstPrefix+"9", claim, true)
-		// The source's credentials do not read the new database's server.
-		if code := getWith(reader, src.secrets[instance.SecretReplicationPassword]); code != http.StatusUnauthorized {
-			t.Errorf("the source's password on the restore's dump server: %d, want 401", code)
+		reader.Claim = "claim"
+		// The source's instances do not read the new database's server:
+		// their certificates are of another CA.
+		if code := getAs(reader.Address, reader.Server, "/v1/dump", dst.ca, src.ca.Instance("db-0")); code != 0 {
+			t.Errorf("the source's instance certificate on the restore's dump server: %d, want the handshake refused", code)
 		}
-		dp.postRestoreFrom(t, "volume-restore", api.Destination{Volume: &api.VolumeObject{Address: reader, Claim: "claim"}}, op)
+		// Nor does the controller, whose certificate is the database's.
+		if code := getAs(reader.Address, reader.Server, "/v1/dump", dst.ca, dst.controller); code != http.StatusForbidden {
+			t.Errorf("the controller on the restore's dump server: %d, want 403", code)
+		}
+		dp.postRestoreFrom(t, "volume-restore", api.Destination{Volume: &reader}, op)
 		dp.waitReady(3*time.Minute, api.RolePrimary)
 		s, _ := dp.status()
 		if r := s.Restore; r == nil || r.Phase != api.OperationSucceeded || r.Bytes != op.Size {
@@ -155,12 +164,14 @@ func testVolumeBackupRestore(t *testing.T, b backupSpec) {
 }
 
 // startDumpServer runs `mydb-instance dump-server` on host for the
-// directory dir with c's credentials, until the test ends, and returns its
-// address once it answers.
-func startDumpServer(t *testing.T, c *cluster, host, dir string, readOnly bool) string {
+// directory dir with c's credentials, until the test ends, and returns
+// where it answers and the name its certificate carries, once it answers.
+func startDumpServer(t *testing.T, c *cluster, host, dir string, readOnly bool) api.VolumeObject {
 	t.Helper()
 	address := net.JoinHostPort(host, strconv.Itoa(freePort(t, host)))
-	args := []string{"dump-server", "--dir=" + dir, "--secrets-dir=" + filepath.Join(c.dir, "secrets"), "--address=" + address}
+	name := "dump-" + host
+	args := []string{"dump-server", "--dir=" + dir, "--secrets-dir=" + filepath.Join(c.dir, "secrets"), "--address=" + address,
+		"--name=" + name, "--ip=" + host}
 	if readOnly {
 		args = append(args, "--read-only")
 	}
@@ -170,24 +181,10 @@ func startDumpServer(t *testing.T, c *cluster, host, dir string, readOnly bool) 
 	}
 	t.Cleanup(func() { p.Stop(30 * time.Second) })
 	waitFor(t, 30*time.Second, "the dump server on "+address, func() error {
-		resp, err := http.Get("http://" + address + "/healthz")
-		if err != nil {
-			return err
+		if code := getAs(address, name, "/healthz", c.ca, nil); code != http.StatusOK {
+			return fmt.Errorf("/healthz answered %d", code)
 		}
-		resp.Body.Close()
 		return nil
 	})
-	return address
-}
-
-// getWith is the status of GET /v1/dump with password.
-func getWith(address, password string) int {
-	req, _ := http.NewRequest(http.MethodHead, "http://"+address+"/v1/dump", nil)
-	req.SetBasicAuth(api.ReplicationUser, password)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0
-	}
-	resp.Body.Close()
-	return resp.StatusCode
+	return api.VolumeObject{Address: address, Server: name}
 }

@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/mydb-dev/mydb/pkg/admission/authorizing"
 	"github.com/mydb-dev/mydb/pkg/apis/example"
@@ -96,8 +97,8 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		if r.name == "" || before[r.resource+"/"+r.name] {
 			continue
 		}
-		if r.resource == "secrets" && r.name == names.Secret(db.Name) {
-			errs = append(errs, field.Forbidden(r.path, fmt.Sprintf("may not be the database's own credentials Secret %q", r.name)))
+		if r.resource == "secrets" && slices.Contains([]string{names.Secret(db.Name), names.InstanceSecret(db.Name), names.CASecret(db.Name)}, r.name) {
+			errs = append(errs, field.Forbidden(r.path, fmt.Sprintf("may not be one of the database's own Secrets (%q)", r.name)))
 			continue
 		}
 		allowed, why := p.Allowed(ctx, authorizer.AttributesRecord{

@@ -49,6 +49,8 @@ func TestANamedSecretMustBeReadableByItsWriter(t *testing.T) {
 		{name: "a readable Secret", db: withS3("s3", nil)},
 		{name: "another database's credentials", db: withS3("orders-credentials", nil), wantPath: "spec.backup.destination.s3.credentialsSecret.name"},
 		{name: "its own credentials, even when readable", db: withS3("shop-credentials", nil), wantPath: "spec.backup.destination.s3.credentialsSecret.name"},
+		{name: "its own instance Secret, even when readable", db: withS3("shop-instance-secrets", nil), wantPath: "spec.backup.destination.s3.credentialsSecret.name"},
+		{name: "its own CA, even when readable", db: withS3("shop-ca", nil), wantPath: "spec.backup.destination.s3.credentialsSecret.name"},
 		{name: "a CA bundle ConfigMap that is readable", db: withS3("s3", &example.CABundleSource{ConfigMapName: "ca", Key: "ca.crt"})},
 		{name: "a CA bundle Secret that is not", db: withS3("s3", &example.CABundleSource{SecretName: "tls", Key: "ca.crt"}),
 			wantPath: "spec.backup.destination.s3.caBundle.secretName"},
