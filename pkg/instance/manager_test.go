@@ -629,3 +629,44 @@ func TestAStalledCloneReaderIsDropped(t *testing.T) {
 		t.Fatal("the clone stream still waits for a client that stopped reading 10s ago")
 	}
 }
+
+// TestReadinessProbesShareARecentProbe: /readyz, which anyone who reaches
+// the pod may call as the kubelet does, answers from a probe at most
+// cachedProbeAge old: 50 reads one after the other put a handful of probes
+// on the engine, not 50; /v1/status still probes for each reader that does
+// not join one in flight.
+func TestReadinessProbesShareARecentProbe(t *testing.T) {
+	fake := &fakeDriver{}
+	slow := &slowProbes{fakeDriver: fake}
+	h := startManagerFor(t, slow, fake, "db-0")
+	h.src <- Topology{Primary: "db-0"}
+	h.wait("a ready primary", func(s api.Status) bool { return s.Ready })
+	count := func() int {
+		slow.mu.Lock()
+		defer slow.mu.Unlock()
+		return slow.probes
+	}
+	before := count()
+	start := time.Now()
+	for range 50 {
+		if code := h.get(api.PathReadyz, nil); code != http.StatusOK {
+			t.Fatalf("/readyz answered %d", code)
+		}
+	}
+	took := time.Since(start)
+	readyz := count() - before
+	// The manager's own loop probes too, about once a second.
+	if limit := 2*int(took/cachedProbeAge) + 3; readyz > limit {
+		t.Errorf("50 readiness reads in %s put %d probes on the engine, want at most %d", took.Round(time.Millisecond), readyz, limit)
+	}
+	before = count()
+	for range 5 {
+		if code := h.get(api.PathStatus, testDatabase.Controller()); code != http.StatusOK {
+			t.Fatalf("/v1/status answered %d", code)
+		}
+	}
+	if status := count() - before; status < 5 {
+		t.Errorf("5 status reads one after the other put %d probes on the engine, want one each", status)
+	}
+	t.Logf("50 readiness reads in %s: %d probes", took.Round(time.Millisecond), readyz)
+}

@@ -21,7 +21,9 @@ func (m *Manager) serve() (*http.Server, error) {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET "+api.PathReadyz, func(w http.ResponseWriter, r *http.Request) {
-		s := m.Status(r.Context())
+		// Open to anyone who reaches the pod, as the kubelet's probe must
+		// be: answered from a probe result at most cachedProbeAge old.
+		s := m.status(r.Context(), cachedProbeAge)
 		if !s.Ready {
 			http.Error(w, s.Reason, http.StatusServiceUnavailable)
 			return
@@ -73,9 +75,12 @@ func (m *Manager) serve() (*http.Server, error) {
 	return srv, nil
 }
 
-// Status is the instance's current status; it probes the engine, so it is
-// as fresh as the request.
-func (m *Manager) Status(ctx context.Context) api.Status {
+// Status is the instance's current status; it probes the engine (or joins
+// the probe in flight), so it is as fresh as the request.
+func (m *Manager) Status(ctx context.Context) api.Status { return m.status(ctx, 0) }
+
+// status is Status with an engine probe up to maxAge old.
+func (m *Manager) status(ctx context.Context, maxAge time.Duration) api.Status {
 	m.mu.Lock()
 	st, stopping := m.st, m.stopping
 	backup, restore := m.ops.backupOp(), m.ops.restoreOp()
@@ -143,7 +148,7 @@ func (m *Manager) Status(ctx context.Context) api.Status {
 		}
 		return s
 	}
-	p, err := m.probes.probe(ctx, m.driver)
+	p, err := m.probes.probe(ctx, m.driver, maxAge)
 	if err != nil {
 		s.Reason = "probe: " + err.Error()
 		return s
