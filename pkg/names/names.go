@@ -127,6 +127,14 @@ func InstanceIdentity(db string) string { return db + instanceSuffix }
 // StatefulSet runs the database's pods.
 func StatefulSet(db string) string { return db }
 
+// NetworkPolicy limits who reaches the database's pods. (A database's name
+// is a DNS label; a NetworkPolicy's may hold dots.)
+func NetworkPolicy(db string) string { return db }
+
+// DumpNetworkPolicy limits who reaches the database's dump-server pods:
+// the dot keeps it from ever being another database's NetworkPolicy.
+func DumpNetworkPolicy(db string) string { return db + ".dump" }
+
 // PodDisruptionBudget limits voluntary disruptions of the database's pods.
 func PodDisruptionBudget(db string) string { return db }
 

@@ -135,7 +135,9 @@ func (o *ControllerOptions) ApplyTo(kubeConfig *rest.Config) *manager.Config {
 		ResyncPeriod:   o.ResyncPeriod,
 		LeaderElection: o.LeaderElection,
 		Identity:       o.LeaderElectIdentity,
-		Databases:      mydbcontroller.Config{InstanceImage: o.InstanceImage, EngineImages: images, PollInterval: o.InstancePollInterval},
-		Namespaces:     o.DatabaseNamespaces,
+		Databases: mydbcontroller.Config{InstanceImage: o.InstanceImage, EngineImages: images, PollInterval: o.InstancePollInterval,
+			// mydb runs in the namespace of its Lease.
+			ServerNamespace: o.LeaderElection.ResourceNamespace},
+		Namespaces: o.DatabaseNamespaces,
 	}
 }

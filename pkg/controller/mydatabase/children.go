@@ -7,6 +7,7 @@ import (
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/controller/dump"
 	"github.com/mydb-dev/mydb/pkg/databasepod"
 	"github.com/mydb-dev/mydb/pkg/engine"
 	"github.com/mydb-dev/mydb/pkg/failover"
@@ -14,6 +15,7 @@ import (
 	"github.com/mydb-dev/mydb/pkg/names"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -324,4 +326,45 @@ func livenessProbe(handler corev1.ProbeHandler, delay time.Duration) *corev1.Pro
 	threshold := min(max((budget-timeout-grace)/period, 2), 6)
 	return &corev1.Probe{ProbeHandler: handler, PeriodSeconds: int32(period), TimeoutSeconds: int32(timeout),
 		FailureThreshold: int32(threshold), TerminationGracePeriodSeconds: ptr.To(grace)}
+}
+
+// newNetworkPolicies are the database's NetworkPolicies. The instances'
+// admits, on the managers' port, only the database's own instances and
+// mydb's namespace (the controller), and on the engine's port the
+// instances and any client (as without a policy: applications live where
+// their owners put them); the dump servers' admits only the database's
+// instances and mydb. Policies add up: to let more in, or to narrow the
+// engine's port, a user adds a policy of their own (docs/security.md).
+// The kubelet's probes come from the node, which NetworkPolicy
+// implementations let through.
+func newNetworkPolicies(db *examplev1.MyDatabase, eng engine.Spec, serverNamespace string) []*networkingv1.NetworkPolicy {
+	tcp := ptr.To(corev1.ProtocolTCP)
+	port := func(p int32) networkingv1.NetworkPolicyPort {
+		return networkingv1.NetworkPolicyPort{Protocol: tcp, Port: ptr.To(intstr.FromInt32(p))}
+	}
+	instances := networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: SelectorLabels(db)}}
+	controller := []networkingv1.NetworkPolicyPeer{instances}
+	if serverNamespace != "" {
+		controller = append(controller, networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{
+			MatchLabels: map[string]string{corev1.LabelMetadataName: serverNamespace}}})
+	}
+	policy := func(name string, selector map[string]string, rules []networkingv1.NetworkPolicyIngressRule) *networkingv1.NetworkPolicy {
+		return &networkingv1.NetworkPolicy{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+			ObjectMeta: childMeta(db, name),
+			Spec: networkingv1.NetworkPolicySpec{
+				PodSelector: metav1.LabelSelector{MatchLabels: selector},
+				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+				Ingress:     rules,
+			},
+		}
+	}
+	return []*networkingv1.NetworkPolicy{
+		policy(names.NetworkPolicy(db.Name), SelectorLabels(db), []networkingv1.NetworkPolicyIngressRule{
+			{Ports: []networkingv1.NetworkPolicyPort{port(api.Port)}, From: controller},
+			{Ports: []networkingv1.NetworkPolicyPort{port(eng.Port)}},
+		}),
+		policy(names.DumpNetworkPolicy(db.Name), map[string]string{names.LabelComponent: dump.Component, dump.LabelOf: db.Name},
+			[]networkingv1.NetworkPolicyIngressRule{{Ports: []networkingv1.NetworkPolicyPort{port(api.Port)}, From: controller}}),
+	}
 }

@@ -28,12 +28,14 @@ import (
 	"k8s.io/client-go/informers"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
+	networkinginformers "k8s.io/client-go/informers/networking/v1"
 	policyinformers "k8s.io/client-go/informers/policy/v1"
 	rbacinformers "k8s.io/client-go/informers/rbac/v1"
 	storageinformers "k8s.io/client-go/informers/storage/v1"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	networkinglisters "k8s.io/client-go/listers/networking/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
 	rbaclisters "k8s.io/client-go/listers/rbac/v1"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
@@ -66,6 +68,7 @@ type Informers struct {
 	Secrets                scope.SecretInformer
 	PersistentVolumeClaims coreinformers.PersistentVolumeClaimInformer
 	PodDisruptionBudgets   policyinformers.PodDisruptionBudgetInformer
+	NetworkPolicies        networkinginformers.NetworkPolicyInformer
 	ServiceAccounts        coreinformers.ServiceAccountInformer
 	Roles                  rbacinformers.RoleInformer
 	RoleBindings           rbacinformers.RoleBindingInformer
@@ -87,6 +90,7 @@ func NewInformers(kube, storage informers.SharedInformerFactory, own mydbinforme
 		Secrets:                scope.AllNamespaces(kube.Core().V1().Secrets()),
 		PersistentVolumeClaims: kube.Core().V1().PersistentVolumeClaims(),
 		PodDisruptionBudgets:   kube.Policy().V1().PodDisruptionBudgets(),
+		NetworkPolicies:        kube.Networking().V1().NetworkPolicies(),
 		ServiceAccounts:        kube.Core().V1().ServiceAccounts(),
 		Roles:                  kube.Rbac().V1().Roles(),
 		RoleBindings:           kube.Rbac().V1().RoleBindings(),
@@ -100,7 +104,7 @@ func NewInformers(kube, storage informers.SharedInformerFactory, own mydbinforme
 func (i Informers) children() []cache.SharedIndexInformer {
 	return append([]cache.SharedIndexInformer{
 		i.StatefulSets.Informer(), i.Services.Informer(),
-		i.PersistentVolumeClaims.Informer(), i.PodDisruptionBudgets.Informer(),
+		i.PersistentVolumeClaims.Informer(), i.PodDisruptionBudgets.Informer(), i.NetworkPolicies.Informer(),
 		i.ServiceAccounts.Informer(), i.Roles.Informer(), i.RoleBindings.Informer(), i.Pods.Informer(),
 	}, i.Secrets.Informers()...)
 }
@@ -135,6 +139,9 @@ type Config struct {
 	// Namespaces are where databases are served; empty is everywhere. A
 	// database elsewhere (made before the list) is left as it is.
 	Namespaces scope.Namespaces
+	// ServerNamespace is mydb's own namespace, whose pods the databases'
+	// NetworkPolicies let reach the instance managers.
+	ServerNamespace string
 }
 
 // StoreCoverage is what the controller needs of mydb's store guard.
@@ -158,6 +165,7 @@ type Controller struct {
 	secretLister corelisters.SecretLister
 	pvcLister    corelisters.PersistentVolumeClaimLister
 	pdbLister    policylisters.PodDisruptionBudgetLister
+	netpolLister networkinglisters.NetworkPolicyLister
 	saLister     corelisters.ServiceAccountLister
 	roleLister   rbaclisters.RoleLister
 	bindLister   rbaclisters.RoleBindingLister
@@ -211,6 +219,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, mydbCli
 		secretLister: informers.Secrets.Lister(),
 		pvcLister:    informers.PersistentVolumeClaims.Lister(),
 		pdbLister:    informers.PodDisruptionBudgets.Lister(),
+		netpolLister: informers.NetworkPolicies.Lister(),
 		saLister:     informers.ServiceAccounts.Lister(),
 		roleLister:   informers.Roles.Lister(),
 		bindLister:   informers.RoleBindings.Lister(),

@@ -25,6 +25,7 @@ import (
 	"github.com/mydb-dev/mydb/pkg/scope"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -182,6 +183,8 @@ func (f *fixture) newController() *Controller {
 			add(f.t, informers.PersistentVolumeClaims.Informer().GetIndexer(), o)
 		case *policyv1.PodDisruptionBudget:
 			add(f.t, informers.PodDisruptionBudgets.Informer().GetIndexer(), o)
+		case *networkingv1.NetworkPolicy:
+			add(f.t, informers.NetworkPolicies.Informer().GetIndexer(), o)
 		case *storagev1.StorageClass:
 			add(f.t, informers.StorageClasses.Informer().GetIndexer(), o)
 		case *corev1.Pod:
@@ -357,6 +360,8 @@ func TestCreatesChildren(t *testing.T) {
 		"apply services prod-mysql-r",
 		"apply statefulsets prod-mysql",
 		"apply poddisruptionbudgets prod-mysql",
+		"apply networkpolicies prod-mysql",
+		"apply networkpolicies prod-mysql.dump",
 	}, []string{"update mydatabases/status prod-mysql"})
 
 	actions := f.kubeClient.Actions()

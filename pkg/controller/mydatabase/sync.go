@@ -122,6 +122,12 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if err := c.reconcilePodDisruptionBudget(ctx, db, &f); err != nil {
 		return err
 	}
+	for _, policy := range newNetworkPolicies(db, eng, c.config.ServerNamespace) {
+		cached, err := c.netpolLister.NetworkPolicies(db.Namespace).Get(policy.Name)
+		if _, err := apply(ctx, c, db, policy, cached, err, c.kubeClient.NetworkingV1().NetworkPolicies(db.Namespace), &f); err != nil {
+			return err
+		}
+	}
 	if err := c.reconcileVolumes(ctx, db, sts, &f); err != nil {
 		return err
 	}
