@@ -172,6 +172,12 @@ type DriverConfig struct {
 	Log            *slog.Logger
 }
 
+// TLSReloader is a driver whose engine reads a renewed certificate
+// (EngineTLS's files) without a restart.
+type TLSReloader interface {
+	ReloadTLS(ctx context.Context) error
+}
+
 // TLSEnabled tells whether the engine serves TLS with the instance's
 // certificate (TLS names its files), and replicates over TLS.
 func (c DriverConfig) TLSEnabled() bool { return c.TLS.CertFile != "" }

@@ -1,10 +1,13 @@
 package instance
 
 import (
+	"bytes"
 	"crypto/tls"
 	"log/slog"
 	"net/http"
+	"os"
 	"testing"
+	"time"
 
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/pki"
@@ -58,5 +61,40 @@ func TestInstanceLeafNamesThePodEverywherePeersReachIt(t *testing.T) {
 		if err := cert.Leaf.VerifyHostname(host); err == nil {
 			t.Errorf("the certificate of shop-1 names %s", host)
 		}
+	}
+}
+
+// TestRenewalReplacesTheEngineFilesAndTellsTheEngine: a renewal mints a
+// new certificate for the same names, replaces the engine's files (the key
+// readable by the engine's user alone) and calls what OnRenew set.
+func TestRenewalReplacesTheEngineFilesAndTellsTheEngine(t *testing.T) {
+	dir := t.TempDir()
+	if err := testDatabase.WriteSecrets(dir); err != nil {
+		t.Fatal(err)
+	}
+	files := EngineTLSIn(t.TempDir())
+	id, err := NewIdentity(Secrets{Dir: dir}, InstanceLeaf("db-0", "db", "ns", "10.0.0.9"), &files, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := os.ReadFile(files.CertFile)
+	renewed := 0
+	id.OnRenew(func() { renewed++ })
+	if err := id.renew(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	second, _ := os.ReadFile(files.CertFile)
+	if renewed != 1 || bytes.Equal(first, second) {
+		t.Errorf("renewals told %d, certificate file changed %v", renewed, !bytes.Equal(first, second))
+	}
+	certs, err := pki.ParseCerts(second)
+	if err != nil || len(certs) != 2 || certs[0].VerifyHostname("10.0.0.9") != nil {
+		t.Errorf("the engine's certificate file: %d certificates, %v", len(certs), err)
+	}
+	if fi, err := os.Stat(files.KeyFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the key file: %v %v, want mode 0600", fi.Mode(), err)
+	}
+	if at := pki.RenewAt(certs[0]); time.Until(at) < 59*24*time.Hour {
+		t.Errorf("renewal due at %s, want two thirds into 90 days", at)
 	}
 }

@@ -300,3 +300,18 @@ func (m *Manager) Forward(sig syscall.Signal) {
 		c.signal(sig)
 	}
 }
+
+// ReloadTLS has a running engine read its renewed certificate, when its
+// driver can without a restart; it logs what fails (the old certificate
+// serves on until the next start).
+func (m *Manager) ReloadTLS(ctx context.Context) {
+	reloader, ok := m.driver.(TLSReloader)
+	if !ok || m.child() == nil {
+		return
+	}
+	if err := reloader.ReloadTLS(ctx); err != nil {
+		m.log.Warn("the engine did not reload its renewed certificate; it serves the old one until it restarts", "err", err)
+		return
+	}
+	m.log.Info("the engine reloaded its renewed certificate")
+}

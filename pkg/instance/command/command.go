@@ -186,6 +186,13 @@ func run(ctx context.Context, o *Options) error {
 		Log:      log,
 	}, driver, topology)
 
+	// A renewed certificate reaches the engine without a restart.
+	identity.OnRenew(func() {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		m.ReloadTLS(ctx)
+	})
+
 	// SIGHUP is the engines' reload signal: pass it on.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)

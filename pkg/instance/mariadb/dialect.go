@@ -106,3 +106,6 @@ func (Dialect) SyncStatements(on bool) []string {
 // MustReclone implements mysqlfamily.Dialect: 1236 is the source's fatal
 // error reading its binlog (purged, or the GTID position is unknown to it).
 func (Dialect) MustReclone(ioErrno int) bool { return ioErrno == mysqlfamily.ErrSourceCannotServe }
+
+// ReloadTLSStatement implements mysqlfamily.Dialect (MariaDB 10.4 and later).
+func (Dialect) ReloadTLSStatement() string { return "FLUSH SSL" }

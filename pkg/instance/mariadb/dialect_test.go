@@ -129,3 +129,6 @@ func TestRestoreCredentialStatements(t *testing.T) {
 		t.Error(diff)
 	}
 }
+
+// The engines read a renewed certificate without a restart.
+var _ instance.TLSReloader = (*Driver)(nil)

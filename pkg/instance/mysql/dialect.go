@@ -222,3 +222,6 @@ func (Dialect) SyncStatements(on bool) []string {
 		"SET GLOBAL rpl_semi_sync_source_enabled = ON",
 	}
 }
+
+// ReloadTLSStatement implements mysqlfamily.Dialect.
+func (Dialect) ReloadTLSStatement() string { return "ALTER INSTANCE RELOAD TLS" }

@@ -124,3 +124,6 @@ func TestSyncStatements(t *testing.T) {
 		}
 	}
 }
+
+// The engines read a renewed certificate without a restart.
+var _ instance.TLSReloader = (*Driver)(nil)

@@ -55,6 +55,8 @@ type Dialect interface {
 	// (wait after the binlog sync for one replica, so long that it never
 	// falls back to asynchronous) or off.
 	SyncStatements(on bool) []string
+	// ReloadTLSStatement has the server read its certificate files again.
+	ReloadTLSStatement() string
 	// MustReclone tells whether the stopped IO thread's error number means
 	// the source no longer has the history the replica needs.
 	MustReclone(ioErrno int) bool

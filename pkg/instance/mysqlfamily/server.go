@@ -420,3 +420,12 @@ func (s *Server) caFile() string {
 	}
 	return s.Cfg.TLS.CAFile
 }
+
+// ReloadTLS implements instance.TLSReloader.
+func (s *Server) ReloadTLS(ctx context.Context) error {
+	c, err := s.Admin()
+	if err != nil {
+		return err
+	}
+	return c.Exec(ctx, s.Dialect.ReloadTLSStatement())
+}

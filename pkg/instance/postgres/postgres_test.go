@@ -159,3 +159,6 @@ func TestTheSuperuserNeverLogsInOverTheNetwork(t *testing.T) {
 	}
 	t.Fatalf("no host line matches the superuser: %q", data)
 }
+
+// The engines read a renewed certificate without a restart.
+var _ instance.TLSReloader = (*Driver)(nil)

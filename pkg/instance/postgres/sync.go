@@ -57,3 +57,14 @@ func (d *Driver) SetSynchronous(ctx context.Context, on bool) error {
 	}
 	return nil
 }
+
+// ReloadTLS implements instance.TLSReloader: PostgreSQL reads its
+// certificate files again on a configuration reload.
+func (d *Driver) ReloadTLS(ctx context.Context) error {
+	pool, err := d.adminPool()
+	if err != nil {
+		return err
+	}
+	_, err = pool.Exec(ctx, "SELECT pg_reload_conf()")
+	return err
+}
