@@ -19,7 +19,7 @@ type Topology struct {
 	PrimaryHost string `json:"primaryHost"`
 	PrimaryPort int    `json:"primaryPort"`
 	// PrimaryStatusURL is the base URL of the primary's manager HTTP server
-	// (for example http://db-0.db:8000): replicas read its /v1/status to
+	// (for example https://db-0.db:8000): replicas read its /v1/status to
 	// check they hold a clone of it, and MariaDB replicas clone from its
 	// /v1/clone.
 	PrimaryStatusURL string `json:"primaryStatusURL"`

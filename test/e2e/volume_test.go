@@ -162,8 +162,26 @@ func (r *dumpRig) start(p *corev1.Pod) {
 	if slices.Contains(c.Args, "--read-only") {
 		args = append(args, "--read-only")
 	}
+	// The container's environment, its downward API fields resolved as
+	// the kubelet does (the pod's name and IP name its certificate).
+	env := []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	for _, e := range c.Env {
+		value := e.Value
+		if ref := e.ValueFrom; ref != nil {
+			switch {
+			case ref.FieldRef != nil && ref.FieldRef.FieldPath == "metadata.name":
+				value = p.Name
+			case ref.FieldRef != nil && ref.FieldRef.FieldPath == "status.podIP":
+				value = p.Status.PodIP
+			default:
+				r.t.Errorf("dump rig: pod %s: environment variable %s from %+v, which the rig does not resolve", p.Name, e.Name, ref)
+				return
+			}
+		}
+		env = append(env, e.Name+"="+value)
+	}
 	proc, err := instanceproc.Start(instanceproc.Options{Binary: filepath.Join(repoRoot, "_output", "bin", "mydb-instance"),
-		Args: args, UID: dumpUser, GID: dumpUser, Log: filepath.Join(r.dir, p.Name+".log")})
+		Args: args, Env: env, UID: dumpUser, GID: dumpUser, Log: filepath.Join(r.dir, p.Name+".log")})
 	if err != nil {
 		r.t.Errorf("dump rig: starting the dump server of %s: %v", p.Name, err)
 		return

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/test/stats"
 )
@@ -193,6 +194,7 @@ func testReplicas(t *testing.T, c *cluster, p *node, replicas []*node, fig *figu
 	if _, err := os.Stat(leftover); err == nil {
 		t.Errorf("the interrupted clone's leftover %s is still there", leftover)
 	}
+	checkReplicationOverVerifiedTLS(t, c, p, replicas)
 
 	delays := measureReplication(t, app, replicaApps(replicas), 400, 10*time.Millisecond)
 	fig.add("row-visible delay on the replicas, 400 writes at 100/s: p50 %s, p99 %s, max %s",
@@ -492,4 +494,82 @@ func testFence(t *testing.T, c *cluster, p *node, replicas []*node, fig *figures
 		r.waitReady(time.Minute, api.RoleReplica)
 		waitRow(t, r, 9003, 30*time.Second)
 	}
+}
+
+// checkReplicationOverVerifiedTLS asks the engines themselves whether the
+// replicas' connections to p are encrypted, and, where the engine says,
+// whether the replica verified p's certificate: PostgreSQL's pg_stat_ssl
+// for p's walsenders (verification is sslmode=verify-full in
+// primary_conninfo, which the manager sets); MariaDB's and MySQL's
+// replica status.
+func checkReplicationOverVerifiedTLS(t *testing.T, c *cluster, p *node, replicas []*node) {
+	t.Helper()
+	switch c.spec.name {
+	case "postgres":
+		var encrypted, all int
+		if err := p.superuser(t, "postgres").QueryRow(
+			"SELECT count(*) FILTER (WHERE s.ssl), count(*) FROM pg_stat_replication r JOIN pg_stat_ssl s USING (pid)").Scan(&encrypted, &all); err != nil {
+			t.Fatal(err)
+		}
+		if all != len(replicas) || encrypted != all {
+			t.Errorf("%d of %d replication connections over TLS, want all %d replicas'", encrypted, all, len(replicas))
+		}
+	case "mariadb":
+		for _, r := range replicas {
+			cfg := mysql.NewConfig()
+			cfg.User, cfg.Net, cfg.Addr = "root", "unix", filepath.Join(r.runDir, "mariadbd.sock")
+			db, err := sql.Open("mysql", cfg.FormatDSN())
+			if err != nil {
+				t.Fatal(err)
+			}
+			status, err := rowMap(db, "SHOW SLAVE STATUS")
+			db.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if status["Master_SSL_Allowed"] != "Yes" || status["Master_SSL_Verify_Server_Cert"] != "Yes" {
+				t.Errorf("%s: Master_SSL_Allowed %q, Master_SSL_Verify_Server_Cert %q, want both Yes", r.name,
+					status["Master_SSL_Allowed"], status["Master_SSL_Verify_Server_Cert"])
+			}
+		}
+	case "mysql":
+		for _, r := range replicas {
+			out, err := r.adminSQL("SELECT SSL_ALLOWED, SSL_VERIFY_SERVER_CERTIFICATE FROM performance_schema.replication_connection_configuration")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out != "YES\tYES" {
+				t.Errorf("%s: SSL_ALLOWED, SSL_VERIFY_SERVER_CERTIFICATE = %q, want YES and YES", r.name, out)
+			}
+		}
+	}
+}
+
+// rowMap is the first row of query by column name.
+func rowMap(db *sql.DB, query string) (map[string]string, error) {
+	rows, err := db.Query(query)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	if !rows.Next() {
+		return nil, fmt.Errorf("%s: no row", query)
+	}
+	values := make([]sql.RawBytes, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range values {
+		ptrs[i] = &values[i]
+	}
+	if err := rows.Scan(ptrs...); err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for i, c := range cols {
+		out[c] = string(values[i])
+	}
+	return out, rows.Err()
 }

@@ -157,7 +157,7 @@ func TopologyOf(db *examplev1.MyDatabase, port, statusPort int) (instance.Topolo
 			Primary:          primary,
 			PrimaryHost:      in.Address,
 			PrimaryPort:      port,
-			PrimaryStatusURL: "http://" + net.JoinHostPort(in.Address, strconv.Itoa(statusPort)),
+			PrimaryStatusURL: "https://" + net.JoinHostPort(in.Address, strconv.Itoa(statusPort)),
 			TargetPrimary:    db.Status.TargetPrimary,
 			Synchronous:      db.Spec.Replication != nil && db.Spec.Replication.Mode == examplev1.ReplicationModeSync,
 		}, true

@@ -29,7 +29,7 @@ func TestTopologyOf(t *testing.T) {
 		examplev1.InstanceStatus{Name: "db-0", Address: "10.0.0.4", Role: examplev1.InstanceRoleReplica},
 		examplev1.InstanceStatus{Name: "db-1", Address: "10.0.0.5", Role: examplev1.InstanceRolePrimary})
 	got, ok := TopologyOf(withAddress, 5432, 8000)
-	want := instance.Topology{Primary: "db-1", PrimaryHost: "10.0.0.5", PrimaryPort: 5432, PrimaryStatusURL: "http://10.0.0.5:8000"}
+	want := instance.Topology{Primary: "db-1", PrimaryHost: "10.0.0.5", PrimaryPort: 5432, PrimaryStatusURL: "https://10.0.0.5:8000"}
 	if !ok || got != want {
 		t.Errorf("TopologyOf = %+v, %v; want %+v", got, ok, want)
 	}
@@ -81,7 +81,7 @@ func TestWatchFollowsTheStatus(t *testing.T) {
 		t.Errorf("first topology %+v", got)
 	}
 	update(database("db-1", examplev1.InstanceStatus{Name: "db-0", Address: "10.0.0.4"}, examplev1.InstanceStatus{Name: "db-1", Address: "10.0.0.5"}))
-	if got := next(); got.Primary != "db-1" || got.PrimaryStatusURL != "http://10.0.0.5:8000" {
+	if got := next(); got.Primary != "db-1" || got.PrimaryStatusURL != "https://10.0.0.5:8000" {
 		t.Errorf("after the primary moved: %+v", got)
 	}
 }
