@@ -230,6 +230,9 @@ func mustCerts(t *testing.T, data []byte) []*x509.Certificate {
 	return certs
 }
 
+// tlsConfigs numbers the MySQL driver's registered TLS configurations.
+var tlsConfigs atomic.Int64
+
 // openVerified connects to the engine at host over TLS, verifying its
 // certificate names host against the CA (caFile for libpq-style options,
 // roots for the MySQL driver).
@@ -243,7 +246,7 @@ func openVerified(engine, host, user, password, database, caFile string, roots *
 		}
 		return db, db.Ping()
 	default:
-		name := "verified-" + caFile
+		name := fmt.Sprintf("verified%d", tlsConfigs.Add(1))
 		if err := mysql.RegisterTLSConfig(name, &tls.Config{RootCAs: roots, ServerName: host, MinVersion: tls.VersionTLS12}); err != nil {
 			return nil, err
 		}
