@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -38,8 +39,9 @@ type nodeEngine struct {
 	shell                 func(host string) string
 	create, insert, count string
 	credentialsEnv        map[string]string // variable -> key of the Secret
-	// host runs the host's client: the command and its environment.
-	host func(port int, user, password, database, statement string) (*exec.Cmd, []string)
+	// host runs the host's client, verifying the server with the CA in
+	// caFile: the command and its environment.
+	host func(port int, user, password, database, caFile, statement string) (*exec.Cmd, []string)
 }
 
 var nodeEngines = []nodeEngine{
@@ -50,9 +52,12 @@ var nodeEngines = []nodeEngine{
 		insert:         "INSERT INTO orders SELECT generate_series(1, 1000) ON CONFLICT DO NOTHING",
 		count:          "SELECT count(*) FROM orders",
 		credentialsEnv: map[string]string{"PGUSER": "username", "PGPASSWORD": "password", "PGDATABASE": "database"},
-		host: func(port int, user, password, database, statement string) (*exec.Cmd, []string) {
-			return exec.Command("psql", "-h", "127.0.0.1", "-p", fmt.Sprint(port), "-U", user, "-d", database, "-v", "ON_ERROR_STOP=1", "-tA", "-c", statement),
-				[]string{"PGPASSWORD=" + password, "PGSSLMODE=disable"}
+		// As the README's quick start: verify-full against the CA of the
+		// credentials Secret, by the name localhost.
+		host: func(port int, user, password, database, caFile, statement string) (*exec.Cmd, []string) {
+			return exec.Command("psql", fmt.Sprintf("host=localhost port=%d sslmode=verify-full sslrootcert=%s", port, caFile),
+					"-U", user, "-d", database, "-v", "ON_ERROR_STOP=1", "-tA", "-c", statement),
+				[]string{"PGPASSWORD=" + password}
 		}},
 	{engine: "mariadb", version: "10.11", port: 3306, image: "mydb.local/mariadb:10.11",
 		shell:  func(host string) string { return `mariadb -h ` + host + ` -u "$DB_USER" -N "$DB_NAME"` },
@@ -61,8 +66,8 @@ var nodeEngines = []nodeEngine{
 		count:  "SELECT count(*) FROM orders",
 		// MYSQL_PWD keeps the password off the command line.
 		credentialsEnv: map[string]string{"DB_USER": "username", "MYSQL_PWD": "password", "DB_NAME": "database"},
-		host: func(port int, user, password, database, statement string) (*exec.Cmd, []string) {
-			return exec.Command("mariadb", "-h", "127.0.0.1", "-P", fmt.Sprint(port), "-u", user, "-N", database, "-e", statement),
+		host: func(port int, user, password, database, caFile, statement string) (*exec.Cmd, []string) {
+			return exec.Command("mariadb", "--ssl-ca="+caFile, "--ssl-verify-server-cert", "--protocol=TCP", "-h", "localhost", "-P", fmt.Sprint(port), "-u", user, "-N", database, "-e", statement),
 				[]string{"MYSQL_PWD=" + password}
 		}},
 	// MySQL 9.7, Debian's (sid) mysql-server in an image laid out like the
@@ -74,9 +79,9 @@ var nodeEngines = []nodeEngine{
 		count:          "SELECT count(*) FROM orders",
 		credentialsEnv: map[string]string{"DB_USER": "username", "MYSQL_PWD": "password", "DB_NAME": "database"},
 		// The host has MariaDB's client: caching_sha2_password sends the
-		// password over the TLS MySQL sets up at its first start.
-		host: func(port int, user, password, database, statement string) (*exec.Cmd, []string) {
-			return exec.Command("mariadb", "--ssl", "-h", "127.0.0.1", "-P", fmt.Sprint(port), "-u", user, "-N", database, "-e", statement),
+		// password over TLS, verified against the database's CA.
+		host: func(port int, user, password, database, caFile, statement string) (*exec.Cmd, []string) {
+			return exec.Command("mariadb", "--ssl-ca="+caFile, "--ssl-verify-server-cert", "--protocol=TCP", "-h", "localhost", "-P", fmt.Sprint(port), "-u", user, "-N", database, "-e", statement),
 				[]string{"MYSQL_PWD=" + password}
 		}},
 }
@@ -85,7 +90,8 @@ var nodeEngines = []nodeEngine{
 // node is Ready only once it serves; a pod writes through <name>-rw by its
 // DNS name and reads what it wrote through <name>-ro; from the host,
 // `kubectl port-forward svc/<name>-rw` and the engine's own client with the
-// generated credentials reach the primary (the README's quick start).
+// generated credentials reach the primary, verifying its certificate with
+// the Secret's CA (the README's quick start).
 func TestNodeDatabases(t *testing.T) {
 	for _, e := range nodeEngines {
 		t.Run(e.engine, func(t *testing.T) {
@@ -199,7 +205,11 @@ echo "shop-ro never showed %[6]d rows (last: $n)"; exit 1
 		t.Fatal(err)
 	}
 	port := portForward(t, ns, "svc/shop-rw", e.port)
-	cmd, env2 := e.host(port, string(secret.Data["username"]), string(secret.Data["password"]), string(secret.Data["database"]), e.count)
+	caFile := filepath.Join(t.TempDir(), "shop-ca.crt")
+	if err := os.WriteFile(caFile, secret.Data["ca.crt"], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd, env2 := e.host(port, string(secret.Data["username"]), string(secret.Data["password"]), string(secret.Data["database"]), caFile, e.count)
 	cmd.Env = append(os.Environ(), env2...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr // the host's client may be older than the server, and says so here
