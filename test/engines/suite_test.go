@@ -3,6 +3,7 @@
 package engines
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
+	"github.com/mydb-dev/mydb/pkg/instance/mysqlfamily"
 	"github.com/mydb-dev/mydb/test/stats"
 )
 
@@ -522,7 +524,7 @@ func checkReplicationOverVerifiedTLS(t *testing.T, c *cluster, p *node, replicas
 			if err != nil {
 				t.Fatal(err)
 			}
-			status, err := rowMap(db, "SHOW SLAVE STATUS")
+			status, err := mysqlfamily.QueryRowMap(context.Background(), db, "SHOW SLAVE STATUS")
 			db.Close()
 			if err != nil {
 				t.Fatal(err)
@@ -543,33 +545,4 @@ func checkReplicationOverVerifiedTLS(t *testing.T, c *cluster, p *node, replicas
 			}
 		}
 	}
-}
-
-// rowMap is the first row of query by column name.
-func rowMap(db *sql.DB, query string) (map[string]string, error) {
-	rows, err := db.Query(query)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return nil, err
-	}
-	if !rows.Next() {
-		return nil, fmt.Errorf("%s: no row", query)
-	}
-	values := make([]sql.RawBytes, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range values {
-		ptrs[i] = &values[i]
-	}
-	if err := rows.Scan(ptrs...); err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for i, c := range cols {
-		out[c] = string(values[i])
-	}
-	return out, rows.Err()
 }
