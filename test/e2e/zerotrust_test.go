@@ -33,7 +33,8 @@ import (
 //     credentials Secret (sslmode=verify-full; the MySQL driver's verified
 //     TLS) and is served over TLS; a CA of its own does not verify it;
 //   - the credentials Secret holds the application's user and the CA, no
-//     superuser or replication password;
+//     superuser or replication password, and the superuser's password
+//     does not log in over the network;
 //   - a process holding the replication password but no client
 //     certificate is refused by every manager endpoint (401), and one
 //     speaking plain HTTP gets no answer from the manager;
@@ -97,6 +98,20 @@ func TestZeroTrustInsideTheCluster(t *testing.T) {
 				}
 				if err == nil || !strings.Contains(strings.ToLower(err.Error()), "certificate") {
 					t.Errorf("a client trusting another CA: %v, want a certificate error", err)
+				}
+			})
+
+			t.Run("the superuser does not log in over the network", func(t *testing.T) {
+				user := map[string]string{"postgres": "postgres", "mariadb": "root"}[tc.engine.name]
+				db, err := tc.open(ip, user, string(instance.Data["superuser-password"]), "postgres")
+				if err == nil {
+					err = db.Ping()
+					db.Close()
+				}
+				// PostgreSQL: pg_hba.conf rejects (28000); MariaDB: root
+				// authenticates by unix_socket only (access denied).
+				if err == nil || !(strings.Contains(err.Error(), "28000") || strings.Contains(err.Error(), "Access denied")) {
+					t.Errorf("%s over TCP with the superuser password: %v, want a refusal", user, err)
 				}
 			})
 
