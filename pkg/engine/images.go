@@ -2,7 +2,9 @@ package engine
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -58,4 +60,20 @@ func (o ImageOverrides) Image(e Spec, version string) string {
 		return image
 	}
 	return e.Images[version]
+}
+
+// ManagedImages are every image a database pod of mydb's may run: the
+// instance image (its init container, and the dump servers) and each
+// supported engine version's, after the overrides; sorted, each once. The
+// ValidatingAdmissionPolicy that narrows mydb's own writes admits these
+// alone (the ConfigMap mydb-managed-images lists them).
+func ManagedImages(instanceImage string, o ImageOverrides) []string {
+	seen := map[string]bool{instanceImage: true}
+	for _, name := range Names() {
+		e, _ := Lookup(name)
+		for _, version := range e.Versions() {
+			seen[o.Image(e, version)] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
 }

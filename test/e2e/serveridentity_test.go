@@ -212,11 +212,27 @@ func TestPolicyLimitsTheServerToWhatItManages(t *testing.T) {
 	if err := patch("ours", `{"metadata":{"annotations":{"x":"y"}}}`); err != nil {
 		t.Errorf("patching its own Service: %v", err)
 	}
+	// The images mydb is configured with (local-up wrote them from
+	// mydb-apiserver --print-managed-images); the instance image is the one
+	// that is no engine's.
+	images, err := kubeClient(t).CoreV1().ConfigMaps("mydb-system").Get(ctx, "mydb-managed-images", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	instanceImage := ""
+	for _, image := range strings.Fields(images.Data["images"]) {
+		if !strings.Contains(image, "postgres") && !strings.Contains(image, "mariadb") && !strings.Contains(image, "mysql") {
+			instanceImage = image
+		}
+	}
+	if instanceImage == "" {
+		t.Fatalf("no instance image in %q", images.Data["images"])
+	}
 	// Pods: only dump servers, as their database's ServiceAccount without
 	// its token, mounting a claim and that database's Secret.
 	dumpPod := func(mod func(*corev1.Pod)) *corev1.Pod {
 		owner := metav1.OwnerReference{APIVersion: "example.com/v1", Kind: "MyDatabaseBackup", Name: "snap", UID: "0b6a4c2e-0000-4000-8000-000000000001"}
-		p := dump.NewServerPod("snap-dump", ns, "orders", "snap-dump", "mydb-instance:test", false, owner)
+		p := dump.NewServerPod("snap-dump", ns, "orders", "snap-dump", instanceImage, false, owner)
 		if mod != nil {
 			mod(p)
 		}
@@ -246,7 +262,8 @@ func TestPolicyLimitsTheServerToWhatItManages(t *testing.T) {
 		"mounting a host path": func(p *corev1.Pod) {
 			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}})
 		},
-		"on the host's network": func(p *corev1.Pod) { p.Spec.HostNetwork = true },
+		"on the host's network":                        func(p *corev1.Pod) { p.Spec.HostNetwork = true },
+		"running an image mydb is not configured with": func(p *corev1.Pod) { p.Spec.Containers[0].Image = "docker.io/library/busybox:latest" },
 		"privileged": func(p *corev1.Pod) {
 			p.Spec.Containers[0].SecurityContext.AllowPrivilegeEscalation = nil
 			p.Spec.Containers[0].SecurityContext.Privileged = ptr.To(true)
@@ -263,7 +280,7 @@ func TestPolicyLimitsTheServerToWhatItManages(t *testing.T) {
 	examplev1.SetObjectDefaults_MyDatabase(db)
 	eng, _ := engine.Lookup(string(db.Spec.Engine))
 	statefulSet := func(mod func(*corev1.PodSpec)) *appsv1.StatefulSet {
-		sts := mydatabase.NewStatefulSet(db, eng, nil, "mydb-instance:test", false)
+		sts := mydatabase.NewStatefulSet(db, eng, nil, instanceImage, false)
 		if mod != nil {
 			mod(&sts.Spec.Template.Spec)
 		}
@@ -284,8 +301,10 @@ func TestPolicyLimitsTheServerToWhatItManages(t *testing.T) {
 		"with an added capability": func(s *corev1.PodSpec) {
 			s.InitContainers[0].SecurityContext.Capabilities = &corev1.Capabilities{Add: []corev1.Capability{"SYS_ADMIN"}}
 		},
-		"on the host's network": func(s *corev1.PodSpec) { s.HostNetwork = true },
-		"with a host port":      func(s *corev1.PodSpec) { s.Containers[0].Ports[0].HostPort = 5432 },
+		"on the host's network":                        func(s *corev1.PodSpec) { s.HostNetwork = true },
+		"running an image mydb is not configured with": func(s *corev1.PodSpec) { s.Containers[0].Image = "docker.io/library/postgres:latest" },
+		"with an init container of another image":      func(s *corev1.PodSpec) { s.InitContainers[0].Image = "docker.io/library/busybox:latest" },
+		"with a host port":                             func(s *corev1.PodSpec) { s.Containers[0].Ports[0].HostPort = 5432 },
 		"mounting a host path": func(s *corev1.PodSpec) {
 			s.Volumes = append(s.Volumes, corev1.Volume{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}})
 		},

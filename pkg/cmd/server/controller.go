@@ -29,7 +29,9 @@ type ControllerOptions struct {
 	LeaderElection      componentbaseconfig.LeaderElectionConfiguration
 	LeaderElectIdentity string
 
-	InstanceImage        string
+	InstanceImage string
+	// PrintManagedImages prints ManagedImages and exits.
+	PrintManagedImages   bool
 	InstancePollInterval time.Duration
 	// EngineImages are ENGINE:VERSION=IMAGE overrides of the pinned
 	// engine images.
@@ -74,6 +76,8 @@ func (o *ControllerOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.Float32Var(&o.KubeAPIQPS, "controller-kube-api-qps", o.KubeAPIQPS, "Queries per second the controllers may send to the main cluster.")
 	fs.IntVar(&o.KubeAPIBurst, "controller-kube-api-burst", o.KubeAPIBurst, "Burst of queries the controllers may send to the main cluster.")
 	fs.StringVar(&o.InstanceImage, "instance-image", o.InstanceImage, "Image that ships mydb-instance; an init container copies it into every database pod.")
+	fs.BoolVar(&o.PrintManagedImages, "print-managed-images", false,
+		"Print the images database pods may run with these flags (--instance-image and every engine version's, after --engine-image), one per line, and exit: what the ConfigMap mydb-system/mydb-managed-images must list for the ValidatingAdmissionPolicy that narrows mydb's writes.")
 	fs.StringSliceVar(&o.EngineImages, "engine-image", o.EngineImages,
 		"ENGINE:VERSION=IMAGE: run that engine version from IMAGE instead of the pinned official image (a private registry mirror, images built in-house); repeatable, e.g. postgres:17=registry.example.com/postgres:17.6.")
 	fs.DurationVar(&o.InstancePollInterval, "instance-poll-interval", o.InstancePollInterval, "How often the controller reads every instance manager's status.")
@@ -140,4 +144,13 @@ func (o *ControllerOptions) ApplyTo(kubeConfig *rest.Config) *manager.Config {
 			ServerNamespace: o.LeaderElection.ResourceNamespace},
 		Namespaces: o.DatabaseNamespaces,
 	}
+}
+
+// ManagedImages are the images database pods may run with these flags.
+func (o *ControllerOptions) ManagedImages() ([]string, error) {
+	overrides, err := engine.ParseImageOverrides(o.EngineImages)
+	if err != nil {
+		return nil, err
+	}
+	return engine.ManagedImages(o.InstanceImage, overrides), nil
 }

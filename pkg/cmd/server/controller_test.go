@@ -1,10 +1,17 @@
 package server
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mydb-dev/mydb/test/repo"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
@@ -83,4 +90,54 @@ func TestControllerOptionsApplyTo(t *testing.T) {
 	if o.ApplyTo(main) != nil {
 		t.Error("--controller=false still configures the controllers")
 	}
+}
+
+// TestTheDeployedPolicyAdmitsTheDeployedImages: the ConfigMap
+// artifacts/deploy ships for the policy that narrows mydb's writes lists
+// exactly the images the Deployment's flags make database pods run, so
+// neither a database pod is refused nor an image admitted for nothing.
+func TestTheDeployedPolicyAdmitsTheDeployedImages(t *testing.T) {
+	root := repo.MustRoot()
+	var deployment appsv1.Deployment
+	readYAML(t, filepath.Join(root, "artifacts", "deploy", "deployment.yaml"), "Deployment", &deployment)
+	var images corev1.ConfigMap
+	readYAML(t, filepath.Join(root, "artifacts", "deploy", "managed-images.yaml"), "ConfigMap", &images)
+	o := NewControllerOptions()
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	var args []string
+	for _, arg := range deployment.Spec.Template.Spec.Containers[0].Args {
+		if strings.HasPrefix(arg, "--instance-image=") || strings.HasPrefix(arg, "--engine-image=") {
+			args = append(args, arg)
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	want, err := o.ManagedImages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Fields(images.Data["images"]); !slices.Equal(got, want) {
+		t.Errorf("managed-images.yaml lists %v, the Deployment's flags make %v (mydb-apiserver --print-managed-images %s)", got, want, strings.Join(args, " "))
+	}
+}
+
+// readYAML decodes the document of kind in the YAML file path into into.
+func readYAML(t *testing.T, path, kind string, into any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(string(data), "\n---") {
+		if !strings.Contains(doc, "kind: "+kind+"\n") {
+			continue
+		}
+		if err := yaml.Unmarshal([]byte(doc), into); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatalf("no %s in %s", kind, path)
 }

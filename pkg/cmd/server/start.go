@@ -18,6 +18,16 @@ func NewCommand(ctx context.Context, o *Options) *cobra.Command {
 			return o.ComponentGlobalsRegistry.Set()
 		},
 		RunE: func(c *cobra.Command, _ []string) error {
+			if o.Controller.PrintManagedImages {
+				images, err := o.Controller.ManagedImages()
+				if err != nil {
+					return err
+				}
+				for _, image := range images {
+					fmt.Fprintln(c.OutOrStdout(), image)
+				}
+				return nil
+			}
 			if err := o.Complete(); err != nil {
 				return err
 			}
