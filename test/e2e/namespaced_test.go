@@ -29,8 +29,9 @@ const databaseNamespaceRole = "mydb-apiserver:database-namespace"
 
 // TestANamespacedInstallReadsSecretsOnlyWhereItServes runs local-up's mydb
 // as artifacts/namespaced installs it: --database-namespaces naming one
-// namespace, and the ClusterRoleBinding of its Secret permissions replaced
-// by a RoleBinding there. A database in that namespace becomes ready with
+// namespace, and the ClusterRoleBinding of its Secret and write permissions
+// replaced by a RoleBinding there: it may create, patch or delete the
+// objects of a database nowhere else. A database in that namespace becomes ready with
 // its credentials; mydb may read no Secret anywhere else, refuses to make
 // a database or a backup anywhere else, and leaves a database made
 // elsewhere before the change as it was.
@@ -104,6 +105,17 @@ func TestANamespacedInstallReadsSecretsOnlyWhereItServes(t *testing.T) {
 		{[]string{"get", "configmaps", "-n", other}, false},
 		{[]string{"list", "secrets", "--all-namespaces"}, false},
 		{[]string{"get", "secrets", "-n", "kube-system"}, false},
+		// It writes the objects of a database only where it serves.
+		{[]string{"create", "statefulsets", "-n", served}, true},
+		{[]string{"create", "pods", "-n", served}, true},
+		{[]string{"create", "statefulsets", "-n", other}, false},
+		{[]string{"create", "pods", "-n", other}, false},
+		{[]string{"patch", "pods", "-n", "kube-system"}, false},
+		{[]string{"create", "serviceaccounts", "-n", other}, false},
+		{[]string{"create", "rolebindings", "-n", other}, false},
+		{[]string{"delete", "persistentvolumeclaims", "-n", other}, false},
+		// And reads them everywhere (its informers and admission do).
+		{[]string{"list", "pods", "--all-namespaces"}, true},
 	})
 
 	// Nothing new where mydb does not serve: 403, with the reason.
