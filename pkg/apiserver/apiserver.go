@@ -107,6 +107,7 @@ func (c completedConfig) New() (*Server, error) {
 		"mydatabases/scale":        dbStorage.Scale,
 		"mydatabases/backup":       backupStorage.Action,
 		"mydatabases/switchover":   dbStorage.Switchover,
+		"mydatabases/credentials":  dbStorage.Credentials,
 		"mydatabasebackups":        backupStorage.Backup,
 		"mydatabasebackups/status": backupStorage.Status,
 	}
@@ -121,14 +122,15 @@ func (c completedConfig) New() (*Server, error) {
 			return nil, err
 		}
 	}
-	if err := c.installController(genericServer); err != nil {
+	if err := c.installController(genericServer, dbStorage.Credentials); err != nil {
 		return nil, err
 	}
 	return &Server{GenericAPIServer: genericServer}, nil
 }
 
-// installController starts the controllers after the server serves.
-func (c completedConfig) installController(s *genericapiserver.GenericAPIServer) error {
+// installController starts the controllers after the server serves, and
+// gives the credentials subresource their informers and CA.
+func (c completedConfig) installController(s *genericapiserver.GenericAPIServer, creds *mydatabase.CredentialsREST) error {
 	if c.Controllers == nil {
 		return nil
 	}
@@ -142,6 +144,7 @@ func (c completedConfig) installController(s *genericapiserver.GenericAPIServer)
 	if err := s.AddReadyzChecks(controllers.ReadyzCheck()); err != nil {
 		return err
 	}
+	creds.SetIssuer(controllers.CredentialIssuer())
 	return s.AddPostStartHook("start-mydb-controllers", func(ctx genericapiserver.PostStartHookContext) error {
 		go controllers.Run(ctx)
 		return nil

@@ -108,7 +108,14 @@ func (b *backupDriver) DiscardRestore() error {
 	return nil
 }
 
+// call is a request to the manager as the controller.
 func (h *harness) call(method, path string, body any) (int, string) {
+	h.t.Helper()
+	return h.callAs(testDatabase.Controller(), method, path, body)
+}
+
+// callAs is a request to the manager with creds' certificate (nil: none).
+func (h *harness) callAs(creds *api.Credentials, method, path string, body any) (int, string) {
 	h.t.Helper()
 	var rd io.Reader
 	switch v := body.(type) {
@@ -120,7 +127,7 @@ func (h *harness) call(method, path string, body any) (int, string) {
 		rd = bytes.NewReader(b)
 	}
 	req, _ := http.NewRequest(method, "https://"+h.addr+path, rd)
-	resp, err := httpsClient(testDatabase.Controller(), h.m.opts.Name).Do(req)
+	resp, err := httpsClient(creds, h.m.opts.Name).Do(req)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -39,6 +39,9 @@ type Options struct {
 	// block before the stream is given up (0: DefaultStreamStall for
 	// clones, DefaultBackupStall for backups).
 	StreamStall time.Duration
+	// CredentialExpiryInterval is how often short-lived users are expired
+	// (0: CredentialExpiryInterval).
+	CredentialExpiryInterval time.Duration
 	// OpenStore opens the bucket of a backup or restore (default OpenS3).
 	OpenStore func(api.S3Object) (ObjectStore, error)
 	Log       *slog.Logger
@@ -126,6 +129,8 @@ func (m *Manager) Run(ctx context.Context) error {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
+
+	go m.expireCredentials(ctx)
 
 	topologies := m.source.Watch(ctx)
 	tick := time.NewTicker(time.Second)

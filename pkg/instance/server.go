@@ -57,6 +57,7 @@ func (m *Manager) serve() (*http.Server, error) {
 		}, pki.RoleInstance))
 	}
 	m.handleBackups(mux)
+	m.handleCredentials(mux)
 	ln, err := net.Listen("tcp", m.opts.StatusAddress)
 	if err != nil {
 		return nil, fmt.Errorf("status server: %w", err)

@@ -35,6 +35,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&MyDatabaseBackup{},
 		&MyDatabaseBackupList{},
 		&MyDatabaseSwitchover{},
+		&MyDatabaseCredentialRequest{},
 	)
 	return nil
 }

@@ -336,3 +336,44 @@ type MyDatabaseSwitchoverStatus struct {
 	NewPrimary string
 	StartTime  *metav1.MicroTime
 }
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// MyDatabaseCredentialRequest is the body and the answer of POST
+// mydatabases/<name>/credentials: a short-lived database user. It is not
+// stored.
+type MyDatabaseCredentialRequest struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+
+	Spec   MyDatabaseCredentialRequestSpec
+	Status MyDatabaseCredentialRequestStatus
+}
+
+// CredentialRole is what a short-lived user may do.
+type CredentialRole string
+
+// The roles of short-lived users.
+const (
+	CredentialRoleReadOnly  CredentialRole = "readonly"
+	CredentialRoleReadWrite CredentialRole = "readwrite"
+)
+
+// MyDatabaseCredentialRequestSpec says which role, for how long.
+type MyDatabaseCredentialRequestSpec struct {
+	Role              CredentialRole
+	ExpirationSeconds *int64
+}
+
+// MyDatabaseCredentialRequestStatus is the credential and where to use it.
+type MyDatabaseCredentialRequestStatus struct {
+	Username            string
+	Password            string
+	ExpirationTimestamp metav1.Time
+	Database            string
+	Host                string
+	ReadOnlyHost        string
+	Port                int32
+	CACertificate       string
+	Instance            string
+}

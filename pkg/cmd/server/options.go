@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 
+	"github.com/mydb-dev/mydb/pkg/admission/credentialrole"
 	"github.com/mydb-dev/mydb/pkg/admission/forcedfailover"
 	"github.com/mydb-dev/mydb/pkg/admission/limitrange"
 	"github.com/mydb-dev/mydb/pkg/admission/namespaces"
@@ -124,9 +125,11 @@ func (o *Options) Complete() error {
 		// A forced failover needs a verb of its own, not only the
 		// switchover's.
 		forcedfailover.Register(admission.Plugins)
+		// Each role of a short-lived database user needs a verb of its own.
+		credentialrole.Register(admission.Plugins)
 		order := admission.RecommendedPluginOrder
 		admission.RecommendedPluginOrder = append(append(append([]string{}, order[:1]...),
-			namespaces.PluginName, secretaccess.PluginName, forcedfailover.PluginName, limitrange.PluginName), order[1:]...)
+			namespaces.PluginName, secretaccess.PluginName, forcedfailover.PluginName, credentialrole.PluginName, limitrange.PluginName), order[1:]...)
 		admission.RecommendedPluginOrder = append(admission.RecommendedPluginOrder, resourcequota.PluginName, quotaadmission.PluginName)
 	}
 	etcd := o.RecommendedOptions.Etcd

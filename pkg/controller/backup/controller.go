@@ -11,7 +11,7 @@ import (
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/controller/dump"
-	"github.com/mydb-dev/mydb/pkg/controller/internal/databaseca"
+	"github.com/mydb-dev/mydb/pkg/databaseca"
 	"github.com/mydb-dev/mydb/pkg/controller/runner"
 	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"

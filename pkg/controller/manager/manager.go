@@ -19,7 +19,8 @@ import (
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	backupcontroller "github.com/mydb-dev/mydb/pkg/controller/backup"
 	"github.com/mydb-dev/mydb/pkg/controller/backupschedule"
-	"github.com/mydb-dev/mydb/pkg/controller/internal/databaseca"
+	"github.com/mydb-dev/mydb/pkg/credentials"
+	"github.com/mydb-dev/mydb/pkg/databaseca"
 	mydbcontroller "github.com/mydb-dev/mydb/pkg/controller/mydatabase"
 	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
 	mydbscheme "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/scheme"
@@ -488,4 +489,18 @@ func ownKeys(m map[string]string) map[string]string {
 		}
 	}
 	return own
+}
+
+// CredentialIssuer makes short-lived users on the databases' primaries for
+// mydatabases/credentials, from this replica's informers: every replica
+// answers, leader or not. Its client certificate is its own, so no request
+// waits on the controllers' (or their write fence).
+func (m *Manager) CredentialIssuer() *credentials.Issuer {
+	secrets := m.databases.Secrets.Lister()
+	return &credentials.Issuer{
+		Authority: &databaseca.Authority{Secrets: secrets, Clock: clock.RealClock{}},
+		Secrets:   secrets,
+		Pods:      m.databases.Pods.Lister(),
+		Managers:  &api.Client{},
+	}
 }

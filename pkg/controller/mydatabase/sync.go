@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/mydb-dev/mydb/pkg/controller/internal/databaseca"
+	"github.com/mydb-dev/mydb/pkg/databaseca"
 	"github.com/mydb-dev/mydb/pkg/names"
 	"github.com/mydb-dev/mydb/pkg/scope"
 

@@ -46,6 +46,9 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1.MyDatabaseBackupList{}.OpenAPIModelName():                        schema_pkg_apis_example_v1_MyDatabaseBackupList(ref),
 		v1.MyDatabaseBackupSpec{}.OpenAPIModelName():                        schema_pkg_apis_example_v1_MyDatabaseBackupSpec(ref),
 		v1.MyDatabaseBackupStatus{}.OpenAPIModelName():                      schema_pkg_apis_example_v1_MyDatabaseBackupStatus(ref),
+		v1.MyDatabaseCredentialRequest{}.OpenAPIModelName():                 schema_pkg_apis_example_v1_MyDatabaseCredentialRequest(ref),
+		v1.MyDatabaseCredentialRequestSpec{}.OpenAPIModelName():             schema_pkg_apis_example_v1_MyDatabaseCredentialRequestSpec(ref),
+		v1.MyDatabaseCredentialRequestStatus{}.OpenAPIModelName():           schema_pkg_apis_example_v1_MyDatabaseCredentialRequestStatus(ref),
 		v1.MyDatabaseList{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_MyDatabaseList(ref),
 		v1.MyDatabaseSpec{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_MyDatabaseSpec(ref),
 		v1.MyDatabaseStatus{}.OpenAPIModelName():                            schema_pkg_apis_example_v1_MyDatabaseStatus(ref),
@@ -895,6 +898,167 @@ func schema_pkg_apis_example_v1_MyDatabaseBackupStatus(ref common.ReferenceCallb
 		},
 		Dependencies: []string{
 			v1.BackupLocation{}.OpenAPIModelName(), v1.InstancePosition{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_MyDatabaseCredentialRequest(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MyDatabaseCredentialRequest is the body and the answer of POST mydatabases/<name>/credentials, shaped like TokenRequest: the primary's instance manager makes a database user that logs in until status.expirationTimestamp, named after the requesting Kubernetes user, and the answer carries its password. Nothing of it is stored, in etcd or in any Secret. It needs the create verb on mydatabases/credentials and the role's own verb (readonly or readwrite) there too.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Standard object metadata; ignored.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(metav1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Spec says which role, for how long.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1.MyDatabaseCredentialRequestSpec{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Status is the credential and where to use it.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1.MyDatabaseCredentialRequestStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1.MyDatabaseCredentialRequestSpec{}.OpenAPIModelName(), v1.MyDatabaseCredentialRequestStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_MyDatabaseCredentialRequestSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MyDatabaseCredentialRequestSpec says which role, for how long.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"role": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Role is readonly (the default) or readwrite.\n\nPossible enum values:\n - `\"readonly\"` reads every table and changes nothing.\n - `\"readwrite\"` has the application user's rights.",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"readonly", "readwrite"},
+						},
+					},
+					"expirationSeconds": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ExpirationSeconds is how long the credential logs in: 60 to 86400 (24 hours), 3600 when unset.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_example_v1_MyDatabaseCredentialRequestStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MyDatabaseCredentialRequestStatus is the credential and where to use it.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"username": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Username is the database user, named after the Kubernetes user with a hash that makes it unique.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"password": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Password logs Username in until ExpirationTimestamp.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"expirationTimestamp": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ExpirationTimestamp is when the user stops logging in; its sessions end within seconds after (docs/security.md).",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"database": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Database is the application's database.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"host": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Host is the DNS name of the Service that reaches the primary.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"readOnlyHost": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ReadOnlyHost is the DNS name of the Service that reaches the ready replicas.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"port": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Port is the engine's port.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"caCertificate": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CACertificate is the PEM bundle that verifies the engine's certificate (sslmode=verify-full, --ssl-verify-server-cert).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"instance": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Instance is the primary that made the user.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"username", "password", "expirationTimestamp", "database", "host", "port"},
+			},
+		},
+		Dependencies: []string{
+			metav1.Time{}.OpenAPIModelName()},
 	}
 }
 

@@ -107,5 +107,11 @@ func (Dialect) SyncStatements(on bool) []string {
 // error reading its binlog (purged, or the GTID position is unknown to it).
 func (Dialect) MustReclone(ioErrno int) bool { return ioErrno == mysqlfamily.ErrSourceCannotServe }
 
+// CreateUserStatement implements mysqlfamily.Dialect: the password goes
+// in as its hash.
+func (Dialect) CreateUserStatement(account, password string) string {
+	return fmt.Sprintf("CREATE USER %s IDENTIFIED BY PASSWORD %s", account, mysqlfamily.QuoteString(mysqlfamily.NativePasswordHash(password)))
+}
+
 // ReloadTLSStatement implements mysqlfamily.Dialect (MariaDB 10.4 and later).
 func (Dialect) ReloadTLSStatement() string { return "FLUSH SSL" }

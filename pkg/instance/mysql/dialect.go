@@ -223,5 +223,11 @@ func (Dialect) SyncStatements(on bool) []string {
 	}
 }
 
+// CreateUserStatement implements mysqlfamily.Dialect: MySQL rewrites the
+// password out of the statement before any log sees it.
+func (Dialect) CreateUserStatement(account, password string) string {
+	return fmt.Sprintf("CREATE USER %s IDENTIFIED WITH caching_sha2_password BY %s", account, mysqlfamily.QuoteString(password))
+}
+
 // ReloadTLSStatement implements mysqlfamily.Dialect.
 func (Dialect) ReloadTLSStatement() string { return "ALTER INSTANCE RELOAD TLS" }

@@ -55,6 +55,9 @@ type Dialect interface {
 	// (wait after the binlog sync for one replica, so long that it never
 	// falls back to asynchronous) or off.
 	SyncStatements(on bool) []string
+	// CreateUserStatement creates account (QuoteString'd user@host) logging
+	// in with password, in the way the engine's logs never show it.
+	CreateUserStatement(account, password string) string
 	// ReloadTLSStatement has the server read its certificate files again.
 	ReloadTLSStatement() string
 	// MustReclone tells whether the stopped IO thread's error number means

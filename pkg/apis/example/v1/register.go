@@ -33,6 +33,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&MyDatabaseBackup{},
 		&MyDatabaseBackupList{},
 		&MyDatabaseSwitchover{},
+		&MyDatabaseCredentialRequest{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

@@ -535,6 +535,83 @@ type MyDatabaseSwitchoverStatus struct {
 	StartTime *metav1.MicroTime `json:"startTime,omitempty" protobuf:"bytes,3,opt,name=startTime"`
 }
 
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// MyDatabaseCredentialRequest is the body and the answer of POST
+// mydatabases/<name>/credentials, shaped like TokenRequest: the primary's
+// instance manager makes a database user that logs in until
+// status.expirationTimestamp, named after the requesting Kubernetes user,
+// and the answer carries its password. Nothing of it is stored, in etcd or
+// in any Secret. It needs the create verb on mydatabases/credentials and
+// the role's own verb (readonly or readwrite) there too.
+type MyDatabaseCredentialRequest struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard object metadata; ignored.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+
+	// Spec says which role, for how long.
+	// +optional
+	Spec MyDatabaseCredentialRequestSpec `json:"spec,omitempty" protobuf:"bytes,2,opt,name=spec"`
+
+	// Status is the credential and where to use it.
+	// +optional
+	Status MyDatabaseCredentialRequestStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
+}
+
+// CredentialRole is what a short-lived user may do in the application's
+// database.
+// +enum
+type CredentialRole string
+
+// The roles of short-lived users.
+const (
+	// CredentialRoleReadOnly reads every table and changes nothing.
+	CredentialRoleReadOnly CredentialRole = "readonly"
+	// CredentialRoleReadWrite has the application user's rights.
+	CredentialRoleReadWrite CredentialRole = "readwrite"
+)
+
+// MyDatabaseCredentialRequestSpec says which role, for how long.
+type MyDatabaseCredentialRequestSpec struct {
+	// Role is readonly (the default) or readwrite.
+	// +optional
+	Role CredentialRole `json:"role,omitempty" protobuf:"bytes,1,opt,name=role,casttype=CredentialRole"`
+	// ExpirationSeconds is how long the credential logs in: 60 to 86400
+	// (24 hours), 3600 when unset.
+	// +optional
+	ExpirationSeconds *int64 `json:"expirationSeconds,omitempty" protobuf:"varint,2,opt,name=expirationSeconds"`
+}
+
+// MyDatabaseCredentialRequestStatus is the credential and where to use it.
+type MyDatabaseCredentialRequestStatus struct {
+	// Username is the database user, named after the Kubernetes user with
+	// a hash that makes it unique.
+	Username string `json:"username" protobuf:"bytes,1,opt,name=username"`
+	// Password logs Username in until ExpirationTimestamp.
+	Password string `json:"password" protobuf:"bytes,2,opt,name=password"`
+	// ExpirationTimestamp is when the user stops logging in; its sessions
+	// end within seconds after (docs/security.md).
+	ExpirationTimestamp metav1.Time `json:"expirationTimestamp" protobuf:"bytes,3,opt,name=expirationTimestamp"`
+	// Database is the application's database.
+	Database string `json:"database" protobuf:"bytes,4,opt,name=database"`
+	// Host is the DNS name of the Service that reaches the primary.
+	Host string `json:"host" protobuf:"bytes,5,opt,name=host"`
+	// ReadOnlyHost is the DNS name of the Service that reaches the ready
+	// replicas.
+	// +optional
+	ReadOnlyHost string `json:"readOnlyHost,omitempty" protobuf:"bytes,6,opt,name=readOnlyHost"`
+	// Port is the engine's port.
+	Port int32 `json:"port" protobuf:"varint,7,opt,name=port"`
+	// CACertificate is the PEM bundle that verifies the engine's
+	// certificate (sslmode=verify-full, --ssl-verify-server-cert).
+	// +optional
+	CACertificate string `json:"caCertificate,omitempty" protobuf:"bytes,8,opt,name=caCertificate"`
+	// Instance is the primary that made the user.
+	// +optional
+	Instance string `json:"instance,omitempty" protobuf:"bytes,9,opt,name=instance"`
+}
+
 // BackupPhase is where a backup is in its life.
 // +enum
 type BackupPhase string

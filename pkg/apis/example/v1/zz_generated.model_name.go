@@ -77,6 +77,21 @@ func (in MyDatabaseBackupStatus) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MyDatabaseCredentialRequest) OpenAPIModelName() string {
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.MyDatabaseCredentialRequest"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MyDatabaseCredentialRequestSpec) OpenAPIModelName() string {
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.MyDatabaseCredentialRequestSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MyDatabaseCredentialRequestStatus) OpenAPIModelName() string {
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.MyDatabaseCredentialRequestStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in MyDatabaseList) OpenAPIModelName() string {
 	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.MyDatabaseList"
 }

@@ -414,3 +414,30 @@ func quoted(values []string) string {
 	}
 	return strings.Join(q, ", ")
 }
+
+// Bounds and default of a credential's lifetime (spec.expirationSeconds of
+// a MyDatabaseCredentialRequest).
+const (
+	MinCredentialSeconds     = 60
+	MaxCredentialSeconds     = 24 * 60 * 60
+	DefaultCredentialSeconds = 60 * 60
+)
+
+// ValidateCredentialRequest checks a MyDatabaseCredentialRequest's spec.
+func ValidateCredentialRequest(req *example.MyDatabaseCredentialRequest) field.ErrorList {
+	var allErrs field.ErrorList
+	spec := field.NewPath("spec")
+	switch req.Spec.Role {
+	case example.CredentialRoleReadOnly, example.CredentialRoleReadWrite:
+	case "":
+		allErrs = append(allErrs, field.Required(spec.Child("role"), "must be readonly or readwrite"))
+	default:
+		allErrs = append(allErrs, field.NotSupported(spec.Child("role"), req.Spec.Role,
+			[]example.CredentialRole{example.CredentialRoleReadOnly, example.CredentialRoleReadWrite}))
+	}
+	if s := req.Spec.ExpirationSeconds; s != nil && (*s < MinCredentialSeconds || *s > MaxCredentialSeconds) {
+		allErrs = append(allErrs, field.Invalid(spec.Child("expirationSeconds"), *s,
+			fmt.Sprintf("must be between %d and %d (24 hours)", MinCredentialSeconds, MaxCredentialSeconds)))
+	}
+	return allErrs
+}

@@ -27,6 +27,9 @@ type Storage struct {
 	Status     *common.StatusREST
 	Scale      *ScaleREST
 	Switchover *SwitchoverREST
+	// Credentials make short-lived database users; their issuer is set
+	// once the controllers are built.
+	Credentials *CredentialsREST
 }
 
 // NewStorage returns the REST storage of MyDatabase, backed by the store
@@ -57,10 +60,11 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (S
 
 	return Storage{
 		// "kubectl get mdb"; MyDatabases are in "kubectl get all" and "kubectl get mydb".
-		MyDatabase: common.NewREST(store, []string{"mdb"}, []string{"all", "mydb"}),
-		Status:     &common.StatusREST{Store: &statusStore},
-		Scale:      &ScaleREST{store: store},
-		Switchover: &SwitchoverREST{status: &statusStore, clock: clock.RealClock{}},
+		MyDatabase:  common.NewREST(store, []string{"mdb"}, []string{"all", "mydb"}),
+		Status:      &common.StatusREST{Store: &statusStore},
+		Scale:       &ScaleREST{store: store},
+		Switchover:  &SwitchoverREST{status: &statusStore, clock: clock.RealClock{}},
+		Credentials: &CredentialsREST{databases: store, clock: clock.RealClock{}},
 	}, nil
 }
 

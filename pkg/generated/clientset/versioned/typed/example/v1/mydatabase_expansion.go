@@ -26,6 +26,10 @@ type MyDatabaseExpansion interface {
 	// empty for any ready replica) to mydatabases/<name>/switchover and
 	// returns the server's answer: the old and the new primary.
 	Switchover(ctx context.Context, myDatabaseName string, myDatabaseSwitchover *examplev1.MyDatabaseSwitchover, opts metav1.CreateOptions) (*examplev1.MyDatabaseSwitchover, error)
+	// CreateCredentials POSTs myDatabaseCredentialRequest (a role and a
+	// lifetime) to mydatabases/<name>/credentials and returns the
+	// short-lived database user the server made.
+	CreateCredentials(ctx context.Context, myDatabaseName string, myDatabaseCredentialRequest *examplev1.MyDatabaseCredentialRequest, opts metav1.CreateOptions) (*examplev1.MyDatabaseCredentialRequest, error)
 }
 
 // Backup is what client-gen generates for
@@ -55,6 +59,22 @@ func (c *myDatabases) Switchover(ctx context.Context, myDatabaseName string, myD
 		SubResource("switchover").
 		VersionedParams(&opts, scheme.ParameterCodec).
 		Body(myDatabaseSwitchover).
+		Do(ctx).
+		Into(result)
+	return
+}
+
+// CreateCredentials is what client-gen generates for
+// +genclient:method=CreateCredentials,verb=create,subresource=credentials,input=MyDatabaseCredentialRequest,result=MyDatabaseCredentialRequest.
+func (c *myDatabases) CreateCredentials(ctx context.Context, myDatabaseName string, myDatabaseCredentialRequest *examplev1.MyDatabaseCredentialRequest, opts metav1.CreateOptions) (result *examplev1.MyDatabaseCredentialRequest, err error) {
+	result = &examplev1.MyDatabaseCredentialRequest{}
+	err = c.GetClient().Post().
+		Namespace(c.GetNamespace()).
+		Resource("mydatabases").
+		Name(myDatabaseName).
+		SubResource("credentials").
+		VersionedParams(&opts, scheme.ParameterCodec).
+		Body(myDatabaseCredentialRequest).
 		Do(ctx).
 		Into(result)
 	return

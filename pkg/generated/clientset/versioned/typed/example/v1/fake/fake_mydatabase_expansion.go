@@ -32,3 +32,14 @@ func (c *fakeMyDatabases) Switchover(ctx context.Context, myDatabaseName string,
 	}
 	return obj.(*v1.MyDatabaseSwitchover), err
 }
+
+// CreateCredentials records a create of the credentials subresource.
+func (c *fakeMyDatabases) CreateCredentials(ctx context.Context, myDatabaseName string, myDatabaseCredentialRequest *v1.MyDatabaseCredentialRequest, opts metav1.CreateOptions) (result *v1.MyDatabaseCredentialRequest, err error) {
+	emptyResult := &v1.MyDatabaseCredentialRequest{}
+	obj, err := c.Fake.
+		Invokes(testing.NewCreateSubresourceActionWithOptions(c.Resource(), myDatabaseName, "credentials", c.Namespace(), myDatabaseCredentialRequest, opts), emptyResult)
+	if obj == nil {
+		return emptyResult, err
+	}
+	return obj.(*v1.MyDatabaseCredentialRequest), err
+}

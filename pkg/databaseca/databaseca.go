@@ -1,7 +1,8 @@
-// Package databaseca is the controllers' side of a database's certificates
-// (pkg/pki): the root CA they make once and keep in the database's CA
-// Secret, the issuer they give the instances, and the client certificate
-// they present to the instance managers, renewed as it nears its end.
+// Package databaseca is mydb-apiserver's side of a database's certificates
+// (pkg/pki): the root CA the controller makes once and keeps in the
+// database's CA Secret, the issuer it gives the instances, and the client
+// certificate the controllers and the credentials subresource present to
+// the instance managers, renewed as it nears its end.
 package databaseca
 
 import (

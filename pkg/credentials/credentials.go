@@ -1,0 +1,93 @@
+// Package credentials makes short-lived database users for the
+// mydatabases/credentials subresource: it finds the database's primary,
+// calls its instance manager over mutual TLS with the controller's
+// certificate (pkg/databaseca), and answers what a client needs to connect.
+// It reads Secrets and Pods from the controllers' informers, which run on
+// every replica of mydb-apiserver, leader or not.
+package credentials
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corelisters "k8s.io/client-go/listers/core/v1"
+
+	"github.com/mydb-dev/mydb/pkg/apis/example"
+	"github.com/mydb-dev/mydb/pkg/databaseca"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
+	"github.com/mydb-dev/mydb/pkg/names"
+)
+
+// Issued is a credential and where to use it.
+type Issued struct {
+	Credential api.Credential
+	// Instance is the primary that made the user.
+	Instance string
+	// Database is the application's database.
+	Database string
+	// CACertificate verifies the engine's certificate.
+	CACertificate []byte
+}
+
+// ErrUnavailable wraps every reason a credential cannot be made now (no
+// ready primary, a manager that does not answer): asking again later may
+// succeed.
+var ErrUnavailable = errors.New("no credential can be made now")
+
+// Issuer makes credentials on a database's primary.
+type Issuer struct {
+	Authority *databaseca.Authority
+	Secrets   corelisters.SecretLister
+	Pods      corelisters.PodLister
+	Managers  *api.Client
+}
+
+// Issue has the primary of db make the user req names.
+func (i *Issuer) Issue(ctx context.Context, db *example.MyDatabase, req api.CredentialRequest) (*Issued, error) {
+	unavailable := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrUnavailable, fmt.Sprintf(format, args...))
+	}
+	primary := db.Status.CurrentPrimary
+	if primary == "" {
+		return nil, unavailable("the database has no primary yet")
+	}
+	if t := db.Status.TargetPrimary; t != "" && t != primary {
+		return nil, unavailable("the primary moves from %s to %s", primary, t)
+	}
+	ready := false
+	for _, in := range db.Status.Instances {
+		if in.Name == primary {
+			ready = in.Ready && in.Role == example.InstanceRolePrimary
+		}
+	}
+	if !ready {
+		return nil, unavailable("the primary %s is not ready", primary)
+	}
+	app, err := i.Secrets.Secrets(db.Namespace).Get(names.Secret(db.Name))
+	if err != nil {
+		return nil, unavailable("reading the credentials Secret %q: %v", names.Secret(db.Name), err)
+	}
+	ca, err := i.Secrets.Secrets(db.Namespace).Get(names.CASecret(db.Name))
+	if err != nil {
+		return nil, unavailable("reading the CA Secret %q: %v", names.CASecret(db.Name), err)
+	}
+	pod, err := i.Pods.Pods(db.Namespace).Get(primary)
+	if err != nil {
+		return nil, unavailable("reading the primary's pod: %v", err)
+	}
+	if pod.Status.PodIP == "" {
+		return nil, unavailable("the primary's pod %s has no address", primary)
+	}
+	creds, err := i.Authority.Credentials(db.Namespace, db.Name)
+	if err != nil {
+		return nil, unavailable("%v", err)
+	}
+	// The manager's certificate must name the primary: a pod at that
+	// address that is not it (a recycled IP) is refused by the handshake.
+	cred, err := i.Managers.CreateCredential(ctx, pod.Status.PodIP, api.Auth{Credentials: creds, Name: primary}, req)
+	if err != nil {
+		return nil, unavailable("the primary's manager: %v", err)
+	}
+	return &Issued{Credential: *cred, Instance: primary, Database: string(app.Data["database"]), CACertificate: ca.Data[databaseca.KeyCert]}, nil
+}
