@@ -11,8 +11,8 @@ import (
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/controller/dump"
-	"github.com/mydb-dev/mydb/pkg/databaseca"
 	"github.com/mydb-dev/mydb/pkg/controller/runner"
+	"github.com/mydb-dev/mydb/pkg/databaseca"
 	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
 	exampleinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions/example/v1"

@@ -14,8 +14,8 @@ import (
 	"github.com/mydb-dev/mydb/pkg/names"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
-	"github.com/mydb-dev/mydb/pkg/databaseca"
 	"github.com/mydb-dev/mydb/pkg/controller/runner"
+	"github.com/mydb-dev/mydb/pkg/databaseca"
 	"github.com/mydb-dev/mydb/pkg/engine"
 	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
