@@ -152,7 +152,7 @@ func TestPolicyLimitsTheServerToWhatItManages(t *testing.T) {
 	}
 	managed := map[string]string{names.LabelManagedBy: names.ManagedBy}
 	forbiddenByPolicy := func(err error) bool {
-		return (apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) && strings.Contains(err.Error(), "mydb-apiserver-managed-objects")
+		return (apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) && strings.Contains(err.Error(), "mydb-apiserver-managed-") // either policy
 	}
 
 	// The policy reaches kube-apiserver's admission shortly after local-up

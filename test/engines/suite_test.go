@@ -36,6 +36,7 @@ func runSuite(t *testing.T, spec engineSpec) {
 	c := newCluster(t, spec, 3)
 	p, r1, r2 := c.nodes[0], c.nodes[1], c.nodes[2]
 	fig := &figures{}
+	later := &credentialsUnderTest{}
 	defer func() {
 		t.Logf("%s figures:\n  %s", spec.name, strings.Join(fig.lines, "\n  "))
 	}()
@@ -47,11 +48,13 @@ func runSuite(t *testing.T, spec engineSpec) {
 		{"bootstrap is idempotent and survives a restart", func(t *testing.T) { testBootstrap(t, c, p, fig) }},
 		{"the application user is confined", func(t *testing.T) { spec.assertAppConfined(t, c, p.app()) }},
 		{"replicas clone and stream", func(t *testing.T) { testReplicas(t, c, p, []*node{r1, r2}, fig) }},
+		{"short-lived users: roles, replicated, expired everywhere", func(t *testing.T) { testCredentials(t, c, p, []*node{r1, r2}, later, fig) }},
 		{"Sync replication: a commit returns once a replica has it, waits with none", func(t *testing.T) { testSync(t, c, p, []*node{r1, r2}, fig) }},
 		{"an engine crash is noticed and repaired", func(t *testing.T) { testCrash(t, c, p, []*node{r1, r2}, fig) }},
 		{"a replica whose history the primary purged re-clones", func(t *testing.T) { testPurgedHistory(t, c, p, r2, fig) }},
 		{"a switchover target fences the primary, which the replicas catch up with", func(t *testing.T) { testFence(t, c, p, []*node{r1, r2}, fig) }},
 		{"promotion re-points the other replica", func(t *testing.T) { testPromotion(t, c, p, r1, r2, fig) }},
+		{"a credential the old primary made expires on the new one", func(t *testing.T) { testCredentialExpiresAfterPromotion(t, r1, later) }},
 		{"SIGTERM stops every instance cleanly, the primary under load", func(t *testing.T) { testStopAll(t, c, r1, fig) }},
 		{"no password on a command line or in an environment", func(t *testing.T) { testNoLeaks(t, c) }},
 	}

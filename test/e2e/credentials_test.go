@@ -1,0 +1,156 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
+	"github.com/mydb-dev/mydb/pkg/pki"
+)
+
+// TestCredentialsThroughTheAggregator, for each engine on the rig: a user
+// whose only grant is create and readonly on mydatabases/credentials gets
+// a database user through kube-apiserver's aggregation layer, connects
+// with it over verified TLS, reads and cannot write; asking for readwrite
+// is refused (403), as is any request of a user bound to nothing; an
+// editor's readwrite user writes, as the application. The grant is in
+// kube-apiserver's audit log under the request ID the engine's user is
+// named with, and mydb's etcd holds none of the passwords.
+func TestCredentialsThroughTheAggregator(t *testing.T) {
+	t.Parallel()
+	for _, tc := range replicationCases {
+		t.Run(tc.engine.name, func(t *testing.T) {
+			t.Parallel()
+			_, _, h, status := startShop(t, restConfig(t), tc, 0, "")
+			ctx := context.Background()
+			ns := h.ns
+			kube := kubeClient(t)
+			role := &rbacv1.Role{
+				ObjectMeta: metav1.ObjectMeta{Name: "shop-readonly"},
+				Rules: []rbacv1.PolicyRule{{APIGroups: []string{"example.com"}, Resources: []string{"mydatabases/credentials"},
+					ResourceNames: []string{"shop"}, Verbs: []string{"create", "readonly"}}},
+			}
+			if _, err := kube.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			binding := &rbacv1.RoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Name: "analyst"},
+				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+				Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "analyst"}},
+			}
+			if _, err := kube.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			bindEdit(t, ns, "dev")
+			credentialsAs := func(user string, role examplev1.CredentialRole) (*examplev1.MyDatabaseCredentialRequest, error) {
+				req := &examplev1.MyDatabaseCredentialRequest{Spec: examplev1.MyDatabaseCredentialRequestSpec{Role: role, ExpirationSeconds: ptr.To[int64](600)}}
+				return mydbClient(t, asUser(t, user)).ExampleV1().MyDatabases(ns).CreateCredentials(ctx, "shop", req, metav1.CreateOptions{})
+			}
+			kubeAudit := filepath.Join(e2eLocalDir, "logs", "kube-apiserver-audit.log")
+			auditFrom := auditSize(t, kubeAudit)
+
+			// RBAC has its say before mydb (kube-apiserver), then the
+			// role's verb (mydb's admission).
+			if _, err := credentialsAs("nobody", examplev1.CredentialRoleReadOnly); !apierrors.IsForbidden(err) {
+				t.Errorf("a user bound to nothing: %v, want 403", err)
+			}
+			if _, err := credentialsAs("analyst", examplev1.CredentialRoleReadWrite); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `"readwrite" verb`) {
+				t.Errorf("readwrite for the analyst: %v, want 403 naming the readwrite verb", err)
+			}
+			ro, err := credentialsAs("analyst", examplev1.CredentialRoleReadOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := ro.Status
+			if !strings.HasPrefix(s.Username, "k8s_analyst_") || s.Password == "" || s.Instance != status.CurrentPrimary ||
+				s.Host != "shop-rw."+ns+".svc" || s.Port == 0 || s.Database == "" || s.CACertificate == "" {
+				t.Fatalf("answer %+v", s)
+			}
+			if life := time.Until(s.ExpirationTimestamp.Time); life < 9*time.Minute || life > 11*time.Minute {
+				t.Errorf("expires in %s, want 10 minutes", life)
+			}
+
+			// The credential logs in over TLS verified with the CA it came
+			// with, reads, and writes nothing.
+			ip := instanceAddress(t, status.Instances, status.CurrentPrimary)
+			caFile := filepath.Join(t.TempDir(), "ca.crt")
+			if err := os.WriteFile(caFile, []byte(s.CACertificate), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			reader, err := openVerified(tc.engine.name, ip, s.Username, s.Password, s.Database, caFile, pki.Pool(mustCerts(t, []byte(s.CACertificate))...))
+			if err != nil {
+				t.Fatalf("the readonly credential: %v", err)
+			}
+			defer reader.Close()
+			var n int
+			if err := reader.QueryRow("SELECT count(*) FROM acks").Scan(&n); err != nil {
+				t.Errorf("the readonly credential cannot read: %v", err)
+			}
+			if _, err := reader.Exec("INSERT INTO acks VALUES (1)"); err == nil {
+				t.Error("the readonly credential wrote")
+			}
+
+			rw, err := credentialsAs("dev", examplev1.CredentialRoleReadWrite)
+			if err != nil {
+				t.Fatal(err)
+			}
+			writer, err := tc.open(ip, rw.Status.Username, rw.Status.Password, rw.Status.Database)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer writer.Close()
+			mustExec(t, writer, "INSERT INTO acks VALUES (2)")
+
+			// Audited, by the ID the user is named with.
+			found := false
+			for _, e := range readAudit(t, kubeAudit, auditFrom) {
+				if e.ObjectRef == nil || e.ObjectRef.Subresource != "credentials" || e.ObjectRef.Namespace != ns || e.User.Username != "analyst" ||
+					e.ResponseStatus == nil || e.ResponseStatus.Code != 201 {
+					continue
+				}
+				if api.CredentialUser("analyst", string(e.AuditID)) == s.Username {
+					found = true
+				}
+				if e.ResponseObject != nil {
+					t.Error("the audit log holds the answer (and its password)")
+				}
+			}
+			if !found {
+				t.Errorf("no audit event of kube-apiserver names the grant of %s", s.Username)
+			}
+
+			// Nothing of either answer is stored in mydb's etcd.
+			etcd := localComponent(t, e2eLocalDir, "mydb-etcd")
+			client, err := clientv3.New(clientv3.Config{Endpoints: []string{flagValue(t, etcd.args, "--listen-client-urls")}, DialTimeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer client.Close()
+			all, err := client.Get(ctx, "\x00", clientv3.WithFromKey())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, kv := range all.Kvs {
+				for _, secret := range []string{s.Password, rw.Status.Password} {
+					if strings.Contains(string(kv.Value), secret) {
+						t.Errorf("mydb's etcd holds a credential's password under %s", kv.Key)
+					}
+				}
+			}
+			t.Logf("scanned %d keys of mydb's etcd", len(all.Kvs))
+		})
+	}
+}
