@@ -6,7 +6,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -103,24 +102,25 @@ func testCredentials(t *testing.T, c *cluster, p *node, replicas []*node, later 
 	validUntil := time.Now().Add(life).Truncate(time.Second)
 	later.beforePromotion = newCredential(t, p, "bob", api.CredentialReadOnly, 90*time.Second)
 	held := map[string]*sql.Conn{}
-	for _, n := range []*node{p, r} {
+	for _, in := range []*node{p, r} {
 		var conn *sql.Conn
 		// The replica has the user once it replayed its creation.
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			conn, err = openConn(t, n, ro)
+			conn, err = openConn(t, in, ro)
 			if err == nil || time.Now().After(deadline) {
 				break
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
 		if err != nil {
-			t.Fatalf("%s: the readonly user cannot log in: %v", n.name, err)
+			t.Fatalf("%s: the readonly user cannot log in: %v", in.name, err)
 		}
-		if err := conn.QueryRowContext(ctx, "SELECT count(*) FROM made_by_credential").Scan(&n); err != nil && !strings.Contains(err.Error(), "no rows") {
-			t.Errorf("%s: the readonly user cannot read: %v", n.name, err)
+		var rows int
+		if err := conn.QueryRowContext(ctx, "SELECT count(*) FROM made_by_credential").Scan(&rows); err != nil || rows != 1 {
+			t.Errorf("%s: the readonly user reads %d rows: %v", in.name, rows, err)
 		}
-		held[n.name] = conn
+		held[in.name] = conn
 	}
 	for _, s := range []string{"INSERT INTO made_by_credential VALUES (2)", "CREATE TABLE not_allowed (id int)", "DROP TABLE made_by_credential"} {
 		if _, err := held[p.name].ExecContext(ctx, s); err == nil {
@@ -158,9 +158,9 @@ func testCredentials(t *testing.T, c *cluster, p *node, replicas []*node, later 
 		fig.add("an expired credential's session on the %s ended %.1fs after its expiry (bound %s)",
 			map[bool]string{true: "primary", false: "replica"}[name == p.name], d.Seconds(), instance.CredentialExpiryInterval)
 	}
-	for _, n := range []*node{p, r} {
-		if err := canLogIn(t, n, ro); err == nil {
-			t.Errorf("%s: the expired user still logs in", n.name)
+	for _, in := range []*node{p, r} {
+		if err := canLogIn(t, in, ro); err == nil {
+			t.Errorf("%s: the expired user still logs in", in.name)
 		}
 	}
 	if err := canLogIn(t, p, rw); err != nil {

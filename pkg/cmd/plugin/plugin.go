@@ -1,5 +1,6 @@
-// Package plugin is the kubectl mydb plugin: backups, restores and status
-// of MyDatabases from the command line, with kubectl's own flags.
+// Package plugin is the kubectl mydb plugin: backups, restores, status and
+// short-lived credentials of MyDatabases from the command line, with
+// kubectl's own flags.
 package plugin
 
 import (
@@ -32,7 +33,7 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	}
 	flags.AddFlags(cmd.PersistentFlags())
 	o := &options{flags: flags, streams: streams}
-	cmd.AddCommand(o.backupCommand(), o.backupsCommand(), o.restoreCommand(), o.statusCommand(), o.switchoverCommand())
+	cmd.AddCommand(o.backupCommand(), o.backupsCommand(), o.credentialsCommand(), o.restoreCommand(), o.statusCommand(), o.switchoverCommand())
 	return cmd
 }
 
