@@ -56,13 +56,17 @@ func openConn(t *testing.T, n *node, cred *api.Credential) (*sql.Conn, error) {
 	return conn, nil
 }
 
+// canLogIn tells whether cred logs in on n, holding no connection after.
 func canLogIn(t *testing.T, n *node, cred *api.Credential) error {
 	t.Helper()
-	conn, err := openConn(t, n, cred)
-	if err == nil {
-		conn.Close()
+	db, err := n.c.spec.openApp(n.host, n.port, cred.User, cred.Password, n.c.secrets[instance.SecretDatabase])
+	if err != nil {
+		return err
 	}
-	return err
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return db.PingContext(ctx)
 }
 
 // testCredentials: a readwrite user works as the application user; a
@@ -100,7 +104,7 @@ func testCredentials(t *testing.T, c *cluster, p *node, replicas []*node, later 
 	life := 12 * time.Second
 	ro := newCredential(t, p, "system:serviceaccount:reports:nightly", api.CredentialReadOnly, life)
 	validUntil := time.Now().Add(life).Truncate(time.Second)
-	later.beforePromotion = newCredential(t, p, "bob", api.CredentialReadOnly, 90*time.Second)
+	later.beforePromotion = newCredential(t, p, "bob", api.CredentialReadOnly, 30*time.Second)
 	held := map[string]*sql.Conn{}
 	for _, in := range []*node{p, r} {
 		var conn *sql.Conn
@@ -195,8 +199,9 @@ func testCredentialExpiresAfterPromotion(t *testing.T, newPrimary *node, later *
 		// Past VALID UNTIL the engine refuses the login by itself; the
 		// manager drops the role too.
 		var n int
+		app := newPrimary.app()
 		for time.Now().Before(deadline) {
-			if err := newPrimary.app().QueryRow("SELECT count(*) FROM pg_roles WHERE rolname = $1", cred.User).Scan(&n); err != nil {
+			if err := app.QueryRow("SELECT count(*) FROM pg_roles WHERE rolname = $1", cred.User).Scan(&n); err != nil {
 				t.Fatal(err)
 			}
 			if n == 0 {

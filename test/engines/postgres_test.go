@@ -38,6 +38,26 @@ func postgresSpec() engineSpec {
 				err := conn.QueryRowContext(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&lsn)
 				return lsn, err
 			},
+			// The commit record follows the transaction's last record,
+			// 34 bytes long: a replica that holds the commit has received
+			// at least the insert position before COMMIT plus 34, whatever
+			// other sessions (autovacuum) wrote meanwhile; one short of it
+			// lacks the commit.
+			markedCommit: func(ctx context.Context, conn *sql.Conn, stmt string) (string, error) {
+				tx, err := conn.BeginTx(ctx, nil)
+				if err != nil {
+					return "", err
+				}
+				defer tx.Rollback()
+				if _, err := tx.ExecContext(ctx, stmt); err != nil {
+					return "", err
+				}
+				var lsn string
+				if err := tx.QueryRowContext(ctx, "SELECT (pg_current_wal_insert_lsn() + 34)::text").Scan(&lsn); err != nil {
+					return "", err
+				}
+				return lsn, tx.Commit()
+			},
 			replicaHas: func(t *testing.T, r *node) func(string) (bool, error) {
 				db := r.app()
 				return func(lsn string) (bool, error) {
