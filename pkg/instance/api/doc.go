@@ -17,14 +17,19 @@
 //	GET  /v1/backups/{id}                  -> 200 Operation, 404 when unknown
 //	POST /v1/restore        RestoreRequest -> 202 Operation (200 when the ID is known)
 //	GET  /v1/restore                       -> 200 Operation, 404 when none was asked
+//	POST /v1/credentials CredentialRequest -> 201 Credential (a short-lived user, made on
+//	                                          a ready primary only; 409 elsewhere)
 //
-// The first three are open: the kubelet probes /healthz and /readyz, the
-// controller and the other instances read /v1/status, and none of them
-// carries a secret. The others stream data or take credentials, so they
-// answer 401 without HTTP basic authentication as ReplicationUser with the
-// database's replication password (the manager compares it in constant
-// time and reads it again at every request, so a rotated Secret applies at
-// once).
+// Every manager serves HTTPS with a certificate of its database's issuer
+// naming its instance, and every endpoint but /healthz and /readyz (the
+// kubelet's probes, answered from a probe at most a second old) needs a
+// client certificate of the same database's CA (mutual TLS): /v1/status
+// admits the controller's and the instances'; /v1/clone the instances';
+// /v1/backups, /v1/restore and /v1/credentials the controller's alone
+// (mydb-apiserver, which the credentials subresource calls through). A
+// request without a certificate answers 401, one with another role's 403.
+// Credentials carry the caller's; Auth names the instance a request must
+// reach, whose certificate the handshake checks.
 //
 // A manager runs one backup or restore at a time: a POST with another ID
 // while one runs, or one it cannot take now (the engine is not running, the

@@ -14,9 +14,9 @@ const (
 	// the BackupRequest's ID.
 	PathBackup  = PathBackups + "/{id}"
 	PathRestore = "/v1/restore"
+	// PathCredentials is in credentials.go.
 )
 
-// ReplicationUser is the engine user replicas connect as, and the user of
-// the endpoints' basic authentication: whoever may clone the data may ask
-// for backups and restores.
+// ReplicationUser is the engine user replicas connect as. Its password is
+// for replication only: no manager endpoint takes it.
 const ReplicationUser = "replicator"
