@@ -218,6 +218,35 @@ echo "shop-ro never showed %[6]d rows (last: $n)"; exit 1
 		t.Fatalf("%s through kubectl port-forward svc/shop-rw: %v\n%s%s", cmd.Path, err, out, stderr.String())
 	}
 	t.Logf("%s on the host through kubectl port-forward svc/shop-rw read %s rows", cmd.Args[0], strings.TrimSpace(string(out)))
+
+	// A short-lived readonly user from mydatabases/credentials instead of
+	// the Secret: made by the primary's manager in its container, it reads
+	// through the same path and writes nothing.
+	cred, err := mydb.ExampleV1().MyDatabases(ns).CreateCredentials(ctx, "shop", &examplev1.MyDatabaseCredentialRequest{
+		Spec: examplev1.MyDatabaseCredentialRequestSpec{Role: examplev1.CredentialRoleReadOnly, ExpirationSeconds: ptr.To[int64](120)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("credentials: %v", err)
+	}
+	credCA := filepath.Join(t.TempDir(), "credential-ca.crt")
+	if err := os.WriteFile(credCA, []byte(cred.Status.CACertificate), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := cred.Status
+	for _, tc := range []struct {
+		statement string
+		succeeds  bool
+	}{{e.count, true}, {e.insert, false}} {
+		cmd, env := e.host(port, s.Username, s.Password, s.Database, credCA, tc.statement)
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		switch {
+		case tc.succeeds && (err != nil || strings.TrimSpace(string(out)) != fmt.Sprint(rows)):
+			t.Errorf("the readonly credential %s: %s: %v\n%s", s.Username, tc.statement, err, out)
+		case !tc.succeeds && err == nil:
+			t.Errorf("the readonly credential %s wrote: %s", s.Username, tc.statement)
+		}
+	}
+	t.Logf("a readonly credential from mydatabases/credentials (%s, made by %s) read %d rows and wrote nothing", s.Username, s.Instance, rows)
 }
 
 // podPhases says how the pods of ns are doing, for a message.
