@@ -53,6 +53,11 @@ func runSuite(t *testing.T, spec engineSpec) {
 		{"an engine crash is noticed and repaired", func(t *testing.T) { testCrash(t, c, p, []*node{r1, r2}, fig) }},
 		{"a replica whose history the primary purged re-clones", func(t *testing.T) { testPurgedHistory(t, c, p, r2, fig) }},
 		{"a switchover target fences the primary, which the replicas catch up with", func(t *testing.T) { testFence(t, c, p, []*node{r1, r2}, fig) }},
+		{"a credential made just before the primary goes", func(t *testing.T) {
+			// Its expiry comes after the old primary stopped: only the new
+			// one can drop it.
+			later.beforePromotion = newCredential(t, p, "bob", api.CredentialReadOnly, 20*time.Second)
+		}},
 		{"promotion re-points the other replica", func(t *testing.T) { testPromotion(t, c, p, r1, r2, fig) }},
 		{"a credential the old primary made expires on the new one", func(t *testing.T) { testCredentialExpiresAfterPromotion(t, r1, later) }},
 		{"SIGTERM stops every instance cleanly, the primary under load", func(t *testing.T) { testStopAll(t, c, r1, fig) }},
