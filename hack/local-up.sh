@@ -544,12 +544,9 @@ start_mydb_apiserver() {
     mapfile -t node_flags < <(node_engine_image_flags)
     node_flags+=(--instance-image="${IMAGE_PREFIX}/mydb:dev")
   fi
-  # The images mydb's pods may run with these flags, for the policy that
-  # narrows mydb's writes (artifacts/common/managed-objects-policy.yaml).
-  local images
-  images=$("${MYDB_BIN}" --print-managed-images "${node_flags[@]}" | tr '\n' ' ')
-  kubectl create configmap mydb-managed-images -n mydb-system --from-literal=images="${images% }" \
-    --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  # The policy that pins the images mydb's pods may run to these flags
+  # (beside artifacts/common/managed-objects-policy.yaml).
+  "${MYDB_BIN}" --print-managed-images-policy "${node_flags[@]}" | kubectl apply -f - >/dev/null
   local etcd_tls=()
   if ((MYDB_ETCD_MEMBERS > 1)); then
     etcd_tls=(--etcd-cafile="${PKI_DIR}/mydb-etcd-ca.crt"

@@ -212,21 +212,25 @@ func TestPolicyLimitsTheServerToWhatItManages(t *testing.T) {
 	if err := patch("ours", `{"metadata":{"annotations":{"x":"y"}}}`); err != nil {
 		t.Errorf("patching its own Service: %v", err)
 	}
-	// The images mydb is configured with (local-up wrote them from
-	// mydb-apiserver --print-managed-images); the instance image is the one
-	// that is no engine's.
-	images, err := kubeClient(t).CoreV1().ConfigMaps("mydb-system").Get(ctx, "mydb-managed-images", metav1.GetOptions{})
+	// The images mydb is configured with (local-up applied the policy
+	// mydb-apiserver --print-managed-images-policy printed); the instance
+	// image is the one that is no engine's.
+	policy, err := kubeClient(t).AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, "mydb-apiserver-managed-images", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(policy.Spec.Variables) == 0 || policy.Spec.Variables[0].Name != "images" {
+		t.Fatalf("the images policy has no images variable: %+v", policy.Spec.Variables)
+	}
+	listed := policy.Spec.Variables[0].Expression
 	instanceImage := ""
-	for _, image := range strings.Fields(images.Data["images"]) {
+	for _, image := range strings.FieldsFunc(listed, func(r rune) bool { return strings.ContainsRune("[]', ", r) }) {
 		if !strings.Contains(image, "postgres") && !strings.Contains(image, "mariadb") && !strings.Contains(image, "mysql") {
 			instanceImage = image
 		}
 	}
 	if instanceImage == "" {
-		t.Fatalf("no instance image in %q", images.Data["images"])
+		t.Fatalf("no instance image in %s", listed)
 	}
 	// Pods: only dump servers, as their database's ServiceAccount without
 	// its token, mounting a claim and that database's Secret.

@@ -30,9 +30,11 @@ type ControllerOptions struct {
 	LeaderElectIdentity string
 
 	InstanceImage string
-	// PrintManagedImages prints ManagedImages and exits.
-	PrintManagedImages   bool
-	InstancePollInterval time.Duration
+	// PrintManagedImages prints ManagedImages and exits;
+	// PrintManagedImagesPolicy prints ManagedImagesPolicy of them.
+	PrintManagedImages       bool
+	PrintManagedImagesPolicy bool
+	InstancePollInterval     time.Duration
 	// EngineImages are ENGINE:VERSION=IMAGE overrides of the pinned
 	// engine images.
 	EngineImages []string
@@ -77,7 +79,9 @@ func (o *ControllerOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.KubeAPIBurst, "controller-kube-api-burst", o.KubeAPIBurst, "Burst of queries the controllers may send to the main cluster.")
 	fs.StringVar(&o.InstanceImage, "instance-image", o.InstanceImage, "Image that ships mydb-instance; an init container copies it into every database pod.")
 	fs.BoolVar(&o.PrintManagedImages, "print-managed-images", false,
-		"Print the images database pods may run with these flags (--instance-image and every engine version's, after --engine-image), one per line, and exit: what the ConfigMap mydb-system/mydb-managed-images must list for the ValidatingAdmissionPolicy that narrows mydb's writes.")
+		"Print the images database pods may run with these flags (--instance-image and every engine version's, after --engine-image), one per line, and exit.")
+	fs.BoolVar(&o.PrintManagedImagesPolicy, "print-managed-images-policy", false,
+		"Print the ValidatingAdmissionPolicy (and binding) that lets mydb-apiserver's identity run only those images, and exit: apply it with the server's flags (artifacts/deploy/managed-images.yaml is it for the Deployment's).")
 	fs.StringSliceVar(&o.EngineImages, "engine-image", o.EngineImages,
 		"ENGINE:VERSION=IMAGE: run that engine version from IMAGE instead of the pinned official image (a private registry mirror, images built in-house); repeatable, e.g. postgres:17=registry.example.com/postgres:17.6.")
 	fs.DurationVar(&o.InstancePollInterval, "instance-poll-interval", o.InstancePollInterval, "How often the controller reads every instance manager's status.")

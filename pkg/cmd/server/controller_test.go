@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/mydb-dev/mydb/test/repo"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/spf13/pflag"
@@ -92,16 +92,18 @@ func TestControllerOptionsApplyTo(t *testing.T) {
 	}
 }
 
-// TestTheDeployedPolicyAdmitsTheDeployedImages: the ConfigMap
-// artifacts/deploy ships for the policy that narrows mydb's writes lists
-// exactly the images the Deployment's flags make database pods run, so
+// TestTheDeployedPolicyAdmitsTheDeployedImages: the policy artifacts/deploy
+// ships to pin the images of mydb's pods is what mydb-apiserver
+// --print-managed-images-policy prints with the Deployment's flags, so
 // neither a database pod is refused nor an image admitted for nothing.
 func TestTheDeployedPolicyAdmitsTheDeployedImages(t *testing.T) {
 	root := repo.MustRoot()
 	var deployment appsv1.Deployment
 	readYAML(t, filepath.Join(root, "artifacts", "deploy", "deployment.yaml"), "Deployment", &deployment)
-	var images corev1.ConfigMap
-	readYAML(t, filepath.Join(root, "artifacts", "deploy", "managed-images.yaml"), "ConfigMap", &images)
+	shipped, err := os.ReadFile(filepath.Join(root, "artifacts", "deploy", "managed-images.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	o := NewControllerOptions()
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	o.AddFlags(fs)
@@ -114,12 +116,25 @@ func TestTheDeployedPolicyAdmitsTheDeployedImages(t *testing.T) {
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	want, err := o.ManagedImages()
+	images, err := o.ManagedImages()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Fields(images.Data["images"]); !slices.Equal(got, want) {
-		t.Errorf("managed-images.yaml lists %v, the Deployment's flags make %v (mydb-apiserver --print-managed-images %s)", got, want, strings.Join(args, " "))
+	want, err := ManagedImagesPolicy(images)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(shipped) != want {
+		t.Errorf("artifacts/deploy/managed-images.yaml is not what the Deployment's flags make: regenerate it with "+
+			"mydb-apiserver --print-managed-images-policy %s > artifacts/deploy/managed-images.yaml", strings.Join(args, " "))
+	}
+	var policy admissionregistrationv1.ValidatingAdmissionPolicy
+	readYAML(t, filepath.Join(root, "artifacts", "deploy", "managed-images.yaml"), "ValidatingAdmissionPolicy", &policy)
+	if policy.Spec.ParamKind != nil || !strings.Contains(policy.Spec.Variables[0].Expression, "'"+images[0]+"'") {
+		t.Errorf("the policy takes parameters, or does not list %s: %+v", images[0], policy.Spec)
+	}
+	if _, err := ManagedImagesPolicy([]string{"evil' || true || '"}); err == nil {
+		t.Error("an image with a quote went into the policy's expression")
 	}
 }
 

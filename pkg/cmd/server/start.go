@@ -18,10 +18,18 @@ func NewCommand(ctx context.Context, o *Options) *cobra.Command {
 			return o.ComponentGlobalsRegistry.Set()
 		},
 		RunE: func(c *cobra.Command, _ []string) error {
-			if o.Controller.PrintManagedImages {
+			if o.Controller.PrintManagedImages || o.Controller.PrintManagedImagesPolicy {
 				images, err := o.Controller.ManagedImages()
 				if err != nil {
 					return err
+				}
+				if o.Controller.PrintManagedImagesPolicy {
+					policy, err := ManagedImagesPolicy(images)
+					if err != nil {
+						return err
+					}
+					fmt.Fprint(c.OutOrStdout(), policy)
+					return nil
 				}
 				for _, image := range images {
 					fmt.Fprintln(c.OutOrStdout(), image)
