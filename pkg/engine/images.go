@@ -66,7 +66,7 @@ func (o ImageOverrides) Image(e Spec, version string) string {
 // instance image (its init container, and the dump servers) and each
 // supported engine version's, after the overrides; sorted, each once. The
 // ValidatingAdmissionPolicy that narrows mydb's own writes admits these
-// alone (the ConfigMap mydb-managed-images lists them).
+// alone (the policy mydb-apiserver-managed-images lists them).
 func ManagedImages(instanceImage string, o ImageOverrides) []string {
 	seen := map[string]bool{instanceImage: true}
 	for _, name := range Names() {
