@@ -20,7 +20,7 @@ import (
 	backupcontroller "github.com/mydb-dev/mydb/pkg/controller/backup"
 	"github.com/mydb-dev/mydb/pkg/controller/backupschedule"
 	mydbcontroller "github.com/mydb-dev/mydb/pkg/controller/mydatabase"
-	"github.com/mydb-dev/mydb/pkg/credentials"
+	"github.com/mydb-dev/mydb/pkg/access"
 	"github.com/mydb-dev/mydb/pkg/databaseca"
 	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
 	mydbscheme "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/scheme"
@@ -495,9 +495,9 @@ func ownKeys(m map[string]string) map[string]string {
 // mydatabases/credentials, from this replica's informers: every replica
 // answers, leader or not. Its client certificate is its own, so no request
 // waits on the controllers' (or their write fence).
-func (m *Manager) CredentialIssuer() *credentials.Issuer {
+func (m *Manager) CredentialIssuer() *access.Issuer {
 	secrets := m.databases.Secrets.Lister()
-	return &credentials.Issuer{
+	return &access.Issuer{
 		Authority: &databaseca.Authority{Secrets: secrets, Clock: clock.RealClock{}},
 		Secrets:   secrets,
 		Pods:      m.databases.Pods.Lister(),

@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	"github.com/mydb-dev/mydb/pkg/apis/example/validation"
-	"github.com/mydb-dev/mydb/pkg/credentials"
+	"github.com/mydb-dev/mydb/pkg/access"
 	"github.com/mydb-dev/mydb/pkg/engine"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/names"
@@ -23,9 +23,9 @@ import (
 )
 
 // CredentialIssuer makes a short-lived user on a database's primary
-// (pkg/credentials).
+// (pkg/access).
 type CredentialIssuer interface {
-	Issue(ctx context.Context, db *example.MyDatabase, req api.CredentialRequest) (*credentials.Issued, error)
+	Issue(ctx context.Context, db *example.MyDatabase, req api.CredentialRequest) (*access.Issued, error)
 }
 
 // CredentialsREST is the storage of mydatabases/credentials, shaped like

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/mydb-dev/mydb/pkg/apis/example"
-	"github.com/mydb-dev/mydb/pkg/credentials"
+	"github.com/mydb-dev/mydb/pkg/access"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,12 +35,12 @@ type recordingIssuer struct {
 	err   error
 }
 
-func (i *recordingIssuer) Issue(_ context.Context, db *example.MyDatabase, req api.CredentialRequest) (*credentials.Issued, error) {
+func (i *recordingIssuer) Issue(_ context.Context, db *example.MyDatabase, req api.CredentialRequest) (*access.Issued, error) {
 	i.asked = append(i.asked, req)
 	if i.err != nil {
 		return nil, i.err
 	}
-	return &credentials.Issued{Credential: api.Credential{User: req.User, Password: "pw", ValidUntil: req.ValidUntil},
+	return &access.Issued{Credential: api.Credential{User: req.User, Password: "pw", ValidUntil: req.ValidUntil},
 		Instance: db.Status.CurrentPrimary, Database: "shop", CACertificate: []byte("CA")}, nil
 }
 
@@ -134,7 +134,7 @@ func TestCredentialsREST(t *testing.T) {
 		{"too long a lifetime", "shop", alice, &recordingIssuer{}, request("", ptr.To[int64](86401)), apierrors.IsInvalid, "422"},
 		{"a database being deleted", "gone", alice, &recordingIssuer{}, request("", nil), apierrors.IsConflict, "409"},
 		{"no user", "shop", context.Background(), &recordingIssuer{}, request("", nil), apierrors.IsForbidden, "403"},
-		{"no primary to make it", "shop", alice, &recordingIssuer{err: fmt.Errorf("%w: the primary shop-1 is not ready", credentials.ErrUnavailable)},
+		{"no primary to make it", "shop", alice, &recordingIssuer{err: fmt.Errorf("%w: the primary shop-1 is not ready", access.ErrUnavailable)},
 			request("", nil), apierrors.IsServiceUnavailable, "503"},
 		{"no controllers", "shop", alice, nil, request("", nil), apierrors.IsServiceUnavailable, "503"},
 	} {

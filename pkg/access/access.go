@@ -4,7 +4,7 @@
 // certificate (pkg/databaseca), and answers what a client needs to connect.
 // It reads Secrets and Pods from the controllers' informers, which run on
 // every replica of mydb-apiserver, leader or not.
-package credentials
+package access
 
 import (
 	"context"
