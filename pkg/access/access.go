@@ -10,11 +10,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 
 	corelisters "k8s.io/client-go/listers/core/v1"
 
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	"github.com/mydb-dev/mydb/pkg/databaseca"
+	"github.com/mydb-dev/mydb/pkg/engine"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/names"
 )
@@ -45,24 +48,9 @@ type Issuer struct {
 
 // Issue has the primary of db make the user req names.
 func (i *Issuer) Issue(ctx context.Context, db *example.MyDatabase, req api.CredentialRequest) (*Issued, error) {
-	unavailable := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrUnavailable, fmt.Sprintf(format, args...))
-	}
-	primary := db.Status.CurrentPrimary
-	if primary == "" {
-		return nil, unavailable("the database has no primary yet")
-	}
-	if t := db.Status.TargetPrimary; t != "" && t != primary {
-		return nil, unavailable("the primary moves from %s to %s", primary, t)
-	}
-	ready := false
-	for _, in := range db.Status.Instances {
-		if in.Name == primary {
-			ready = in.Ready && in.Role == example.InstanceRolePrimary
-		}
-	}
-	if !ready {
-		return nil, unavailable("the primary %s is not ready", primary)
+	primary, ip, err := i.readyPrimary(db)
+	if err != nil {
+		return nil, err
 	}
 	app, err := i.Secrets.Secrets(db.Namespace).Get(names.Secret(db.Name))
 	if err != nil {
@@ -72,22 +60,73 @@ func (i *Issuer) Issue(ctx context.Context, db *example.MyDatabase, req api.Cred
 	if err != nil {
 		return nil, unavailable("reading the CA Secret %q: %v", names.CASecret(db.Name), err)
 	}
-	pod, err := i.Pods.Pods(db.Namespace).Get(primary)
-	if err != nil {
-		return nil, unavailable("reading the primary's pod: %v", err)
-	}
-	if pod.Status.PodIP == "" {
-		return nil, unavailable("the primary's pod %s has no address", primary)
-	}
 	creds, err := i.Authority.Credentials(db.Namespace, db.Name)
 	if err != nil {
 		return nil, unavailable("%v", err)
 	}
 	// The manager's certificate must name the primary: a pod at that
 	// address that is not it (a recycled IP) is refused by the handshake.
-	cred, err := i.Managers.CreateCredential(ctx, pod.Status.PodIP, api.Auth{Credentials: creds, Name: primary}, req)
+	cred, err := i.Managers.CreateCredential(ctx, ip, api.Auth{Credentials: creds, Name: primary}, req)
 	if err != nil {
 		return nil, unavailable("the primary's manager: %v", err)
 	}
 	return &Issued{Credential: *cred, Instance: primary, Database: string(app.Data["database"]), CACertificate: ca.Data[databaseca.KeyCert]}, nil
 }
+
+// PrimaryAddress is where the ready primary of db serves clients (its
+// pod's IP and the engine's port), for the mydatabases/connect tunnel, and
+// the primary's name. The engine's TLS, verified by the client against
+// the database's CA, proves it is the primary's: the tunnel carries bytes.
+func (i *Issuer) PrimaryAddress(db *example.MyDatabase) (string, string, error) {
+	primary, ip, err := i.readyPrimary(db)
+	if err != nil {
+		return "", "", err
+	}
+	eng, ok := engine.Lookup(string(db.Spec.Engine))
+	if !ok {
+		return "", "", fmt.Errorf("unknown engine %q", db.Spec.Engine)
+	}
+	return net.JoinHostPort(ip, strconv.Itoa(int(eng.Port))), primary, nil
+}
+
+func unavailable(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrUnavailable, fmt.Sprintf(format, args...))
+}
+
+// readyPrimary is the name and pod IP of db's primary, when the status
+// says it is ready and no switchover is under way.
+func (i *Issuer) readyPrimary(db *example.MyDatabase) (string, string, error) {
+	primary := db.Status.CurrentPrimary
+	if primary == "" {
+		return "", "", unavailable("the database has no primary yet")
+	}
+	if t := db.Status.TargetPrimary; t != "" && t != primary {
+		return "", "", unavailable("the primary moves from %s to %s", primary, t)
+	}
+	ready := false
+	for _, in := range db.Status.Instances {
+		if in.Name == primary {
+			ready = in.Ready && in.Role == example.InstanceRolePrimary
+		}
+	}
+	if !ready {
+		return "", "", unavailable("the primary %s is not ready", primary)
+	}
+	pod, err := i.Pods.Pods(db.Namespace).Get(primary)
+	if err != nil {
+		return "", "", unavailable("reading the primary's pod: %v", err)
+	}
+	if pod.Status.PodIP == "" {
+		return "", "", unavailable("the primary's pod %s has no address", primary)
+	}
+	return primary, pod.Status.PodIP, nil
+}
+
+// TunnelProtocol is the HTTP upgrade of POST mydatabases/<name>/connect:
+// after 101 Switching Protocols the connection carries the engine's own
+// protocol (TLS included) both ways, unchanged, to the primary.
+const TunnelProtocol = "mydb-tunnel"
+
+// TunnelSubresource is the subresource that tunnels; mydb-apiserver
+// counts its requests as long-running (no request timeout).
+const TunnelSubresource = "connect"

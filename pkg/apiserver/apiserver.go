@@ -108,6 +108,7 @@ func (c completedConfig) New() (*Server, error) {
 		"mydatabases/backup":       backupStorage.Action,
 		"mydatabases/switchover":   dbStorage.Switchover,
 		"mydatabases/credentials":  dbStorage.Credentials,
+		"mydatabases/connect":      dbStorage.Connect,
 		"mydatabasebackups":        backupStorage.Backup,
 		"mydatabasebackups/status": backupStorage.Status,
 	}
@@ -122,15 +123,15 @@ func (c completedConfig) New() (*Server, error) {
 			return nil, err
 		}
 	}
-	if err := c.installController(genericServer, dbStorage.Credentials); err != nil {
+	if err := c.installController(genericServer, dbStorage); err != nil {
 		return nil, err
 	}
 	return &Server{GenericAPIServer: genericServer}, nil
 }
 
 // installController starts the controllers after the server serves, and
-// gives the credentials subresource their informers and CA.
-func (c completedConfig) installController(s *genericapiserver.GenericAPIServer, creds *mydatabase.CredentialsREST) error {
+// gives the credentials and connect subresources their informers and CA.
+func (c completedConfig) installController(s *genericapiserver.GenericAPIServer, dbStorage mydatabase.Storage) error {
 	if c.Controllers == nil {
 		return nil
 	}
@@ -144,7 +145,9 @@ func (c completedConfig) installController(s *genericapiserver.GenericAPIServer,
 	if err := s.AddReadyzChecks(controllers.ReadyzCheck()); err != nil {
 		return err
 	}
-	creds.SetIssuer(controllers.CredentialIssuer())
+	issuer := controllers.CredentialIssuer()
+	dbStorage.Credentials.SetIssuer(issuer)
+	dbStorage.Connect.SetTarget(issuer)
 	return s.AddPostStartHook("start-mydb-controllers", func(ctx genericapiserver.PostStartHookContext) error {
 		go controllers.Run(ctx)
 		return nil

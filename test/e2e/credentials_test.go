@@ -4,9 +4,15 @@ package e2e
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/mydb-dev/mydb/pkg/access"
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/pki"
@@ -40,8 +47,10 @@ func TestCredentialsThroughTheAggregator(t *testing.T) {
 			kube := kubeClient(t)
 			role := &rbacv1.Role{
 				ObjectMeta: metav1.ObjectMeta{Name: "shop-readonly"},
-				Rules: []rbacv1.PolicyRule{{APIGroups: []string{"example.com"}, Resources: []string{"mydatabases/credentials"},
-					ResourceNames: []string{"shop"}, Verbs: []string{"create", "readonly"}}},
+				Rules: []rbacv1.PolicyRule{
+					{APIGroups: []string{"example.com"}, Resources: []string{"mydatabases/credentials"}, ResourceNames: []string{"shop"}, Verbs: []string{"create", "readonly"}},
+					{APIGroups: []string{"example.com"}, Resources: []string{"mydatabases/connect"}, ResourceNames: []string{"shop"}, Verbs: []string{"create"}},
+				},
 			}
 			if _, err := kube.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
@@ -132,6 +141,8 @@ func TestCredentialsThroughTheAggregator(t *testing.T) {
 				t.Errorf("no audit event of kube-apiserver names the grant of %s", s.Username)
 			}
 
+			t.Run("the connect tunnel", func(t *testing.T) { testTunnel(t, tc, ns, ro.Status) })
+
 			// Nothing of either answer is stored in mydb's etcd.
 			etcd := localComponent(t, e2eLocalDir, "mydb-etcd")
 			client, err := clientv3.New(clientv3.Config{Endpoints: []string{flagValue(t, etcd.args, "--listen-client-urls")}, DialTimeout: 5 * time.Second})
@@ -152,5 +163,111 @@ func TestCredentialsThroughTheAggregator(t *testing.T) {
 			}
 			t.Logf("scanned %d keys of mydb's etcd", len(all.Kvs))
 		})
+	}
+}
+
+// testTunnel: through mydatabases/connect (kube-apiserver's aggregation
+// layer, then mydb-apiserver) the analyst, who may not port-forward or
+// read a Secret, reaches the primary: 50 clients query at once for
+// tunnelSeconds with no error, and a session outlives kube-apiserver's
+// 60 s request timeout. A user bound to nothing is refused (403).
+func testTunnel(t *testing.T, tc replicationCase, ns string, cred examplev1.MyDatabaseCredentialRequestStatus) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := access.DialTunnel(ctx, asUser(t, "nobody"), ns, "shop"); err == nil || !strings.Contains(err.Error(), "403") {
+		t.Errorf("a tunnel for a user bound to nothing: %v, want 403", err)
+	}
+	analyst := asUser(t, "analyst")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var tunnels atomic.Int64
+	go func() {
+		for {
+			local, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer local.Close()
+				remote, err := access.DialTunnel(ctx, analyst, ns, "shop")
+				if err != nil {
+					t.Errorf("tunnel: %v", err)
+					return
+				}
+				tunnels.Add(1)
+				defer remote.Close()
+				done := make(chan struct{}, 2)
+				go func() { io.Copy(remote, local); done <- struct{}{} }()
+				go func() { io.Copy(local, remote); done <- struct{}{} }()
+				<-done
+			}()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	open := func() *sql.DB {
+		t.Helper()
+		var db *sql.DB
+		var err error
+		if tc.engine.name == "postgres" {
+			db, err = sql.Open("pgx", fmt.Sprintf("host=127.0.0.1 port=%d user=%s password=%s dbname=%s sslmode=require connect_timeout=10",
+				port, cred.Username, cred.Password, cred.Database))
+		} else {
+			db, err = sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(127.0.0.1:%d)/%s?timeout=10s&tls=skip-verify", cred.Username, cred.Password, port, cred.Database))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+
+	// A session held open past kube-apiserver's request timeout: one
+	// connection, which database/sql may not replace behind the test's back.
+	longDB := open()
+	defer longDB.Close()
+	long, err := longDB.Conn(ctx)
+	if err != nil {
+		t.Fatalf("the first connection through the tunnel: %v", err)
+	}
+	defer long.Close()
+	var n int
+	if err := long.QueryRowContext(ctx, "SELECT count(*) FROM acks").Scan(&n); err != nil {
+		t.Fatalf("the first query through the tunnel: %v", err)
+	}
+
+	const clients, tunnelSeconds = 50, 15
+	var queries, failures atomic.Int64
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(tunnelSeconds * time.Second)
+	for i := 0; i < clients; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			db := open()
+			defer db.Close()
+			db.SetMaxOpenConns(1)
+			for time.Now().Before(deadline) {
+				var n int
+				if err := db.QueryRow("SELECT count(*) FROM acks").Scan(&n); err != nil {
+					if failures.Add(1) <= 3 {
+						t.Errorf("a query through the tunnel: %v", err)
+					}
+					continue
+				}
+				queries.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d clients through mydatabases/connect for %ds: %d queries, %d failed, %d tunnels", clients, tunnelSeconds, queries.Load(), failures.Load(), tunnels.Load())
+	if failures.Load() > 0 {
+		t.Errorf("%d of the tunnelled queries failed", failures.Load())
+	}
+	// 61 s in all since the long session's first query.
+	time.Sleep(time.Until(deadline.Add(61*time.Second - tunnelSeconds*time.Second)))
+	if err := long.QueryRowContext(ctx, "SELECT count(*) FROM acks").Scan(&n); err != nil {
+		t.Errorf("a session 61 s old through the tunnel: %v", err)
 	}
 }

@@ -33,7 +33,8 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	}
 	flags.AddFlags(cmd.PersistentFlags())
 	o := &options{flags: flags, streams: streams}
-	cmd.AddCommand(o.backupCommand(), o.backupsCommand(), o.credentialsCommand(), o.restoreCommand(), o.statusCommand(), o.switchoverCommand())
+	cmd.AddCommand(o.backupCommand(), o.backupsCommand(), o.connectCommand(), o.credentialsCommand(), o.clientCommand("mariadb", false),
+		o.clientCommand("psql", true), o.restoreCommand(), o.statusCommand(), o.switchoverCommand())
 	return cmd
 }
 

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 
+	"github.com/mydb-dev/mydb/pkg/access"
 	"github.com/mydb-dev/mydb/pkg/admission/credentialrole"
 	"github.com/mydb-dev/mydb/pkg/admission/forcedfailover"
 	"github.com/mydb-dev/mydb/pkg/admission/limitrange"
@@ -24,10 +25,12 @@ import (
 	"github.com/mydb-dev/mydb/pkg/scope"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/plugin/resourcequota"
 	"k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	genericfilters "k8s.io/apiserver/pkg/server/filters"
 	"k8s.io/apiserver/pkg/server/healthz"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
@@ -181,6 +184,9 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	}
 
 	serverConfig := genericapiserver.NewRecommendedConfig(apiserver.Codecs)
+	// A tunnel (mydatabases/connect) lasts as long as its client's session:
+	// no request timeout, and no seat held in the in-flight limits.
+	serverConfig.LongRunningFunc = genericfilters.BasicLongRunningRequestCheck(sets.NewString("watch"), sets.NewString(access.TunnelSubresource))
 	namer := openapi.NewDefinitionNamer(apiserver.Scheme)
 	serverConfig.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(generatedopenapi.GetOpenAPIDefinitions, namer)
 	serverConfig.OpenAPIConfig.GetOperationIDAndTags = apiserver.OperationIDs

@@ -30,6 +30,8 @@ type Storage struct {
 	// Credentials make short-lived database users; their issuer is set
 	// once the controllers are built.
 	Credentials *CredentialsREST
+	// Connect tunnels to the primary; its target is set with the issuer.
+	Connect *ConnectREST
 }
 
 // NewStorage returns the REST storage of MyDatabase, backed by the store
@@ -65,6 +67,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (S
 		Scale:       &ScaleREST{store: store},
 		Switchover:  &SwitchoverREST{status: &statusStore, clock: clock.RealClock{}},
 		Credentials: &CredentialsREST{databases: store, clock: clock.RealClock{}},
+		Connect:     &ConnectREST{databases: store},
 	}, nil
 }
 

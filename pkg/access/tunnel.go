@@ -1,0 +1,166 @@
+package access
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+)
+
+// DialTunnel opens POST mydatabases/<name>/connect in namespace through
+// the API server cfg names (kube-apiserver, whose aggregation layer
+// passes the upgrade on to mydb-apiserver), authenticated as cfg says
+// (certificates, tokens, impersonation), and returns the connection, which
+// then carries the primary's engine protocol. An answer other than 101 is
+// an error with the server's message.
+func DialTunnel(ctx context.Context, cfg *rest.Config, namespace, name string) (net.Conn, error) {
+	base, err := url.Parse(cfg.Host)
+	if err != nil {
+		return nil, err
+	}
+	if base.Scheme == "" {
+		base, err = url.Parse("https://" + cfg.Host)
+		if err != nil {
+			return nil, err
+		}
+	}
+	target := *base
+	target.Path = strings.TrimSuffix(base.Path, "/") + "/apis/example.com/v1/namespaces/" + url.PathEscape(namespace) +
+		"/mydatabases/" + url.PathEscape(name) + "/" + TunnelSubresource
+	tlsConfig, err := rest.TLSConfigFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	up := &upgrader{tls: tlsConfig}
+	rt, err := rest.HTTPWrappersForConfig(cfg, up)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", TunnelProtocol)
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		var status metav1.Status
+		if json.Unmarshal(body, &status) == nil && status.Message != "" {
+			return nil, &TunnelError{Code: resp.StatusCode, Message: status.Message}
+		}
+		return nil, &TunnelError{Code: resp.StatusCode, Message: strings.TrimSpace(string(body))}
+	}
+	return up.conn, nil
+}
+
+// TunnelError is a refused tunnel: the API server's status code and
+// message.
+type TunnelError struct {
+	Code    int
+	Message string
+}
+
+func (e *TunnelError) Error() string {
+	return fmt.Sprintf("mydatabases/%s refused (%d %s): %s", TunnelSubresource, e.Code, http.StatusText(e.Code), e.Message)
+}
+
+// upgrader is the innermost round tripper of DialTunnel: it sends the
+// request (with the headers client-go's wrappers added) on a connection of
+// its own, HTTP/1.1 as an upgrade must be, and keeps that connection once
+// the server switched protocols.
+type upgrader struct {
+	tls  *tls.Config
+	conn net.Conn
+}
+
+func (u *upgrader) RoundTrip(req *http.Request) (*http.Response, error) {
+	host := req.URL.Host
+	if req.URL.Port() == "" {
+		port := "443"
+		if req.URL.Scheme == "http" {
+			port = "80"
+		}
+		host = net.JoinHostPort(req.URL.Hostname(), port)
+	}
+	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	raw, err := dialer.DialContext(req.Context(), "tcp", host)
+	if err != nil {
+		return nil, err
+	}
+	conn := raw
+	if req.URL.Scheme == "https" {
+		config := &tls.Config{}
+		if u.tls != nil {
+			config = u.tls.Clone()
+		}
+		if config.ServerName == "" {
+			config.ServerName = req.URL.Hostname()
+		}
+		config.NextProtos = []string{"http/1.1"}
+		tc := tls.Client(raw, config)
+		if err := tc.HandshakeContext(req.Context()); err != nil {
+			raw.Close()
+			return nil, err
+		}
+		conn = tc
+	}
+	if err := req.Write(conn); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	reader := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(reader, req)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		u.conn = &bufferedConn{Conn: conn, reader: reader}
+		return resp, nil
+	}
+	resp.Body = &closeBoth{ReadCloser: resp.Body, conn: conn}
+	return resp, nil
+}
+
+// bufferedConn reads what the server sent after its 101 first.
+type bufferedConn struct {
+	net.Conn
+	reader *bufio.Reader
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.reader.Read(p) }
+
+// CloseWrite half-closes the tunnel (the engine sees end of input) where
+// the connection can.
+func (c *bufferedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Conn.Close()
+}
+
+type closeBoth struct {
+	io.ReadCloser
+	conn net.Conn
+}
+
+func (c *closeBoth) Close() error {
+	err := c.ReadCloser.Close()
+	c.conn.Close()
+	return err
+}

@@ -1,0 +1,156 @@
+package mydatabase
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mydb-dev/mydb/pkg/access"
+	"github.com/mydb-dev/mydb/pkg/apis/example"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/klog/v2"
+)
+
+// TunnelTarget finds where a database's primary serves clients
+// (pkg/access).
+type TunnelTarget interface {
+	PrimaryAddress(db *example.MyDatabase) (address, instance string, err error)
+}
+
+// ConnectREST is the storage of mydatabases/connect: a POST upgraded to
+// access.TunnelProtocol becomes a TCP tunnel to the primary's engine port,
+// the way pods/portforward is one to a pod. RBAC's create on
+// mydatabases/connect is all it takes: no pods/portforward, no network
+// path to the pods, no Secret (the engine still asks for a login:
+// mydatabases/credentials gives one).
+type ConnectREST struct {
+	databases rest.Getter
+	// target is nil in a server that runs no controllers.
+	target TunnelTarget
+	dialer net.Dialer
+}
+
+var _ rest.Connecter = &ConnectREST{}
+
+// New returns an empty MyDatabase: the subresource takes no body.
+func (r *ConnectREST) New() runtime.Object { return &example.MyDatabase{} }
+
+// Destroy does nothing: the store belongs to REST.
+func (r *ConnectREST) Destroy() {}
+
+// SetTarget sets who finds the primaries (built with the controllers).
+func (r *ConnectREST) SetTarget(target TunnelTarget) { r.target = target }
+
+// ConnectMethods is POST only: the verb RBAC checks is create.
+func (r *ConnectREST) ConnectMethods() []string { return []string{http.MethodPost} }
+
+// NewConnectOptions takes none.
+func (r *ConnectREST) NewConnectOptions() (runtime.Object, bool, string) { return nil, false, "" }
+
+// Connect opens the tunnel to the primary of the MyDatabase called name:
+// 404 for no such database, 409 while it is being deleted, 503 while it
+// has no ready primary, 400 for a request that is not the upgrade.
+func (r *ConnectREST) Connect(ctx context.Context, name string, _ runtime.Object, _ rest.Responder) (http.Handler, error) {
+	got, err := r.databases.Get(ctx, name, &metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	db := got.(*example.MyDatabase)
+	if db.DeletionTimestamp != nil {
+		return nil, apierrors.NewConflict(example.Resource("mydatabases"), name, errors.New("the database is being deleted"))
+	}
+	if r.target == nil {
+		return nil, apierrors.NewServiceUnavailable("this server runs no controllers: it cannot reach the database's instances")
+	}
+	address, primary, err := r.target.PrimaryAddress(db)
+	if err != nil {
+		unavailable := apierrors.NewServiceUnavailable(err.Error())
+		unavailable.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 5}
+		return nil, unavailable
+	}
+	user := "unknown"
+	if u, ok := genericrequest.UserFrom(ctx); ok {
+		user = u.GetName()
+	}
+	return &tunnel{address: address, primary: primary, who: user, db: db.Namespace + "/" + db.Name, dialer: &r.dialer}, nil
+}
+
+type tunnel struct {
+	address, primary, who, db string
+	dialer                    *net.Dialer
+}
+
+func (t *tunnel) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if !strings.EqualFold(req.Header.Get("Upgrade"), access.TunnelProtocol) ||
+		!strings.Contains(strings.ToLower(req.Header.Get("Connection")), "upgrade") {
+		http.Error(w, fmt.Sprintf("mydatabases/connect is an HTTP upgrade to %s (kubectl mydb connect makes it)", access.TunnelProtocol), http.StatusBadRequest)
+		return
+	}
+	hijacker, ok := w.(http.Hijacker)
+	if !ok {
+		http.Error(w, "this connection cannot be upgraded (HTTP/2?): use HTTP/1.1", http.StatusBadRequest)
+		return
+	}
+	dialCtx, cancel := context.WithTimeout(req.Context(), 5*time.Second)
+	backend, err := t.dialer.DialContext(dialCtx, "tcp", t.address)
+	cancel()
+	if err != nil {
+		http.Error(w, fmt.Sprintf("the primary %s does not answer: %v", t.primary, err), http.StatusServiceUnavailable)
+		return
+	}
+	conn, buffered, err := hijacker.Hijack()
+	if err != nil {
+		backend.Close()
+		return
+	}
+	if _, err := buffered.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + access.TunnelProtocol + "\r\n\r\n"); err != nil || buffered.Flush() != nil {
+		conn.Close()
+		backend.Close()
+		return
+	}
+	opened := time.Now()
+	klog.V(2).InfoS("Tunnel opened", "database", t.db, "primary", t.primary, "user", t.who)
+	up, down := pipe(backend, buffered.Reader, conn)
+	klog.V(2).InfoS("Tunnel closed", "database", t.db, "primary", t.primary, "user", t.who,
+		"duration", time.Since(opened).Round(time.Millisecond), "bytesToEngine", up, "bytesFromEngine", down)
+}
+
+// pipe copies client (read through its buffered reader) to backend and
+// backend to client until both directions end, passing each end on as a
+// half-close, and closes both.
+func pipe(backend net.Conn, clientReader io.Reader, client net.Conn) (up, down int64) {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		up, _ = io.Copy(backend, clientReader)
+		closeWrite(backend)
+	}()
+	go func() {
+		defer wg.Done()
+		down, _ = io.Copy(client, backend)
+		closeWrite(client)
+	}()
+	wg.Wait()
+	backend.Close()
+	client.Close()
+	return up, down
+}
+
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+		return
+	}
+	_ = c.Close()
+}
