@@ -106,6 +106,7 @@ NODE_ENV = LOCAL_DIR=$(NODE_TEST_DIR) MYDB_NODE=real NODE_ENGINE_IMAGES="postgre
 
 .PHONY: test-node
 test-node: ## The database scenarios on a real node, through the aggregation layer, with the pods as mydb wrote them (its own control plane; MYDB_NODE=real).
+	go build -o $(BIN)/kubectl-mydb ./cmd/kubectl-mydb
 	rc=0; $(NODE_ENV) hack/local-up.sh && E2E_LOCAL_DIR=$(NODE_TEST_DIR) E2E_KUBECONFIG=$(NODE_TEST_DIR)/kubeconfig \
 		GOTEST_LOG=$(OUTPUT)/logs/test-node.log hack/gotest.sh $(GOFLAGS_TEST) -v -timeout 30m -tags e2e,node -run 'TestNode' ./test/e2e/... || rc=$$?; \
 	$(NODE_ENV) hack/local-down.sh; exit $$rc

@@ -247,6 +247,22 @@ echo "shop-ro never showed %[6]d rows (last: $n)"; exit 1
 		}
 	}
 	t.Logf("a readonly credential from mydatabases/credentials (%s, made by %s) read %d rows and wrote nothing", s.Username, s.Instance, rows)
+
+	// The README's way without the Secret: kubectl mydb psql (or mariadb)
+	// gets a user of its own and tunnels through the API server
+	// (mydatabases/connect), no port-forward.
+	engineClient, clientArgs := "psql", []string{"-tA", "-c", e.count}
+	if e.engine != "postgres" {
+		engineClient, clientArgs = "mariadb", []string{"-N", "-e", e.count}
+	}
+	plugin := exec.Command(filepath.Join(repoRoot, "_output", "bin", "kubectl-mydb"),
+		append([]string{"--kubeconfig", kubeconfig, "-n", ns, engineClient, "shop", "--"}, clientArgs...)...)
+	pluginOut, err := plugin.CombinedOutput()
+	if err != nil || !strings.Contains(string(pluginOut), fmt.Sprint(rows)) {
+		t.Errorf("kubectl mydb %s shop: %v\n%s", engineClient, err, pluginOut)
+	} else {
+		t.Logf("kubectl mydb %s shop, through mydatabases/connect, read %d rows", engineClient, rows)
+	}
 }
 
 // podPhases says how the pods of ns are doing, for a message.
