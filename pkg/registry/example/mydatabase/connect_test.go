@@ -1,0 +1,153 @@
+package mydatabase
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mydb-dev/mydb/pkg/access"
+	"github.com/mydb-dev/mydb/pkg/apis/example"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+)
+
+type fixedTarget struct {
+	address string
+	err     error
+}
+
+func (f fixedTarget) PrimaryAddress(*example.MyDatabase) (string, string, error) {
+	return f.address, "shop-0", f.err
+}
+
+// echoServer answers every line with the same line upper-cased.
+func echoServer(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				b := make([]byte, 4096)
+				for {
+					n, err := c.Read(b)
+					if err != nil {
+						return
+					}
+					if _, err := c.Write([]byte(strings.ToUpper(string(b[:n])))); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func TestConnectTunnelsToThePrimary(t *testing.T) {
+	now := time.Now()
+	shop := &example.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: "ns"}}
+	gone := shop.DeepCopy()
+	gone.Name, gone.DeletionTimestamp = "gone", &metav1.Time{Time: now}
+	r := &ConnectREST{databases: databaseGetter{"shop": shop, "gone": gone}}
+	ctx := context.Background()
+
+	for _, tc := range []struct {
+		name   string
+		db     string
+		target TunnelTarget
+		is     func(error) bool
+	}{
+		{"404 for no such database", "nope", fixedTarget{}, apierrors.IsNotFound},
+		{"409 while it is being deleted", "gone", fixedTarget{}, apierrors.IsConflict},
+		{"503 without controllers", "shop", nil, apierrors.IsServiceUnavailable},
+		{"503 without a ready primary", "shop", fixedTarget{err: fmt.Errorf("%w: the primary shop-0 is not ready", access.ErrUnavailable)}, apierrors.IsServiceUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r.target = tc.target
+			if _, err := r.Connect(ctx, tc.db, nil, nil); !tc.is(err) {
+				t.Errorf("got %v", err)
+			}
+		})
+	}
+
+	r.SetTarget(fixedTarget{address: echoServer(t)})
+	handler, err := r.Connect(ctx, "shop", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(handler)
+	defer srv.Close()
+
+	t.Run("400 without the upgrade", func(t *testing.T) {
+		resp, err := http.Post(srv.URL, "application/json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%d", resp.StatusCode)
+		}
+	})
+	t.Run("bytes both ways, many tunnels at once", func(t *testing.T) {
+		errs := make(chan error, 20)
+		for i := 0; i < 20; i++ {
+			go func() {
+				conn, err := access.DialTunnel(ctx, &rest.Config{Host: srv.URL}, "ns", "shop")
+				if err != nil {
+					errs <- err
+					return
+				}
+				defer conn.Close()
+				msg := fmt.Sprintf("select %d;", i)
+				if _, err := conn.Write([]byte(msg)); err != nil {
+					errs <- err
+					return
+				}
+				got := make([]byte, len(msg))
+				if _, err := io.ReadFull(conn, got); err != nil {
+					errs <- err
+					return
+				}
+				if string(got) != strings.ToUpper(msg) {
+					errs <- fmt.Errorf("got %q for %q", got, msg)
+					return
+				}
+				errs <- nil
+			}()
+		}
+		for i := 0; i < 20; i++ {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	t.Run("a refusal's message reaches the client", func(t *testing.T) {
+		refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusForbidden)
+			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"nobody may not create mydatabases/connect","code":403}`)
+		}))
+		defer refusing.Close()
+		_, err := access.DialTunnel(ctx, &rest.Config{Host: refusing.URL}, "ns", "shop")
+		var refused *access.TunnelError
+		if !errors.As(err, &refused) || refused.Code != http.StatusForbidden || !strings.Contains(refused.Message, "nobody may not") {
+			t.Errorf("got %v", err)
+		}
+	})
+}
