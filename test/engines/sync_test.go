@@ -26,7 +26,7 @@ type syncChecks struct {
 	// for an engine whose mark read after the commit may include other
 	// sessions' later writes (Postgres: autovacuum's WAL).
 	markedCommit func(ctx context.Context, conn *sql.Conn, stmt string) (string, error)
-	replicaHas func(t *testing.T, r *node) func(mark string) (bool, error)
+	replicaHas   func(t *testing.T, r *node) func(mark string) (bool, error)
 }
 
 // commitLatencies times n single-row autocommit INSERTs on one connection.

@@ -221,4 +221,3 @@ func (o *options) clientCommand(name string, postgres bool) *cobra.Command {
 	f.add(cmd)
 	return cmd
 }
-

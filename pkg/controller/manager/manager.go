@@ -16,11 +16,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/mydb-dev/mydb/pkg/access"
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	backupcontroller "github.com/mydb-dev/mydb/pkg/controller/backup"
 	"github.com/mydb-dev/mydb/pkg/controller/backupschedule"
 	mydbcontroller "github.com/mydb-dev/mydb/pkg/controller/mydatabase"
-	"github.com/mydb-dev/mydb/pkg/access"
 	"github.com/mydb-dev/mydb/pkg/databaseca"
 	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
 	mydbscheme "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/scheme"
