@@ -126,7 +126,13 @@ func TestCredentialsThroughTheAggregator(t *testing.T) {
 			// Audited, by the ID the user is named with.
 			found := false
 			for _, e := range readAudit(t, kubeAudit, auditFrom) {
-				if e.ObjectRef == nil || e.ObjectRef.Subresource != "credentials" || e.ObjectRef.Namespace != ns || e.User.Username != "analyst" ||
+				// The test impersonates: the event's user is the admin, the
+				// impersonated one is whom the credential is for.
+				who := e.User.Username
+				if e.ImpersonatedUser != nil {
+					who = e.ImpersonatedUser.Username
+				}
+				if e.ObjectRef == nil || e.ObjectRef.Subresource != "credentials" || e.ObjectRef.Namespace != ns || who != "analyst" ||
 					e.ResponseStatus == nil || e.ResponseStatus.Code != 201 {
 					continue
 				}
