@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -163,4 +164,35 @@ func (c *closeBoth) Close() error {
 	err := c.ReadCloser.Close()
 	c.conn.Close()
 	return err
+}
+
+// Join copies client (read through clientReader, which may hold bytes the
+// client sent ahead) to server and server to client until both directions
+// end, passing each end on as a half-close, closes both, and answers the
+// bytes each way.
+func Join(server net.Conn, clientReader io.Reader, client net.Conn) (up, down int64) {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		up, _ = io.Copy(server, clientReader)
+		closeWrite(server)
+	}()
+	go func() {
+		defer wg.Done()
+		down, _ = io.Copy(client, server)
+		closeWrite(client)
+	}()
+	wg.Wait()
+	server.Close()
+	client.Close()
+	return up, down
+}
+
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+		return
+	}
+	_ = c.Close()
 }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -204,11 +203,7 @@ func testTunnel(t *testing.T, tc replicationCase, ns string, cred examplev1.MyDa
 					return
 				}
 				tunnels.Add(1)
-				defer remote.Close()
-				done := make(chan struct{}, 2)
-				go func() { io.Copy(remote, local); done <- struct{}{} }()
-				go func() { io.Copy(local, remote); done <- struct{}{} }()
-				<-done
+				access.Join(remote, local, local)
 			}()
 		}
 	}()

@@ -108,22 +108,9 @@ func serveTunnels(ctx context.Context, ln net.Listener, dial func(context.Contex
 				fmt.Fprintf(errOut, "tunnel: %v\n", err)
 				return
 			}
-			defer remote.Close()
-			done := make(chan struct{}, 2)
-			go func() { io.Copy(remote, local); closeWrite(remote); done <- struct{}{} }()
-			go func() { io.Copy(local, remote); closeWrite(local); done <- struct{}{} }()
-			<-done
-			<-done
+			access.Join(remote, local, local)
 		}()
 	}
-}
-
-func closeWrite(c net.Conn) {
-	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
-		return
-	}
-	_ = c.Close()
 }
 
 // localPort is the port the session listens on.

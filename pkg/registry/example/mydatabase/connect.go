@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/mydb-dev/mydb/pkg/access"
@@ -120,37 +118,7 @@ func (t *tunnel) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	opened := time.Now()
 	klog.V(2).InfoS("Tunnel opened", "database", t.db, "primary", t.primary, "user", t.who)
-	up, down := pipe(backend, buffered.Reader, conn)
+	up, down := access.Join(backend, buffered.Reader, conn)
 	klog.V(2).InfoS("Tunnel closed", "database", t.db, "primary", t.primary, "user", t.who,
 		"duration", time.Since(opened).Round(time.Millisecond), "bytesToEngine", up, "bytesFromEngine", down)
-}
-
-// pipe copies client (read through its buffered reader) to backend and
-// backend to client until both directions end, passing each end on as a
-// half-close, and closes both.
-func pipe(backend net.Conn, clientReader io.Reader, client net.Conn) (up, down int64) {
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		up, _ = io.Copy(backend, clientReader)
-		closeWrite(backend)
-	}()
-	go func() {
-		defer wg.Done()
-		down, _ = io.Copy(client, backend)
-		closeWrite(client)
-	}()
-	wg.Wait()
-	backend.Close()
-	client.Close()
-	return up, down
-}
-
-func closeWrite(c net.Conn) {
-	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
-		return
-	}
-	_ = c.Close()
 }
