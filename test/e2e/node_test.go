@@ -55,8 +55,10 @@ var nodeEngines = []nodeEngine{
 		// As the README's quick start: verify-full against the CA of the
 		// credentials Secret, by the name localhost.
 		host: func(port int, user, password, database, caFile, statement string) (*exec.Cmd, []string) {
-			return exec.Command("psql", fmt.Sprintf("host=localhost port=%d sslmode=verify-full sslrootcert=%s", port, caFile),
-					"-U", user, "-d", database, "-v", "ON_ERROR_STOP=1", "-tA", "-c", statement),
+			// One connection string, as the README's: psql takes a
+			// conninfo as its dbname argument, which -d would replace.
+			return exec.Command("psql", fmt.Sprintf("host=localhost port=%d sslmode=verify-full sslrootcert=%s user=%s dbname=%s",
+					port, caFile, user, database), "-v", "ON_ERROR_STOP=1", "-tA", "-c", statement),
 				[]string{"PGPASSWORD=" + password}
 		}},
 	{engine: "mariadb", version: "10.11", port: 3306, image: "mydb.local/mariadb:10.11",
