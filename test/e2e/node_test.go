@@ -234,11 +234,15 @@ echo "shop-ro never showed %[6]d rows (last: $n)"; exit 1
 		t.Fatal(err)
 	}
 	s := cred.Status
+	// A port-forward of its own: kubectl port-forward may exit once a
+	// PostgreSQL session through it ends (the connection reset it reads
+	// as a lost pod), as the first one did on this node.
+	credPort := portForward(t, ns, "svc/shop-rw", e.port)
 	for _, tc := range []struct {
 		statement string
 		succeeds  bool
 	}{{e.count, true}, {e.insert, false}} {
-		cmd, env := e.host(port, s.Username, s.Password, s.Database, credCA, tc.statement)
+		cmd, env := e.host(credPort, s.Username, s.Password, s.Database, credCA, tc.statement)
 		cmd.Env = append(os.Environ(), env...)
 		out, err := cmd.CombinedOutput()
 		switch {
