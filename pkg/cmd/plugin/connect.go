@@ -17,7 +17,6 @@ import (
 	"github.com/mydb-dev/mydb/pkg/access"
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/spf13/cobra"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // connectFlags are the flags connect, psql and mariadb share.
@@ -53,9 +52,7 @@ func (o *options) openSession(ctx context.Context, db string, f *connectFlags) (
 	if err != nil {
 		return nil, nil, err
 	}
-	seconds := int64(f.ttl / time.Second)
-	answer, err := c.ExampleV1().MyDatabases(ns).CreateCredentials(ctx, db, &examplev1.MyDatabaseCredentialRequest{
-		Spec: examplev1.MyDatabaseCredentialRequestSpec{Role: examplev1.CredentialRole(f.role), ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
+	answer, err := requestCredential(ctx, c, ns, db, f.role, f.ttl)
 	if err != nil {
 		return nil, nil, err
 	}

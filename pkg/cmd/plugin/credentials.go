@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -30,10 +32,7 @@ func (o *options) credentialsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			seconds := int64(ttl / time.Second)
-			req := &examplev1.MyDatabaseCredentialRequest{Spec: examplev1.MyDatabaseCredentialRequestSpec{
-				Role: examplev1.CredentialRole(role), ExpirationSeconds: &seconds}}
-			answer, err := c.ExampleV1().MyDatabases(ns).CreateCredentials(cmd.Context(), args[0], req, metav1.CreateOptions{})
+			answer, err := requestCredential(cmd.Context(), c, ns, args[0], role, ttl)
 			if err != nil {
 				return err
 			}
@@ -79,3 +78,11 @@ func printCredential(out io.Writer, engine examplev1.Engine, s examplev1.MyDatab
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// requestCredential is POST mydatabases/db/credentials of namespace ns for
+// role, lasting ttl: what credentials, connect, psql and mariadb all ask.
+func requestCredential(ctx context.Context, c clientset.Interface, ns, db, role string, ttl time.Duration) (*examplev1.MyDatabaseCredentialRequest, error) {
+	seconds := int64(ttl / time.Second)
+	return c.ExampleV1().MyDatabases(ns).CreateCredentials(ctx, db, &examplev1.MyDatabaseCredentialRequest{
+		Spec: examplev1.MyDatabaseCredentialRequestSpec{Role: examplev1.CredentialRole(role), ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
+}
