@@ -173,9 +173,24 @@ func Start(t testing.TB, o Options) *Server {
 		_ = os.RemoveAll(dir)
 	})
 	if err := s.waitBucket(exited, time.Minute); err != nil {
-		t.Fatalf("weed S3 at %s did not come up (log %s): %v", s.Endpoint, logPath, err)
+		t.Fatalf("weed S3 at %s did not come up (log %s)%s: %v", s.Endpoint, logPath, lowDisk(dir), err)
 	}
 	return s
+}
+
+// lowDisk says when the filesystem under dir is nearly full: weed's volume
+// server then registers no capacity ("no volume server capacity registered
+// yet") and every write is refused, which reads like a weed defect.
+func lowDisk(dir string) string {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return ""
+	}
+	free, total := st.Bavail*uint64(st.Bsize), st.Blocks*uint64(st.Bsize)
+	if total == 0 || free*100/total >= 3 {
+		return ""
+	}
+	return fmt.Sprintf(" (its filesystem has only %d MiB of %d MiB free: weed stores nothing below about 1.5%% free)", free>>20, total>>20)
 }
 
 // Config is the objectstore configuration of the server's bucket over
