@@ -81,9 +81,10 @@ FAULTS_ENV = LOCAL_DIR=$(FAULTS_DIR) MYDB_NODE=kwok MYDB_ETCD_MEMBERS=3 POD_CIDR
 	KWOK_PORT=$(call faults_port,247)
 
 .PHONY: test-faults
-test-faults: ## Fault suite on its own control plane, under load: kill -9 members of a 3-member TLS etcd (fsync on), rolling restarts of mydb-apiserver replicas, a 30 s cut between the aggregator and mydb, SIGSTOP of the controllers' leader past its lease during 100 spec changes (~5 min; MYDB_E2E_LONG=1: 20 kill cycles, 10 restarts, 200 changes).
+test-faults: ## Fault suite on its own control plane, under load: kill -9 members of a 3-member TLS etcd (fsync on), rolling restarts of mydb-apiserver replicas (with watches, and with database tunnels open), a 30 s cut between the aggregator and mydb, SIGSTOP of the controllers' leader past its lease during 100 spec changes (~6 min; MYDB_E2E_LONG=1: 20 kill cycles, 10 restarts, 200 changes).
+	go build -o $(BIN)/mydb-instance ./cmd/mydb-instance
 	rc=0; $(FAULTS_ENV) hack/local-up.sh && E2E_LOCAL_DIR=$(FAULTS_DIR) E2E_KUBECONFIG=$(FAULTS_DIR)/kubeconfig \
-		GOTEST_LOG=$(OUTPUT)/logs/test-faults.log hack/gotest.sh $(GOFLAGS_TEST) -v -timeout 30m -tags e2e,faults -run 'TestEtcdMember|TestRollingRestarts|TestACutBetweenTheAggregatorAndMydb|TestFrozenLeader' ./test/e2e/... || rc=$$?; \
+		GOTEST_LOG=$(OUTPUT)/logs/test-faults.log hack/gotest.sh $(GOFLAGS_TEST) -v -timeout 30m -tags e2e,faults -run 'TestEtcdMember|TestRollingRestarts|TestACutBetweenTheAggregatorAndMydb|TestFrozenLeader|TestTunnelsThroughRestartsOfMydb' ./test/e2e/... || rc=$$?; \
 	$(FAULTS_ENV) hack/local-down.sh; exit $$rc
 
 # The real-node suite runs on a control plane of its own (LOCAL_DIR

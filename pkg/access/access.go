@@ -1,7 +1,9 @@
-// Package credentials makes short-lived database users for the
-// mydatabases/credentials subresource: it finds the database's primary,
-// calls its instance manager over mutual TLS with the controller's
-// certificate (pkg/databaseca), and answers what a client needs to connect.
+// Package access is how people reach a database with their Kubernetes
+// identity alone: short-lived database users for the
+// mydatabases/credentials subresource (made by the primary's instance
+// manager, called over mutual TLS with the controller's certificate from
+// pkg/databaseca) and the mydatabases/connect tunnel to an instance's
+// engine port.
 // It reads Secrets and Pods from the controllers' informers, which run on
 // every replica of mydb-apiserver, leader or not.
 package access
@@ -10,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"strconv"
 
@@ -73,20 +76,79 @@ func (i *Issuer) Issue(ctx context.Context, db *example.MyDatabase, req api.Cred
 	return &Issued{Credential: *cred, Instance: primary, Database: string(app.Data["database"]), CACertificate: ca.Data[databaseca.KeyCert]}, nil
 }
 
-// PrimaryAddress is where the ready primary of db serves clients (its
-// pod's IP and the engine's port), for the mydatabases/connect tunnel, and
-// the primary's name. The engine's TLS, verified by the client against
-// the database's CA, proves it is the primary's: the tunnel carries bytes.
-func (i *Issuer) PrimaryAddress(db *example.MyDatabase) (string, string, error) {
-	primary, ip, err := i.readyPrimary(db)
-	if err != nil {
-		return "", "", err
-	}
+// InstanceAddress is where an instance of db serves clients (its pod's
+// IP and the engine's port), for the mydatabases/connect tunnel, and the
+// instance's name. instance is example.ConnectToPrimary (or empty) for the
+// ready primary, example.ConnectToReplica for a ready replica (picked at
+// random), or an instance's name
+// for that instance while it is ready. The engine's TLS, verified by the
+// client against the database's CA, proves who answers: the tunnel
+// carries bytes.
+func (i *Issuer) InstanceAddress(db *example.MyDatabase, instance string) (string, string, error) {
 	eng, ok := engine.Lookup(string(db.Spec.Engine))
 	if !ok {
 		return "", "", fmt.Errorf("unknown engine %q", db.Spec.Engine)
 	}
-	return net.JoinHostPort(ip, strconv.Itoa(int(eng.Port))), primary, nil
+	var name, ip string
+	var err error
+	switch instance {
+	case "", example.ConnectToPrimary:
+		name, ip, err = i.readyPrimary(db)
+	case example.ConnectToReplica:
+		name, err = readyReplica(db)
+		if err == nil {
+			ip, err = i.podIP(db, name)
+		}
+	default:
+		name, err = readyInstance(db, instance)
+		if err == nil {
+			ip, err = i.podIP(db, name)
+		}
+	}
+	if err != nil {
+		return "", "", err
+	}
+	return net.JoinHostPort(ip, strconv.Itoa(int(eng.Port))), name, nil
+}
+
+// readyReplica is one of the ready replicas, picked at random: tunnels
+// spread over them as the read-only Service's connections do.
+func readyReplica(db *example.MyDatabase) (string, error) {
+	var ready []string
+	for _, in := range db.Status.Instances {
+		if in.Ready && in.Role == example.InstanceRoleReplica && !in.Fenced {
+			ready = append(ready, in.Name)
+		}
+	}
+	if len(ready) == 0 {
+		return "", unavailable("the database has no ready replica")
+	}
+	return ready[rand.IntN(len(ready))], nil
+}
+
+// readyInstance is name when it is one of db's instances and ready.
+func readyInstance(db *example.MyDatabase, name string) (string, error) {
+	for _, in := range db.Status.Instances {
+		if in.Name != name {
+			continue
+		}
+		if !in.Ready || in.Fenced {
+			return "", unavailable("the instance %s is not ready", name)
+		}
+		return name, nil
+	}
+	return "", unavailable("the database has no instance %s", name)
+}
+
+func (i *Issuer) podIP(db *example.MyDatabase, name string) (string, error) {
+	pod, err := i.Pods.Pods(db.Namespace).Get(name)
+	if err != nil {
+		return "", unavailable("reading the pod %s: %v", name, err)
+	}
+	if pod.Status.PodIP == "" {
+		return "", unavailable("the pod %s has no address", name)
+	}
+	return pod.Status.PodIP, nil
 }
 
 func unavailable(format string, args ...any) error {
@@ -112,20 +174,21 @@ func (i *Issuer) readyPrimary(db *example.MyDatabase) (string, string, error) {
 	if !ready {
 		return "", "", unavailable("the primary %s is not ready", primary)
 	}
-	pod, err := i.Pods.Pods(db.Namespace).Get(primary)
+	ip, err := i.podIP(db, primary)
 	if err != nil {
-		return "", "", unavailable("reading the primary's pod: %v", err)
+		return "", "", err
 	}
-	if pod.Status.PodIP == "" {
-		return "", "", unavailable("the primary's pod %s has no address", primary)
-	}
-	return primary, pod.Status.PodIP, nil
+	return primary, ip, nil
 }
 
 // TunnelProtocol is the HTTP upgrade of POST mydatabases/<name>/connect:
 // after 101 Switching Protocols the connection carries the engine's own
 // protocol (TLS included) both ways, unchanged, to the primary.
 const TunnelProtocol = "mydb-tunnel"
+
+// TunnelInstanceHeader names, in the 101 answer, the instance the tunnel
+// leads to.
+const TunnelInstanceHeader = "Mydb-Tunnel-Instance"
 
 // TunnelSubresource is the subresource that tunnels; mydb-apiserver
 // counts its requests as long-running (no request timeout).

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -22,9 +23,11 @@ import (
 // the API server cfg names (kube-apiserver, whose aggregation layer
 // passes the upgrade on to mydb-apiserver), authenticated as cfg says
 // (certificates, tokens, impersonation), and returns the connection, which
-// then carries the primary's engine protocol. An answer other than 101 is
-// an error with the server's message.
-func DialTunnel(ctx context.Context, cfg *rest.Config, namespace, name string) (net.Conn, error) {
+// then carries the engine protocol of the instance named by instance
+// (primary when empty, replica, or an instance's name: the connect
+// subresource's instance option). An answer other than 101 is an error
+// with the server's message.
+func DialTunnel(ctx context.Context, cfg *rest.Config, namespace, name, instance string) (*TunnelConn, error) {
 	base, err := url.Parse(cfg.Host)
 	if err != nil {
 		return nil, err
@@ -38,6 +41,9 @@ func DialTunnel(ctx context.Context, cfg *rest.Config, namespace, name string) (
 	target := *base
 	target.Path = strings.TrimSuffix(base.Path, "/") + "/apis/example.com/v1/namespaces/" + url.PathEscape(namespace) +
 		"/mydatabases/" + url.PathEscape(name) + "/" + TunnelSubresource
+	if instance != "" {
+		target.RawQuery = url.Values{"instance": {instance}}.Encode()
+	}
 	tlsConfig, err := rest.TLSConfigFor(cfg)
 	if err != nil {
 		return nil, err
@@ -66,7 +72,37 @@ func DialTunnel(ctx context.Context, cfg *rest.Config, namespace, name string) (
 		}
 		return nil, &TunnelError{Code: resp.StatusCode, Message: strings.TrimSpace(string(body))}
 	}
+	up.conn.Instance = resp.Header.Get(TunnelInstanceHeader)
 	return up.conn, nil
+}
+
+// Redial opens a tunnel with dial, trying again for up to timeout while
+// the API server does not answer or answers that it cannot now (a restart
+// of mydb-apiserver, a failover under way: 5xx, 429); a refusal (403,
+// 404, 422) is final.
+func Redial(ctx context.Context, dial func(context.Context) (*TunnelConn, error), timeout time.Duration) (*TunnelConn, error) {
+	deadline := time.Now().Add(timeout)
+	wait := 250 * time.Millisecond
+	for {
+		conn, err := dial(ctx)
+		if err == nil || !retriable(err) || time.Now().Add(wait).After(deadline) {
+			return conn, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+func retriable(err error) bool {
+	var refused *TunnelError
+	if errors.As(err, &refused) {
+		return refused.Code >= 500 || refused.Code == http.StatusTooManyRequests
+	}
+	return !errors.Is(err, context.Canceled)
 }
 
 // TunnelError is a refused tunnel: the API server's status code and
@@ -86,7 +122,7 @@ func (e *TunnelError) Error() string {
 // the server switched protocols.
 type upgrader struct {
 	tls  *tls.Config
-	conn net.Conn
+	conn *TunnelConn
 }
 
 func (u *upgrader) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -131,24 +167,27 @@ func (u *upgrader) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	if resp.StatusCode == http.StatusSwitchingProtocols {
-		u.conn = &bufferedConn{Conn: conn, reader: reader}
+		u.conn = &TunnelConn{Conn: conn, reader: reader}
 		return resp, nil
 	}
 	resp.Body = &closeBoth{ReadCloser: resp.Body, conn: conn}
 	return resp, nil
 }
 
-// bufferedConn reads what the server sent after its 101 first.
-type bufferedConn struct {
+// TunnelConn is an open tunnel: it reads what the server sent after its
+// 101 first.
+type TunnelConn struct {
 	net.Conn
-	reader *bufio.Reader
+	// Instance is the instance the tunnel leads to, as the server said.
+	Instance string
+	reader   *bufio.Reader
 }
 
-func (c *bufferedConn) Read(p []byte) (int, error) { return c.reader.Read(p) }
+func (c *TunnelConn) Read(p []byte) (int, error) { return c.reader.Read(p) }
 
 // CloseWrite half-closes the tunnel (the engine sees end of input) where
 // the connection can.
-func (c *bufferedConn) CloseWrite() error {
+func (c *TunnelConn) CloseWrite() error {
 	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite()
 	}

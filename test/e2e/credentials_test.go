@@ -5,8 +5,10 @@ package e2e
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -147,6 +149,7 @@ func TestCredentialsThroughTheAggregator(t *testing.T) {
 			}
 
 			t.Run("the connect tunnel", func(t *testing.T) { testTunnel(t, tc, ns, ro.Status) })
+			t.Run("a tunnel to a replica", func(t *testing.T) { testTunnelToAReplica(t, tc, ns, status.CurrentPrimary, rw.Status) })
 
 			// Nothing of either answer is stored in mydb's etcd.
 			etcd := localComponent(t, e2eLocalDir, "mydb-etcd")
@@ -179,7 +182,7 @@ func TestCredentialsThroughTheAggregator(t *testing.T) {
 func testTunnel(t *testing.T, tc replicationCase, ns string, cred examplev1.MyDatabaseCredentialRequestStatus) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if _, err := access.DialTunnel(ctx, asUser(t, "nobody"), ns, "shop"); err == nil || !strings.Contains(err.Error(), "403") {
+	if _, err := access.DialTunnel(ctx, asUser(t, "nobody"), ns, "shop", ""); err == nil || !strings.Contains(err.Error(), "403") {
 		t.Errorf("a tunnel for a user bound to nothing: %v, want 403", err)
 	}
 	analyst := asUser(t, "analyst")
@@ -197,7 +200,7 @@ func testTunnel(t *testing.T, tc replicationCase, ns string, cred examplev1.MyDa
 			}
 			go func() {
 				defer local.Close()
-				remote, err := access.DialTunnel(ctx, analyst, ns, "shop")
+				remote, err := access.DialTunnel(ctx, analyst, ns, "shop", "")
 				if err != nil {
 					t.Errorf("tunnel: %v", err)
 					return
@@ -270,5 +273,94 @@ func testTunnel(t *testing.T, tc replicationCase, ns string, cred examplev1.MyDa
 	time.Sleep(time.Until(deadline.Add(time.Second)))
 	if err := long.QueryRowContext(ctx, "SELECT count(*) FROM acks").Scan(&n); err != nil {
 		t.Errorf("a session 61 s old through the tunnel: %v", err)
+	}
+}
+
+// testTunnelToAReplica: connect's instance option leads the tunnel to a
+// ready replica (the 101 answer names it), where the credential made on
+// the primary logs in once replication brought it, reads, and may not
+// write even as readwrite; an instance the database does not have is a
+// 422 naming the field.
+func testTunnelToAReplica(t *testing.T, tc replicationCase, ns, primary string, cred examplev1.MyDatabaseCredentialRequestStatus) {
+	ctx := context.Background()
+	developer := asUser(t, "dev")
+	_, err := access.DialTunnel(ctx, developer, ns, "shop", "shop-7")
+	var refused *access.TunnelError
+	if !errors.As(err, &refused) || refused.Code != http.StatusUnprocessableEntity || !strings.Contains(refused.Message, "instance") {
+		t.Errorf("a tunnel to shop-7: %v, want 422 naming the instance field", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	replicas := make(chan string, 100)
+	go func() {
+		for {
+			local, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer local.Close()
+				remote, err := access.DialTunnel(ctx, developer, ns, "shop", examplev1.ConnectToReplica)
+				if err != nil {
+					t.Errorf("tunnel to a replica: %v", err)
+					return
+				}
+				replicas <- remote.Instance
+				access.Join(remote, local, local)
+			}()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	var db *sql.DB
+	var readOnly string
+	if tc.engine.name == "postgres" {
+		db, err = sql.Open("pgx", fmt.Sprintf("host=127.0.0.1 port=%d user=%s password=%s dbname=%s sslmode=require connect_timeout=10",
+			port, cred.Username, cred.Password, cred.Database))
+		readOnly = "SELECT pg_is_in_recovery()::int"
+	} else {
+		db, err = sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(127.0.0.1:%d)/%s?timeout=10s&tls=skip-verify", cred.Username, cred.Password, port, cred.Database))
+		readOnly = "SELECT @@global.read_only"
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// The user was made on the primary a moment ago: a replica has it once
+	// it replayed that far.
+	var inRecovery, n int
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err = db.QueryRow(readOnly).Scan(&inRecovery)
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("the credential at a replica through the tunnel: %v", err)
+	}
+	if inRecovery != 1 {
+		t.Errorf("the tunnel to a replica reached an engine that takes writes (%s answered %d)", readOnly, inRecovery)
+	}
+	if err := db.QueryRow("SELECT count(*) FROM acks").Scan(&n); err != nil {
+		t.Errorf("reading at a replica: %v", err)
+	}
+	if _, err := db.Exec("INSERT INTO acks VALUES (3)"); err == nil {
+		t.Error("a readwrite credential wrote at a replica")
+	}
+	db.Close()
+	for {
+		select {
+		case name := <-replicas:
+			if name == primary || !strings.HasPrefix(name, "shop-") {
+				t.Errorf("a tunnel asked for a replica led to %q (the primary is %s)", name, primary)
+			}
+			continue
+		default:
+		}
+		break
 	}
 }

@@ -177,6 +177,31 @@ func (s *mydbService) roll(grace time.Duration) rollout {
 	return ro
 }
 
+// outage stops every replica (out of the rotation first, then SIGTERM),
+// waits for gap, and starts one new replica; it answers how long no
+// replica was in the rotation.
+func (s *mydbService) outage(gap time.Duration) time.Duration {
+	s.t.Helper()
+	s.mu.Lock()
+	old := s.replicas
+	s.replicas = nil
+	s.mu.Unlock()
+	for _, r := range old {
+		s.proxy.Remove(r.addr())
+	}
+	start := time.Now()
+	for _, r := range old {
+		r.terminate(10 * time.Second)
+	}
+	time.Sleep(time.Until(start.Add(gap)))
+	fresh := s.startReplica()
+	s.mu.Lock()
+	s.replicas = append(s.replicas, fresh)
+	s.mu.Unlock()
+	s.proxy.Add(fresh.addr())
+	return time.Since(start)
+}
+
 // restoreLocal stops the proxy and the replicas and brings make local-up's
 // mydb-apiserver back on its port, for the tests that follow.
 func (s *mydbService) restoreLocal() {

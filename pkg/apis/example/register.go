@@ -36,6 +36,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&MyDatabaseBackupList{},
 		&MyDatabaseSwitchover{},
 		&MyDatabaseCredentialRequest{},
+		&MyDatabaseConnectOptions{},
 	)
 	return nil
 }

@@ -339,6 +339,23 @@ type MyDatabaseSwitchoverStatus struct {
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
+// MyDatabaseConnectOptions are the query parameters of POST
+// mydatabases/<name>/connect.
+type MyDatabaseConnectOptions struct {
+	metav1.TypeMeta
+
+	// Instance is primary (or empty), replica, or an instance's name.
+	Instance string
+}
+
+// The instances mydatabases/connect leads to by role.
+const (
+	ConnectToPrimary = "primary"
+	ConnectToReplica = "replica"
+)
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
 // MyDatabaseCredentialRequest is the body and the answer of POST
 // mydatabases/<name>/credentials: a short-lived database user. It is not
 // stored.

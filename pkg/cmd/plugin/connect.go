@@ -21,23 +21,35 @@ import (
 
 // connectFlags are the flags connect, psql and mariadb share.
 type connectFlags struct {
-	role    string
-	ttl     time.Duration
-	address string
-	port    int
+	role     string
+	ttl      time.Duration
+	instance string
+	address  string
+	port     int
+	// redial is how long a new local connection waits for the API server
+	// to take its tunnel (through a mydb-apiserver restart) before it is
+	// closed.
+	redial time.Duration
 }
 
 func (f *connectFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.role, "role", string(examplev1.CredentialRoleReadOnly), "readonly or readwrite: the short-lived user's role")
 	cmd.Flags().DurationVar(&f.ttl, "ttl", time.Hour, "how long the short-lived user logs in")
+	cmd.Flags().StringVar(&f.instance, "instance", examplev1.ConnectToPrimary,
+		"where the tunnel leads: primary, replica (a ready replica, read only), or an instance's name")
+	cmd.Flags().DurationVar(&f.redial, "redial-timeout", 30*time.Second,
+		"how long a new connection waits for the API server to open its tunnel (through a restart of mydb-apiserver)")
 	cmd.Flags().StringVar(&f.address, "address", "127.0.0.1", "the local address to listen on")
 	cmd.Flags().IntVar(&f.port, "port", 0, "the local port to listen on (0: any free one)")
 }
 
-// session is a local listener whose connections are tunnelled to a
-// database's primary through mydatabases/connect, and a fresh credential.
+// session is a local listener whose connections are tunnelled to an
+// instance of a database through mydatabases/connect, and a fresh
+// credential.
 type session struct {
 	listener net.Listener
+	// instance is where the first tunnel led.
+	instance string
 	status   examplev1.MyDatabaseCredentialRequestStatus
 	caFile   string
 	postgres bool
@@ -57,7 +69,10 @@ func (o *options) openSession(ctx context.Context, db string, f *connectFlags) (
 		return nil, nil, err
 	}
 	// Fail now, not at the first client, when the tunnel is refused.
-	probe, err := access.DialTunnel(ctx, cfg, ns, db)
+	dial := func(ctx context.Context) (*access.TunnelConn, error) {
+		return access.DialTunnel(ctx, cfg, ns, db, f.instance)
+	}
+	probe, err := dial(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -76,12 +91,18 @@ func (o *options) openSession(ctx context.Context, db string, f *connectFlags) (
 		os.RemoveAll(dir)
 		return nil, nil, err
 	}
-	s := &session{listener: ln, status: answer.Status, caFile: caFile, postgres: answer.Status.Port == 5432}
+	s := &session{listener: ln, instance: probe.Instance, status: answer.Status, caFile: caFile, postgres: answer.Status.Port == 5432}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		serveTunnels(ctx, ln, func(ctx context.Context) (net.Conn, error) { return access.DialTunnel(ctx, cfg, ns, db) }, o.streams.ErrOut)
+		serveTunnels(ctx, ln, func(ctx context.Context) (net.Conn, error) {
+			conn, err := access.Redial(ctx, dial, f.redial)
+			if err != nil {
+				return nil, err
+			}
+			return conn, nil
+		}, o.streams.ErrOut)
 	}()
 	return s, func() { ln.Close(); wg.Wait(); os.RemoveAll(dir) }, nil
 }
@@ -139,11 +160,13 @@ func (s *session) clientEnv() []string {
 func (o *options) connectCommand() *cobra.Command {
 	f := &connectFlags{}
 	cmd := &cobra.Command{
-		Use:   "connect DATABASE [--role readonly|readwrite] [--ttl 1h] [--port PORT]",
-		Short: "Reach a MyDatabase's primary from here through the API server, with a short-lived user",
+		Use:   "connect DATABASE [--role readonly|readwrite] [--ttl 1h] [--instance primary|replica|NAME] [--port PORT]",
+		Short: "Reach a MyDatabase's primary (or a replica) from here through the API server, with a short-lived user",
 		Long: "Gets a short-lived database user (mydatabases/credentials), listens on a local port, and tunnels each connection " +
-			"to it through the API server (mydatabases/connect) to the primary, then prints a connection string and waits " +
-			"until interrupted. It needs create on mydatabases/credentials (with the role's verb) and on mydatabases/connect: " +
+			"to it through the API server (mydatabases/connect) to the primary (or the instance --instance names), then prints " +
+			"a connection string and waits until interrupted. Each connection has a tunnel of its own, opened when it is " +
+			"made: a restart of mydb-apiserver ends the connections open through it, and new ones wait up to --redial-timeout " +
+			"for it to be back. It needs create on mydatabases/credentials (with the role's verb) and on mydatabases/connect: " +
 			"no pods/portforward, no Secret, no network path to the pods.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -154,8 +177,8 @@ func (o *options) connectCommand() *cobra.Command {
 				return err
 			}
 			defer closeSession()
-			fmt.Fprintf(o.streams.Out, "# %s (%s) logs in until %s; tunnelled from %s to the primary %s. Ctrl-C ends it.\n%s\n",
-				s.status.Username, f.role, s.status.ExpirationTimestamp.UTC().Format(time.RFC3339), s.listener.Addr(), s.status.Instance,
+			fmt.Fprintf(o.streams.Out, "# %s (%s) logs in until %s; tunnelled from %s to %s (%s now). Ctrl-C ends it.\n%s\n",
+				s.status.Username, f.role, s.status.ExpirationTimestamp.UTC().Format(time.RFC3339), s.listener.Addr(), f.instance, s.instance,
 				s.connectionString())
 			<-ctx.Done()
 			return nil
@@ -170,8 +193,8 @@ func (o *options) connectCommand() *cobra.Command {
 func (o *options) clientCommand(name string, postgres bool) *cobra.Command {
 	f := &connectFlags{}
 	cmd := &cobra.Command{
-		Use:   name + " DATABASE [--role readonly|readwrite] [--ttl 1h] [-- CLIENT ARGS...]",
-		Short: "Run " + name + " against a MyDatabase's primary through the API server, as a short-lived user named after you",
+		Use:   name + " DATABASE [--role readonly|readwrite] [--ttl 1h] [--instance primary|replica|NAME] [-- CLIENT ARGS...]",
+		Short: "Run " + name + " against a MyDatabase's primary (or a replica) through the API server, as a short-lived user named after you",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)

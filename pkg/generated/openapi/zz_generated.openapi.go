@@ -46,6 +46,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1.MyDatabaseBackupList{}.OpenAPIModelName():                        schema_pkg_apis_example_v1_MyDatabaseBackupList(ref),
 		v1.MyDatabaseBackupSpec{}.OpenAPIModelName():                        schema_pkg_apis_example_v1_MyDatabaseBackupSpec(ref),
 		v1.MyDatabaseBackupStatus{}.OpenAPIModelName():                      schema_pkg_apis_example_v1_MyDatabaseBackupStatus(ref),
+		v1.MyDatabaseConnectOptions{}.OpenAPIModelName():                    schema_pkg_apis_example_v1_MyDatabaseConnectOptions(ref),
 		v1.MyDatabaseCredentialRequest{}.OpenAPIModelName():                 schema_pkg_apis_example_v1_MyDatabaseCredentialRequest(ref),
 		v1.MyDatabaseCredentialRequestSpec{}.OpenAPIModelName():             schema_pkg_apis_example_v1_MyDatabaseCredentialRequestSpec(ref),
 		v1.MyDatabaseCredentialRequestStatus{}.OpenAPIModelName():           schema_pkg_apis_example_v1_MyDatabaseCredentialRequestStatus(ref),
@@ -898,6 +899,40 @@ func schema_pkg_apis_example_v1_MyDatabaseBackupStatus(ref common.ReferenceCallb
 		},
 		Dependencies: []string{
 			v1.BackupLocation{}.OpenAPIModelName(), v1.InstancePosition{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_MyDatabaseConnectOptions(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MyDatabaseConnectOptions are the query parameters of POST mydatabases/<name>/connect.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"instance": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Instance is where the tunnel leads: \"primary\" (the default) is the ready primary, \"replica\" a ready replica mydb picks, and an instance's name (for example shop-1) that instance while it is ready. A replica serves reads only, as of its replay position.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+			},
+		},
 	}
 }
 

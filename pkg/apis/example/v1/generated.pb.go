@@ -56,6 +56,8 @@ func (m *MyDatabaseBackupSpec) Reset() { *m = MyDatabaseBackupSpec{} }
 
 func (m *MyDatabaseBackupStatus) Reset() { *m = MyDatabaseBackupStatus{} }
 
+func (m *MyDatabaseConnectOptions) Reset() { *m = MyDatabaseConnectOptions{} }
+
 func (m *MyDatabaseCredentialRequest) Reset() { *m = MyDatabaseCredentialRequest{} }
 
 func (m *MyDatabaseCredentialRequestSpec) Reset() { *m = MyDatabaseCredentialRequestSpec{} }
@@ -673,6 +675,34 @@ func (m *MyDatabaseBackupStatus) MarshalToSizedBuffer(dAtA []byte) (int, error) 
 	i -= len(m.Phase)
 	copy(dAtA[i:], m.Phase)
 	i = encodeVarintGenerated(dAtA, i, uint64(len(m.Phase)))
+	i--
+	dAtA[i] = 0xa
+	return len(dAtA) - i, nil
+}
+
+func (m *MyDatabaseConnectOptions) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *MyDatabaseConnectOptions) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *MyDatabaseConnectOptions) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	i -= len(m.Instance)
+	copy(dAtA[i:], m.Instance)
+	i = encodeVarintGenerated(dAtA, i, uint64(len(m.Instance)))
 	i--
 	dAtA[i] = 0xa
 	return len(dAtA) - i, nil
@@ -1754,6 +1784,17 @@ func (m *MyDatabaseBackupStatus) Size() (n int) {
 	return n
 }
 
+func (m *MyDatabaseConnectOptions) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	l = len(m.Instance)
+	n += 1 + l + sovGenerated(uint64(l))
+	return n
+}
+
 func (m *MyDatabaseCredentialRequest) Size() (n int) {
 	if m == nil {
 		return 0
@@ -2215,6 +2256,16 @@ func (this *MyDatabaseBackupStatus) String() string {
 		`Checksum:` + fmt.Sprintf("%v", this.Checksum) + `,`,
 		`Format:` + fmt.Sprintf("%v", this.Format) + `,`,
 		`Position:` + strings.Replace(this.Position.String(), "InstancePosition", "InstancePosition", 1) + `,`,
+		`}`,
+	}, "")
+	return s
+}
+func (this *MyDatabaseConnectOptions) String() string {
+	if this == nil {
+		return "nil"
+	}
+	s := strings.Join([]string{`&MyDatabaseConnectOptions{`,
+		`Instance:` + fmt.Sprintf("%v", this.Instance) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -4351,6 +4402,88 @@ func (m *MyDatabaseBackupStatus) Unmarshal(dAtA []byte) error {
 			if err := m.Position.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipGenerated(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *MyDatabaseConnectOptions) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowGenerated
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: MyDatabaseConnectOptions: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: MyDatabaseConnectOptions: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Instance", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Instance = string(dAtA[iNdEx:postIndex])
 			iNdEx = postIndex
 		default:
 			iNdEx = preIndex

@@ -34,6 +34,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&MyDatabaseBackupList{},
 		&MyDatabaseSwitchover{},
 		&MyDatabaseCredentialRequest{},
+		&MyDatabaseConnectOptions{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

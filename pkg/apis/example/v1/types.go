@@ -536,6 +536,28 @@ type MyDatabaseSwitchoverStatus struct {
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +k8s:conversion-gen:explicit-from=net/url.Values
+
+// MyDatabaseConnectOptions are the query parameters of POST
+// mydatabases/<name>/connect.
+type MyDatabaseConnectOptions struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// Instance is where the tunnel leads: "primary" (the default) is the
+	// ready primary, "replica" a ready replica mydb picks, and an
+	// instance's name (for example shop-1) that instance while it is
+	// ready. A replica serves reads only, as of its replay position.
+	// +optional
+	Instance string `json:"instance,omitempty" protobuf:"bytes,1,opt,name=instance"`
+}
+
+// The instances mydatabases/connect leads to by role.
+const (
+	ConnectToPrimary = "primary"
+	ConnectToReplica = "replica"
+)
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
 // MyDatabaseCredentialRequest is the body and the answer of POST
 // mydatabases/<name>/credentials, shaped like TokenRequest: the primary's

@@ -77,6 +77,11 @@ func (in MyDatabaseBackupStatus) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MyDatabaseConnectOptions) OpenAPIModelName() string {
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.MyDatabaseConnectOptions"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in MyDatabaseCredentialRequest) OpenAPIModelName() string {
 	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.MyDatabaseCredentialRequest"
 }

@@ -24,8 +24,13 @@ type fixedTarget struct {
 	err     error
 }
 
-func (f fixedTarget) PrimaryAddress(*example.MyDatabase) (string, string, error) {
-	return f.address, "shop-0", f.err
+// InstanceAddress leads every instance option to address; the instance's
+// name is the option's (shop-0 for the primary).
+func (f fixedTarget) InstanceAddress(_ *example.MyDatabase, instance string) (string, string, error) {
+	if instance == "" || instance == example.ConnectToPrimary {
+		instance = "shop-0"
+	}
+	return f.address, instance, f.err
 }
 
 // echoServer answers every line with the same line upper-cased.
@@ -61,27 +66,36 @@ func echoServer(t *testing.T) string {
 
 func TestConnectTunnelsToThePrimary(t *testing.T) {
 	now := time.Now()
-	shop := &example.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: "ns"}}
+	shop := &example.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: "ns"}, Spec: example.MyDatabaseSpec{Replicas: 3}}
 	gone := shop.DeepCopy()
 	gone.Name, gone.DeletionTimestamp = "gone", &metav1.Time{Time: now}
 	r := &ConnectREST{databases: databaseGetter{"shop": shop, "gone": gone}}
 	ctx := context.Background()
 
 	for _, tc := range []struct {
-		name   string
-		db     string
-		target TunnelTarget
-		is     func(error) bool
+		name     string
+		db       string
+		instance string
+		target   TunnelTarget
+		is       func(error) bool
 	}{
-		{"404 for no such database", "nope", fixedTarget{}, apierrors.IsNotFound},
-		{"409 while it is being deleted", "gone", fixedTarget{}, apierrors.IsConflict},
-		{"503 without controllers", "shop", nil, apierrors.IsServiceUnavailable},
-		{"503 without a ready primary", "shop", fixedTarget{err: fmt.Errorf("%w: the primary shop-0 is not ready", access.ErrUnavailable)}, apierrors.IsServiceUnavailable},
+		{"404 for no such database", "nope", "", fixedTarget{}, apierrors.IsNotFound},
+		{"409 while it is being deleted", "gone", "", fixedTarget{}, apierrors.IsConflict},
+		{"503 without controllers", "shop", "", nil, apierrors.IsServiceUnavailable},
+		{"503 without a ready primary", "shop", "", fixedTarget{err: fmt.Errorf("%w: the primary shop-0 is not ready", access.ErrUnavailable)}, apierrors.IsServiceUnavailable},
+		{"422 for an instance beyond spec.replicas", "shop", "shop-3", fixedTarget{}, apierrors.IsInvalid},
+		{"422 for another database's instance", "shop", "shopping-0", fixedTarget{}, apierrors.IsInvalid},
+		{"422 for an ordinal written twice", "shop", "shop-01", fixedTarget{}, apierrors.IsInvalid},
+		{"422 for an unknown role", "shop", "standby", fixedTarget{}, apierrors.IsInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r.target = tc.target
-			if _, err := r.Connect(ctx, tc.db, nil, nil); !tc.is(err) {
+			_, err := r.Connect(ctx, tc.db, &example.MyDatabaseConnectOptions{Instance: tc.instance}, nil)
+			if !tc.is(err) {
 				t.Errorf("got %v", err)
+			}
+			if apierrors.IsInvalid(err) && !strings.Contains(err.Error(), "instance: Unsupported value") {
+				t.Errorf("the refusal names no field: %v", err)
 			}
 		})
 	}
@@ -108,7 +122,7 @@ func TestConnectTunnelsToThePrimary(t *testing.T) {
 		errs := make(chan error, 20)
 		for i := 0; i < 20; i++ {
 			go func() {
-				conn, err := access.DialTunnel(ctx, &rest.Config{Host: srv.URL}, "ns", "shop")
+				conn, err := access.DialTunnel(ctx, &rest.Config{Host: srv.URL}, "ns", "shop", "")
 				if err != nil {
 					errs <- err
 					return
@@ -137,6 +151,24 @@ func TestConnectTunnelsToThePrimary(t *testing.T) {
 			}
 		}
 	})
+	t.Run("the answer names the instance the options chose", func(t *testing.T) {
+		for instance, want := range map[string]string{"": "shop-0", "replica": "replica", "shop-2": "shop-2"} {
+			handler, err := r.Connect(ctx, "shop", &example.MyDatabaseConnectOptions{Instance: instance}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(handler)
+			conn, err := access.DialTunnel(ctx, &rest.Config{Host: srv.URL}, "ns", "shop", instance)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if conn.Instance != want {
+				t.Errorf("instance %q: the tunnel says it leads to %q, want %q", instance, conn.Instance, want)
+			}
+			conn.Close()
+			srv.Close()
+		}
+	})
 	t.Run("a refusal's message reaches the client", func(t *testing.T) {
 		refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
@@ -144,7 +176,7 @@ func TestConnectTunnelsToThePrimary(t *testing.T) {
 			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"nobody may not create mydatabases/connect","code":403}`)
 		}))
 		defer refusing.Close()
-		_, err := access.DialTunnel(ctx, &rest.Config{Host: refusing.URL}, "ns", "shop")
+		_, err := access.DialTunnel(ctx, &rest.Config{Host: refusing.URL}, "ns", "shop", "")
 		var refused *access.TunnelError
 		if !errors.As(err, &refused) || refused.Code != http.StatusForbidden || !strings.Contains(refused.Message, "nobody may not") {
 			t.Errorf("got %v", err)

@@ -1,0 +1,177 @@
+//go:build e2e && faults
+
+package e2e
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/mydb-dev/mydb/pkg/access"
+	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+)
+
+// TestTunnelsThroughRestartsOfMydb: clients reach a PostgreSQL primary
+// through mydatabases/connect the way kubectl mydb connect does (a local
+// listener, a tunnel per connection, access.Redial with a 30 s
+// redial timeout), while mydb-apiserver is restarted:
+//   - three rolling restarts of a Deployment of two (mydbService): every
+//     new connection succeeds; the sessions open through a replica that
+//     exits end with an error (a tunnel is a TCP stream through that
+//     process: nothing resumes it), and the client's next connection works;
+//   - an outage with no replica for 5 s: a connection made meanwhile waits
+//     for the new replica (retrying the aggregator's 503s) and succeeds.
+//
+// Measured: connections made, sessions ended by a restart, and the longest
+// wait for a tunnel.
+func TestTunnelsThroughRestartsOfMydb(t *testing.T) {
+	tc := replicationCases[0]
+	_, _, h, _ := startShop(t, restConfig(t), tc, 0, "")
+	ns := h.ns
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	cred, err := mydbClient(t, restConfig(t)).ExampleV1().MyDatabases(ns).CreateCredentials(ctx, "shop",
+		&examplev1.MyDatabaseCredentialRequest{Spec: examplev1.MyDatabaseCredentialRequestSpec{ExpirationSeconds: ptr.To[int64](1800)}},
+		metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := startMydbService(t, 2)
+
+	cfg := restConfig(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var waits waitLog
+	var tunnelFailures atomic.Int64
+	go func() {
+		for {
+			local, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer local.Close()
+				start := time.Now()
+				remote, err := access.Redial(ctx, func(ctx context.Context) (*access.TunnelConn, error) {
+					return access.DialTunnel(ctx, cfg, ns, "shop", "")
+				}, 30*time.Second)
+				if err != nil {
+					if ctx.Err() == nil {
+						tunnelFailures.Add(1)
+						t.Errorf("a tunnel: %v", err)
+					}
+					return
+				}
+				waits.add(time.Since(start))
+				access.Join(remote, local, local)
+			}()
+		}
+	}()
+	s := cred.Status
+	db, err := sql.Open("pgx", fmt.Sprintf("host=127.0.0.1 port=%d user=%s password=%s dbname=%s sslmode=require connect_timeout=40",
+		ln.Addr().(*net.TCPAddr).Port, s.Username, s.Password, s.Database))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxIdleConns(0)
+
+	// Short sessions: connect, ten queries, disconnect. Long sessions: one
+	// connection for as long as it lasts, a query every 100 ms; when a
+	// restart ends it, the next connection.
+	var connects, connectFailures, ended atomic.Int64
+	session := func(queries int) {
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			if ctx.Err() == nil && connectFailures.Add(1) <= 3 {
+				t.Errorf("a connection: %v", err)
+			}
+			return
+		}
+		defer conn.Close()
+		connects.Add(1)
+		for i := 0; queries == 0 || i < queries; i++ {
+			var n int
+			if err := conn.QueryRowContext(ctx, "SELECT count(*) FROM acks").Scan(&n); err != nil {
+				if ctx.Err() == nil {
+					ended.Add(1)
+					t.Logf("a session ended: %v", err)
+				}
+				return
+			}
+			if queries == 0 {
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func(long bool) {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				if long {
+					session(0)
+				} else {
+					session(10)
+				}
+			}
+		}(i < 4)
+	}
+
+	time.Sleep(3 * time.Second)
+	for i := 0; i < 3; i++ {
+		ro := svc.roll(10 * time.Second)
+		t.Logf("restart %d: %s replaced by %s; %s exited %s after SIGTERM", i+1, ro.old, ro.new, ro.old,
+			ro.oldExited.Sub(ro.oldRemoved).Round(10*time.Millisecond))
+		time.Sleep(2 * time.Second)
+	}
+	outage := svc.outage(5 * time.Second)
+	t.Logf("outage: no mydb-apiserver for %s, then %s ready", outage.Round(10*time.Millisecond), svc.addrs())
+	time.Sleep(5 * time.Second)
+	stop()
+	wg.Wait()
+
+	p50, max := waits.summary()
+	t.Logf("through 3 rolling restarts and a %s outage: %d connections, %d failed, %d sessions ended by a restart, %d tunnels refused; wait for a tunnel p50 %s, max %s",
+		outage.Round(time.Second), connects.Load(), connectFailures.Load(), ended.Load(), tunnelFailures.Load(), p50, max)
+	if connectFailures.Load() > 0 || tunnelFailures.Load() > 0 {
+		t.Errorf("%d connections and %d tunnels failed: a client should only wait", connectFailures.Load(), tunnelFailures.Load())
+	}
+	if max < outage/2 {
+		t.Errorf("no connection waited through the outage (longest wait %s): the test did not make one then", max)
+	}
+}
+
+type waitLog struct {
+	mu    sync.Mutex
+	waits []time.Duration
+}
+
+func (w *waitLog) add(d time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.waits = append(w.waits, d)
+}
+
+func (w *waitLog) summary() (p50, max time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.waits) == 0 {
+		return 0, 0
+	}
+	sort.Slice(w.waits, func(i, j int) bool { return w.waits[i] < w.waits[j] })
+	return w.waits[len(w.waits)/2].Round(time.Millisecond), w.waits[len(w.waits)-1].Round(time.Millisecond)
+}
