@@ -294,18 +294,31 @@ func podPhases(t *testing.T, ns string) string {
 // ends and returns the local port.
 func portForward(t *testing.T, ns, target string, remote int) int {
 	t.Helper()
+	port, stop, err := startPortForward(ns, target, remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return port
+}
+
+// startPortForward runs `kubectl port-forward TARGET :REMOTE` until stop
+// and returns the local port.
+func startPortForward(ns, target string, remote int) (port int, stop func(), err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, kubectlBin, "--kubeconfig", kubeconfig, "port-forward", "-n", ns, "--address", "127.0.0.1", target, fmt.Sprintf(":%d", remote))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		t.Fatal(err)
+		cancel()
+		return 0, nil, err
 	}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		cancel()
+		return 0, nil, err
 	}
-	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
+	stop = func() { cancel(); _ = cmd.Wait() }
 	found := make(chan int, 1)
 	go func() {
 		forwarding := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+)`)
@@ -322,9 +335,9 @@ func portForward(t *testing.T, ns, target string, remote int) int {
 	}()
 	select {
 	case p := <-found:
-		return p
+		return p, stop, nil
 	case <-time.After(30 * time.Second):
-		t.Fatalf("kubectl port-forward %s printed no local port: %s", target, stderr.String())
+		stop()
+		return 0, nil, fmt.Errorf("kubectl port-forward %s printed no local port: %s", target, stderr.String())
 	}
-	return 0
 }
