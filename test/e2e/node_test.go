@@ -254,20 +254,35 @@ echo "shop-ro never showed %[6]d rows (last: $n)"; exit 1
 	}
 	t.Logf("a readonly credential from mydatabases/credentials (%s, made by %s) read %d rows and wrote nothing", s.Username, s.Instance, rows)
 
-	// The README's way without the Secret: kubectl mydb psql (or mariadb)
-	// gets a user of its own and tunnels through the API server
-	// (mydatabases/connect), no port-forward.
-	engineClient, clientArgs := "psql", []string{"-tA", "-c", e.count}
+	// The README's three lines without the Secret: the example Role, a
+	// binding for alice, and kubectl mydb psql (or mariadb) as alice, who
+	// gets a user of her own and tunnels through the API server
+	// (mydatabases/connect), no port-forward; a write is refused.
+	mustKubectl(t, "", "apply", "-n", ns, "-f", filepath.Join(repoRoot, "artifacts", "examples", "shop-reader.yaml"))
+	mustKubectl(t, "", "create", "rolebinding", "alice-reads-shop", "-n", ns, "--role=shop-reader", "--user=alice")
+	engineClient, statement := "psql", "-c"
 	if e.engine != "postgres" {
-		engineClient, clientArgs = "mariadb", []string{"-N", "-e", e.count}
+		engineClient, statement = "mariadb", "-e"
 	}
-	plugin := exec.Command(filepath.Join(repoRoot, "_output", "bin", "kubectl-mydb"),
-		append([]string{"--kubeconfig", kubeconfig, "-n", ns, engineClient, "shop", "--"}, clientArgs...)...)
-	pluginOut, err := plugin.CombinedOutput()
-	if err != nil || !strings.Contains(string(pluginOut), fmt.Sprint(rows)) {
-		t.Errorf("kubectl mydb %s shop: %v\n%s", engineClient, err, pluginOut)
-	} else {
-		t.Logf("kubectl mydb %s shop, through mydatabases/connect, read %d rows", engineClient, rows)
+	asAlice := func(sql string) (string, error) {
+		plugin := exec.Command(filepath.Join(repoRoot, "_output", "bin", "kubectl-mydb"),
+			"--kubeconfig", kubeconfig, "--as", "alice", "-n", ns, engineClient, "shop", "--", statement, sql)
+		out, err := plugin.CombinedOutput()
+		return string(out), err
+	}
+	// RBAC is read from kube-apiserver's cache: the binding may take a
+	// moment.
+	var pluginOut string
+	eventually(t, 30*time.Second, func() (err error) {
+		pluginOut, err = asAlice(e.count)
+		if err != nil || !strings.Contains(pluginOut, fmt.Sprint(rows)) {
+			return fmt.Errorf("kubectl mydb --as alice %s shop: %v\n%s", engineClient, err, pluginOut)
+		}
+		return nil
+	})
+	t.Logf("kubectl mydb --as alice %s shop, through mydatabases/connect with the example Role, read %d rows", engineClient, rows)
+	if out, err := asAlice(e.insert); err == nil {
+		t.Errorf("alice wrote through kubectl mydb %s shop:\n%s", engineClient, out)
 	}
 }
 
