@@ -31,6 +31,7 @@ import (
 	"github.com/mydb-dev/mydb/pkg/instance/mariadb"
 	"github.com/mydb-dev/mydb/pkg/instance/mysql"
 	"github.com/mydb-dev/mydb/pkg/instance/postgres"
+	"github.com/mydb-dev/mydb/pkg/pki"
 )
 
 // Options are the command's flags.
@@ -54,7 +55,14 @@ type Options struct {
 	MaxReadyLag      time.Duration
 	MaxReadyLagBytes int64
 	ServerID         uint32
+	// CertificateLifetime is how long each of the instance's certificates
+	// is valid; it is renewed at two thirds of it.
+	CertificateLifetime time.Duration
 }
+
+// MinCertificateLifetime bounds --certificate-lifetime: with the five
+// minutes certificates are backdated by, a renewal then comes every 20 s.
+const MinCertificateLifetime = 3 * time.Minute
 
 func (o *Options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Engine, "engine", env("MYDB_ENGINE", ""), "database engine: postgres, mariadb or mysql ($MYDB_ENGINE)")
@@ -76,6 +84,8 @@ func (o *Options) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.MaxReadyLag, "max-ready-lag", 10*time.Second, "a replica lagging more is not ready")
 	fs.Int64Var(&o.MaxReadyLagBytes, "max-ready-lag-bytes", 16<<20, "a replica lagging more WAL bytes is not ready (Postgres)")
 	fs.Uint32Var(&o.ServerID, "server-id", 0, "MySQL-family server_id (default: the name's ordinal + 1)")
+	fs.DurationVar(&o.CertificateLifetime, "certificate-lifetime", pki.InstanceLifetime,
+		"how long each certificate of the instance (its manager's and its engine's) is valid; renewed at two thirds of it, the engine reloading without a restart")
 }
 
 func env(key, def string) string {
@@ -103,6 +113,9 @@ func (o *Options) validate() error {
 	}
 	if o.StopTimeout <= 0 {
 		errs = append(errs, errors.New("--stop-timeout must be positive"))
+	}
+	if o.CertificateLifetime < MinCertificateLifetime {
+		errs = append(errs, fmt.Errorf("--certificate-lifetime must be at least %s", MinCertificateLifetime))
 	}
 	return errors.Join(errs...)
 }
@@ -150,7 +163,9 @@ func run(ctx context.Context, o *Options) error {
 	}
 	secrets := instance.Secrets{Dir: o.SecretsDir}
 	engineTLS := instance.EngineTLSIn(o.RunDir)
-	identity, err := instance.NewIdentity(secrets, instance.InstanceLeaf(o.Name, o.Database, o.Namespace, o.ListenHost), &engineTLS, log)
+	leaf := instance.InstanceLeaf(o.Name, o.Database, o.Namespace, o.ListenHost)
+	leaf.Lifetime = o.CertificateLifetime
+	identity, err := instance.NewIdentity(secrets, leaf, &engineTLS, log)
 	if err != nil {
 		return fmt.Errorf("the instance's certificate: %w", err)
 	}

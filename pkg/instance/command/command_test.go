@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
 )
@@ -29,7 +30,8 @@ func TestValidate(t *testing.T) {
 		t.Fatal("empty options validated")
 	}
 	base := func(mod func(*Options)) *Options {
-		o := &Options{Engine: "postgres", Name: "db-0", DataRoot: "/d", RunDir: "/r", ListenHost: "127.0.0.1", SecretsDir: "/s", StopTimeout: 1}
+		o := &Options{Engine: "postgres", Name: "db-0", DataRoot: "/d", RunDir: "/r", ListenHost: "127.0.0.1", SecretsDir: "/s", StopTimeout: 1,
+			CertificateLifetime: MinCertificateLifetime}
 		mod(o)
 		return o
 	}
@@ -44,6 +46,8 @@ func TestValidate(t *testing.T) {
 		"a database without namespace": {mod: func(o *Options) { o.Database = "db" }, want: "--namespace is required"},
 		"a restore":                    {mod: func(o *Options) { o.TopologyFile, o.Restore = "/t.json", true }},
 		"a mysql restore":              {mod: func(o *Options) { o.TopologyFile, o.Restore, o.Engine = "/t.json", true, "mysql" }},
+		"certificates of a minute": {mod: func(o *Options) { o.TopologyFile, o.CertificateLifetime = "/t.json", time.Minute },
+			want: "--certificate-lifetime must be at least 3m0s"},
 	} {
 		err := base(tc.mod).validate()
 		switch {
