@@ -7,7 +7,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -186,31 +185,10 @@ func testTunnel(t *testing.T, tc replicationCase, ns string, cred examplev1.MyDa
 		t.Errorf("a tunnel for a user bound to nothing: %v, want 403", err)
 	}
 	analyst := asUser(t, "analyst")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	var tunnels atomic.Int64
-	go func() {
-		for {
-			local, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer local.Close()
-				remote, err := access.DialTunnel(ctx, analyst, ns, "shop", "")
-				if err != nil {
-					t.Errorf("tunnel: %v", err)
-					return
-				}
-				tunnels.Add(1)
-				access.Join(remote, local, local)
-			}()
-		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port := listenTunnels(t, func(ctx context.Context) (*access.TunnelConn, error) {
+		return access.DialTunnel(ctx, analyst, ns, "shop", "")
+	}, func(*access.TunnelConn) { tunnels.Add(1) })
 	open := func() *sql.DB {
 		t.Helper()
 		var db *sql.DB
@@ -289,31 +267,10 @@ func testTunnelToAReplica(t *testing.T, tc replicationCase, ns, primary string, 
 	if !errors.As(err, &refused) || refused.Code != http.StatusUnprocessableEntity || !strings.Contains(refused.Message, "instance") {
 		t.Errorf("a tunnel to shop-7: %v, want 422 naming the instance field", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	replicas := make(chan string, 100)
-	go func() {
-		for {
-			local, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer local.Close()
-				remote, err := access.DialTunnel(ctx, developer, ns, "shop", examplev1.ConnectToReplica)
-				if err != nil {
-					t.Errorf("tunnel to a replica: %v", err)
-					return
-				}
-				replicas <- remote.Instance
-				access.Join(remote, local, local)
-			}()
-		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port := listenTunnels(t, func(ctx context.Context) (*access.TunnelConn, error) {
+		return access.DialTunnel(ctx, developer, ns, "shop", examplev1.ConnectToReplica)
+	}, func(remote *access.TunnelConn) { replicas <- remote.Instance })
 	var db *sql.DB
 	var readOnly string
 	if tc.engine.name == "postgres" {

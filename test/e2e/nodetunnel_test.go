@@ -7,7 +7,6 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
-	"net"
 	"sort"
 	"testing"
 	"time"
@@ -74,29 +73,9 @@ spec:
 	// The tunnel as kubectl mydb connect makes it: a local listener, a
 	// tunnel per connection.
 	cfg := restConfig(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			local, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer local.Close()
-				remote, err := access.DialTunnel(ctx, cfg, ns, "shop", "")
-				if err != nil {
-					t.Errorf("tunnel: %v", err)
-					return
-				}
-				access.Join(remote, local, local)
-			}()
-		}
-	}()
-	tunnelPort := ln.Addr().(*net.TCPAddr).Port
+	tunnelPort := listenTunnels(t, func(ctx context.Context) (*access.TunnelConn, error) {
+		return access.DialTunnel(ctx, cfg, ns, "shop", "")
+	}, nil)
 
 	read := func(port int) (int64, error) {
 		if engine == "postgres" {

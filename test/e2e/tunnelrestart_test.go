@@ -6,7 +6,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"net"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -48,40 +47,25 @@ func TestTunnelsThroughRestartsOfMydb(t *testing.T) {
 	svc := startMydbService(t, 2)
 
 	cfg := restConfig(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	var waits waitLog
 	var tunnelFailures atomic.Int64
-	go func() {
-		for {
-			local, err := ln.Accept()
-			if err != nil {
-				return
+	port := listenTunnels(t, func(context.Context) (*access.TunnelConn, error) {
+		start := time.Now()
+		remote, err := access.Redial(ctx, func(ctx context.Context) (*access.TunnelConn, error) {
+			return access.DialTunnel(ctx, cfg, ns, "shop", "")
+		}, 30*time.Second)
+		if err != nil {
+			if ctx.Err() == nil {
+				tunnelFailures.Add(1)
 			}
-			go func() {
-				defer local.Close()
-				start := time.Now()
-				remote, err := access.Redial(ctx, func(ctx context.Context) (*access.TunnelConn, error) {
-					return access.DialTunnel(ctx, cfg, ns, "shop", "")
-				}, 30*time.Second)
-				if err != nil {
-					if ctx.Err() == nil {
-						tunnelFailures.Add(1)
-						t.Errorf("a tunnel: %v", err)
-					}
-					return
-				}
-				waits.add(time.Since(start))
-				access.Join(remote, local, local)
-			}()
+			return nil, err
 		}
-	}()
+		waits.add(time.Since(start))
+		return remote, nil
+	}, nil)
 	s := cred.Status
 	db, err := sql.Open("pgx", fmt.Sprintf("host=127.0.0.1 port=%d user=%s password=%s dbname=%s sslmode=require connect_timeout=40",
-		ln.Addr().(*net.TCPAddr).Port, s.Username, s.Password, s.Database))
+		port, s.Username, s.Password, s.Database))
 	if err != nil {
 		t.Fatal(err)
 	}
