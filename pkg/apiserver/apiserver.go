@@ -13,7 +13,6 @@ import (
 	"github.com/mydb-dev/mydb/pkg/registry/example/mydatabasebackup"
 	"github.com/mydb-dev/mydb/pkg/storagewrap"
 	"github.com/mydb-dev/mydb/pkg/storeguard"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -79,7 +78,10 @@ func (c completedConfig) New() (*Server, error) {
 		return nil, err
 	}
 
-	apiGroupInfo := genericapiserver.NewDefaultAPIGroupInfo(example.GroupName, Scheme, metav1.ParameterCodec, Codecs)
+	// The parameter codec of this scheme, not metav1's: it decodes the
+	// query of mydatabases/connect into MyDatabaseConnectOptions besides
+	// the metav1 options every verb takes.
+	apiGroupInfo := genericapiserver.NewDefaultAPIGroupInfo(example.GroupName, Scheme, runtime.NewParameterCodec(Scheme), Codecs)
 	// Bodies whose quantities do not parse are answered with the field paths.
 	apiGroupInfo.NegotiatedSerializer = fieldNamingSerializer{NegotiatedSerializer: Codecs}
 	// mydb's storage wrappers (pkg/storagewrap): the watch cache's

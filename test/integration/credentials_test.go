@@ -61,4 +61,22 @@ func TestCredentialsAction(t *testing.T) {
 			}
 		}
 	})
+	// The query of mydatabases/connect decodes into its options: an
+	// instance the database does not have is a 422 naming the field, one
+	// it has gets past validation (to a 503 here: this server runs no
+	// controllers, so it reaches no instance).
+	t.Run("connect's instance option", func(t *testing.T) {
+		for query, want := range map[string]int{
+			"?instance=shop-7":  http.StatusUnprocessableEntity,
+			"?instance=standby": http.StatusUnprocessableEntity,
+			"?instance=shop-0":  http.StatusServiceUnavailable,
+			"?instance=replica": http.StatusServiceUnavailable,
+			"":                  http.StatusServiceUnavailable,
+		} {
+			res := do(t, http.MethodPost, dbPath(ns, "shop", "connect")+query, "", nil)
+			if res.code != want || (want == http.StatusUnprocessableEntity && !strings.Contains(string(res.body), `"field":"instance"`)) {
+				t.Errorf("POST connect%s: %d %s, want %d", query, res.code, res.body, want)
+			}
+		}
+	})
 }
