@@ -309,15 +309,18 @@ func testTunnelToAReplica(t *testing.T, tc replicationCase, ns, primary string, 
 		t.Error("a readwrite credential wrote at a replica")
 	}
 	db.Close()
+	var reached []string
 	for {
 		select {
 		case name := <-replicas:
 			if name == primary || !strings.HasPrefix(name, "shop-") {
 				t.Errorf("a tunnel asked for a replica led to %q (the primary is %s)", name, primary)
 			}
+			reached = append(reached, name)
 			continue
 		default:
 		}
 		break
 	}
+	t.Logf("tunnels asked for a replica reached %v (the primary is %s); %s answered %d there", reached, primary, readOnly, inRecovery)
 }
