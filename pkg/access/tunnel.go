@@ -90,7 +90,7 @@ func Redial(ctx context.Context, dial func(context.Context) (*TunnelConn, error)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, err
+			return nil, fmt.Errorf("%w (the last attempt: %v)", ctx.Err(), err)
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, 2*time.Second)

@@ -190,9 +190,15 @@ func (s *mydbService) outage(gap time.Duration) time.Duration {
 		s.proxy.Remove(r.addr())
 	}
 	start := time.Now()
+	var wg sync.WaitGroup
 	for _, r := range old {
-		r.terminate(10 * time.Second)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.terminate(10 * time.Second)
+		}()
 	}
+	wg.Wait()
 	time.Sleep(time.Until(start.Add(gap)))
 	fresh := s.startReplica()
 	s.mu.Lock()

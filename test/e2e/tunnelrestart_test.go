@@ -27,14 +27,18 @@ import (
 //     new connection succeeds; the sessions open through a replica that
 //     exits end with an error (a tunnel is a TCP stream through that
 //     process: nothing resumes it), and the client's next connection works;
-//   - an outage with no replica for 5 s: a connection made meanwhile waits
-//     for the new replica (retrying the aggregator's 503s) and succeeds.
+//   - an outage with no replica in the rotation (at least 5 s, and the old
+//     ones' shutdown): a connection made meanwhile waits for the new
+//     replica (retrying the aggregator's 503s) and succeeds.
 //
 // Measured: connections made, sessions ended by a restart, and the longest
 // wait for a tunnel.
 func TestTunnelsThroughRestartsOfMydb(t *testing.T) {
 	tc := replicationCases[0]
-	_, _, h, _ := startShop(t, restConfig(t), tc, 0, "")
+	// A failoverDelay of a minute: the outage below stays under half of
+	// it, after which a primary that cannot read its MyDatabase fences
+	// itself (pkg/instance/kube), and a client waits for that too.
+	_, _, h, _ := startShop(t, restConfig(t), tc, time.Minute, "")
 	ns := h.ns
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
@@ -123,8 +127,8 @@ func TestTunnelsThroughRestartsOfMydb(t *testing.T) {
 		time.Sleep(2 * time.Second)
 	}
 	outage := svc.outage(5 * time.Second)
-	t.Logf("outage: no mydb-apiserver for %s, then %s ready", outage.Round(10*time.Millisecond), svc.addrs())
-	time.Sleep(5 * time.Second)
+	t.Logf("outage: no mydb-apiserver in the rotation for %s, then %s ready", outage.Round(10*time.Millisecond), svc.addrs())
+	time.Sleep(10 * time.Second)
 	stop()
 	wg.Wait()
 
