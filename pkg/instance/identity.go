@@ -37,12 +37,17 @@ type EngineTLS struct {
 	// CAFile is the database's root CA: what replicas verify the primary
 	// against.
 	CAFile string
+	// ChainCAFile holds the issuer and the root: MySQL verifies its own
+	// certificate against its ssl_ca with the first certificate of CertFile
+	// alone, and refuses ALTER INSTANCE RELOAD TLS when that fails.
+	ChainCAFile string
 }
 
 // EngineTLSIn is the layout of EngineTLS in the run directory.
 func EngineTLSIn(runDir string) EngineTLS {
 	dir := filepath.Join(runDir, "tls")
-	return EngineTLS{CertFile: filepath.Join(dir, "server.crt"), KeyFile: filepath.Join(dir, "server.key"), CAFile: filepath.Join(dir, "ca.crt")}
+	return EngineTLS{CertFile: filepath.Join(dir, "server.crt"), KeyFile: filepath.Join(dir, "server.key"), CAFile: filepath.Join(dir, "ca.crt"),
+		ChainCAFile: filepath.Join(dir, "chain-ca.crt")}
 }
 
 // Identity is an instance's (or a dump server's) certificate: minted at
@@ -176,7 +181,11 @@ func (id *Identity) write(leaf *pki.KeyPair, issuer *x509.Certificate, roots []*
 		{id.files.KeyFile, keyPEM, 0o600},
 		{id.files.CertFile, pki.EncodeCerts(leaf.Cert, issuer), 0o644},
 		{id.files.CAFile, pki.EncodeCerts(roots...), 0o644},
+		{id.files.ChainCAFile, pki.EncodeCerts(append([]*x509.Certificate{issuer}, roots...)...), 0o644},
 	} {
+		if f.path == "" {
+			continue
+		}
 		tmp := f.path + ".new"
 		if err := os.WriteFile(tmp, f.data, f.mode); err != nil {
 			return err

@@ -3,6 +3,7 @@ package instance
 import (
 	"bytes"
 	"crypto/tls"
+	"crypto/x509"
 	"log/slog"
 	"net/http"
 	"os"
@@ -90,6 +91,16 @@ func TestRenewalReplacesTheEngineFilesAndTellsTheEngine(t *testing.T) {
 	certs, err := pki.ParseCerts(second)
 	if err != nil || len(certs) != 2 || certs[0].VerifyHostname("10.0.0.9") != nil {
 		t.Errorf("the engine's certificate file: %d certificates, %v", len(certs), err)
+	}
+	// The chain CA file verifies the certificate file's first certificate
+	// alone, as MySQL checks it at a reload.
+	chain, err := os.ReadFile(files.ChainCAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors, _ := pki.ParseCerts(chain)
+	if _, err := certs[0].Verify(x509.VerifyOptions{Roots: pki.Pool(anchors...), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil || len(anchors) != 2 {
+		t.Errorf("the chain CA file (%d certificates) does not verify the leaf alone: %v", len(anchors), err)
 	}
 	if fi, err := os.Stat(files.KeyFile); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("the key file: %v %v, want mode 0600", fi.Mode(), err)

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,16 +22,18 @@ import (
 
 	"github.com/mydb-dev/mydb/pkg/instance"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
+	"github.com/mydb-dev/mydb/pkg/instance/mysqlfamily"
 	"github.com/mydb-dev/mydb/pkg/pki"
 )
 
 // testCertificateRenewal: a replica restarted with the shortest
 // --certificate-lifetime renews its certificate every 20 s or so, and its
 // engine serves each new one to new connections without a restart
-// (PostgreSQL pg_reload_conf, MariaDB FLUSH SSL, MySQL ALTER INSTANCE
-// RELOAD TLS): a session opened before the renewal still answers, the new
-// certificate verifies against the database's CA, and replication goes
-// on. The replica is then restarted with the default lifetime.
+// (PostgreSQL pg_reload_conf, MariaDB FLUSH NO_WRITE_TO_BINLOG SSL, MySQL
+// ALTER INSTANCE RELOAD TLS): a session opened before the renewal still
+// answers, the new certificate verifies against the database's CA,
+// replication goes on, and the reload wrote no transaction of the
+// replica's own. The replica is then restarted with the default lifetime.
 func testCertificateRenewal(t *testing.T, c *cluster, p, r *node, fig *figures) {
 	r.extraArgs = []string{"--certificate-lifetime=3m"}
 	r.stop()
@@ -83,10 +86,37 @@ func testCertificateRenewal(t *testing.T, c *cluster, p, r *node, fig *figures) 
 	mustExec(t, p.app(), "CREATE TABLE renewal (id INT PRIMARY KEY)")
 	mustExec(t, p.app(), "INSERT INTO renewal VALUES (1)")
 	replica := r.app()
-	waitFor(t, 30*time.Second, "row replicated to "+r.name, func() error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
 		var n int
-		return replica.QueryRow("SELECT id FROM renewal").Scan(&n)
-	})
+		err := replica.QueryRow("SELECT id FROM renewal").Scan(&n)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			log := r.logSince(off)
+			if len(log) > 6000 {
+				log = log[len(log)-6000:]
+			}
+			status, _ := r.status()
+			t.Fatalf("no row replicated to %s within 30 s of the renewal: %v; its manager reports %+v%s; its log says:\n%s",
+				r.name, err, status, mariadbReplicaStatus(c, r), log)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// The reload wrote no transaction of the replica's own: an errant GTID
+	// stops MariaDB's replication (gtid_strict_mode, which the row above
+	// would have caught) and makes a MySQL replica unfit for promotion.
+	if c.spec.name == "mysql" {
+		own, err := r.adminSQL("SELECT @@global.gtid_executed")
+		if err != nil {
+			t.Fatal(err)
+		}
+		subset, err := p.adminSQL(fmt.Sprintf("SELECT GTID_SUBSET('%s', @@global.gtid_executed)", strings.ReplaceAll(own, "\n", "")))
+		if err != nil || subset != "1" {
+			t.Errorf("%s executed transactions the primary never did (%s): %v", r.name, own, err)
+		}
+	}
 	fig.add("certificate renewed and served without a restart: %s after the first one was served (lifetime 3m, backdated 5m)",
 		time.Since(start).Round(time.Second))
 }
@@ -152,4 +182,25 @@ func servedCertificate(c *cluster, n *node) (*x509.Certificate, error) {
 		return nil, errors.New("the session was not over TLS")
 	}
 	return served, nil
+}
+
+// mariadbReplicaStatus is what SHOW SLAVE STATUS says on a MariaDB
+// replica, for a failure's message.
+func mariadbReplicaStatus(c *cluster, r *node) string {
+	if c.spec.name != "mariadb" {
+		return ""
+	}
+	cfg := mysql.NewConfig()
+	cfg.User, cfg.Net, cfg.Addr = "root", "unix", filepath.Join(r.runDir, "mariadbd.sock")
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return err.Error()
+	}
+	defer db.Close()
+	status, err := mysqlfamily.QueryRowMap(context.Background(), db, "SHOW SLAVE STATUS")
+	if err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("; SHOW SLAVE STATUS: IO %s, SQL %s, last IO error %q, last SQL error %q, master %s:%s",
+		status["Slave_IO_Running"], status["Slave_SQL_Running"], status["Last_IO_Error"], status["Last_SQL_Error"], status["Master_Host"], status["Master_Port"])
 }

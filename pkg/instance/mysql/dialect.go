@@ -194,7 +194,10 @@ func ServerArgs(cfg instance.DriverConfig, dataDir string) []string {
 	if cfg.TLSEnabled() {
 		// The instance's certificate, renewed by the manager, which then
 		// has the server read it again (ReloadTLS).
-		args = append(args, "--ssl-cert="+cfg.TLS.CertFile, "--ssl-key="+cfg.TLS.KeyFile)
+		// ssl_ca holds the issuer too: MySQL checks its own certificate
+		// against it (CertFile's first certificate alone) and refuses
+		// ALTER INSTANCE RELOAD TLS when the check fails (MY-015011).
+		args = append(args, "--ssl-cert="+cfg.TLS.CertFile, "--ssl-key="+cfg.TLS.KeyFile, "--ssl-ca="+cfg.TLS.ChainCAFile)
 	}
 	return args
 }
