@@ -28,7 +28,7 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	flags := genericclioptions.NewConfigFlags(true)
 	cmd := &cobra.Command{
 		Use:          "kubectl-mydb",
-		Short:        "Back up, restore, switch over and inspect MyDatabases",
+		Short:        "Connect to, back up, restore, switch over and inspect MyDatabases",
 		SilenceUsage: true,
 	}
 	flags.AddFlags(cmd.PersistentFlags())
