@@ -5,9 +5,12 @@ import (
 	"errors"
 	"net"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/rest"
 
 	"github.com/mydb-dev/mydb/pkg/access"
 )
@@ -54,4 +57,52 @@ func TestRedialWaitsThroughARestartButNotThroughARefusal(t *testing.T) {
 			t.Errorf("got %v after %s", err, time.Since(start))
 		}
 	})
+}
+
+// TestATunnelToAServerThatNeverAnswersEndsWithItsContext: an API server
+// that accepts the connection and never answers holds neither DialTunnel
+// past its context nor Redial past its timeout.
+func TestATunnelToAServerThatNeverAnswersEndsWithItsContext(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var mu sync.Mutex
+	var held []net.Conn
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c) // read nothing, answer nothing
+			mu.Unlock()
+		}
+	}()
+	cfg := &rest.Config{Host: "http://" + ln.Addr().String()}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := access.DialTunnel(ctx, cfg, "ns", "shop", ""); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("DialTunnel: %v, want the context's deadline", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("DialTunnel returned %s after its context ended", took)
+	}
+	start = time.Now()
+	_, err = access.Redial(context.Background(), func(ctx context.Context) (*access.TunnelConn, error) {
+		return access.DialTunnel(ctx, cfg, "ns", "shop", "")
+	}, time.Second)
+	if err == nil || time.Since(start) > 5*time.Second {
+		t.Errorf("Redial with a 1 s timeout: %v after %s", err, time.Since(start))
+	}
 }

@@ -76,6 +76,14 @@ func DialTunnel(ctx context.Context, cfg *rest.Config, namespace, name, instance
 	return up.conn, nil
 }
 
+// contextError is err, or the context's error when the context ended it.
+func contextError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w: %v", ctx.Err(), err)
+	}
+	return err
+}
+
 // Redial opens a tunnel with dial, trying again for up to timeout while
 // the API server does not answer or answers that it cannot now (a restart
 // of mydb-apiserver, a failover under way: 5xx, 429); a refusal (403,
@@ -84,7 +92,14 @@ func Redial(ctx context.Context, dial func(context.Context) (*TunnelConn, error)
 	deadline := time.Now().Add(timeout)
 	wait := 250 * time.Millisecond
 	for {
-		conn, err := dial(ctx)
+		// Each attempt ends at the deadline too: an API server that takes
+		// the connection and never answers is waited for no longer.
+		attempt, cancel := context.WithDeadline(ctx, deadline)
+		conn, err := dial(attempt)
+		cancel()
+		if err != nil && ctx.Err() != nil {
+			return nil, fmt.Errorf("%w (the last attempt: %v)", ctx.Err(), err)
+		}
 		if err == nil || !retriable(err) || time.Now().Add(wait).After(deadline) {
 			return conn, err
 		}
@@ -102,7 +117,7 @@ func retriable(err error) bool {
 	if errors.As(err, &refused) {
 		return refused.Code >= 500 || refused.Code == http.StatusTooManyRequests
 	}
-	return !errors.Is(err, context.Canceled)
+	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
 // TunnelError is a refused tunnel: the API server's status code and
@@ -156,15 +171,24 @@ func (u *upgrader) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		conn = tc
 	}
+	// Writing the request and reading the answer do not watch the
+	// context by themselves: a server that accepted the connection and
+	// never answers would hold the dial (and Redial's timeout) forever.
+	stop := context.AfterFunc(req.Context(), func() { conn.Close() })
 	if err := req.Write(conn); err != nil {
 		conn.Close()
-		return nil, err
+		return nil, contextError(req.Context(), err)
 	}
 	reader := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(reader, req)
 	if err != nil {
 		conn.Close()
-		return nil, err
+		return nil, contextError(req.Context(), err)
+	}
+	if !stop() {
+		// The context ended as the answer came: the connection is closed.
+		resp.Body.Close()
+		return nil, req.Context().Err()
 	}
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		u.conn = &TunnelConn{Conn: conn, reader: reader}

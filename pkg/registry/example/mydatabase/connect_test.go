@@ -122,7 +122,18 @@ func TestConnectTunnelsToThePrimary(t *testing.T) {
 		errs := make(chan error, 20)
 		for i := 0; i < 20; i++ {
 			go func() {
-				conn, err := access.DialTunnel(ctx, &rest.Config{Host: srv.URL}, "ns", "shop", "")
+				// Half through Redial, whose attempt's context ends once the
+				// tunnel is open: the tunnel must outlive it.
+				dial := func(ctx context.Context) (*access.TunnelConn, error) {
+					return access.DialTunnel(ctx, &rest.Config{Host: srv.URL}, "ns", "shop", "")
+				}
+				var conn *access.TunnelConn
+				var err error
+				if i%2 == 1 {
+					conn, err = access.Redial(ctx, dial, 10*time.Second)
+				} else {
+					conn, err = dial(ctx)
+				}
 				if err != nil {
 					errs <- err
 					return
