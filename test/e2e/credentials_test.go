@@ -17,6 +17,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -63,6 +64,7 @@ func TestCredentialsThroughTheAggregator(t *testing.T) {
 			if _, err := kube.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
+			waitUntilAllowed(t, "analyst", authorizationv1.ResourceAttributes{Namespace: ns, Verb: "readonly", Group: "example.com", Resource: "mydatabases", Subresource: "credentials", Name: "shop"})
 			bindEdit(t, ns, "dev")
 			credentialsAs := func(user string, role examplev1.CredentialRole) (*examplev1.MyDatabaseCredentialRequest, error) {
 				req := &examplev1.MyDatabaseCredentialRequest{Spec: examplev1.MyDatabaseCredentialRequestSpec{Role: role, ExpirationSeconds: ptr.To[int64](600)}}

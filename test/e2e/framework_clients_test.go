@@ -26,6 +26,7 @@ import (
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/names"
 	"github.com/mydb-dev/mydb/pkg/pki"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -120,6 +121,28 @@ func bindEdit(t *testing.T, ns, user string) {
 	if _, err := kubeClient(t).RbacV1().RoleBindings(ns).Create(context.Background(), rb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	waitUntilAllowed(t, user, authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Group: "example.com", Resource: "mydatabases"})
+}
+
+// waitUntilAllowed waits until kube-apiserver's authorizer grants user
+// what attributes name. A binding takes effect when kube-apiserver's RBAC
+// informer has seen it, a moment after the create returns: a request in
+// that moment is refused (CI met it). mydb asks the same authorizer, and
+// has cached no answer for a user that asked nothing yet.
+func waitUntilAllowed(t *testing.T, user string, attributes authorizationv1.ResourceAttributes) {
+	t.Helper()
+	eventually(t, 30*time.Second, func() error {
+		review, err := kubeClient(t).AuthorizationV1().SubjectAccessReviews().Create(context.Background(), &authorizationv1.SubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: []string{"system:authenticated"}, ResourceAttributes: &attributes},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		if !review.Status.Allowed {
+			return fmt.Errorf("%s may not %s %s/%s in %s yet: %s", user, attributes.Verb, attributes.Resource, attributes.Subresource, attributes.Namespace, review.Status.Reason)
+		}
+		return nil
+	})
 }
 
 // asUser returns a config that acts as user, through kube-apiserver.

@@ -11,6 +11,7 @@ import (
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -85,6 +86,7 @@ func TestSwitchoverVerb(t *testing.T) {
 	if _, err := kube.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	waitUntilAllowed(t, "oncall", authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Group: "example.com", Resource: "mydatabases", Subresource: "switchover"})
 	bindEdit(t, ns, "alice")
 	if out := mustKubectl(t, seedExample, "apply", "-n", ns, "-f", "-"); !strings.Contains(out, "created") {
 		t.Fatalf("seed: %s", out)
@@ -163,6 +165,7 @@ func TestNamingASecretNeedsReadingIt(t *testing.T) {
 		}
 	}
 	bind("tenant-databases", role.Name)
+	waitUntilAllowed(t, "tenant", authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Group: "example.com", Resource: "mydatabases"})
 	db := &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "shop"},
 		Spec: examplev1.MyDatabaseSpec{Engine: examplev1.EnginePostgres, StorageSize: resource.MustParse("1Gi"),
 			Backup: &examplev1.BackupPolicy{Destination: &examplev1.BackupDestination{S3: &examplev1.S3Destination{
