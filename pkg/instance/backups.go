@@ -61,6 +61,8 @@ type operations struct {
 type pendingRestore struct {
 	req   api.RestoreRequest
 	store ObjectStore
+	// archive is the WAL archive a restore to a point replays.
+	archive WALStore
 }
 
 func (o *operations) backupOp() *api.Operation {
@@ -239,6 +241,7 @@ func (m *Manager) postRestore(w http.ResponseWriter, r *http.Request) {
 	if ok && req.Format != "" && req.Format != b.BackupFormat() {
 		errs = append(errs, fmt.Sprintf("format: Unsupported value: %q: a %s instance restores %q", req.Format, m.opts.Engine, b.BackupFormat()))
 	}
+	errs = append(errs, validateRecovery(req.Archive, req.Target)...)
 	if len(errs) > 0 {
 		http.Error(w, strings.Join(errs, "; "), http.StatusUnprocessableEntity)
 		return
@@ -247,10 +250,21 @@ func (m *Manager) postRestore(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("restores are not supported for %s yet", m.opts.Engine), http.StatusNotImplemented)
 		return
 	}
+	if _, pitr := m.driver.(WALArchiver); req.Target != nil && !pitr {
+		http.Error(w, fmt.Sprintf("restores to a point are not supported for %s yet", m.opts.Engine), http.StatusNotImplemented)
+		return
+	}
 	store, err := m.openStore(req.Source)
 	if err != nil {
 		http.Error(w, "source: "+err.Error(), http.StatusUnprocessableEntity)
 		return
+	}
+	var archive WALStore
+	if req.Archive != nil {
+		if archive, err = m.openWALStore(*req.Archive); err != nil {
+			http.Error(w, "archive: "+err.Error(), http.StatusUnprocessableEntity)
+			return
+		}
 	}
 	m.mu.Lock()
 	if op := m.ops.restore; op != nil && op.ID == req.ID {
@@ -280,7 +294,7 @@ func (m *Manager) postRestore(w http.ResponseWriter, r *http.Request) {
 	}
 	op := &api.Operation{ID: req.ID, Phase: api.OperationRunning, Instance: m.opts.Name, Role: m.st.role,
 		StartTime: time.Now().UTC(), Format: b.BackupFormat(), Size: req.Size, SHA256: req.SHA256}
-	m.ops.restore, m.ops.pending = op, &pendingRestore{req: req, store: store}
+	m.ops.restore, m.ops.pending = op, &pendingRestore{req: req, store: store, archive: archive}
 	c := *op
 	m.mu.Unlock()
 	m.wakeLoop()
@@ -384,7 +398,14 @@ func (m *Manager) load(ctx context.Context, b Backuper, p *pendingRestore, op *a
 		return nil
 	}
 	verified := false
-	err = b.Restore(ctx, in, func() error { verified = true; return verify() })
+	verifyOnce := func() error { verified = true; return verify() }
+	if p.req.Target != nil {
+		err = m.withRestoreArchive(p.archive, p.req.Archive.Key, func() error {
+			return m.driver.(WALArchiver).RestoreTo(ctx, in, verifyOnce, *p.req.Target)
+		})
+	} else {
+		err = b.Restore(ctx, in, verifyOnce)
+	}
 	if err != nil && !verified && ctx.Err() == nil {
 		// The engine's tool gave up before the end (mbstream checks its
 		// chunks): when the object is not the backup, that is the cause.
@@ -528,6 +549,39 @@ func validateDestination(path string, d api.Destination) []string {
 	}
 	return validateS3(path+".s3", d.S3)
 }
+
+// validateRecovery checks that a restore names an archive and a target
+// together, and exactly one kind of target.
+func validateRecovery(archive *api.S3Object, target *api.RecoveryTarget) []string {
+	switch {
+	case archive == nil && target == nil:
+		return nil
+	case archive == nil:
+		return []string{"archive: Required value: a target needs the archive to replay"}
+	case target == nil:
+		return []string{"target: Required value: an archive is replayed to a target (time, lsn or latest)"}
+	}
+	errs := validateS3("archive", archive)
+	set := 0
+	if target.Time != nil {
+		set++
+	}
+	if target.LSN != "" {
+		set++
+		if !lsnPattern.MatchString(target.LSN) {
+			errs = append(errs, fmt.Sprintf("target.lsn: Invalid value: %q: must be an LSN such as 0/3000148", target.LSN))
+		}
+	}
+	if target.Latest {
+		set++
+	}
+	if set != 1 {
+		errs = append(errs, "target: Invalid value: exactly one of time, lsn and latest must be set")
+	}
+	return errs
+}
+
+var lsnPattern = regexp.MustCompile(`^[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}$`)
 
 func validateS3(path string, o *api.S3Object) []string {
 	var errs []string

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 )
@@ -167,6 +168,14 @@ type DriverConfig struct {
 	TLS      EngineTLS
 	// ServerID is the MySQL-family server_id.
 	ServerID uint32
+	// ArchiveCommand and RestoreCommand are shell commands that hand a
+	// closed WAL file to the manager and fetch one from the archive a
+	// restore replays (mydb-instance wal-archive and wal-restore, with
+	// PostgreSQL's %p and %f). ArchiveWAL makes the engine archive with
+	// ArchiveCommand, closing its WAL at least every ArchiveTimeout.
+	ArchiveCommand, RestoreCommand string
+	ArchiveWAL                     bool
+	ArchiveTimeout                 time.Duration
 	// Stdout and Stderr receive the engine's and its tools' output.
 	Stdout, Stderr io.Writer
 	Log            *slog.Logger

@@ -42,6 +42,14 @@ type Options struct {
 	// CredentialExpiryInterval is how often short-lived users are expired
 	// (0: CredentialExpiryInterval).
 	CredentialExpiryInterval time.Duration
+	// ArchiveWAL makes the instance archive its WAL while it is the primary,
+	// to where PUT /v1/archive says; ArchiveTimeout is how often an idle
+	// primary's WAL is closed and archived (0: DefaultArchiveTimeout).
+	ArchiveWAL     bool
+	ArchiveTimeout time.Duration
+	// LocalSocket is where the engine's archive and restore commands reach
+	// the manager (empty: nowhere, and neither works).
+	LocalSocket string
 	// OpenStore opens the bucket of a backup or restore (default OpenS3).
 	OpenStore func(api.S3Object) (ObjectStore, error)
 	Log       *slog.Logger
@@ -73,6 +81,8 @@ type Manager struct {
 	runCtx context.Context
 	// probes shares the engine probes of status reads over HTTP.
 	probes probeShare
+	// archive is the WAL archive's state, under its own lock.
+	archive walArchive
 }
 
 // managerState is the part of the status the loop owns.
@@ -131,6 +141,16 @@ func (m *Manager) Run(ctx context.Context) error {
 	}()
 
 	go m.expireCredentials(ctx)
+	if m.opts.LocalSocket != "" {
+		local, err := m.serveLocal(m.opts.LocalSocket)
+		if err != nil {
+			return err
+		}
+		defer local.Close()
+	}
+	if wa, ok := m.driver.(WALArchiver); ok && m.opts.ArchiveWAL {
+		go m.archiveHeartbeats(ctx, wa)
+	}
 
 	topologies := m.source.Watch(ctx)
 	tick := time.NewTicker(time.Second)

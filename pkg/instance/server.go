@@ -58,6 +58,7 @@ func (m *Manager) serve() (*http.Server, error) {
 	}
 	m.handleBackups(mux)
 	m.handleCredentials(mux)
+	m.handleArchive(mux)
 	ln, err := net.Listen("tcp", m.opts.StatusAddress)
 	if err != nil {
 		return nil, fmt.Errorf("status server: %w", err)
@@ -96,6 +97,9 @@ func (m *Manager) status(ctx context.Context, maxAge time.Duration) api.Status {
 		LastExit: st.lastExit,
 		Backup:   backup,
 		Restore:  restore,
+	}
+	if m.opts.ArchiveWAL {
+		s.Archive = m.archive.snapshot()
 	}
 	restoring := restore != nil && restore.Phase == api.OperationRunning
 	s.AwaitingRestore = st.awaitingRestore && !restoring

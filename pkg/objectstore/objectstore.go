@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 
 	"github.com/minio/minio-go/v7"
@@ -109,6 +110,43 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (Object, error
 	return Object{Key: key, Size: counted.n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
+// sha256Metadata is the user metadata PutFile records an object's digest
+// in (x-amz-meta-sha256); minio-go hands it back under this name.
+const sha256Metadata = "Sha256"
+
+// PutFile uploads the file at path to key with its SHA-256 recorded in the
+// object's metadata, which Stat then returns. The file is read twice (the
+// digest first): it must not change meanwhile.
+func (s *Store) PutFile(ctx context.Context, key, path string) (Object, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Object{}, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	size, err := io.Copy(h, f)
+	if err != nil {
+		return Object{}, err
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return Object{}, err
+	}
+	counted := &countingReader{r: f}
+	_, err = s.client.PutObject(ctx, s.bucket, key, counted, size, minio.PutObjectOptions{
+		PartSize:     partSize,
+		ContentType:  "application/octet-stream",
+		UserMetadata: map[string]string{sha256Metadata: sum},
+	})
+	if err != nil {
+		return Object{}, s.wrap(key, err)
+	}
+	if counted.n != size {
+		return Object{}, fmt.Errorf("%s changed while it was uploaded (%d bytes, then %d)", path, size, counted.n)
+	}
+	return Object{Key: key, Size: size, SHA256: sum}, nil
+}
+
 // Get opens key for reading. The reader fails with ErrNotFound on its first
 // read when the object does not exist, so Get checks that first.
 func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
@@ -122,13 +160,14 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	return obj, nil
 }
 
-// Stat tells the size of key (SHA256 is empty: the server does not keep it).
+// Stat tells the size of key, and its SHA-256 when PutFile recorded it
+// (empty otherwise: the server does not keep one).
 func (s *Store) Stat(ctx context.Context, key string) (Object, error) {
 	info, err := s.client.StatObject(ctx, s.bucket, key, minio.StatObjectOptions{})
 	if err != nil {
 		return Object{}, s.wrap(key, err)
 	}
-	return Object{Key: key, Size: info.Size}, nil
+	return Object{Key: key, Size: info.Size, SHA256: info.UserMetadata[sha256Metadata]}, nil
 }
 
 // Delete removes key; an object that is already gone is not an error.

@@ -174,6 +174,28 @@ func (c *Client) Restore(ctx context.Context, host string, auth Auth) (*Operatio
 	return c.operation(ctx, http.MethodGet, host, PathRestore, auth, nil)
 }
 
+// SetArchive is PUT /v1/archive.
+func (c *Client) SetArchive(ctx context.Context, host string, auth Auth, req ArchiveRequest) (*ArchiveStatus, error) {
+	resp, err := c.send(ctx, http.MethodPut, host, PathArchive, auth, req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	limited := http.MaxBytesReader(nil, resp.Body, maxAnswer)
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusUnprocessableEntity, http.StatusNotImplemented:
+		return nil, fmt.Errorf("%w: %s", ErrRefused, readMessage(limited))
+	default:
+		return nil, fmt.Errorf("PUT %s answered %s: %s", PathArchive, resp.Status, readMessage(limited))
+	}
+	var s ArchiveStatus
+	if err := json.NewDecoder(limited).Decode(&s); err != nil {
+		return nil, fmt.Errorf("reading the answer of PUT %s: %w", PathArchive, err)
+	}
+	return &s, nil
+}
+
 // operation calls one of the backup and restore endpoints, which answer an
 // Operation, and turns the answers that mean something into the errors
 // above.

@@ -19,13 +19,16 @@
 //	GET  /v1/restore                       -> 200 Operation, 404 when none was asked
 //	POST /v1/credentials CredentialRequest -> 201 Credential (a short-lived user, made on
 //	                                          a ready primary only; 409 elsewhere)
+//	PUT  /v1/archive     ArchiveRequest    -> 200 ArchiveStatus (where the WAL archive is;
+//	                                          501 without --wal-archive)
 //
 // Every manager serves HTTPS with a certificate of its database's issuer
 // naming its instance, and every endpoint but /healthz and /readyz (the
 // kubelet's probes, answered from a probe at most a second old) needs a
 // client certificate of the same database's CA (mutual TLS): /v1/status
 // admits the controller's and the instances'; /v1/clone the instances';
-// /v1/backups, /v1/restore and /v1/credentials the controller's alone
+// /v1/backups, /v1/restore, /v1/archive and /v1/credentials the
+// controller's alone
 // (mydb-apiserver, which the credentials subresource calls through). A
 // request without a certificate answers 401, one with another role's 403.
 // Credentials carry the caller's; Auth names the instance a request must

@@ -22,6 +22,11 @@ type RestoreRequest struct {
 	// Format is the backup's Operation.Format; when set, an instance of
 	// another engine refuses the restore (422) before loading anything.
 	Format string `json:"format,omitempty"`
+	// Archive is the source database's WAL archive (S3Object.Key is its
+	// prefix) and Target where its replay stops; both or neither are set.
+	// The restored database never writes into Archive.
+	Archive *S3Object       `json:"archive,omitempty"`
+	Target  *RecoveryTarget `json:"target,omitempty"`
 }
 
 // Destination is where a backup is written or read: one object in an

@@ -64,4 +64,7 @@ type Status struct {
 	AwaitingRestore bool       `json:"awaitingRestore,omitempty"`
 	Restore         *Operation `json:"restore,omitempty"`
 	Backup          *Operation `json:"backup,omitempty"`
+	// Archive is the WAL archive's progress, on an instance started with
+	// --wal-archive.
+	Archive *ArchiveStatus `json:"archive,omitempty"`
 }

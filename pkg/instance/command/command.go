@@ -55,6 +55,11 @@ type Options struct {
 	MaxReadyLag      time.Duration
 	MaxReadyLagBytes int64
 	ServerID         uint32
+	// ArchiveWAL makes the instance archive its WAL while it is the
+	// primary; ArchiveTimeout bounds how long a closed-but-unarchived
+	// stretch of an idle primary's WAL may grow.
+	ArchiveWAL     bool
+	ArchiveTimeout time.Duration
 	// CertificateLifetime is how long each of the instance's certificates
 	// is valid; it is renewed at two thirds of it.
 	CertificateLifetime time.Duration
@@ -84,6 +89,8 @@ func (o *Options) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.MaxReadyLag, "max-ready-lag", 10*time.Second, "a replica lagging more is not ready")
 	fs.Int64Var(&o.MaxReadyLagBytes, "max-ready-lag-bytes", 16<<20, "a replica lagging more WAL bytes is not ready (Postgres)")
 	fs.Uint32Var(&o.ServerID, "server-id", 0, "MySQL-family server_id (default: the name's ordinal + 1)")
+	fs.BoolVar(&o.ArchiveWAL, "wal-archive", env("MYDB_WAL_ARCHIVE", "") == "true", "archive the WAL while this instance is the primary (PostgreSQL), to where the controller's PUT /v1/archive says ($MYDB_WAL_ARCHIVE=true)")
+	fs.DurationVar(&o.ArchiveTimeout, "archive-timeout", instance.DefaultArchiveTimeout, "with --wal-archive: an idle primary commits a heartbeat and closes its WAL file this often, so the recoverable window advances")
 	fs.DurationVar(&o.CertificateLifetime, "certificate-lifetime", pki.InstanceLifetime,
 		"how long each certificate of the instance (its manager's and its engine's) is valid; renewed at two thirds of it, the engine reloading without a restart")
 }
@@ -114,6 +121,12 @@ func (o *Options) validate() error {
 	if o.StopTimeout <= 0 {
 		errs = append(errs, errors.New("--stop-timeout must be positive"))
 	}
+	if o.ArchiveWAL && o.Engine != "postgres" {
+		errs = append(errs, fmt.Errorf("--wal-archive is supported for postgres only, not %s yet", o.Engine))
+	}
+	if o.ArchiveWAL && o.ArchiveTimeout < time.Second {
+		errs = append(errs, errors.New("--archive-timeout must be at least 1s"))
+	}
 	if o.CertificateLifetime < MinCertificateLifetime {
 		errs = append(errs, fmt.Errorf("--certificate-lifetime must be at least %s", MinCertificateLifetime))
 	}
@@ -138,6 +151,7 @@ func New(ctx context.Context) *cobra.Command {
 	}
 	o.addFlags(cmd.Flags())
 	cmd.AddCommand(newDumpServer(ctx))
+	cmd.AddCommand(newWALCommand(ctx, false), newWALCommand(ctx, true))
 	cmd.AddCommand(&cobra.Command{
 		Use:   "copy DEST",
 		Short: "Copy this executable to DEST (a directory or a file), for an init container",
@@ -170,9 +184,17 @@ func run(ctx context.Context, o *Options) error {
 		return fmt.Errorf("the instance's certificate: %w", err)
 	}
 	go identity.Run(ctx)
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	socket := instance.LocalSocket(o.RunDir)
 	cfg := instance.DriverConfig{
 		Name: o.Name, DataRoot: o.DataRoot, RunDir: o.RunDir, ListenHost: o.ListenHost, ListenLoopback: o.ListenLoopback, Port: o.Port,
 		BinDir: o.BinDir, Secrets: secrets, Identity: identity, TLS: engineTLS, ServerID: serverID,
+		ArchiveCommand: walCommand(self, "wal-archive", socket, "%p", "%f"),
+		RestoreCommand: walCommand(self, "wal-restore", socket, "%f", "%p"),
+		ArchiveWAL:     o.ArchiveWAL, ArchiveTimeout: o.ArchiveTimeout,
 		Stdout: os.Stdout, Stderr: os.Stdout, Log: log.With("engine", o.Engine),
 	}
 	driver, err := newDriver(o.Engine, &cfg)
@@ -196,9 +218,10 @@ func run(ctx context.Context, o *Options) error {
 	m := instance.NewManager(instance.Options{
 		Name: o.Name, Engine: o.Engine, DataRoot: o.DataRoot, StatusAddress: o.StatusAddress,
 		StopTimeout: o.StopTimeout, MaxReadyLag: o.MaxReadyLag, MaxReadyLagBytes: o.MaxReadyLagBytes,
-		Identity: identity,
-		Restore:  o.Restore,
-		Log:      log,
+		Identity:   identity,
+		Restore:    o.Restore,
+		ArchiveWAL: o.ArchiveWAL, ArchiveTimeout: o.ArchiveTimeout, LocalSocket: socket,
+		Log: log,
 	}, driver, topology)
 
 	// A renewed certificate reaches the engine without a restart.

@@ -46,6 +46,15 @@ func TestValidate(t *testing.T) {
 		"a database without namespace": {mod: func(o *Options) { o.Database = "db" }, want: "--namespace is required"},
 		"a restore":                    {mod: func(o *Options) { o.TopologyFile, o.Restore = "/t.json", true }},
 		"a mysql restore":              {mod: func(o *Options) { o.TopologyFile, o.Restore, o.Engine = "/t.json", true, "mysql" }},
+		"a WAL archive":                {mod: func(o *Options) { o.TopologyFile, o.ArchiveWAL, o.ArchiveTimeout = "/t.json", true, time.Minute }},
+		"a mariadb WAL archive": {mod: func(o *Options) {
+			o.TopologyFile, o.ArchiveWAL, o.ArchiveTimeout, o.Engine = "/t.json", true, time.Minute, "mariadb"
+		},
+			want: "--wal-archive is supported for postgres only"},
+		"an archive timeout of 10ms": {mod: func(o *Options) {
+			o.TopologyFile, o.ArchiveWAL, o.ArchiveTimeout = "/t.json", true, 10*time.Millisecond
+		},
+			want: "--archive-timeout must be at least 1s"},
 		"certificates of a minute": {mod: func(o *Options) { o.TopologyFile, o.CertificateLifetime = "/t.json", time.Minute },
 			want: "--certificate-lifetime must be at least 3m0s"},
 	} {

@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -68,7 +70,49 @@ func (d *Driver) DiscardRestore() error { return os.RemoveAll(d.restoreDir()) }
 // directory, checked against its manifest, recovered to consistency by a
 // server on the socket only, given this instance's passwords and
 // authentication rules, then marked complete and renamed into place.
-func (d *Driver) Restore(ctx context.Context, r io.Reader, verify func() error) (err error) {
+func (d *Driver) Restore(ctx context.Context, r io.Reader, verify func() error) error {
+	return d.restore(ctx, r, verify, nil)
+}
+
+// RestoreTo implements instance.WALArchiver: Restore, and before the
+// server that adopts the credentials takes a connection it replays the
+// archive to target (recovery.signal, restore_command through the
+// manager, recovery_target_*) and promotes itself onto a new timeline. A
+// target the archive does not reach stops that server ("recovery ended
+// before configured recovery target was reached"): the restore fails and
+// leaves no data rather than ending elsewhere.
+func (d *Driver) RestoreTo(ctx context.Context, r io.Reader, verify func() error, target api.RecoveryTarget) error {
+	if d.cfg.RestoreCommand == "" {
+		return errors.New("no restore command: the manager has no local socket")
+	}
+	return d.restore(ctx, r, verify, &target)
+}
+
+// recoverySettings are the settings that replay the archive to target;
+// with target nil, the ones that clear them.
+func (d *Driver) recoverySettings(target *api.RecoveryTarget) map[string]string {
+	s := map[string]string{"restore_command": "", "recovery_target_time": "", "recovery_target_lsn": "",
+		"recovery_target_inclusive": "", "recovery_target_action": "", "recovery_target_timeline": ""}
+	if target == nil {
+		return s
+	}
+	s["restore_command"] = d.cfg.RestoreCommand
+	s["recovery_target_timeline"] = "latest"
+	if target.Latest {
+		return s
+	}
+	s["recovery_target_action"] = "promote"
+	s["recovery_target_inclusive"] = "on"
+	switch {
+	case target.Time != nil:
+		s["recovery_target_time"] = target.Time.UTC().Format("2006-01-02 15:04:05.999999-07")
+	case target.LSN != "":
+		s["recovery_target_lsn"] = target.LSN
+	}
+	return s
+}
+
+func (d *Driver) restore(ctx context.Context, r io.Reader, verify func() error, target *api.RecoveryTarget) (err error) {
 	if has, err := d.HasData(); err != nil || has {
 		return errors.Join(err, errors.New("the instance already has data"))
 	}
@@ -103,8 +147,22 @@ func (d *Driver) Restore(ctx context.Context, r io.Reader, verify func() error) 
 	if err := writeAuthConfig(tmp, d.cfg.TLSEnabled()); err != nil {
 		return err
 	}
-	if err := d.adoptCredentials(ctx, tmp, app); err != nil {
+	if target != nil {
+		if err := os.WriteFile(filepath.Join(tmp, "recovery.signal"), nil, 0o600); err != nil {
+			return err
+		}
+		if err := d.setAutoConf(tmp, d.recoverySettings(target)); err != nil {
+			return err
+		}
+	}
+	if err := d.adoptCredentials(ctx, tmp, app, target != nil); err != nil {
 		return err
+	}
+	if target != nil {
+		// Replayed and promoted: the next start is a plain one.
+		if err := d.setAutoConf(tmp, d.recoverySettings(nil)); err != nil {
+			return err
+		}
 	}
 	return d.commitDataDir(tmp)
 }
@@ -112,7 +170,7 @@ func (d *Driver) Restore(ctx context.Context, r io.Reader, verify func() error) 
 // adoptCredentials runs a server on the socket only in dataDir, which
 // recovers the backup to its end point before it takes connections, and
 // sets the passwords of this instance's Secret: the source's stop working.
-func (d *Driver) adoptCredentials(ctx context.Context, dataDir string, app appCredentials) error {
+func (d *Driver) adoptCredentials(ctx context.Context, dataDir string, app appCredentials, replay bool) error {
 	superPassword, err := d.cfg.Secrets.Get(instance.SecretSuperuserPassword)
 	if err != nil {
 		return err
@@ -121,7 +179,10 @@ func (d *Driver) adoptCredentials(ctx context.Context, dataDir string, app appCr
 	if err != nil {
 		return err
 	}
-	c, err := startAndWait(d.cfg.Tool(context.Background(), "postgres", d.serverArgs(dataDir, "")...))
+	server := d.cfg.Tool(context.Background(), "postgres", d.serverArgs(dataDir, "")...)
+	fatal := &fatalLines{}
+	server.Stderr = io.MultiWriter(d.cfg.Stderr, fatal)
+	c, err := startAndWait(server)
 	if err != nil {
 		return err
 	}
@@ -132,11 +193,37 @@ func (d *Driver) adoptCredentials(ctx context.Context, dataDir string, app appCr
 		<-c.ctx.Done()
 		cancel()
 	}()
+	stopped := func(err error) error {
+		if c.ctx.Err() != nil {
+			if line := fatal.last(); line != "" {
+				return fmt.Errorf("the server stopped: %s", line)
+			}
+			return fmt.Errorf("the server stopped: %v", c.err)
+		}
+		return err
+	}
 	conn, err := d.waitConn(wctx)
 	if err != nil {
-		return fmt.Errorf("recover the backup: %w", err)
+		return fmt.Errorf("recover the backup: %w", stopped(err))
 	}
 	defer conn.Close(context.Background())
+	if replay {
+		// Replaying the archive takes as long as it takes; the server
+		// stops on its own when the target is out of reach.
+		err := instance.PollUntil(wctx, 200*time.Millisecond, func() error {
+			var inRecovery bool
+			if err := conn.QueryRow(wctx, "SELECT pg_is_in_recovery()").Scan(&inRecovery); err != nil {
+				return err
+			}
+			if inRecovery {
+				return errors.New("still replaying the archive")
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("replay the archive: %w", stopped(err))
+		}
+	}
 	var dbOwner string
 	err = conn.QueryRow(ctx, "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = $1", app.database).Scan(&dbOwner)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -163,6 +250,40 @@ func (d *Driver) adoptCredentials(ctx context.Context, dataDir string, app appCr
 	}
 	conn.Close(ctx)
 	return c.stop()
+}
+
+// fatalLines keeps the last FATAL or PANIC line a server wrote.
+type fatalLines struct {
+	mu      sync.Mutex
+	partial []byte
+	line    string
+}
+
+func (f *fatalLines) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.partial = append(f.partial, p...)
+	for {
+		i := bytes.IndexByte(f.partial, '\n')
+		if i < 0 {
+			break
+		}
+		line := string(f.partial[:i])
+		f.partial = f.partial[i+1:]
+		if strings.Contains(line, "FATAL:") || strings.Contains(line, "PANIC:") {
+			f.line = strings.TrimSpace(line)
+		}
+	}
+	if len(f.partial) > 64<<10 {
+		f.partial = f.partial[:0]
+	}
+	return len(p), nil
+}
+
+func (f *fatalLines) last() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.line
 }
 
 // limitedBuffer keeps the first max bytes written to it.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
@@ -67,7 +68,12 @@ func (d *Driver) setAutoConf(dataDir string, settings map[string]string) error {
 		}
 		out.WriteString(line + "\n")
 	}
-	for _, name := range []string{"primary_conninfo", "primary_slot_name"} {
+	names := make([]string, 0, len(settings))
+	for name := range settings {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
 		if v := settings[name]; v != "" {
 			fmt.Fprintf(&out, "%s = %s\n", name, quoteLiteral(v))
 		}

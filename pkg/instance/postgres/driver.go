@@ -121,7 +121,8 @@ func (d *Driver) Command() (*exec.Cmd, error) {
 	if err := writeAuthConfig(d.DataDir(), d.cfg.TLSEnabled()); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(d.cfg.Bin("postgres"), d.serverArgs(d.DataDir(), strings.Join(d.cfg.ListenAddresses(), ","))...)
+	args := append(d.serverArgs(d.DataDir(), strings.Join(d.cfg.ListenAddresses(), ",")), d.archiveArgs()...)
+	cmd := exec.Command(d.cfg.Bin("postgres"), args...)
 	cmd.Stdout, cmd.Stderr = d.cfg.Stdout, d.cfg.Stderr
 	cmd.Env = instance.CleanEnv()
 	return cmd, nil

@@ -1,0 +1,61 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/mydb-dev/mydb/pkg/instance"
+)
+
+var _ instance.WALArchiver = (*Driver)(nil)
+
+// archiveArgs are the server settings of continuous archiving, on the
+// command line so ALTER SYSTEM cannot turn it off: archive_mode on (only a
+// primary archives; a promoted replica starts with its new timeline's
+// history), each file through the manager, and archive_timeout so an idle
+// primary's WAL still reaches the archive.
+func (d *Driver) archiveArgs() []string {
+	if !d.cfg.ArchiveWAL {
+		return nil
+	}
+	timeout := d.cfg.ArchiveTimeout
+	if timeout <= 0 {
+		timeout = instance.DefaultArchiveTimeout
+	}
+	return []string{"-c", "archive_mode=on", "-c", "archive_command=" + d.cfg.ArchiveCommand,
+		"-c", fmt.Sprintf("archive_timeout=%dms", timeout.Milliseconds())}
+}
+
+// ArchiveHeartbeat implements instance.WALArchiver: a transaction given a
+// transaction ID writes a commit record though it changes nothing.
+func (d *Driver) ArchiveHeartbeat(ctx context.Context) (string, error) {
+	p, err := d.adminPool()
+	if err != nil {
+		return "", err
+	}
+	if _, err := p.Exec(ctx, "SELECT pg_current_xact_id()"); err != nil {
+		return "", err
+	}
+	var file string
+	err = p.QueryRow(ctx, "SELECT pg_walfile_name(pg_current_wal_insert_lsn())").Scan(&file)
+	return file, err
+}
+
+// PendingArchive implements instance.WALArchiver: the files the archiver
+// has not handed over yet.
+func (d *Driver) PendingArchive() (int, error) {
+	entries, err := os.ReadDir(filepath.Join(d.DataDir(), "pg_wal", "archive_status"))
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".ready") {
+			n++
+		}
+	}
+	return n, nil
+}

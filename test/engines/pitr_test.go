@@ -1,0 +1,167 @@
+//go:build engines
+
+package engines
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
+	"github.com/mydb-dev/mydb/pkg/objectstore"
+	"github.com/mydb-dev/mydb/test/s3server"
+)
+
+// TestPostgresPointInTimeRestore: a primary started with --wal-archive
+// archives every WAL file through its manager into a real S3 server, each
+// object with its SHA-256; its status says how far the archive goes. A
+// table dropped after two batches of orders comes back, from a base
+// backup taken before both and the archive, as it was between the
+// batches; a target past the archive's end fails the restore and leaves
+// no data (it does not end somewhere else); "latest" replays everything.
+func TestPostgresPointInTimeRestore(t *testing.T) {
+	t.Parallel()
+	s3 := s3server.Start(t, s3server.Options{})
+	store := s3.Store(t)
+	ctx := context.Background()
+	spec := postgresSpec()
+
+	src := newClusterIn(t, spec, "pitr-src", "127.0.45.", 1)
+	p := src.nodes[0]
+	p.extraArgs = []string{"--wal-archive", "--archive-timeout", "2s"}
+	p.start()
+	src.setPrimary(p)
+	p.waitReady(time.Minute, api.RolePrimary)
+	archive := destination(s3, "pitr/src").S3
+	c, host := p.manager()
+	if _, err := c.SetArchive(ctx, host, p.auth(), api.ArchiveRequest{Destination: *archive}); err != nil {
+		t.Fatalf("PUT %s: %v", api.PathArchive, err)
+	}
+	base := p.backup(t, "pitr-base", s3, "pitr/base")
+
+	app := p.app()
+	mustExec(t, app, "CREATE TABLE orders (id int PRIMARY KEY, placed timestamptz NOT NULL DEFAULT clock_timestamp())")
+	mustExec(t, app, "INSERT INTO orders (id) SELECT g FROM generate_series(1, 100) g")
+	// The target lies between the batches' commits.
+	time.Sleep(50 * time.Millisecond)
+	target := time.Now().UTC()
+	time.Sleep(50 * time.Millisecond)
+	mustExec(t, app, "INSERT INTO orders (id) SELECT g FROM generate_series(101, 200) g")
+	mustExec(t, app, "DROP TABLE orders")
+	dropped := time.Now().UTC()
+
+	s := p.waitStatus(time.Minute, "the archive to pass the drop", func(s api.Status) bool {
+		return s.Archive != nil && s.Archive.LastRecoverableTime != nil && s.Archive.LastRecoverableTime.After(dropped)
+	})
+	a := s.Archive
+	if !a.Configured || a.Archived == 0 || a.LastArchived == "" || a.Failed != 0 || !strings.HasSuffix(a.Prefix, "/pitr/src") {
+		t.Errorf("archive status %+v", *a)
+	}
+	t.Logf("archive: %d files, last %s at %s, recoverable to %s, %d pending", a.Archived, a.LastArchived,
+		a.LastArchivedTime.Format(time.RFC3339Nano), a.LastRecoverableTime.Format(time.RFC3339Nano), a.Pending)
+
+	// Each object holds the bytes its recorded digest says.
+	objects, err := store.List(ctx, "pitr/src/wal/")
+	if err != nil || len(objects) == 0 {
+		t.Fatalf("the archive's objects: %v (%d)", err, len(objects))
+	}
+	for _, o := range objects[:min(3, len(objects))] {
+		st, err := store.Stat(ctx, o.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, err := store.Get(ctx, o.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size, sum := digest(rc)
+		rc.Close()
+		if st.SHA256 == "" || sum != st.SHA256 || size != st.Size {
+			t.Errorf("%s: holds %d bytes sha256 %s, recorded %q", o.Key, size, sum, st.SHA256)
+		}
+	}
+
+	restore := func(n *node, id string, to api.RecoveryTarget) {
+		t.Helper()
+		c, host := n.manager()
+		if _, err := c.StartRestore(ctx, host, n.auth(), api.RestoreRequest{
+			ID: id, Source: destination(s3, "pitr/base"), SHA256: base.SHA256, Size: base.Size, Format: base.Format,
+			Archive: archive, Target: &to,
+		}); err != nil {
+			t.Fatalf("%s: POST %s: %v", n.name, api.PathRestore, err)
+		}
+	}
+	awaiting := func(prefix string) *node {
+		c := newClusterIn(t, spec, "pitr-dst"+prefix, "127.0."+prefix+".", 1)
+		n := c.nodes[0]
+		n.extraArgs = []string{"--restore"}
+		n.start()
+		c.setPrimary(n)
+		n.waitStatus(time.Minute, "awaiting its restore", func(s api.Status) bool { return s.AwaitingRestore })
+		return n
+	}
+	orders := func(db *sql.DB) (int, error) {
+		var n int
+		err := db.QueryRow("SELECT count(*) FROM orders").Scan(&n)
+		return n, err
+	}
+
+	dst := awaiting("46")
+	t.Run("a target past the archive fails the restore and leaves no data", func(t *testing.T) {
+		restore(dst, "pitr-too-late", api.RecoveryTarget{Time: ptrTo(time.Now().Add(time.Hour))})
+		s := dst.waitStatus(3*time.Minute, "the restore to fail", func(s api.Status) bool {
+			return s.Restore != nil && s.Restore.ID == "pitr-too-late" && s.Restore.Phase == api.OperationFailed && s.AwaitingRestore
+		})
+		if !strings.Contains(s.Restore.Message, "recovery ended before configured recovery target was reached") {
+			t.Errorf("restore message %q, want the engine's reason", s.Restore.Message)
+		}
+		dst.assertNoData(t)
+	})
+
+	t.Run("the dropped table comes back as it was at the target", func(t *testing.T) {
+		restore(dst, "pitr-between", api.RecoveryTarget{Time: &target})
+		dst.waitReady(3*time.Minute, api.RolePrimary)
+		db := dst.app()
+		n, err := orders(db)
+		if err != nil || n != 100 {
+			t.Fatalf("orders after a restore to %s: %d, %v; want the first batch's 100", target.Format(time.RFC3339Nano), n, err)
+		}
+		var timeline int
+		if err := db.QueryRow("SELECT timeline_id FROM pg_control_checkpoint()").Scan(&timeline); err != nil || timeline < 2 {
+			t.Errorf("the restored primary's timeline: %d, %v; want a new one", timeline, err)
+		}
+		mustExec(t, db, "INSERT INTO orders (id) VALUES (1000)")
+		// The restored database archives nowhere yet: its controller
+		// gives it a prefix of its own (the source's is never written).
+		t.Logf("restored to %s: %d orders, timeline %d", target.Format(time.RFC3339Nano), n, timeline)
+	})
+
+	t.Run("latest replays the drop", func(t *testing.T) {
+		n := awaiting("47")
+		restore(n, "pitr-latest", api.RecoveryTarget{Latest: true})
+		n.waitReady(3*time.Minute, api.RolePrimary)
+		if _, err := orders(n.app()); err == nil || !strings.Contains(err.Error(), "does not exist") {
+			t.Errorf("orders after replaying everything: %v, want the drop replayed", err)
+		}
+	})
+
+	// Nothing the restores did wrote into the source's archive.
+	after, err := store.List(ctx, "pitr/src/wal/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range after {
+		if st, err := store.Stat(ctx, o.Key); err != nil || st.SHA256 == "" {
+			t.Errorf("%s: %v, recorded %q", o.Key, err, st.SHA256)
+		}
+	}
+	if _, err := store.Stat(ctx, instance.WALKey("pitr/src", "00000002.history")); !errors.Is(err, objectstore.ErrNotFound) {
+		t.Errorf("the source's archive and a restored database's timeline 2 history: %v, want none there", err)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
