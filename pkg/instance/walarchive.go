@@ -75,7 +75,7 @@ type walArchive struct {
 	// heartbeats are commits waiting for their file to be archived.
 	heartbeats []heartbeat
 	// restoreFrom is the archive a restore to a point reads, while it runs.
-	restoreFrom      WALStore
+	restoreFrom       WALStore
 	restoreFromPrefix string
 }
 
