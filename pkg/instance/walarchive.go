@@ -62,6 +62,12 @@ var walFileName = regexp.MustCompile(`^([0-9A-F]{24}(\.partial|\.[0-9A-F]{8}\.ba
 // segmentName is a whole segment's name: timeline, log, segment.
 var segmentName = regexp.MustCompile(`^[0-9A-F]{24}$`)
 
+// ArchiveURL names an archive by its endpoint, bucket and prefix, which is
+// how the controller tells whether a manager archives where it should.
+func ArchiveURL(o api.S3Object) string {
+	return strings.TrimSuffix(o.Endpoint, "/") + "/" + o.Bucket + "/" + o.Key
+}
+
 // WALKey is the object key of WAL file name in the archive at prefix.
 func WALKey(prefix, name string) string { return prefix + "/wal/" + name }
 
@@ -121,7 +127,7 @@ func (m *Manager) putArchive(w http.ResponseWriter, r *http.Request) {
 	}
 	a.dest, a.store = &d, store
 	a.status.Configured = true
-	a.status.Prefix = where(api.Destination{S3: &d})
+	a.status.Prefix = ArchiveURL(d)
 	s := a.status
 	a.mu.Unlock()
 	writeJSON(w, http.StatusOK, s)

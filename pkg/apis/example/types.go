@@ -80,15 +80,38 @@ const (
 
 // RestoreSource names the backup a new database starts from.
 type RestoreSource struct {
-	BackupName string
+	BackupName  string
+	PointInTime *RecoveryTarget
+}
+
+// RecoveryTarget is where a restore stops replaying the archive.
+type RecoveryTarget struct {
+	Time   *metav1.Time
+	LSN    string
+	Latest bool
+}
+
+// PointInTimeRecovery makes a database archive its write-ahead log.
+type PointInTimeRecovery struct {
+	ArchiveTimeout *metav1.Duration
+}
+
+// Recoverability is the window a restore to a point may target.
+type Recoverability struct {
+	FirstRecoverableTime *metav1.Time
+	LastRecoverableTime  *metav1.Time
+	LastArchivedWAL      string
+	LastArchivedTime     *metav1.Time
+	ArchivingSince       *metav1.Time
 }
 
 // BackupPolicy schedules backups of a MyDatabase.
 type BackupPolicy struct {
-	Schedule    string
-	Retention   int32
-	FinalBackup bool
-	Destination *BackupDestination
+	Schedule            string
+	Retention           int32
+	FinalBackup         bool
+	Destination         *BackupDestination
+	PointInTimeRecovery *PointInTimeRecovery
 }
 
 // BackupDestination is where backups are written.
@@ -153,6 +176,7 @@ type MyDatabaseStatus struct {
 	TargetPrimaryTime   *metav1.MicroTime
 	TargetPrimaryReason string
 	LastScheduleTime    *metav1.Time
+	Recoverability      *Recoverability
 }
 
 // The reasons status.targetPrimary is set for.

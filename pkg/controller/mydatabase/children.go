@@ -259,6 +259,7 @@ func podSpec(db *examplev1.MyDatabase, eng engine.Spec, image, instanceImage str
 		{Name: tmpVolume, VolumeSource: emptyDir},
 	}
 	withRestore(&spec, restore)
+	withArchive(&spec, db)
 	return spec
 }
 

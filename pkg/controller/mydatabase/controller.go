@@ -128,6 +128,9 @@ type Config struct {
 	// them for restores; nil is an api.Client, tests fake them.
 	Statuses StatusReader
 	Restores RestoreStarter
+	// Archives tells the managers where their WAL archive is; nil is an
+	// api.Client.
+	Archives ArchiveSetter
 	// Authority gives the credentials the managers are called with; nil
 	// is one of the controller's own.
 	Authority *databaseca.Authority
@@ -188,6 +191,7 @@ type Controller struct {
 	config    Config
 	statuses  StatusReader
 	restores  RestoreStarter
+	archives  ArchiveSetter
 	authority *databaseca.Authority
 	// incidents remembers the primaries that are not ready, for failover.
 	incidents incidents
@@ -208,6 +212,10 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, mydbCli
 	}
 	if restores == nil {
 		restores = &api.Client{}
+	}
+	archives := config.Archives
+	if archives == nil {
+		archives = &api.Client{}
 	}
 	c := &Controller{
 		kubeClient:   kubeClient,
@@ -234,6 +242,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, mydbCli
 		config:    config,
 		statuses:  statuses,
 		restores:  restores,
+		archives:  archives,
 		authority: config.Authority,
 	}
 	if c.authority == nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/controller/internal/s3location"
@@ -167,14 +168,32 @@ func (c *Controller) startRestore(ctx context.Context, db *examplev1.MyDatabase,
 		}
 		source.S3 = object
 	}
+	req := api.RestoreRequest{ID: id, Source: source, SHA256: b.Status.Checksum, Size: b.Status.SizeBytes, Format: b.Status.Format}
+	if pit := db.Spec.RestoreFrom.PointInTime; pit != nil {
+		if source.S3 == nil {
+			return restoredCondition(metav1.ConditionFalse, ReasonRestoreFailed,
+				fmt.Sprintf("MyDatabaseBackup %q is on a volume: a restore to a point replays an archive kept in S3, next to an S3 backup", b.Name))
+		}
+		if pit.Time != nil && b.Status.CompletionTime != nil && !pit.Time.After(b.Status.CompletionTime.Time) {
+			return restoredCondition(metav1.ConditionFalse, ReasonRestoreFailed,
+				fmt.Sprintf("the target %s is not after MyDatabaseBackup %q ended (%s): name an older backup",
+					pit.Time.UTC().Format(time.RFC3339), b.Name, b.Status.CompletionTime.UTC().Format(time.RFC3339)))
+		}
+		archive := *source.S3
+		archive.Key = archivePrefixOfBackup(b.Status.Location.S3)
+		req.Archive = &archive
+		req.Target = &api.RecoveryTarget{LSN: pit.LSN, Latest: pit.Latest}
+		if pit.Time != nil {
+			t := pit.Time.UTC()
+			req.Target.Time = &t
+		}
+	}
 	creds, err := c.authority.Credentials(db.Namespace, db.Name)
 	if err != nil {
 		return restoredCondition(metav1.ConditionFalse, ReasonRestoring, "waiting for the database's CA: "+err.Error())
 	}
 	auth := api.Auth{Credentials: creds, Name: in.Name}
-	op, err := c.restores.StartRestore(ctx, in.Address, auth, api.RestoreRequest{
-		ID: id, Source: source, SHA256: b.Status.Checksum, Size: b.Status.SizeBytes, Format: b.Status.Format,
-	})
+	op, err := c.restores.StartRestore(ctx, in.Address, auth, req)
 	switch {
 	case errors.Is(err, api.ErrRefused):
 		return restoredCondition(metav1.ConditionFalse, ReasonRestoreFailed, fmt.Sprintf("%s refused to load MyDatabaseBackup %q: %v", in.Name, b.Name, err))

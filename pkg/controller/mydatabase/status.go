@@ -286,6 +286,14 @@ func computeStatus(db *examplev1.MyDatabase, eng engine.Spec, sts *appsv1.Statef
 	if f.restored != nil {
 		set(f.restored.Type, f.restored.Status, f.restored.Reason, f.restored.Message)
 	}
+	if f.archiving != nil {
+		set(f.archiving.Type, f.archiving.Status, f.archiving.Reason, f.archiving.Message)
+	} else if pointInTimeRecovery(db) == nil {
+		meta.RemoveStatusCondition(&status.Conditions, examplev1.ConditionContinuousArchiving)
+	}
+	if f.recoverability != nil {
+		status.Recoverability = f.recoverability
+	}
 
 	switch {
 	case len(f.conflicts) > 0:

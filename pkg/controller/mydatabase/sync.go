@@ -51,6 +51,10 @@ type findings struct {
 	primaryChange *metav1.Condition
 	// restored is the Restored condition of a database with spec.restoreFrom.
 	restored *metav1.Condition
+	// archiving is the ContinuousArchiving condition and recoverability the
+	// window, of a database with point-in-time recovery.
+	archiving      *metav1.Condition
+	recoverability *examplev1.Recoverability
 }
 
 // sync makes the children of one MyDatabase match its spec and reports what
@@ -138,6 +142,10 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		return err
 	}
 	c.restoreEvent(db, f.restored)
+	if err := c.reconcileArchive(ctx, db, &f); err != nil {
+		return err
+	}
+	c.archiveEvent(db, f.archiving)
 	if f.blockages, err = c.blockages(ctx, db, sts); err != nil {
 		return err
 	}

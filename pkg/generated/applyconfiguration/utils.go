@@ -56,6 +56,12 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &examplev1.MyDatabaseSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("MyDatabaseStatus"):
 		return &examplev1.MyDatabaseStatusApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("PointInTimeRecovery"):
+		return &examplev1.PointInTimeRecoveryApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("Recoverability"):
+		return &examplev1.RecoverabilityApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("RecoveryTarget"):
+		return &examplev1.RecoveryTargetApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ReplicationSpec"):
 		return &examplev1.ReplicationSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("RestoreSource"):

@@ -56,6 +56,9 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1.MyDatabaseSwitchover{}.OpenAPIModelName():                        schema_pkg_apis_example_v1_MyDatabaseSwitchover(ref),
 		v1.MyDatabaseSwitchoverSpec{}.OpenAPIModelName():                    schema_pkg_apis_example_v1_MyDatabaseSwitchoverSpec(ref),
 		v1.MyDatabaseSwitchoverStatus{}.OpenAPIModelName():                  schema_pkg_apis_example_v1_MyDatabaseSwitchoverStatus(ref),
+		v1.PointInTimeRecovery{}.OpenAPIModelName():                         schema_pkg_apis_example_v1_PointInTimeRecovery(ref),
+		v1.Recoverability{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_Recoverability(ref),
+		v1.RecoveryTarget{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_RecoveryTarget(ref),
 		v1.ReplicationSpec{}.OpenAPIModelName():                             schema_pkg_apis_example_v1_ReplicationSpec(ref),
 		v1.RestoreSource{}.OpenAPIModelName():                               schema_pkg_apis_example_v1_RestoreSource(ref),
 		v1.S3CredentialsSecret{}.OpenAPIModelName():                         schema_pkg_apis_example_v1_S3CredentialsSecret(ref),
@@ -476,11 +479,17 @@ func schema_pkg_apis_example_v1_BackupPolicy(ref common.ReferenceCallback) commo
 							Ref:         ref(v1.BackupDestination{}.OpenAPIModelName()),
 						},
 					},
+					"pointInTimeRecovery": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PointInTimeRecovery archives the write-ahead log continuously to the destination (S3 only; PostgreSQL only), so a new database can start from any moment of status.recoverability. Changing it restarts the instances, one at a time.",
+							Ref:         ref(v1.PointInTimeRecovery{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.BackupDestination{}.OpenAPIModelName()},
+			v1.BackupDestination{}.OpenAPIModelName(), v1.PointInTimeRecovery{}.OpenAPIModelName()},
 	}
 }
 
@@ -1357,11 +1366,17 @@ func schema_pkg_apis_example_v1_MyDatabaseStatus(ref common.ReferenceCallback) c
 							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
 						},
 					},
+					"recoverability": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Recoverability is the window a restore to a point may target, with spec.backup.pointInTimeRecovery.",
+							Ref:         ref(v1.Recoverability{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.InstanceStatus{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), metav1.MicroTime{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+			v1.InstanceStatus{}.OpenAPIModelName(), v1.Recoverability{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), metav1.MicroTime{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -1477,6 +1492,107 @@ func schema_pkg_apis_example_v1_MyDatabaseSwitchoverStatus(ref common.ReferenceC
 	}
 }
 
+func schema_pkg_apis_example_v1_PointInTimeRecovery(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "PointInTimeRecovery makes a database's primary archive its write-ahead log continuously, next to its backups, so it can be restored to any moment of its recoverability window.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"archiveTimeout": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ArchiveTimeout is how often an idle primary commits a heartbeat and closes its WAL file, so the window advances with no writes: it bounds how far lastRecoverableTime lags behind now, at the cost of one WAL file (16 MiB) in the bucket each time. From 10s to 1h. Defaults to 5m.",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			metav1.Duration{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_Recoverability(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "Recoverability is how far back and up to when a database can be restored, as its instance managers measured it.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"firstRecoverableTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "FirstRecoverableTime is when the oldest succeeded backup taken while the archive was complete ended: the earliest target.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"lastRecoverableTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LastRecoverableTime is the commit time of the latest transaction known to be in the archive: a target must be before it.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"lastArchivedWAL": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LastArchivedWAL is the last file the primary archived, at LastArchivedTime.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"lastArchivedTime": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"archivingSince": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ArchivingSince is when the controller first saw the primary archive a file: backups that started before it are not a base for a replay.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			metav1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_RecoveryTarget(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "RecoveryTarget is where a restore stops replaying the archive; exactly one field is set.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"time": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Time: every transaction committed at or before it is restored, none committed after it. It must lie after the backup ended and before the source's status.recoverability.lastRecoverableTime; a target the archive does not reach fails the restore (it never ends elsewhere).",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"lsn": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LSN replays every record up to and including this log sequence number, such as \"0/3000148\".",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"latest": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Latest replays everything the archive holds.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			metav1.Time{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_example_v1_ReplicationSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -1513,10 +1629,18 @@ func schema_pkg_apis_example_v1_RestoreSource(ref common.ReferenceCallback) comm
 							Format:      "",
 						},
 					},
+					"pointInTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PointInTime replays the write-ahead log its source database archived (spec.backup.pointInTimeRecovery) from the end of the backup to this point, after which the new database is a primary of its own on a new timeline; it never writes into the source's archive. PostgreSQL only, with an S3 destination. Unset, the database is as the backup left it.",
+							Ref:         ref(v1.RecoveryTarget{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"backupName"},
 			},
 		},
+		Dependencies: []string{
+			v1.RecoveryTarget{}.OpenAPIModelName()},
 	}
 }
 

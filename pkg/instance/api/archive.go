@@ -19,7 +19,8 @@ type ArchiveStatus struct {
 	// Configured tells that the manager knows where to archive (PUT
 	// /v1/archive); until then the engine keeps its WAL and retries.
 	Configured bool `json:"configured"`
-	// Prefix is the archive's bucket and key prefix, s3://bucket/prefix.
+	// Prefix is the archive's endpoint, bucket and key prefix,
+	// https://host/bucket/prefix.
 	Prefix string `json:"prefix,omitempty"`
 	// Archived counts the files this manager uploaded (or found already
 	// there, identical); Failed the attempts that failed.

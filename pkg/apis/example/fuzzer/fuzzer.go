@@ -29,6 +29,9 @@ var Funcs = func(codecs runtimeserializer.CodecFactory) []interface{} {
 			if s.Backup != nil && s.Backup.Retention == 0 {
 				s.Backup.Retention = 7
 			}
+			if s.Backup != nil && s.Backup.PointInTimeRecovery != nil && s.Backup.PointInTimeRecovery.ArchiveTimeout == nil {
+				s.Backup.PointInTimeRecovery.ArchiveTimeout = &metav1.Duration{Duration: 5 * time.Minute}
+			}
 			if s.FailoverDelay == nil {
 				s.FailoverDelay = &metav1.Duration{Duration: 30 * time.Second}
 			}

@@ -15,6 +15,10 @@ func addDefaultingFuncs(scheme *runtime.Scheme) error {
 	return RegisterDefaults(scheme)
 }
 
+// DefaultArchiveTimeout is spec.backup.pointInTimeRecovery.archiveTimeout's
+// default.
+const DefaultArchiveTimeout = 5 * time.Minute
+
 // DefaultBackupRetention is how many scheduled backups are kept by default.
 const DefaultBackupRetention = 7
 
@@ -74,6 +78,9 @@ func SetDefaults_MyDatabaseSpec(spec *MyDatabaseSpec) {
 	}
 	if spec.DeletionPolicy == "" {
 		spec.DeletionPolicy = DeletionPolicyRetain
+	}
+	if spec.Backup != nil && spec.Backup.PointInTimeRecovery != nil && spec.Backup.PointInTimeRecovery.ArchiveTimeout == nil {
+		spec.Backup.PointInTimeRecovery.ArchiveTimeout = &metav1.Duration{Duration: DefaultArchiveTimeout}
 	}
 	if spec.Backup != nil && spec.Backup.Retention == nil {
 		spec.Backup.Retention = ptr.To[int32](DefaultBackupRetention)

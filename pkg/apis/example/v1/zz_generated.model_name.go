@@ -127,6 +127,21 @@ func (in MyDatabaseSwitchoverStatus) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in PointInTimeRecovery) OpenAPIModelName() string {
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.PointInTimeRecovery"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in Recoverability) OpenAPIModelName() string {
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.Recoverability"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in RecoveryTarget) OpenAPIModelName() string {
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.RecoveryTarget"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in ReplicationSpec) OpenAPIModelName() string {
 	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.ReplicationSpec"
 }

@@ -4,6 +4,7 @@ package validation
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -245,6 +246,44 @@ func validateSpec(spec *example.MyDatabaseSpec, fldPath *field.Path) field.Error
 		for _, msg := range ValidateBackupName(spec.RestoreFrom.BackupName, false) {
 			allErrs = append(allErrs, field.Invalid(p, spec.RestoreFrom.BackupName, msg))
 		}
+		allErrs = append(allErrs, validateRecoveryTarget(spec.RestoreFrom.PointInTime, spec.Engine, fldPath.Child("restoreFrom", "pointInTime"))...)
+	}
+	return allErrs
+}
+
+// The bounds of spec.backup.pointInTimeRecovery.archiveTimeout: below 10s
+// an idle database fills its bucket with a 16 MiB file every few seconds;
+// above an hour its window lags too far behind.
+const (
+	MinArchiveTimeout = 10 * time.Second
+	MaxArchiveTimeout = time.Hour
+)
+
+var lsnPattern = regexp.MustCompile(`^[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}$`)
+
+func validateRecoveryTarget(t *example.RecoveryTarget, engine example.Engine, fldPath *field.Path) field.ErrorList {
+	if t == nil {
+		return nil
+	}
+	var allErrs field.ErrorList
+	if engine != example.EnginePostgres {
+		allErrs = append(allErrs, field.Forbidden(fldPath, fmt.Sprintf("is supported for postgres only, not %s yet", engine)))
+	}
+	set := 0
+	if t.Time != nil {
+		set++
+	}
+	if t.LSN != "" {
+		set++
+		if !lsnPattern.MatchString(t.LSN) {
+			allErrs = append(allErrs, field.Invalid(fldPath.Child("lsn"), t.LSN, "must be a log sequence number such as 0/3000148"))
+		}
+	}
+	if t.Latest {
+		set++
+	}
+	if set != 1 {
+		allErrs = append(allErrs, field.Invalid(fldPath, "", "exactly one of time, lsn and latest must be set"))
 	}
 	return allErrs
 }
@@ -265,6 +304,19 @@ func validateBackupPolicy(p *example.BackupPolicy, engine example.Engine, fldPat
 		allErrs = append(allErrs, validateDestination(p.Destination, fldPath.Child("destination"))...)
 	} else if p.Schedule != "" || p.FinalBackup {
 		allErrs = append(allErrs, field.Required(fldPath.Child("destination"), "must say where backups are written when schedule or finalBackup is set"))
+	}
+	if pitr := p.PointInTimeRecovery; pitr != nil {
+		pp := fldPath.Child("pointInTimeRecovery")
+		switch {
+		case engine != example.EnginePostgres:
+			allErrs = append(allErrs, field.Forbidden(pp, fmt.Sprintf("is supported for postgres only, not %s yet", engine)))
+		case p.Destination == nil || p.Destination.S3 == nil:
+			allErrs = append(allErrs, field.Required(fldPath.Child("destination", "s3"), "must be set with pointInTimeRecovery: the archive is kept in the bucket, next to the backups"))
+		}
+		if t := pitr.ArchiveTimeout; t != nil && (t.Duration < MinArchiveTimeout || t.Duration > MaxArchiveTimeout) {
+			allErrs = append(allErrs, field.Invalid(pp.Child("archiveTimeout"), t.Duration.String(),
+				fmt.Sprintf("must be between %s and %s", MinArchiveTimeout, MaxArchiveTimeout)))
+		}
 	}
 	if p.Schedule == "" {
 		return allErrs // backups on demand and the final one only

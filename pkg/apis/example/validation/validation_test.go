@@ -252,6 +252,34 @@ func TestValidateMyDatabase(t *testing.T) {
 		{name: "restore mysql", db: myDatabase(func(d *example.MyDatabase) {
 			d.Spec.RestoreFrom = &example.RestoreSource{BackupName: "prod-mysql-x7k2p"}
 		})},
+		{name: "point-in-time recovery", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
+			d.Spec.Backup = &example.BackupPolicy{Retention: 7, Destination: s3Destination(),
+				PointInTimeRecovery: &example.PointInTimeRecovery{ArchiveTimeout: &metav1.Duration{Duration: time.Minute}}}
+		})},
+		{name: "point-in-time recovery of mysql, to a volume, archiving every second", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Backup = &example.BackupPolicy{Retention: 7, Destination: &example.BackupDestination{Volume: &example.VolumeDestination{}},
+				PointInTimeRecovery: &example.PointInTimeRecovery{ArchiveTimeout: &metav1.Duration{Duration: time.Second}}}
+		}), want: []errorSummary{
+			{field.ErrorTypeForbidden, "spec.backup.pointInTimeRecovery"},
+			{field.ErrorTypeInvalid, "spec.backup.pointInTimeRecovery.archiveTimeout"},
+		}},
+		{name: "point-in-time recovery to a volume", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
+			d.Spec.Backup = &example.BackupPolicy{Retention: 7, Destination: &example.BackupDestination{Volume: &example.VolumeDestination{}},
+				PointInTimeRecovery: &example.PointInTimeRecovery{ArchiveTimeout: &metav1.Duration{Duration: time.Minute}}}
+		}), want: []errorSummary{{field.ErrorTypeRequired, "spec.backup.destination.s3"}}},
+		{name: "restore to a time", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
+			d.Spec.RestoreFrom = &example.RestoreSource{BackupName: "shop-nightly", PointInTime: &example.RecoveryTarget{Time: &metav1.Time{Time: time.Now()}}}
+		})},
+		{name: "restore to an LSN and latest, of mysql", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.RestoreFrom = &example.RestoreSource{BackupName: "shop-nightly", PointInTime: &example.RecoveryTarget{LSN: "0/ZZ", Latest: true}}
+		}), want: []errorSummary{
+			{field.ErrorTypeForbidden, "spec.restoreFrom.pointInTime"},
+			{field.ErrorTypeInvalid, "spec.restoreFrom.pointInTime.lsn"},
+			{field.ErrorTypeInvalid, "spec.restoreFrom.pointInTime"},
+		}},
+		{name: "restore to no point", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
+			d.Spec.RestoreFrom = &example.RestoreSource{BackupName: "shop-nightly", PointInTime: &example.RecoveryTarget{}}
+		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.restoreFrom.pointInTime"}}},
 		{name: "restore from a bad name", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
 			d.Spec.RestoreFrom = &example.RestoreSource{BackupName: "Bad_Name"}
 		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.restoreFrom.backupName"}}},

@@ -66,6 +66,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: finalBackup
       type:
         scalar: boolean
+    - name: pointInTimeRecovery
+      type:
+        namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.PointInTimeRecovery
     - name: retention
       type:
         scalar: numeric
@@ -287,6 +290,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: readyReplicas
       type:
         scalar: numeric
+    - name: recoverability
+      type:
+        namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.Recoverability
     - name: replicas
       type:
         scalar: numeric
@@ -302,6 +308,42 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: targetPrimaryTime
       type:
         namedType: io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime
+- name: com.github.mydb-dev.mydb.pkg.apis.example.v1.PointInTimeRecovery
+  map:
+    fields:
+    - name: archiveTimeout
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Duration
+- name: com.github.mydb-dev.mydb.pkg.apis.example.v1.Recoverability
+  map:
+    fields:
+    - name: archivingSince
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
+    - name: firstRecoverableTime
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
+    - name: lastArchivedTime
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
+    - name: lastArchivedWAL
+      type:
+        scalar: string
+    - name: lastRecoverableTime
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
+- name: com.github.mydb-dev.mydb.pkg.apis.example.v1.RecoveryTarget
+  map:
+    fields:
+    - name: latest
+      type:
+        scalar: boolean
+    - name: lsn
+      type:
+        scalar: string
+    - name: time
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
 - name: com.github.mydb-dev.mydb.pkg.apis.example.v1.ReplicationSpec
   map:
     fields:
@@ -315,6 +357,9 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
       default: ""
+    - name: pointInTime
+      type:
+        namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.RecoveryTarget
 - name: com.github.mydb-dev.mydb.pkg.apis.example.v1.S3CredentialsSecret
   map:
     fields:

@@ -43,6 +43,11 @@ type BackupPolicyApplyConfiguration struct {
 	// backup, on demand, scheduled or final, needs one: a backup of a
 	// database without a destination fails, and POST .../backup refuses it.
 	Destination *BackupDestinationApplyConfiguration `json:"destination,omitempty"`
+	// PointInTimeRecovery archives the write-ahead log continuously to the
+	// destination (S3 only; PostgreSQL only), so a new database can start
+	// from any moment of status.recoverability. Changing it restarts the
+	// instances, one at a time.
+	PointInTimeRecovery *PointInTimeRecoveryApplyConfiguration `json:"pointInTimeRecovery,omitempty"`
 }
 
 // BackupPolicyApplyConfiguration constructs a declarative configuration of the BackupPolicy type for use with
@@ -80,5 +85,13 @@ func (b *BackupPolicyApplyConfiguration) WithFinalBackup(value bool) *BackupPoli
 // If called multiple times, the Destination field is set to the value of the last call.
 func (b *BackupPolicyApplyConfiguration) WithDestination(value *BackupDestinationApplyConfiguration) *BackupPolicyApplyConfiguration {
 	b.Destination = value
+	return b
+}
+
+// WithPointInTimeRecovery sets the PointInTimeRecovery field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PointInTimeRecovery field is set to the value of the last call.
+func (b *BackupPolicyApplyConfiguration) WithPointInTimeRecovery(value *PointInTimeRecoveryApplyConfiguration) *BackupPolicyApplyConfiguration {
+	b.PointInTimeRecovery = value
 	return b
 }

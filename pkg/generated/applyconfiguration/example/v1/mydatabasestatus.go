@@ -63,6 +63,9 @@ type MyDatabaseStatusApplyConfiguration struct {
 	// LastScheduleTime is the due time of the last backup spec.backup.schedule
 	// took; the next one is due at the schedule's first time after it.
 	LastScheduleTime *apismetav1.Time `json:"lastScheduleTime,omitempty"`
+	// Recoverability is the window a restore to a point may target, with
+	// spec.backup.pointInTimeRecovery.
+	Recoverability *RecoverabilityApplyConfiguration `json:"recoverability,omitempty"`
 }
 
 // MyDatabaseStatusApplyConfiguration constructs a declarative configuration of the MyDatabaseStatus type for use with
@@ -174,5 +177,13 @@ func (b *MyDatabaseStatusApplyConfiguration) WithTargetPrimaryReason(value strin
 // If called multiple times, the LastScheduleTime field is set to the value of the last call.
 func (b *MyDatabaseStatusApplyConfiguration) WithLastScheduleTime(value apismetav1.Time) *MyDatabaseStatusApplyConfiguration {
 	b.LastScheduleTime = &value
+	return b
+}
+
+// WithRecoverability sets the Recoverability field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Recoverability field is set to the value of the last call.
+func (b *MyDatabaseStatusApplyConfiguration) WithRecoverability(value *RecoverabilityApplyConfiguration) *MyDatabaseStatusApplyConfiguration {
+	b.Recoverability = value
 	return b
 }

@@ -30,6 +30,13 @@ type RestoreSourceApplyConfiguration struct {
 	// backup's source database may be gone: its status.location says where
 	// the dump is and with which credentials.
 	BackupName *string `json:"backupName,omitempty"`
+	// PointInTime replays the write-ahead log its source database archived
+	// (spec.backup.pointInTimeRecovery) from the end of the backup to this
+	// point, after which the new database is a primary of its own on a new
+	// timeline; it never writes into the source's archive. PostgreSQL
+	// only, with an S3 destination. Unset, the database is as the backup
+	// left it.
+	PointInTime *RecoveryTargetApplyConfiguration `json:"pointInTime,omitempty"`
 }
 
 // RestoreSourceApplyConfiguration constructs a declarative configuration of the RestoreSource type for use with
@@ -43,5 +50,13 @@ func RestoreSource() *RestoreSourceApplyConfiguration {
 // If called multiple times, the BackupName field is set to the value of the last call.
 func (b *RestoreSourceApplyConfiguration) WithBackupName(value string) *RestoreSourceApplyConfiguration {
 	b.BackupName = &value
+	return b
+}
+
+// WithPointInTime sets the PointInTime field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PointInTime field is set to the value of the last call.
+func (b *RestoreSourceApplyConfiguration) WithPointInTime(value *RecoveryTargetApplyConfiguration) *RestoreSourceApplyConfiguration {
+	b.PointInTime = value
 	return b
 }

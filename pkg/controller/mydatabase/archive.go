@@ -1,0 +1,215 @@
+package mydatabase
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"time"
+
+	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/controller/internal/s3location"
+	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+)
+
+// ArchiveSetter tells an instance manager where its WAL archive is (PUT
+// /v1/archive): *api.Client, or a test's fake.
+type ArchiveSetter interface {
+	SetArchive(ctx context.Context, host string, auth api.Auth, req api.ArchiveRequest) (*api.ArchiveStatus, error)
+}
+
+// Reasons of the ContinuousArchiving condition.
+const (
+	ReasonArchiving            = "Archiving"
+	ReasonArchiveStarting      = "ArchiveStarting"
+	ReasonArchiveFailing       = "ArchiveFailing"
+	ReasonArchiveNotConfigured = "ArchiveNotConfigured"
+)
+
+// The flags that make an instance archive its WAL.
+const (
+	walArchiveFlag     = "--wal-archive"
+	archiveTimeoutFlag = "--archive-timeout"
+)
+
+// ArchivePrefix is where db's WAL archive is kept in its destination,
+// next to its backups: <prefix>/<namespace>/<database>/<database UID>; the
+// files are below it (instance.WALKey). A restored database has a UID, so
+// a prefix, of its own: it never writes into its source's archive.
+func ArchivePrefix(d *examplev1.S3Destination, db *examplev1.MyDatabase) string {
+	return path.Join(d.Prefix, db.Namespace, db.Name, string(db.UID))
+}
+
+// archivePrefixOfBackup is the archive of the database a backup in S3 was
+// taken of: the directory its object is in.
+func archivePrefixOfBackup(l *examplev1.S3Location) string { return path.Dir(l.Key) }
+
+// withArchive makes the instances of a database with point-in-time
+// recovery archive their WAL.
+func withArchive(spec *corev1.PodSpec, db *examplev1.MyDatabase) {
+	pitr := pointInTimeRecovery(db)
+	if pitr == nil {
+		return
+	}
+	timeout := examplev1.DefaultArchiveTimeout
+	if pitr.ArchiveTimeout != nil {
+		timeout = pitr.ArchiveTimeout.Duration
+	}
+	spec.Containers[0].Args = append(spec.Containers[0].Args, walArchiveFlag, archiveTimeoutFlag+"="+timeout.String())
+}
+
+func pointInTimeRecovery(db *examplev1.MyDatabase) *examplev1.PointInTimeRecovery {
+	if b := db.Spec.Backup; b != nil && b.Destination != nil && b.Destination.S3 != nil {
+		return b.PointInTimeRecovery
+	}
+	return nil
+}
+
+// reconcileArchive tells every instance that archives and does not know
+// where (a new or restarted manager) the database's archive, and says in
+// f how the primary's archiving stands.
+func (c *Controller) reconcileArchive(ctx context.Context, db *examplev1.MyDatabase, f *findings) error {
+	if pointInTimeRecovery(db) == nil {
+		return nil
+	}
+	dest := db.Spec.Backup.Destination.S3
+	prefix := ArchivePrefix(dest, db)
+	want := instance.ArchiveURL(api.S3Object{Endpoint: dest.Endpoint, Bucket: dest.Bucket, Key: prefix})
+	var object *api.S3Object
+	for i, report := range f.reports {
+		if report == nil || report.Archive == nil || report.Archive.Configured && report.Archive.Prefix == want {
+			continue
+		}
+		if object == nil {
+			o, err := s3location.Object(ctx, c.kubeClient, db.Namespace, &examplev1.S3Location{
+				Endpoint: dest.Endpoint, Region: dest.Region, Bucket: dest.Bucket, Key: prefix,
+				CredentialsSecret: dest.CredentialsSecret, CABundle: dest.CABundle,
+			})
+			if err != nil {
+				f.archiving = archivingCondition(metav1.ConditionFalse, ReasonArchiveNotConfigured, "the archive's credentials: "+err.Error())
+				return nil
+			}
+			object = o
+		}
+		in := f.instances[i]
+		creds, err := c.authority.Credentials(db.Namespace, db.Name)
+		if err != nil {
+			return nil // the CA comes first; the next sync tries again
+		}
+		st, err := c.archives.SetArchive(ctx, in.Address, api.Auth{Credentials: creds, Name: in.Name}, api.ArchiveRequest{Destination: *object})
+		if err != nil {
+			klog.FromContext(ctx).Info("telling an instance where its archive is", "instance", in.Name, "err", err)
+			continue
+		}
+		report.Archive = st
+	}
+	f.archiving, f.recoverability = c.archiveState(db, f)
+	return nil
+}
+
+// archiveState is the ContinuousArchiving condition and the
+// recoverability window, from the primary's report and what the status
+// said before (a new primary's manager knows only what it archived
+// itself).
+func (c *Controller) archiveState(db *examplev1.MyDatabase, f *findings) (*metav1.Condition, *examplev1.Recoverability) {
+	r := &examplev1.Recoverability{}
+	if old := db.Status.Recoverability; old != nil {
+		r = old.DeepCopy()
+	}
+	var report *api.Status
+	for i, in := range f.instances {
+		if in.Name == f.primary {
+			report = f.reports[i]
+		}
+	}
+	var cond *metav1.Condition
+	switch {
+	case report == nil:
+		cond = archivingCondition(metav1.ConditionUnknown, ReasonArchiveStarting, "the primary's instance manager does not answer")
+	case report.Archive == nil:
+		cond = archivingCondition(metav1.ConditionFalse, ReasonArchiveNotConfigured, fmt.Sprintf("the primary %s runs without %s: its pod is not updated yet", report.Name, walArchiveFlag))
+	case !report.Archive.Configured:
+		cond = archivingCondition(metav1.ConditionFalse, ReasonArchiveNotConfigured, fmt.Sprintf("the primary %s does not know where its archive is yet", report.Name))
+	default:
+		a := report.Archive
+		if a.LastArchivedTime != nil && a.Archived > 0 {
+			r.LastArchivedWAL, r.LastArchivedTime = a.LastArchived, timeOf(a.LastArchivedTime)
+			if r.ArchivingSince == nil {
+				now := metav1.NewTime(c.clock.Now())
+				r.ArchivingSince = &now
+			}
+		}
+		if t := a.LastRecoverableTime; t != nil && (r.LastRecoverableTime == nil || t.After(r.LastRecoverableTime.Time)) {
+			r.LastRecoverableTime = timeOf(t)
+		}
+		failing := a.LastFailureTime != nil && (a.LastArchivedTime == nil || a.LastFailureTime.After(*a.LastArchivedTime))
+		switch {
+		case failing:
+			cond = archivingCondition(metav1.ConditionFalse, ReasonArchiveFailing,
+				fmt.Sprintf("%s cannot archive its WAL (%d files wait): %s", report.Name, a.Pending, a.LastFailure))
+		case a.Archived == 0:
+			cond = archivingCondition(metav1.ConditionFalse, ReasonArchiveStarting, fmt.Sprintf("%s has archived no file yet", report.Name))
+		default:
+			msg := fmt.Sprintf("%s archived %s at %s", report.Name, a.LastArchived, a.LastArchivedTime.UTC().Format(time.RFC3339))
+			if a.Pending > 0 {
+				msg += fmt.Sprintf("; %d files wait", a.Pending)
+			}
+			cond = archivingCondition(metav1.ConditionTrue, ReasonArchiving, msg)
+		}
+	}
+	r.FirstRecoverableTime = c.firstRecoverableTime(db, r.ArchivingSince)
+	if *r == (examplev1.Recoverability{}) {
+		r = nil
+	}
+	return cond, r
+}
+
+// firstRecoverableTime is when the oldest succeeded backup of db that
+// started once archiving ran ended: the earliest point a replay from a
+// base backup reaches.
+func (c *Controller) firstRecoverableTime(db *examplev1.MyDatabase, since *metav1.Time) *metav1.Time {
+	if since == nil {
+		return nil
+	}
+	backups, err := c.backupLister.MyDatabaseBackups(db.Namespace).List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	var first *metav1.Time
+	for _, b := range backups {
+		s := b.Status
+		if b.Spec.DatabaseName != db.Name || s.DatabaseUID != db.UID || s.Phase != examplev1.BackupPhaseSucceeded ||
+			s.StartTime == nil || s.CompletionTime == nil || s.StartTime.Before(since) || s.Location == nil || s.Location.S3 == nil {
+			continue
+		}
+		if first == nil || s.CompletionTime.Before(first) {
+			first = s.CompletionTime.DeepCopy()
+		}
+	}
+	return first
+}
+
+func timeOf(t *time.Time) *metav1.Time {
+	m := metav1.NewTime(t.UTC())
+	return &m
+}
+
+func archivingCondition(status metav1.ConditionStatus, reason, message string) *metav1.Condition {
+	return &metav1.Condition{Type: examplev1.ConditionContinuousArchiving, Status: status, Reason: reason, Message: message}
+}
+
+// archiveEvent warns, once per failure, that the archive stopped.
+func (c *Controller) archiveEvent(db *examplev1.MyDatabase, cond *metav1.Condition) {
+	if cond == nil || cond.Reason != ReasonArchiveFailing {
+		return
+	}
+	if old := meta.FindStatusCondition(db.Status.Conditions, examplev1.ConditionContinuousArchiving); old != nil && old.Reason == cond.Reason {
+		return
+	}
+	c.recorder.Event(db, corev1.EventTypeWarning, ReasonArchiveFailing, cond.Message)
+}

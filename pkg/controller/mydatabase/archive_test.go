@@ -1,0 +1,163 @@
+package mydatabase
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+)
+
+// fakeArchives records PUT /v1/archive and answers configured.
+type fakeArchives struct {
+	requests []api.ArchiveRequest
+	to       []string
+}
+
+func (f *fakeArchives) SetArchive(_ context.Context, address string, auth api.Auth, req api.ArchiveRequest) (*api.ArchiveStatus, error) {
+	f.requests = append(f.requests, req)
+	f.to = append(f.to, address+" "+auth.Name)
+	return &api.ArchiveStatus{Configured: true, Prefix: req.Destination.Endpoint + "/" + req.Destination.Bucket + "/" + req.Destination.Key}, nil
+}
+
+func withPointInTimeRecovery(d *examplev1.MyDatabase) {
+	d.Spec.Engine, d.Spec.Version = examplev1.EnginePostgres, "17"
+	d.Spec.Replicas = ptr.To[int32](1)
+	d.Spec.Backup = &examplev1.BackupPolicy{Retention: ptr.To[int32](7), Destination: &examplev1.BackupDestination{S3: &examplev1.S3Destination{
+		Endpoint: "http://127.0.0.1:9000", Bucket: "backups", Prefix: "prod",
+		CredentialsSecret: examplev1.S3CredentialsSecret{Name: "s3", AccessKeyIDKey: "id", SecretAccessKeyKey: "key"},
+	}}, PointInTimeRecovery: &examplev1.PointInTimeRecovery{ArchiveTimeout: &metav1.Duration{Duration: time.Minute}}}
+}
+
+func TestPointInTimeRecoveryMakesTheInstancesArchive(t *testing.T) {
+	f := newFixture(t, []*examplev1.MyDatabase{myDatabase(withPointInTimeRecovery)})
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	sts := applied[*appsv1.StatefulSet](t, f.kubeClient.Actions(), "statefulsets")
+	args := sts.Spec.Template.Spec.Containers[0].Args
+	if !slices.Contains(args, "--wal-archive") || !slices.Contains(args, "--archive-timeout=1m0s") {
+		t.Errorf("instance manager args %v: want --wal-archive --archive-timeout=1m0s", args)
+	}
+}
+
+func TestArchiveIsSentAndItsWindowReported(t *testing.T) {
+	recoverable := now.Add(-time.Minute).UTC()
+	archived := now.Add(-30 * time.Second).UTC()
+	failed := now.Add(-10 * time.Second).UTC()
+	for _, tc := range []struct {
+		name       string
+		archive    *api.ArchiveStatus
+		wantSent   bool
+		wantStatus metav1.ConditionStatus
+		wantReason string
+		wantEvent  string
+	}{
+		{name: "a manager that does not know where", archive: &api.ArchiveStatus{}, wantSent: true,
+			wantStatus: metav1.ConditionFalse, wantReason: ReasonArchiveStarting},
+		{name: "a manager told another archive", archive: &api.ArchiveStatus{Configured: true, Prefix: "http://127.0.0.1:9000/backups/elsewhere"}, wantSent: true,
+			wantStatus: metav1.ConditionFalse, wantReason: ReasonArchiveStarting},
+		{name: "archiving", archive: &api.ArchiveStatus{Configured: true, Prefix: "http://127.0.0.1:9000/backups/prod/default/prod-mysql/uid-1",
+			Archived: 12, LastArchived: "000000010000000000000009", LastArchivedTime: &archived, LastRecoverableTime: &recoverable},
+			wantStatus: metav1.ConditionTrue, wantReason: ReasonArchiving},
+		{name: "failing", archive: &api.ArchiveStatus{Configured: true, Prefix: "http://127.0.0.1:9000/backups/prod/default/prod-mysql/uid-1",
+			Archived: 12, LastArchived: "000000010000000000000009", LastArchivedTime: &archived, LastRecoverableTime: &recoverable,
+			Failed: 3, LastFailure: "000000010000000000000010: AccessDenied", LastFailureTime: &failed, Pending: 4},
+			wantStatus: metav1.ConditionFalse, wantReason: ReasonArchiveFailing, wantEvent: "Warning ArchiveFailing"},
+		{name: "a primary without --wal-archive yet", wantStatus: metav1.ConditionFalse, wantReason: ReasonArchiveNotConfigured},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db, children, statuses := convergedState(t, myDatabase(withPointInTimeRecovery))
+			primary := statuses["10.244.0.10"]
+			primary.Archive = tc.archive
+			statuses["10.244.0.10"] = primary
+			f := newFixture(t, []*examplev1.MyDatabase{db}, append(children, runtime.Object(s3Secret()))...)
+			f.statuses = statuses
+			archives := &fakeArchives{}
+			f.archives = archives
+			if err := f.sync(); err != nil {
+				t.Fatal(err)
+			}
+			if sent := len(archives.requests) > 0; sent != tc.wantSent {
+				t.Fatalf("archive requests %+v, want sent %v", archives.requests, tc.wantSent)
+			}
+			if tc.wantSent {
+				d := archives.requests[0].Destination
+				if d.Key != "prod/default/prod-mysql/uid-1" || d.AccessKeyID != "AKID" || d.SecretAccessKey != "s3cret" || archives.to[0] != "10.244.0.10 prod-mysql-0" {
+					t.Errorf("sent %+v to %v", d, archives.to)
+				}
+			}
+			// Converged already, a database whose archive stands still
+			// costs no status write.
+			status := db.Status
+			if tc.archive != nil {
+				status = updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
+			}
+			c := meta.FindStatusCondition(status.Conditions, examplev1.ConditionContinuousArchiving)
+			if c == nil || c.Status != tc.wantStatus || c.Reason != tc.wantReason {
+				t.Fatalf("ContinuousArchiving = %+v, want %s/%s", c, tc.wantStatus, tc.wantReason)
+			}
+			if tc.wantReason == ReasonArchiveFailing && !strings.Contains(c.Message, "AccessDenied") {
+				t.Errorf("message %q does not say why", c.Message)
+			}
+			if tc.archive != nil && tc.archive.LastRecoverableTime != nil {
+				r := status.Recoverability
+				if r == nil || !r.LastRecoverableTime.Time.Equal(recoverable.Truncate(time.Second)) || r.LastArchivedWAL != "000000010000000000000009" || r.ArchivingSince == nil {
+					t.Errorf("recoverability %+v", r)
+				}
+			}
+			if tc.wantEvent != "" {
+				expectEvent(t, f.recorder, tc.wantEvent)
+			}
+		})
+	}
+}
+
+func TestRestoreToAPointSendsTheSourcesArchive(t *testing.T) {
+	target := metav1.NewTime(now.Add(-time.Hour))
+	for _, tc := range []struct {
+		name        string
+		completion  *metav1.Time
+		wantRefusal string
+	}{
+		{name: "a target after the backup"},
+		{name: "a target before the backup ended", completion: ptr.To(metav1.NewTime(now.Add(-30 * time.Minute))), wantRefusal: "is not after MyDatabaseBackup"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, ops := restoringState(t, api.Status{AwaitingRestore: true}, nil)
+			f.dbs[0].Spec.RestoreFrom.PointInTime = &examplev1.RecoveryTarget{Time: &target}
+			for _, obj := range f.kubeObjects {
+				if b, ok := obj.(*examplev1.MyDatabaseBackup); ok {
+					b.Status.CompletionTime = tc.completion
+				}
+			}
+			if err := f.sync(); err != nil {
+				t.Fatal(err)
+			}
+			status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
+			c := meta.FindStatusCondition(status.Conditions, examplev1.ConditionRestored)
+			if tc.wantRefusal != "" {
+				if len(ops.restores) != 0 || c == nil || c.Reason != ReasonRestoreFailed || !strings.Contains(c.Message, tc.wantRefusal) {
+					t.Errorf("restores %+v, Restored %+v: want a refusal saying %q", ops.restores, c, tc.wantRefusal)
+				}
+				return
+			}
+			if len(ops.restores) != 1 {
+				t.Fatalf("restore requests %+v", ops.restores)
+			}
+			req := ops.restores[0]
+			if req.Archive == nil || req.Archive.Key != "default/prod-mysql/uid-1" || req.Archive.AccessKeyID != "AKID" ||
+				req.Target == nil || req.Target.Time == nil || !req.Target.Time.Equal(target.Time) {
+				t.Errorf("archive %+v, target %+v", req.Archive, req.Target)
+			}
+		})
+	}
+}

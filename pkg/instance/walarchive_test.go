@@ -1,0 +1,156 @@
+package instance
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mydb-dev/mydb/pkg/instance/api"
+	"github.com/mydb-dev/mydb/pkg/objectstore"
+)
+
+// memWALStore is a bucket in memory that records digests as PutFile does.
+type memWALStore struct {
+	mu      sync.Mutex
+	objects map[string][]byte
+	puts    int
+}
+
+func (s *memWALStore) PutFile(_ context.Context, key, path string) (objectstore.Object, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return objectstore.Object{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.objects[key] = b
+	s.puts++
+	n, sum, _ := digestOf(bytes.NewReader(b))
+	return objectstore.Object{Key: key, Size: n, SHA256: sum}, nil
+}
+
+func (s *memWALStore) Stat(_ context.Context, key string) (objectstore.Object, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.objects[key]
+	if !ok {
+		return objectstore.Object{}, objectstore.ErrNotFound
+	}
+	n, sum, _ := digestOf(bytes.NewReader(b))
+	return objectstore.Object{Key: key, Size: n, SHA256: sum}, nil
+}
+
+func (s *memWALStore) Get(_ context.Context, key string) (io.ReadCloser, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.objects[key]
+	if !ok {
+		return nil, objectstore.ErrNotFound
+	}
+	return io.NopCloser(bytes.NewReader(b)), nil
+}
+
+func TestArchiveNeverOverwrites(t *testing.T) {
+	ctx := context.Background()
+	m := NewManager(Options{Name: "db-0", ArchiveWAL: true}, nil, nil)
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	seg := "000000010000000000000003"
+	if err := m.archiveFile(ctx, file(seg, "wal 3"), seg); err == nil || !strings.Contains(err.Error(), "no archive destination") {
+		t.Fatalf("before PUT /v1/archive: %v", err)
+	}
+	store := &memWALStore{objects: map[string][]byte{}}
+	m.archive.dest, m.archive.store = &api.S3Object{Key: "prod/shop"}, store
+	if err := m.archiveFile(ctx, file("x", "x"), "../../etc/passwd"); err == nil {
+		t.Error("a name that is not a WAL file's was archived")
+	}
+	if err := m.archiveFile(ctx, file(seg, "wal 3"), seg); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(store.objects["prod/shop/wal/"+seg]); got != "wal 3" {
+		t.Fatalf("archived %q", got)
+	}
+	// The engine did not see the upload end and hands the file over again.
+	if err := m.archiveFile(ctx, file(seg, "wal 3"), seg); err != nil || store.puts != 1 {
+		t.Errorf("the same file again: %v, %d uploads; want accepted without an upload", err, store.puts)
+	}
+	// Another database (or a forked timeline) with other bytes at the key.
+	err := m.archiveFile(ctx, file(seg, "other wal 3"), seg)
+	if err == nil || !strings.Contains(err.Error(), "never overwritten") || string(store.objects["prod/shop/wal/"+seg]) != "wal 3" {
+		t.Errorf("other bytes at an archived key: %v, object %q", err, store.objects["prod/shop/wal/"+seg])
+	}
+	s := m.archive.snapshot()
+	if s.Archived != 2 || s.Failed != 1 || s.LastArchived != seg || !strings.Contains(s.LastFailure, "never overwritten") {
+		t.Errorf("status %+v", *s)
+	}
+}
+
+func TestRecoverableTimeFollowsTheArchivedHeartbeats(t *testing.T) {
+	ctx := context.Background()
+	m := NewManager(Options{Name: "db-0", ArchiveWAL: true}, nil, nil)
+	m.archive.dest, m.archive.store = &api.S3Object{Key: "p"}, &memWALStore{objects: map[string][]byte{}}
+	t1, t2 := time.Unix(1000, 0), time.Unix(2000, 0)
+	m.archive.heartbeats = []heartbeat{{t1, "000000010000000000000002"}, {t2, "000000010000000000000004"}}
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, []byte("w"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		file string
+		want *time.Time
+	}{
+		{"000000010000000000000001", nil},
+		{"00000002.history", nil},
+		{"000000010000000000000003", &t1},
+		{"000000010000000000000004", &t2},
+	} {
+		if err := m.archiveFile(ctx, path, step.file); err != nil {
+			t.Fatal(err)
+		}
+		got := m.archive.snapshot().LastRecoverableTime
+		if (got == nil) != (step.want == nil) || got != nil && !got.Equal(*step.want) {
+			t.Errorf("after %s: recoverable to %v, want %v", step.file, got, step.want)
+		}
+	}
+	if len(m.archive.heartbeats) != 0 {
+		t.Errorf("heartbeats left %+v", m.archive.heartbeats)
+	}
+}
+
+func TestRestoreFileFetchesOnlyWhatTheArchiveHolds(t *testing.T) {
+	ctx := context.Background()
+	m := NewManager(Options{Name: "db-0"}, nil, nil)
+	dest := filepath.Join(t.TempDir(), "RECOVERYXLOG")
+	if err := m.restoreFile(ctx, "000000010000000000000001", dest); err == nil {
+		t.Error("fetched with no restore running")
+	}
+	store := &memWALStore{objects: map[string][]byte{"src/wal/000000010000000000000001": []byte("wal 1")}}
+	err := m.withRestoreArchive(store, "src", func() error {
+		if err := m.restoreFile(ctx, "000000010000000000000001", dest); err != nil {
+			return err
+		}
+		if err := m.restoreFile(ctx, "00000002.history", dest+"2"); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("a file the archive lacks: %v, want os.ErrNotExist", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(dest); string(b) != "wal 1" {
+		t.Errorf("fetched %q", b)
+	}
+}
