@@ -1,0 +1,118 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestPointInTimeRestore, with real PostgreSQL and a real S3 server: a
+// database with spec.backup.pointInTimeRecovery archives its WAL (the
+// ContinuousArchiving condition True, status.recoverability advancing);
+// from a backup taken before two batches of writes, a new database with
+// restoreFrom.pointInTime between them holds exactly the first batch, on
+// both its instances.
+func TestPointInTimeRestore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dc := dataCases[0] // postgres
+	ns := newNamespace(t)
+	srv, dest := startS3(t, ns, "e2e/pitr")
+	store := srv.Store(t)
+	dbs := mydbClient(t, restConfig(t)).ExampleV1().MyDatabases(ns)
+	const rows = 100
+	source := dc.startSource(t, ns, examplev1.MyDatabaseSpec{Replicas: int32Ptr(2), StorageSize: quantity("1Gi"),
+		Backup: &examplev1.BackupPolicy{Destination: dest,
+			PointInTimeRecovery: &examplev1.PointInTimeRecovery{ArchiveTimeout: &metav1.Duration{Duration: 10 * time.Second}}}}, rows)
+	src, h, primary := source.db, source.h, source.primary
+
+	recoverability := func() (*examplev1.Recoverability, *metav1.Condition, error) {
+		d, err := dbs.Get(ctx, "src", metav1.GetOptions{})
+		if err != nil {
+			return nil, nil, err
+		}
+		return d.Status.Recoverability, meta.FindStatusCondition(d.Status.Conditions, examplev1.ConditionContinuousArchiving), nil
+	}
+	eventually(t, 2*time.Minute, func() error {
+		r, c, err := recoverability()
+		if err != nil {
+			return err
+		}
+		if c == nil || c.Status != metav1.ConditionTrue || r == nil || r.LastArchivedWAL == "" {
+			return fmt.Errorf("ContinuousArchiving %+v, recoverability %+v", c, r)
+		}
+		return nil
+	})
+
+	if r := backupRaw(t, ns, "src", `{"metadata":{"name":"base"}}`); r.err != nil {
+		t.Fatal(r)
+	}
+	base := waitBackup(t, ns, "base", 5*time.Minute)
+	if base.Status.Phase != examplev1.BackupPhaseSucceeded {
+		t.Fatalf("backup: %s", base.Status.Message)
+	}
+
+	// The first batch, then a target on a whole second after it (what
+	// metav1.Time holds), then the second batch after that second.
+	dc.write(t, primary, rows, rows+50)
+	want, err := dc.sums(t, primary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := time.Now().Truncate(time.Second).Add(time.Second)
+	time.Sleep(time.Until(target.Add(200 * time.Millisecond)))
+	dc.write(t, primary, rows+50, rows+100)
+	h.t.Logf("target %s, between the batches", target.Format(time.RFC3339))
+
+	eventually(t, 2*time.Minute, func() error {
+		r, c, err := recoverability()
+		if err != nil {
+			return err
+		}
+		if r == nil || r.LastRecoverableTime == nil || !r.LastRecoverableTime.After(target) {
+			return fmt.Errorf("recoverable to %+v (ContinuousArchiving %+v), not yet past the target", r, c)
+		}
+		return nil
+	})
+	r, c, _ := recoverability()
+	t.Logf("recoverability %+v; %s", *r, c.Message)
+	if r.FirstRecoverableTime == nil || !r.FirstRecoverableTime.Equal(base.Status.CompletionTime) {
+		t.Errorf("firstRecoverableTime %v, want the base backup's end %v", r.FirstRecoverableTime, base.Status.CompletionTime)
+	}
+	objects, err := store.List(ctx, "e2e/pitr/"+ns+"/src/"+string(src.UID)+"/wal/")
+	if err != nil || len(objects) == 0 {
+		t.Fatalf("the archive in the bucket: %d objects, %v", len(objects), err)
+	}
+
+	copyDB := &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "copy"}, Spec: examplev1.MyDatabaseSpec{
+		Engine: examplev1.Engine(dc.engine.name), Version: dc.version, Replicas: int32Ptr(2), StorageSize: quantity("1Gi"),
+		RestoreFrom: &examplev1.RestoreSource{BackupName: "base", PointInTime: &examplev1.RecoveryTarget{Time: &metav1.Time{Time: target}}}}}
+	if _, err := dbs.Create(ctx, copyDB, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	startRig(t, ns, "copy", dc.engine)
+	took := restored(t, ns, "copy", 5*time.Minute)
+	copyH := &replicationHarness{t: t, tc: dc.replicationCase, ns: ns, db: "copy"}
+	copyH.waitStreaming(2)
+	dc.waitSums(t, copyH, 2, want)
+	t.Logf("restored to %s in %s: the first batch's rows on both instances", target.Format(time.RFC3339), took.Round(100*time.Millisecond))
+
+	// The copy archives nothing into its source's archive.
+	after, err := store.List(ctx, "e2e/pitr/"+ns+"/src/"+string(src.UID)+"/wal/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range after {
+		if strings.HasSuffix(o.Key, ".history") {
+			t.Errorf("%s: a timeline history in the source's archive (the source never changed timeline)", o.Key)
+		}
+	}
+}
