@@ -32,6 +32,9 @@ const (
 	ConditionProgressing = "Progressing"
 	ConditionDegraded    = "Degraded"
 	ConditionRestored    = "Restored"
+	// ConditionContinuousArchiving says whether the primary's WAL reaches
+	// the archive (spec.backup.pointInTimeRecovery).
+	ConditionContinuousArchiving = "ContinuousArchiving"
 	// ConditionPrimaryChange says how the primary last moved, or why it
 	// does not.
 	ConditionPrimaryChange = "PrimaryChange"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/mydb-dev/mydb/pkg/apis/example"
@@ -202,9 +203,27 @@ func TestConvertToTable(t *testing.T) {
 		t.Fatalf("got %d rows, want 1", len(table.Rows))
 	}
 	want := []interface{}{"prod-mysql", "mysql", "8.4", int64(3), "2/3", "50Gi", "Ready", "<unknown>",
-		"prod-mysql.default.svc:3306", "<default>", "Retain"}
+		"prod-mysql.default.svc:3306", "<default>", "Retain", "<none>"}
 	if diff := cmp.Diff(want, table.Rows[0].Cells); diff != "" {
 		t.Errorf("cells (-want +got):\n%s", diff)
+	}
+}
+
+func TestRecoverableTo(t *testing.T) {
+	to := metav1.NewTime(time.Date(2026, 12, 5, 14, 7, 0, 0, time.UTC))
+	for want, db := range map[string]*example.MyDatabase{
+		"<none>": myDatabase(),
+		"2026-12-05T14:07:00Z": myDatabase(func(d *example.MyDatabase) {
+			d.Status.Recoverability = &example.Recoverability{LastRecoverableTime: &to}
+		}),
+		"2026-12-05T14:07:00Z (ArchiveFailing)": myDatabase(func(d *example.MyDatabase) {
+			d.Status.Recoverability = &example.Recoverability{LastRecoverableTime: &to}
+			d.Status.Conditions = append(d.Status.Conditions, metav1.Condition{Type: example.ConditionContinuousArchiving, Status: metav1.ConditionFalse, Reason: "ArchiveFailing"})
+		}),
+	} {
+		if got := recoverableTo(db); got != want {
+			t.Errorf("recoverableTo = %q, want %q", got, want)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package mydatabase
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	"github.com/mydb-dev/mydb/pkg/registry/common"
@@ -23,6 +24,7 @@ var columns = []metav1.TableColumnDefinition{
 	{Name: "Endpoint", Type: "string", Priority: 1, Description: "The host:port clients connect to."},
 	{Name: "Storage Class", Type: "string", Priority: 1, Description: "The StorageClass of the volumes."},
 	{Name: "Deletion Policy", Type: "string", Priority: 1, Description: "What happens to the volumes on delete."},
+	{Name: "Recoverable To", Type: "string", Priority: 1, Description: "The latest point a restore may target, and whether the archive keeps up (spec.backup.pointInTimeRecovery)."},
 }
 
 // tableConvertor prints MyDatabases for kubectl get.
@@ -53,6 +55,7 @@ func (tableConvertor) ConvertToTable(_ context.Context, obj runtime.Object, tabl
 			endpoint,
 			storageClass,
 			string(db.Spec.DeletionPolicy),
+			recoverableTo(db),
 		}, nil
 	})
 }
@@ -77,4 +80,17 @@ func Phase(db *example.MyDatabase) string {
 	default:
 		return "Pending"
 	}
+}
+
+// recoverableTo is the end of the recoverability window, with the reason
+// when the archive does not keep up.
+func recoverableTo(db *example.MyDatabase) string {
+	out := "<none>"
+	if r := db.Status.Recoverability; r != nil && r.LastRecoverableTime != nil {
+		out = r.LastRecoverableTime.UTC().Format(time.RFC3339)
+	}
+	if c := meta.FindStatusCondition(db.Status.Conditions, example.ConditionContinuousArchiving); c != nil && c.Status != metav1.ConditionTrue {
+		out += " (" + c.Reason + ")"
+	}
+	return out
 }
