@@ -38,6 +38,11 @@ type WALArchiver interface {
 	ArchiveHeartbeat(ctx context.Context) (walFile string, err error)
 	// PendingArchive counts the closed files waiting to be archived.
 	PendingArchive() (int, error)
+	// ReceivedSegments are the paths of the closed WAL segments the engine
+	// will not archive itself: those it received from a primary as a
+	// replica. After a promotion, the ones the old primary had not
+	// archived yet exist only here.
+	ReceivedSegments() ([]string, error)
 	// RestoreTo is Backuper.Restore, then a replay of the archive (fetched
 	// through the restore command) up to target, after which the data is a
 	// primary of its own on a new timeline.
@@ -230,6 +235,49 @@ func (m *Manager) uploadWAL(ctx context.Context, store WALStore, key, path strin
 	return nil
 }
 
+// backfillArchive uploads the segments a primary received as a replica
+// that the archive lacks: after a failover, what the old primary had not
+// archived would otherwise be a gap no restore could cross. An object
+// already at a key is left as it is (a received copy of a segment closed
+// by a switch may differ from the archived one past the switch, where
+// nothing reads).
+func (m *Manager) backfillArchive(ctx context.Context, wa WALArchiver) error {
+	paths, err := wa.ReceivedSegments()
+	if err != nil {
+		return err
+	}
+	a := &m.archive
+	a.mu.Lock()
+	dest, store := a.dest, a.store
+	a.mu.Unlock()
+	uploaded := 0
+	for _, path := range paths {
+		name := filepath.Base(path)
+		key := WALKey(dest.Key, name)
+		_, err := store.Stat(ctx, key)
+		switch {
+		case err == nil:
+			continue
+		case !errors.Is(err, objectstore.ErrNotFound):
+			return err
+		}
+		if _, err := store.PutFile(ctx, key, path); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue // recycled meanwhile: older than anything missing
+			}
+			return err
+		}
+		uploaded++
+		a.mu.Lock()
+		a.status.Archived++
+		a.mu.Unlock()
+	}
+	if uploaded > 0 {
+		m.log.Info("archived the segments received as a replica that the archive lacked", "files", uploaded)
+	}
+	return nil
+}
+
 // restoreFile fetches WAL file name of the archive a restore reads to path.
 // A file the archive lacks is os.ErrNotExist: the engine asks for files
 // that may not exist (the next timeline's history, the segment after the
@@ -304,6 +352,7 @@ func (m *Manager) archiveHeartbeats(ctx context.Context, wa WALArchiver) {
 	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	backfilled := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -322,7 +371,11 @@ func (m *Manager) archiveHeartbeats(ctx context.Context, wa WALArchiver) {
 		configured := m.archive.dest != nil
 		m.archive.mu.Unlock()
 		if !primary || !configured {
+			backfilled = false
 			continue
+		}
+		if !backfilled {
+			backfilled = m.backfillArchive(ctx, wa) == nil
 		}
 		// The time is taken before the commit, so the commit's own
 		// timestamp is later: a restore to any time before it stops at

@@ -6,6 +6,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -165,3 +167,105 @@ func TestPostgresPointInTimeRestore(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// TestPostgresArchiveAcrossAFailover: a primary that cannot archive (it
+// was never told where) holds its WAL; its replica, told where, archives
+// nothing while it follows. The primary is killed and the replica
+// promoted: the segments it received and the old primary never archived
+// go into the archive from the new primary (else a gap no restore could
+// cross), then its new timeline's. A restore from a backup taken before
+// the failover to a moment after it crosses the timeline switch and holds
+// the writes of both sides of it.
+func TestPostgresArchiveAcrossAFailover(t *testing.T) {
+	t.Parallel()
+	s3 := s3server.Start(t, s3server.Options{})
+	ctx := context.Background()
+	spec := postgresSpec()
+
+	src := newClusterIn(t, spec, "pitr-failover", "127.0.48.", 2)
+	p, r := src.nodes[0], src.nodes[1]
+	for _, n := range src.nodes {
+		n.extraArgs = []string{"--wal-archive", "--archive-timeout", "2s"}
+	}
+	p.start()
+	src.setPrimary(p)
+	p.waitReady(time.Minute, api.RolePrimary)
+	r.start()
+	r.waitReady(2*time.Minute, api.RoleReplica)
+	archive := destination(s3, "pitr/failover").S3
+	c, host := r.manager()
+	if _, err := c.SetArchive(ctx, host, r.auth(), api.ArchiveRequest{Destination: *archive}); err != nil {
+		t.Fatalf("PUT %s: %v", api.PathArchive, err)
+	}
+	base := r.backup(t, "failover-base", s3, "pitr/failover-base")
+
+	mustExec(t, p.app(), "CREATE TABLE orders (id int PRIMARY KEY)")
+	mustExec(t, p.app(), "INSERT INTO orders SELECT g FROM generate_series(1, 100) g")
+	// Three closed segments the old primary keeps and cannot archive.
+	for range 3 {
+		mustExec(t, p.superuser(t, "postgres"), "SELECT pg_switch_wal() FROM (SELECT pg_current_xact_id()) x")
+	}
+	waitFor(t, time.Minute, "the replica to hold the first orders", func() error {
+		var n int
+		if err := r.app().QueryRow("SELECT count(*) FROM orders").Scan(&n); err != nil || n != 100 {
+			return fmt.Errorf("%d rows, %v", n, err)
+		}
+		return nil
+	})
+	if s, _ := p.status(); s.Archive == nil || s.Archive.Configured || s.Archive.Pending == 0 && s.Archive.Failed == 0 {
+		t.Logf("the old primary's archive: %+v", s.Archive)
+	}
+	p.killGroup()
+	<-p.doneChan()
+	src.setPrimary(r)
+	r.waitReady(2*time.Minute, api.RolePrimary)
+
+	mustExec(t, r.app(), "INSERT INTO orders SELECT g FROM generate_series(101, 200) g")
+	time.Sleep(50 * time.Millisecond)
+	target := time.Now().UTC()
+	time.Sleep(50 * time.Millisecond)
+	mustExec(t, r.app(), "INSERT INTO orders SELECT g FROM generate_series(201, 300) g")
+	s := r.waitStatus(time.Minute, "the archive to pass the target", func(s api.Status) bool {
+		return s.Archive != nil && s.Archive.LastRecoverableTime != nil && s.Archive.LastRecoverableTime.After(target)
+	})
+	t.Logf("the new primary's archive: %d files, last %s", s.Archive.Archived, s.Archive.LastArchived)
+	objects, err := s3.Store(t).List(ctx, "pitr/failover/wal/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, o := range objects {
+		keys = append(keys, strings.TrimPrefix(o.Key, "pitr/failover/wal/"))
+	}
+	t.Logf("archived: %s", strings.Join(keys, " "))
+	if !slices.Contains(keys, "00000002.history") {
+		t.Errorf("no history of timeline 2 in the archive: %v", keys)
+	}
+	// Without the new primary's backfill, timeline 1 would be missing (the
+	// restore below then ends "before configured recovery target").
+	if !slices.ContainsFunc(keys, func(k string) bool { return strings.HasPrefix(k, "00000001") && len(k) == 24 }) {
+		t.Errorf("no segment of timeline 1 in the archive: %v", keys)
+	}
+
+	one := newClusterIn(t, spec, "pitr-failover-dst", "127.0.49.", 1)
+	n := one.nodes[0]
+	n.extraArgs = []string{"--restore"}
+	n.start()
+	one.setPrimary(n)
+	n.waitStatus(time.Minute, "awaiting its restore", func(s api.Status) bool { return s.AwaitingRestore })
+	c, host = n.manager()
+	if _, err := c.StartRestore(ctx, host, n.auth(), api.RestoreRequest{
+		ID: "failover-pitr", Source: destination(s3, "pitr/failover-base"), SHA256: base.SHA256, Size: base.Size, Format: base.Format,
+		Archive: archive, Target: &api.RecoveryTarget{Time: &target},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	n.waitReady(3*time.Minute, api.RolePrimary)
+	var count, timeline int
+	if err := n.app().QueryRow("SELECT count(*) FROM orders").Scan(&count); err != nil || count != 200 {
+		t.Errorf("orders restored to %s, after the failover: %d, %v; want 200 (100 from each side)", target.Format(time.RFC3339Nano), count, err)
+	}
+	if err := n.app().QueryRow("SELECT timeline_id FROM pg_control_checkpoint()").Scan(&timeline); err != nil || timeline < 3 {
+		t.Errorf("restored timeline %d, %v: want past the source's 2", timeline, err)
+	}
+}

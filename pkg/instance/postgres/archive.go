@@ -59,3 +59,21 @@ func (d *Driver) PendingArchive() (int, error) {
 	}
 	return n, nil
 }
+
+// ReceivedSegments implements instance.WALArchiver: a standby marks each
+// segment it received .done (archive_mode on archives on a primary only).
+func (d *Driver) ReceivedSegments() ([]string, error) {
+	status := filepath.Join(d.DataDir(), "pg_wal", "archive_status")
+	entries, err := os.ReadDir(status)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		name, done := strings.CutSuffix(e.Name(), ".done")
+		if done && len(name) == 24 && strings.Trim(name, "0123456789ABCDEF") == "" {
+			out = append(out, filepath.Join(d.DataDir(), "pg_wal", name))
+		}
+	}
+	return out, nil
+}
