@@ -10,6 +10,7 @@ import (
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -90,6 +91,17 @@ func TestPointInTimeRestore(t *testing.T) {
 	objects, err := store.List(ctx, "e2e/pitr/"+ns+"/src/"+string(src.UID)+"/wal/")
 	if err != nil || len(objects) == 0 {
 		t.Fatalf("the archive in the bucket: %d objects, %v", len(objects), err)
+	}
+
+	// A target past the window is refused at admission, with the window.
+	tooLate := &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "too-late"}, Spec: examplev1.MyDatabaseSpec{
+		Engine: examplev1.Engine(dc.engine.name), Version: dc.version, StorageSize: quantity("1Gi"),
+		RestoreFrom: &examplev1.RestoreSource{BackupName: "base", PointInTime: &examplev1.RecoveryTarget{Time: &metav1.Time{Time: time.Now().Add(time.Hour)}}}}}
+	_, err = dbs.Create(ctx, tooLate, metav1.CreateOptions{})
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.restoreFrom.pointInTime.time") || !strings.Contains(err.Error(), "lastRecoverableTime") {
+		t.Errorf("a target an hour ahead: %v, want 422 on spec.restoreFrom.pointInTime.time with the window", err)
+	} else {
+		t.Logf("a target an hour ahead: %v", err)
 	}
 
 	copyDB := &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "copy"}, Spec: examplev1.MyDatabaseSpec{

@@ -14,6 +14,7 @@ import (
 	"github.com/mydb-dev/mydb/pkg/admission/limitrange"
 	"github.com/mydb-dev/mydb/pkg/admission/namespaces"
 	quotaadmission "github.com/mydb-dev/mydb/pkg/admission/quota"
+	"github.com/mydb-dev/mydb/pkg/admission/recoverywindow"
 	"github.com/mydb-dev/mydb/pkg/admission/secretaccess"
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
@@ -130,9 +131,11 @@ func (o *Options) Complete() error {
 		forcedfailover.Register(admission.Plugins)
 		// Each role of a short-lived database user needs a verb of its own.
 		credentialrole.Register(admission.Plugins)
+		// A restore to a point its source's archive cannot reach is a 422.
+		recoverywindow.Register(admission.Plugins)
 		order := admission.RecommendedPluginOrder
 		admission.RecommendedPluginOrder = append(append(append([]string{}, order[:1]...),
-			namespaces.PluginName, secretaccess.PluginName, forcedfailover.PluginName, credentialrole.PluginName, limitrange.PluginName), order[1:]...)
+			namespaces.PluginName, secretaccess.PluginName, forcedfailover.PluginName, credentialrole.PluginName, recoverywindow.PluginName, limitrange.PluginName), order[1:]...)
 		admission.RecommendedPluginOrder = append(admission.RecommendedPluginOrder, resourcequota.PluginName, quotaadmission.PluginName)
 	}
 	etcd := o.RecommendedOptions.Etcd
