@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mydb-dev/mydb/pkg/controller/mydatabase"
 	"github.com/mydb-dev/mydb/pkg/instance"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/objectstore"
@@ -143,6 +144,18 @@ func TestPostgresPointInTimeRestore(t *testing.T) {
 	})
 
 	t.Run("latest replays the drop", func(t *testing.T) {
+		// The window's pruning first: everything below the segment where
+		// the base backup's own WAL ends goes, and the replay from that
+		// backup still has all it needs.
+		cut, err := api.LSNSegment(base.Position.LSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deleted, err := mydatabase.S3ArchivePruner{}.PruneArchive(ctx, *archive, cut)
+		if err != nil || deleted == 0 {
+			t.Fatalf("pruning below segment %d (the base ends at %s): %d deleted, %v", cut, base.Position.LSN, deleted, err)
+		}
+		t.Logf("pruned %d archived files below segment %d, where the base backup ends (%s)", deleted, cut, base.Position.LSN)
 		n := awaiting("47")
 		restore(n, "pitr-latest", api.RecoveryTarget{Latest: true})
 		n.waitReady(3*time.Minute, api.RolePrimary)

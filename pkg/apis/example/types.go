@@ -96,7 +96,8 @@ type RecoveryTarget struct {
 
 // PointInTimeRecovery makes a database archive its write-ahead log.
 type PointInTimeRecovery struct {
-	ArchiveTimeout *metav1.Duration
+	ArchiveTimeout  *metav1.Duration
+	RetentionWindow *metav1.Duration
 }
 
 // Recoverability is the window a restore to a point may target.

@@ -578,6 +578,11 @@ func (in *PointInTimeRecovery) DeepCopyInto(out *PointInTimeRecovery) {
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.RetentionWindow != nil {
+		in, out := &in.RetentionWindow, &out.RetentionWindow
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	return
 }
 

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/mydb-dev/mydb/pkg/controller/internal/pitrwindow"
 	"github.com/mydb-dev/mydb/pkg/names"
 	"github.com/mydb-dev/mydb/pkg/scope"
 
@@ -236,11 +237,25 @@ func (c *Controller) prune(ctx context.Context, db *examplev1.MyDatabase) error 
 	slices.SortFunc(succeeded, newestFirst)
 	slices.SortFunc(failed, newestFirst)
 	keep := int(ptr.Deref(db.Spec.Backup.Retention, examplev1.DefaultBackupRetention))
+	// A recovery window keeps, besides, every backup a replay to a moment
+	// of it may start from.
+	var window time.Duration
+	if pitr := db.Spec.Backup.PointInTimeRecovery; pitr != nil && pitr.RetentionWindow != nil {
+		window = pitr.RetentionWindow.Duration
+	}
+	now := c.clock.Now()
+	base := pitrwindow.Base(succeeded, now, window)
 	var prune []*examplev1.MyDatabaseBackup
 	var oldestKept time.Time
-	if len(succeeded) > keep {
-		prune = succeeded[keep:]
-		oldestKept = succeeded[keep-1].Status.StartTime.Time
+	for i, b := range succeeded {
+		if i < keep || window > 0 && pitrwindow.Needed(b, base, now, window) {
+			oldestKept = b.Status.StartTime.Time
+			continue
+		}
+		prune = append(prune, b)
+	}
+	if len(prune) == 0 {
+		oldestKept = time.Time{}
 	}
 	for i, b := range failed {
 		// As many failures as successes are kept, the newest, so that a

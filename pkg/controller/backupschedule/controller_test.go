@@ -70,6 +70,11 @@ func scheduled(due time.Time, phase examplev1.BackupPhase, mods ...func(*example
 	return b
 }
 
+// ended makes a started backup end a minute after it started.
+func ended(b *examplev1.MyDatabaseBackup) {
+	b.Status.CompletionTime = &metav1.Time{Time: b.Status.StartTime.Add(time.Minute)}
+}
+
 func manual(name string) *examplev1.MyDatabaseBackup {
 	return &examplev1.MyDatabaseBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
 		Spec: examplev1.MyDatabaseBackupSpec{DatabaseName: "prod-mysql"},
@@ -148,6 +153,26 @@ func TestSchedule(t *testing.T) {
 			},
 			wantWrites: []string{"delete " + scheduled(at("11:00"), "").Name, "delete " + scheduled(at("12:00"), "").Name},
 			wantNext:   at("15:00")},
+		{name: "a recovery window keeps the backups it needs beyond the count", now: at("14:30"),
+			db: database(1, lastScheduled("14:00"), func(d *examplev1.MyDatabase) {
+				d.Spec.Backup.PointInTimeRecovery = &examplev1.PointInTimeRecovery{RetentionWindow: &metav1.Duration{Duration: 2 * time.Hour}}
+			}),
+			// The window starts at 12:30: 12:00's backup (ended 12:01) is its
+			// base, 11:00's is needed by nothing.
+			backups: []*examplev1.MyDatabaseBackup{
+				scheduled(at("11:00"), succeeded, ended), scheduled(at("12:00"), succeeded, ended),
+				scheduled(at("13:00"), succeeded, ended), scheduled(at("14:00"), succeeded, ended),
+			},
+			wantWrites: []string{"delete " + scheduled(at("11:00"), "").Name},
+			wantNext:   at("15:00")},
+		{name: "a recovery window older than every backup keeps them all", now: at("14:30"),
+			db: database(1, lastScheduled("14:00"), func(d *examplev1.MyDatabase) {
+				d.Spec.Backup.PointInTimeRecovery = &examplev1.PointInTimeRecovery{RetentionWindow: &metav1.Duration{Duration: 24 * time.Hour}}
+			}),
+			backups: []*examplev1.MyDatabaseBackup{
+				scheduled(at("11:00"), succeeded, ended), scheduled(at("12:00"), succeeded, ended), scheduled(at("14:00"), succeeded, ended),
+			},
+			wantNext: at("15:00")},
 		{name: "failures never push a good backup out", now: at("14:30"), db: database(2, lastScheduled("14:00")),
 			backups: []*examplev1.MyDatabaseBackup{
 				scheduled(at("11:00"), succeeded), scheduled(at("12:00"), failed), scheduled(at("13:00"), failed), scheduled(at("14:00"), succeeded),

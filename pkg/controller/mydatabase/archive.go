@@ -4,16 +4,20 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"sync"
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/controller/internal/pitrwindow"
 	"github.com/mydb-dev/mydb/pkg/controller/internal/s3location"
 	"github.com/mydb-dev/mydb/pkg/instance"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
+	"github.com/mydb-dev/mydb/pkg/objectstore"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 )
 
@@ -109,7 +113,119 @@ func (c *Controller) reconcileArchive(ctx context.Context, db *examplev1.MyDatab
 		report.Archive = st
 	}
 	f.archiving, f.recoverability = c.archiveState(db, f)
+	return c.pruneArchive(ctx, db, prefix)
+}
+
+// ArchivePruner deletes the archived WAL files of archive (S3Object.Key
+// is its prefix) below segment cut; history files stay.
+type ArchivePruner interface {
+	PruneArchive(ctx context.Context, archive api.S3Object, cut uint64) (deleted int, err error)
+}
+
+// archivePruneInterval is how often a database's archive is pruned: a
+// listing of the bucket each time.
+const archivePruneInterval = 10 * time.Minute
+
+// pruneArchive deletes, at most every archivePruneInterval, the archived
+// WAL that spec.backup.pointInTimeRecovery.retentionWindow no longer
+// needs: the segments below where the window's base backup ends. Without
+// a window, or a base with a known position, nothing is deleted.
+func (c *Controller) pruneArchive(ctx context.Context, db *examplev1.MyDatabase, prefix string) error {
+	pitr := pointInTimeRecovery(db)
+	if pitr.RetentionWindow == nil {
+		return nil
+	}
+	now := c.clock.Now()
+	if !c.archivePrunes.due(db.UID, now) {
+		return nil
+	}
+	backups, err := c.backupLister.MyDatabaseBackups(db.Namespace).List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	var succeeded []*examplev1.MyDatabaseBackup
+	for _, b := range backups {
+		if b.Spec.DatabaseName == db.Name && b.Status.DatabaseUID == db.UID && b.Status.Phase == examplev1.BackupPhaseSucceeded &&
+			b.Status.Location != nil && b.Status.Location.S3 != nil {
+			succeeded = append(succeeded, b)
+		}
+	}
+	window := pitr.RetentionWindow.Duration
+	base := pitrwindow.Base(succeeded, now, window)
+	cut, ok := pitrwindow.ArchiveCut(base)
+	if !ok {
+		return nil
+	}
+	dest := db.Spec.Backup.Destination.S3
+	object, err := s3location.Object(ctx, c.kubeClient, db.Namespace, &examplev1.S3Location{
+		Endpoint: dest.Endpoint, Region: dest.Region, Bucket: dest.Bucket, Key: prefix,
+		CredentialsSecret: dest.CredentialsSecret, CABundle: dest.CABundle,
+	})
+	if err != nil {
+		return nil // the condition says it; the next prune tries again
+	}
+	deleted, err := c.pruner.PruneArchive(ctx, *object, cut)
+	if err != nil {
+		klog.FromContext(ctx).Info("pruning the WAL archive", "err", err)
+		return nil
+	}
+	c.archivePrunes.done(db.UID, now)
+	if deleted > 0 {
+		c.recorder.Eventf(db, corev1.EventTypeNormal, "ArchivePruned",
+			"deleted %d archived WAL files older than MyDatabaseBackup %q, the base of the %s recovery window", deleted, base.Name, window)
+	}
 	return nil
+}
+
+// pruneTimes remembers when each database's archive was last pruned.
+type pruneTimes struct {
+	mu   sync.Mutex
+	last map[types.UID]time.Time
+}
+
+func (p *pruneTimes) due(uid types.UID, now time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	last, ok := p.last[uid]
+	return !ok || now.Sub(last) >= archivePruneInterval
+}
+
+func (p *pruneTimes) done(uid types.UID, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.last == nil {
+		p.last = map[types.UID]time.Time{}
+	}
+	p.last[uid] = now
+}
+
+// S3ArchivePruner prunes archives in their S3 buckets.
+type S3ArchivePruner struct{}
+
+// PruneArchive implements ArchivePruner.
+func (S3ArchivePruner) PruneArchive(ctx context.Context, archive api.S3Object, cut uint64) (int, error) {
+	store, err := objectstore.New(s3location.StoreConfig(&archive))
+	if err != nil {
+		return 0, err
+	}
+	objects, err := store.List(ctx, archive.Key+"/wal/")
+	if err != nil {
+		return 0, err
+	}
+	deleted := 0
+	for _, o := range objects {
+		name := path.Base(o.Key)
+		// Segments, and the .partial and .backup files named after one.
+		_, seg, ok := api.WALSegment(name[:min(len(name), 24)])
+		if !ok || seg >= cut {
+			continue
+		}
+		if err := store.Delete(ctx, o.Key); err != nil {
+			return deleted, err
+		}
+		deleted++
+	}
+	return deleted, nil
 }
 
 // archiveState is the ContinuousArchiving condition and the

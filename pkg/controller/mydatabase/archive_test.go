@@ -7,12 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
+	"github.com/mydb-dev/mydb/test/s3server"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 )
 
@@ -159,5 +162,109 @@ func TestRestoreToAPointSendsTheSourcesArchive(t *testing.T) {
 				t.Errorf("archive %+v, target %+v", req.Archive, req.Target)
 			}
 		})
+	}
+}
+
+// fakePruner records the prunes asked for.
+type fakePruner struct {
+	archives []api.S3Object
+	cuts     []uint64
+	deleted  int
+}
+
+func (f *fakePruner) PruneArchive(_ context.Context, archive api.S3Object, cut uint64) (int, error) {
+	f.archives, f.cuts = append(f.archives, archive), append(f.cuts, cut)
+	return f.deleted, nil
+}
+
+func TestArchiveIsPrunedBelowTheWindowsBase(t *testing.T) {
+	backupOf := func(name string, endedAgo time.Duration, lsn string, mods ...func(*examplev1.MyDatabaseBackup)) *examplev1.MyDatabaseBackup {
+		end := metav1.NewTime(now.Add(-endedAgo))
+		b := &examplev1.MyDatabaseBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)},
+			Spec: examplev1.MyDatabaseBackupSpec{DatabaseName: "prod-mysql"},
+			Status: examplev1.MyDatabaseBackupStatus{Phase: examplev1.BackupPhaseSucceeded, DatabaseUID: "uid-1", CompletionTime: &end,
+				Position: &examplev1.InstancePosition{LSN: lsn},
+				Location: &examplev1.BackupLocation{S3: &examplev1.S3Location{Key: "prod/default/prod-mysql/uid-1/" + name}}}}
+		for _, mod := range mods {
+			mod(b)
+		}
+		return b
+	}
+	withWindow := func(d *examplev1.MyDatabase) {
+		withPointInTimeRecovery(d)
+		d.Spec.Backup.PointInTimeRecovery.RetentionWindow = &metav1.Duration{Duration: 2 * time.Hour}
+	}
+	for _, tc := range []struct {
+		name    string
+		backups []runtime.Object
+		wantCut []uint64
+	}{
+		{"below the newest backup that ended before the window", []runtime.Object{
+			backupOf("old", 5*time.Hour, "0/3000028"), backupOf("base", 3*time.Hour, "0/5000100"), backupOf("recent", time.Hour, "0/9000028"),
+		}, []uint64{5}},
+		{"nothing when every backup is within the window", []runtime.Object{backupOf("recent", time.Hour, "0/9000028")}, nil},
+		{"nothing when the base's position is unknown", []runtime.Object{
+			backupOf("base", 3*time.Hour, "", func(b *examplev1.MyDatabaseBackup) { b.Status.Position = nil }),
+		}, nil},
+		{"another database's backups are no base", []runtime.Object{
+			backupOf("earlier-db", 3*time.Hour, "0/5000100", func(b *examplev1.MyDatabaseBackup) { b.Status.DatabaseUID = "uid-0" }),
+		}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db, children, statuses := convergedState(t, myDatabase(withWindow))
+			f := newFixture(t, []*examplev1.MyDatabase{db}, append(append(children, runtime.Object(s3Secret())), tc.backups...)...)
+			f.statuses = statuses
+			pruner := &fakePruner{deleted: 7}
+			f.pruner = pruner
+			if err := f.sync(); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.wantCut, pruner.cuts); diff != "" {
+				t.Fatalf("cuts (-want +got):\n%s", diff)
+			}
+			if len(tc.wantCut) > 0 {
+				if a := pruner.archives[0]; a.Key != "prod/default/prod-mysql/uid-1" || a.AccessKeyID != "AKID" {
+					t.Errorf("pruned %+v", a)
+				}
+				expectEvent(t, f.recorder, "Normal ArchivePruned")
+			}
+		})
+	}
+}
+
+func TestS3ArchivePrunerDeletesOnlyBelowTheCut(t *testing.T) {
+	srv := s3server.Start(t, s3server.Options{})
+	store := srv.Store(t)
+	ctx := context.Background()
+	names := []string{"000000010000000000000003", "000000010000000000000004", "000000010000000000000004.partial",
+		"000000010000000000000004.00000028.backup", "00000002.history", "000000010000000000000005", "000000020000000000000005",
+		"000000020000000000000006"}
+	for _, n := range names {
+		if _, err := store.Put(ctx, "shop/uid/wal/"+n, strings.NewReader(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Another database's archive under a longer prefix is not this one's.
+	if _, err := store.Put(ctx, "shop/uid-2/wal/000000010000000000000001", strings.NewReader("x")); err != nil {
+		t.Fatal(err)
+	}
+	deleted, err := S3ArchivePruner{}.PruneArchive(ctx, api.S3Object{Endpoint: srv.Endpoint, Region: srv.Region, Bucket: srv.Bucket,
+		Key: "shop/uid", AccessKeyID: srv.AccessKeyID, SecretAccessKey: srv.SecretAccessKey}, 5)
+	if err != nil || deleted != 4 {
+		t.Fatalf("deleted %d, %v; want 4", deleted, err)
+	}
+	left, err := store.List(ctx, "shop/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, o := range left {
+		got = append(got, o.Key)
+	}
+	slices.Sort(got)
+	want := []string{"shop/uid-2/wal/000000010000000000000001", "shop/uid/wal/000000010000000000000005", "shop/uid/wal/00000002.history",
+		"shop/uid/wal/000000020000000000000005", "shop/uid/wal/000000020000000000000006"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("left in the bucket (-want +got):\n%s", diff)
 	}
 }

@@ -129,8 +129,10 @@ type Config struct {
 	Statuses StatusReader
 	Restores RestoreStarter
 	// Archives tells the managers where their WAL archive is; nil is an
-	// api.Client.
+	// api.Client. Pruner deletes archived WAL past the recovery window;
+	// nil is S3ArchivePruner.
 	Archives ArchiveSetter
+	Pruner   ArchivePruner
 	// Authority gives the credentials the managers are called with; nil
 	// is one of the controller's own.
 	Authority *databaseca.Authority
@@ -188,11 +190,14 @@ type Controller struct {
 	clock clock.PassiveClock
 	// config holds the settings; statuses and restores call the instance
 	// managers.
-	config    Config
-	statuses  StatusReader
-	restores  RestoreStarter
-	archives  ArchiveSetter
-	authority *databaseca.Authority
+	config   Config
+	statuses StatusReader
+	restores RestoreStarter
+	archives ArchiveSetter
+	pruner   ArchivePruner
+	// archivePrunes paces the pruning of each database's archive.
+	archivePrunes pruneTimes
+	authority     *databaseca.Authority
 	// incidents remembers the primaries that are not ready, for failover.
 	incidents incidents
 	// positions are the instances' last reported positions.
@@ -216,6 +221,10 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, mydbCli
 	archives := config.Archives
 	if archives == nil {
 		archives = &api.Client{}
+	}
+	pruner := config.Pruner
+	if pruner == nil {
+		pruner = S3ArchivePruner{}
 	}
 	c := &Controller{
 		kubeClient:   kubeClient,
@@ -243,6 +252,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, mydbCli
 		statuses:  statuses,
 		restores:  restores,
 		archives:  archives,
+		pruner:    pruner,
 		authority: config.Authority,
 	}
 	if c.authority == nil {

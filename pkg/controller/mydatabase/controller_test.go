@@ -67,6 +67,7 @@ type fixture struct {
 	statuses fakeStatuses
 	restores RestoreStarter
 	archives ArchiveSetter
+	pruner   ArchivePruner
 	// store stands for mydb's store guard (nil: none).
 	store StoreCoverage
 	// namespaces are where the controller serves (nil: everywhere).
@@ -158,7 +159,7 @@ func (f *fixture) newController() *Controller {
 	mydbInf := mydbinformers.NewSharedInformerFactory(f.mydbClient, 0)
 	informers := NewInformers(kubeInf, kubeInf, mydbInf)
 	c, err := NewController(context.Background(), f.kubeClient, f.mydbClient, informers, f.recorder, clocktesting.NewFakePassiveClock(now),
-		Config{InstanceImage: "mydb:test", PollInterval: 10 * time.Second, Statuses: f.statuses, Restores: f.restores, Archives: f.archives, Store: f.store, Namespaces: f.namespaces})
+		Config{InstanceImage: "mydb:test", PollInterval: 10 * time.Second, Statuses: f.statuses, Restores: f.restores, Archives: f.archives, Pruner: f.pruner, Store: f.store, Namespaces: f.namespaces})
 	if err != nil {
 		f.t.Fatal(err)
 	}

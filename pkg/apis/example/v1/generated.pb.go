@@ -1323,6 +1323,18 @@ func (m *PointInTimeRecovery) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	if m.RetentionWindow != nil {
+		{
+			size, err := m.RetentionWindow.MarshalToSizedBuffer(dAtA[:i])
+			if err != nil {
+				return 0, err
+			}
+			i -= size
+			i = encodeVarintGenerated(dAtA, i, uint64(size))
+		}
+		i--
+		dAtA[i] = 0x12
+	}
 	if m.ArchiveTimeout != nil {
 		{
 			size, err := m.ArchiveTimeout.MarshalToSizedBuffer(dAtA[:i])
@@ -2214,6 +2226,10 @@ func (m *PointInTimeRecovery) Size() (n int) {
 		l = m.ArchiveTimeout.Size()
 		n += 1 + l + sovGenerated(uint64(l))
 	}
+	if m.RetentionWindow != nil {
+		l = m.RetentionWindow.Size()
+		n += 1 + l + sovGenerated(uint64(l))
+	}
 	return n
 }
 
@@ -2690,6 +2706,7 @@ func (this *PointInTimeRecovery) String() string {
 	}
 	s := strings.Join([]string{`&PointInTimeRecovery{`,
 		`ArchiveTimeout:` + strings.Replace(fmt.Sprintf("%v", this.ArchiveTimeout), "Duration", "v1.Duration", 1) + `,`,
+		`RetentionWindow:` + strings.Replace(fmt.Sprintf("%v", this.RetentionWindow), "Duration", "v1.Duration", 1) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -6859,6 +6876,42 @@ func (m *PointInTimeRecovery) Unmarshal(dAtA []byte) error {
 				m.ArchiveTimeout = &v1.Duration{}
 			}
 			if err := m.ArchiveTimeout.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 2:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field RetentionWindow", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.RetentionWindow == nil {
+				m.RetentionWindow = &v1.Duration{}
+			}
+			if err := m.RetentionWindow.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
 			iNdEx = postIndex

@@ -250,6 +250,16 @@ type PointInTimeRecovery struct {
 	// file (16 MiB) in the bucket each time. From 10s to 1h. Defaults to 5m.
 	// +optional
 	ArchiveTimeout *metav1.Duration `json:"archiveTimeout,omitempty" protobuf:"bytes,1,opt,name=archiveTimeout"`
+
+	// RetentionWindow keeps what a restore to any moment of the last
+	// RetentionWindow needs, such as "168h" for a week: every succeeded
+	// scheduled backup that ended within it and the newest one that ended
+	// before it (besides the newest spec.backup.retention, which are kept
+	// whatever their age), and the archived WAL from that oldest base on.
+	// Older archived WAL is deleted; nothing the window needs ever is.
+	// Unset, mydb deletes no archived WAL. From 1h to 87600h (ten years).
+	// +optional
+	RetentionWindow *metav1.Duration `json:"retentionWindow,omitempty" protobuf:"bytes,2,opt,name=retentionWindow"`
 }
 
 // Recoverability is how far back and up to when a database can be

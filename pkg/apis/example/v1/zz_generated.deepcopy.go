@@ -588,6 +588,11 @@ func (in *PointInTimeRecovery) DeepCopyInto(out *PointInTimeRecovery) {
 		*out = new(metav1.Duration)
 		**out = **in
 	}
+	if in.RetentionWindow != nil {
+		in, out := &in.RetentionWindow, &out.RetentionWindow
+		*out = new(metav1.Duration)
+		**out = **in
+	}
 	return
 }
 

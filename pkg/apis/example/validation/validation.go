@@ -259,6 +259,12 @@ const (
 	MaxArchiveTimeout = time.Hour
 )
 
+// The bounds of spec.backup.pointInTimeRecovery.retentionWindow.
+const (
+	MinRetentionWindow = time.Hour
+	MaxRetentionWindow = 10 * 365 * 24 * time.Hour
+)
+
 var lsnPattern = regexp.MustCompile(`^[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}$`)
 
 func validateRecoveryTarget(t *example.RecoveryTarget, engine example.Engine, fldPath *field.Path) field.ErrorList {
@@ -316,6 +322,10 @@ func validateBackupPolicy(p *example.BackupPolicy, engine example.Engine, fldPat
 		if t := pitr.ArchiveTimeout; t != nil && (t.Duration < MinArchiveTimeout || t.Duration > MaxArchiveTimeout) {
 			allErrs = append(allErrs, field.Invalid(pp.Child("archiveTimeout"), t.Duration.String(),
 				fmt.Sprintf("must be between %s and %s", MinArchiveTimeout, MaxArchiveTimeout)))
+		}
+		if w := pitr.RetentionWindow; w != nil && (w.Duration < MinRetentionWindow || w.Duration > MaxRetentionWindow) {
+			allErrs = append(allErrs, field.Invalid(pp.Child("retentionWindow"), w.Duration.String(),
+				fmt.Sprintf("must be between %s and %s", MinRetentionWindow, MaxRetentionWindow)))
 		}
 	}
 	if p.Schedule == "" {

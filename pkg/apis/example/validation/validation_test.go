@@ -258,10 +258,11 @@ func TestValidateMyDatabase(t *testing.T) {
 		})},
 		{name: "point-in-time recovery of mysql, to a volume, archiving every second", db: myDatabase(func(d *example.MyDatabase) {
 			d.Spec.Backup = &example.BackupPolicy{Retention: 7, Destination: &example.BackupDestination{Volume: &example.VolumeDestination{}},
-				PointInTimeRecovery: &example.PointInTimeRecovery{ArchiveTimeout: &metav1.Duration{Duration: time.Second}}}
+				PointInTimeRecovery: &example.PointInTimeRecovery{ArchiveTimeout: &metav1.Duration{Duration: time.Second}, RetentionWindow: &metav1.Duration{Duration: time.Minute}}}
 		}), want: []errorSummary{
 			{field.ErrorTypeForbidden, "spec.backup.pointInTimeRecovery"},
 			{field.ErrorTypeInvalid, "spec.backup.pointInTimeRecovery.archiveTimeout"},
+			{field.ErrorTypeInvalid, "spec.backup.pointInTimeRecovery.retentionWindow"},
 		}},
 		{name: "point-in-time recovery to a volume", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
 			d.Spec.Backup = &example.BackupPolicy{Retention: 7, Destination: &example.BackupDestination{Volume: &example.VolumeDestination{}},

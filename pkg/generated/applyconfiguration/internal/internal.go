@@ -314,6 +314,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: archiveTimeout
       type:
         namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Duration
+    - name: retentionWindow
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Duration
 - name: com.github.mydb-dev.mydb.pkg.apis.example.v1.Recoverability
   map:
     fields:

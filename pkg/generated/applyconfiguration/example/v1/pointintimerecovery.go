@@ -34,6 +34,14 @@ type PointInTimeRecoveryApplyConfiguration struct {
 	// how far lastRecoverableTime lags behind now, at the cost of one WAL
 	// file (16 MiB) in the bucket each time. From 10s to 1h. Defaults to 5m.
 	ArchiveTimeout *metav1.Duration `json:"archiveTimeout,omitempty"`
+	// RetentionWindow keeps what a restore to any moment of the last
+	// RetentionWindow needs, such as "168h" for a week: every succeeded
+	// scheduled backup that ended within it and the newest one that ended
+	// before it (besides the newest spec.backup.retention, which are kept
+	// whatever their age), and the archived WAL from that oldest base on.
+	// Older archived WAL is deleted; nothing the window needs ever is.
+	// Unset, mydb deletes no archived WAL. From 1h to 87600h (ten years).
+	RetentionWindow *metav1.Duration `json:"retentionWindow,omitempty"`
 }
 
 // PointInTimeRecoveryApplyConfiguration constructs a declarative configuration of the PointInTimeRecovery type for use with
@@ -47,5 +55,13 @@ func PointInTimeRecovery() *PointInTimeRecoveryApplyConfiguration {
 // If called multiple times, the ArchiveTimeout field is set to the value of the last call.
 func (b *PointInTimeRecoveryApplyConfiguration) WithArchiveTimeout(value metav1.Duration) *PointInTimeRecoveryApplyConfiguration {
 	b.ArchiveTimeout = &value
+	return b
+}
+
+// WithRetentionWindow sets the RetentionWindow field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the RetentionWindow field is set to the value of the last call.
+func (b *PointInTimeRecoveryApplyConfiguration) WithRetentionWindow(value metav1.Duration) *PointInTimeRecoveryApplyConfiguration {
+	b.RetentionWindow = &value
 	return b
 }

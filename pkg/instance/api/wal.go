@@ -1,0 +1,38 @@
+package api
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// WALSegmentSize is the size of a PostgreSQL WAL segment as mydb
+// bootstraps them (initdb's default).
+const WALSegmentSize = 16 << 20
+
+// WALSegment parses a WAL segment file's name (24 hexadecimal digits:
+// timeline, then the segment number in two halves); ok is false for any
+// other name (a history file, a .partial or .backup file).
+func WALSegment(name string) (timeline uint32, segment uint64, ok bool) {
+	if len(name) != 24 || strings.Trim(name, "0123456789ABCDEF") != "" {
+		return 0, 0, false
+	}
+	tli, err1 := strconv.ParseUint(name[:8], 16, 32)
+	hi, err2 := strconv.ParseUint(name[8:16], 16, 32)
+	lo, err3 := strconv.ParseUint(name[16:], 16, 32)
+	if err1 != nil || err2 != nil || err3 != nil || lo >= 1<<32/WALSegmentSize {
+		return 0, 0, false
+	}
+	return uint32(tli), hi*(1<<32/WALSegmentSize) + lo, true
+}
+
+// LSNSegment is the number of the WAL segment that holds lsn ("X/Y").
+func LSNSegment(lsn string) (uint64, error) {
+	hi, lo, ok := strings.Cut(lsn, "/")
+	h, err1 := strconv.ParseUint(hi, 16, 32)
+	l, err2 := strconv.ParseUint(lo, 16, 32)
+	if !ok || err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("%q is not an LSN", lsn)
+	}
+	return (h<<32 | l) / WALSegmentSize, nil
+}
