@@ -107,6 +107,7 @@ type Recoverability struct {
 	LastArchivedWAL      string
 	LastArchivedTime     *metav1.Time
 	ArchivingSince       *metav1.Time
+	PendingWALFiles      int32
 }
 
 // BackupPolicy schedules backups of a MyDatabase.

@@ -32,6 +32,7 @@ const (
 	ReasonArchiving            = "Archiving"
 	ReasonArchiveStarting      = "ArchiveStarting"
 	ReasonArchiveFailing       = "ArchiveFailing"
+	ReasonArchiveLagging       = "ArchiveLagging"
 	ReasonArchiveNotConfigured = "ArchiveNotConfigured"
 )
 
@@ -65,6 +66,16 @@ func withArchive(spec *corev1.PodSpec, db *examplev1.MyDatabase) {
 		timeout = pitr.ArchiveTimeout.Duration
 	}
 	spec.Containers[0].Args = append(spec.Containers[0].Args, walArchiveFlag, archiveTimeoutFlag+"="+timeout.String())
+}
+
+// archiveLagBound is how long a primary may archive nothing before the
+// archive is said to lag: twice its archiveTimeout, and a minute.
+func archiveLagBound(db *examplev1.MyDatabase) time.Duration {
+	timeout := examplev1.DefaultArchiveTimeout
+	if pitr := pointInTimeRecovery(db); pitr != nil && pitr.ArchiveTimeout != nil {
+		timeout = pitr.ArchiveTimeout.Duration
+	}
+	return 2*timeout + time.Minute
 }
 
 func pointInTimeRecovery(db *examplev1.MyDatabase) *examplev1.PointInTimeRecovery {
@@ -263,13 +274,22 @@ func (c *Controller) archiveState(db *examplev1.MyDatabase, f *findings) (*metav
 		if t := a.LastRecoverableTime; t != nil && (r.LastRecoverableTime == nil || t.After(r.LastRecoverableTime.Time)) {
 			r.LastRecoverableTime = timeOf(t)
 		}
+		r.PendingWALFiles = int32(min(a.Pending, 1<<30))
 		failing := a.LastFailureTime != nil && (a.LastArchivedTime == nil || a.LastFailureTime.After(*a.LastArchivedTime))
+		bound := archiveLagBound(db)
 		switch {
 		case failing:
 			cond = archivingCondition(metav1.ConditionFalse, ReasonArchiveFailing,
 				fmt.Sprintf("%s cannot archive its WAL (%d files wait): %s", report.Name, a.Pending, a.LastFailure))
 		case a.Archived == 0:
 			cond = archivingCondition(metav1.ConditionFalse, ReasonArchiveStarting, fmt.Sprintf("%s has archived no file yet", report.Name))
+		case a.LastArchivedTime != nil && c.clock.Since(*a.LastArchivedTime) > bound:
+			// A heartbeat closes a file every archiveTimeout: none
+			// archived for twice that, and a minute, means the archiver is
+			// stuck (an upload that hangs) or far behind.
+			cond = archivingCondition(metav1.ConditionFalse, ReasonArchiveLagging,
+				fmt.Sprintf("%s archived nothing for %s (bound %s; %d files wait); its last file %s", report.Name,
+					c.clock.Since(*a.LastArchivedTime).Round(time.Second), bound, a.Pending, a.LastArchived))
 		default:
 			msg := fmt.Sprintf("%s archived %s at %s", report.Name, a.LastArchived, a.LastArchivedTime.UTC().Format(time.RFC3339))
 			if a.Pending > 0 {
@@ -321,11 +341,11 @@ func archivingCondition(status metav1.ConditionStatus, reason, message string) *
 
 // archiveEvent warns, once per failure, that the archive stopped.
 func (c *Controller) archiveEvent(db *examplev1.MyDatabase, cond *metav1.Condition) {
-	if cond == nil || cond.Reason != ReasonArchiveFailing {
+	if cond == nil || cond.Reason != ReasonArchiveFailing && cond.Reason != ReasonArchiveLagging {
 		return
 	}
 	if old := meta.FindStatusCondition(db.Status.Conditions, examplev1.ConditionContinuousArchiving); old != nil && old.Reason == cond.Reason {
 		return
 	}
-	c.recorder.Event(db, corev1.EventTypeWarning, ReasonArchiveFailing, cond.Message)
+	c.recorder.Event(db, corev1.EventTypeWarning, cond.Reason, cond.Message)
 }

@@ -75,6 +75,9 @@ func TestArchiveIsSentAndItsWindowReported(t *testing.T) {
 			Archived: 12, LastArchived: "000000010000000000000009", LastArchivedTime: &archived, LastRecoverableTime: &recoverable,
 			Failed: 3, LastFailure: "000000010000000000000010: AccessDenied", LastFailureTime: &failed, Pending: 4},
 			wantStatus: metav1.ConditionFalse, wantReason: ReasonArchiveFailing, wantEvent: "Warning ArchiveFailing"},
+		{name: "lagging", archive: &api.ArchiveStatus{Configured: true, Prefix: "http://127.0.0.1:9000/backups/prod/default/prod-mysql/uid-1",
+			Archived: 12, LastArchived: "000000010000000000000009", LastArchivedTime: ptr.To(now.Add(-10 * time.Minute).UTC()), LastRecoverableTime: &recoverable, Pending: 9},
+			wantStatus: metav1.ConditionFalse, wantReason: ReasonArchiveLagging, wantEvent: "Warning ArchiveLagging"},
 		{name: "a primary without --wal-archive yet", wantStatus: metav1.ConditionFalse, wantReason: ReasonArchiveNotConfigured},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -116,6 +119,9 @@ func TestArchiveIsSentAndItsWindowReported(t *testing.T) {
 				if r == nil || !r.LastRecoverableTime.Time.Equal(recoverable.Truncate(time.Second)) || r.LastArchivedWAL != "000000010000000000000009" || r.ArchivingSince == nil {
 					t.Errorf("recoverability %+v", r)
 				}
+			}
+			if tc.archive != nil && status.Recoverability != nil && status.Recoverability.PendingWALFiles != int32(tc.archive.Pending) {
+				t.Errorf("pendingWALFiles %d, want %d", status.Recoverability.PendingWALFiles, tc.archive.Pending)
 			}
 			if tc.wantEvent != "" {
 				expectEvent(t, f.recorder, tc.wantEvent)

@@ -166,6 +166,13 @@ func settled(s examplev1.MyDatabaseStatus) examplev1.MyDatabaseStatus {
 	for i := range s.Conditions {
 		s.Conditions[i].Message, s.Conditions[i].LastTransitionTime = "", metav1.Time{}
 	}
+	if r := s.Recoverability; r != nil {
+		// Each archived file moves these: they ride along with the writes
+		// that have a reason. lastRecoverableTime moves once per
+		// archiveTimeout (a heartbeat), and is worth a write: restores
+		// are checked against it.
+		r.LastArchivedWAL, r.LastArchivedTime, r.PendingWALFiles = "", nil, 0
+	}
 	for i := range s.Instances {
 		in := &s.Instances[i]
 		in.Message, in.Position = "", nil

@@ -1556,6 +1556,13 @@ func schema_pkg_apis_example_v1_Recoverability(ref common.ReferenceCallback) com
 							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
 						},
 					},
+					"pendingWALFiles": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PendingWALFiles is how many closed WAL files the primary had not archived yet when last asked: the archive's lag, in 16 MiB files.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
 				},
 			},
 		},

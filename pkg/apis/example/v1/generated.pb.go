@@ -1370,6 +1370,9 @@ func (m *Recoverability) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	i = encodeVarintGenerated(dAtA, i, uint64(m.PendingWALFiles))
+	i--
+	dAtA[i] = 0x30
 	if m.ArchivingSince != nil {
 		{
 			size, err := m.ArchivingSince.MarshalToSizedBuffer(dAtA[:i])
@@ -2257,6 +2260,7 @@ func (m *Recoverability) Size() (n int) {
 		l = m.ArchivingSince.Size()
 		n += 1 + l + sovGenerated(uint64(l))
 	}
+	n += 1 + sovGenerated(uint64(m.PendingWALFiles))
 	return n
 }
 
@@ -2721,6 +2725,7 @@ func (this *Recoverability) String() string {
 		`LastArchivedWAL:` + fmt.Sprintf("%v", this.LastArchivedWAL) + `,`,
 		`LastArchivedTime:` + strings.Replace(fmt.Sprintf("%v", this.LastArchivedTime), "Time", "v1.Time", 1) + `,`,
 		`ArchivingSince:` + strings.Replace(fmt.Sprintf("%v", this.ArchivingSince), "Time", "v1.Time", 1) + `,`,
+		`PendingWALFiles:` + fmt.Sprintf("%v", this.PendingWALFiles) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -7141,6 +7146,25 @@ func (m *Recoverability) Unmarshal(dAtA []byte) error {
 				return err
 			}
 			iNdEx = postIndex
+		case 6:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field PendingWALFiles", wireType)
+			}
+			m.PendingWALFiles = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.PendingWALFiles |= int32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := skipGenerated(dAtA[iNdEx:])

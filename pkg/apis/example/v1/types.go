@@ -286,6 +286,11 @@ type Recoverability struct {
 	// a file: backups that started before it are not a base for a replay.
 	// +optional
 	ArchivingSince *metav1.Time `json:"archivingSince,omitempty" protobuf:"bytes,5,opt,name=archivingSince"`
+
+	// PendingWALFiles is how many closed WAL files the primary had not
+	// archived yet when last asked: the archive's lag, in 16 MiB files.
+	// +optional
+	PendingWALFiles int32 `json:"pendingWALFiles,omitempty" protobuf:"varint,6,opt,name=pendingWALFiles"`
 }
 
 // BackupPolicy says when a MyDatabase is backed up besides on demand.

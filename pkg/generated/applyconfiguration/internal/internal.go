@@ -335,6 +335,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: lastRecoverableTime
       type:
         namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
+    - name: pendingWALFiles
+      type:
+        scalar: numeric
 - name: com.github.mydb-dev.mydb.pkg.apis.example.v1.RecoveryTarget
   map:
     fields:

@@ -41,6 +41,9 @@ type RecoverabilityApplyConfiguration struct {
 	// ArchivingSince is when the controller first saw the primary archive
 	// a file: backups that started before it are not a base for a replay.
 	ArchivingSince *metav1.Time `json:"archivingSince,omitempty"`
+	// PendingWALFiles is how many closed WAL files the primary had not
+	// archived yet when last asked: the archive's lag, in 16 MiB files.
+	PendingWALFiles *int32 `json:"pendingWALFiles,omitempty"`
 }
 
 // RecoverabilityApplyConfiguration constructs a declarative configuration of the Recoverability type for use with
@@ -86,5 +89,13 @@ func (b *RecoverabilityApplyConfiguration) WithLastArchivedTime(value metav1.Tim
 // If called multiple times, the ArchivingSince field is set to the value of the last call.
 func (b *RecoverabilityApplyConfiguration) WithArchivingSince(value metav1.Time) *RecoverabilityApplyConfiguration {
 	b.ArchivingSince = &value
+	return b
+}
+
+// WithPendingWALFiles sets the PendingWALFiles field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PendingWALFiles field is set to the value of the last call.
+func (b *RecoverabilityApplyConfiguration) WithPendingWALFiles(value int32) *RecoverabilityApplyConfiguration {
+	b.PendingWALFiles = &value
 	return b
 }
