@@ -47,6 +47,10 @@ type Options struct {
 	// primary's WAL is closed and archived (0: DefaultArchiveTimeout).
 	ArchiveWAL     bool
 	ArchiveTimeout time.Duration
+	// ArchiveParallelism is how many files are uploaded at once: the one
+	// the engine hands over and those it will hand over next (1: one at a
+	// time).
+	ArchiveParallelism int
 	// LocalSocket is where the engine's archive and restore commands reach
 	// the manager (empty: nowhere, and neither works).
 	LocalSocket string

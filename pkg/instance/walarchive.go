@@ -36,8 +36,10 @@ type WALArchiver interface {
 	// archive holds a commit at about now even on an idle database. It
 	// returns the WAL file that holds the commit.
 	ArchiveHeartbeat(ctx context.Context) (walFile string, err error)
-	// PendingArchive counts the closed files waiting to be archived.
-	PendingArchive() (int, error)
+	// ReadyFiles names the closed files waiting to be archived, in the
+	// order the engine hands them over; WALDir is where they are.
+	ReadyFiles() ([]string, error)
+	WALDir() string
 	// ReceivedSegments are the paths of the closed WAL segments the engine
 	// will not archive itself: those it received from a primary as a
 	// replica. After a promotion, the ones the old primary had not
@@ -85,9 +87,20 @@ type walArchive struct {
 	status api.ArchiveStatus
 	// heartbeats are commits waiting for their file to be archived.
 	heartbeats []heartbeat
+	// ahead are the uploads started before the engine asked for their
+	// files (Options.ArchiveParallelism), by file name.
+	ahead map[string]*upload
 	// restoreFrom is the archive a restore to a point reads, while it runs.
 	restoreFrom       WALStore
 	restoreFromPrefix string
+}
+
+// upload is a file's upload started ahead of the engine's request.
+type upload struct {
+	key   string
+	began time.Time
+	done  chan struct{}
+	err   error
 }
 
 type heartbeat struct {
@@ -173,7 +186,16 @@ func (m *Manager) archiveFile(ctx context.Context, path, name string) error {
 		return errors.New("no archive destination yet (the controller sends it): the engine keeps the file and retries")
 	}
 	began := time.Now().UTC()
-	err := m.uploadWAL(ctx, store, WALKey(dest.Key, name), path)
+	var err error
+	up := m.takeAhead(ctx, name)
+	// Keep ArchiveParallelism uploads going while the engine waits for
+	// this one, whether it was started ahead or not.
+	m.uploadAhead(dest, store, name)
+	if up != nil && up.err == nil && up.key == WALKey(dest.Key, name) {
+		began = up.began
+	} else {
+		err = m.uploadWAL(ctx, store, WALKey(dest.Key, name), path)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if err != nil {
@@ -198,6 +220,73 @@ func (m *Manager) archiveFile(ctx context.Context, path, name string) error {
 		a.heartbeats = kept
 	}
 	return nil
+}
+
+// takeAhead waits for the upload of name started ahead, if there is one,
+// and forgets it.
+func (m *Manager) takeAhead(ctx context.Context, name string) *upload {
+	a := &m.archive
+	a.mu.Lock()
+	up := a.ahead[name]
+	delete(a.ahead, name)
+	a.mu.Unlock()
+	if up == nil {
+		return nil
+	}
+	select {
+	case <-up.done:
+		return up
+	case <-ctx.Done():
+		return &upload{err: ctx.Err()}
+	}
+}
+
+// uploadAhead starts uploading the files the engine will hand over after
+// name, so that up to ArchiveParallelism uploads run at once while the
+// engine hands them over one at a time. Each is checked as any other (an
+// object already there must hold the same bytes); the engine's request for
+// it then waits for it, or uploads it again if it failed.
+func (m *Manager) uploadAhead(dest *api.S3Object, store WALStore, name string) {
+	room := m.opts.ArchiveParallelism - 1
+	wa, ok := m.driver.(WALArchiver)
+	if room <= 0 || !ok {
+		return
+	}
+	ready, err := wa.ReadyFiles()
+	if err != nil {
+		return
+	}
+	a := &m.archive
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ahead == nil {
+		a.ahead = map[string]*upload{}
+	}
+	for n, up := range a.ahead {
+		// Ones the engine will not ask for any more (it archived them
+		// some other way, or its archive was reset) free their slot.
+		select {
+		case <-up.done:
+			if n < name {
+				delete(a.ahead, n)
+			}
+		default:
+		}
+	}
+	for _, next := range ready {
+		if len(a.ahead) >= room {
+			return
+		}
+		if next <= name || a.ahead[next] != nil || !segmentName.MatchString(next) {
+			continue
+		}
+		up := &upload{key: WALKey(dest.Key, next), began: time.Now().UTC(), done: make(chan struct{})}
+		a.ahead[next] = up
+		go func(next string) {
+			defer close(up.done)
+			up.err = m.uploadWAL(m.runContext(), store, up.key, filepath.Join(wa.WALDir(), next))
+		}(next)
+	}
 }
 
 func (m *Manager) uploadWAL(ctx context.Context, store WALStore, key, path string) error {
@@ -359,9 +448,9 @@ func (m *Manager) archiveHeartbeats(ctx context.Context, wa WALArchiver) {
 			return
 		case <-tick.C:
 		}
-		if n, err := wa.PendingArchive(); err == nil {
+		if ready, err := wa.ReadyFiles(); err == nil {
 			m.archive.mu.Lock()
-			m.archive.status.Pending = n
+			m.archive.status.Pending = len(ready)
 			m.archive.mu.Unlock()
 		}
 		m.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -21,6 +22,10 @@ type memWALStore struct {
 	mu      sync.Mutex
 	objects map[string][]byte
 	puts    int
+	// delay makes each PutFile take that long; running and most count
+	// the uploads under way, and the most at once.
+	delay         time.Duration
+	running, most int
 }
 
 func (s *memWALStore) PutFile(_ context.Context, key, path string) (objectstore.Object, error) {
@@ -29,7 +34,13 @@ func (s *memWALStore) PutFile(_ context.Context, key, path string) (objectstore.
 		return objectstore.Object{}, err
 	}
 	s.mu.Lock()
+	s.running++
+	s.most = max(s.most, s.running)
+	s.mu.Unlock()
+	time.Sleep(s.delay)
+	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.running--
 	s.objects[key] = b
 	s.puts++
 	n, sum, _ := digestOf(bytes.NewReader(b))
@@ -152,5 +163,59 @@ func TestRestoreFileFetchesOnlyWhatTheArchiveHolds(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(dest); string(b) != "wal 1" {
 		t.Errorf("fetched %q", b)
+	}
+}
+
+// archivingDriver is a driver whose engine's closed WAL files are in dir,
+// all ready to be archived.
+type archivingDriver struct {
+	*fakeDriver
+	dir   string
+	ready []string
+}
+
+func (d *archivingDriver) ArchiveHeartbeat(context.Context) (string, error) { return "", nil }
+func (d *archivingDriver) ReadyFiles() ([]string, error)                    { return d.ready, nil }
+func (d *archivingDriver) WALDir() string                                   { return d.dir }
+func (d *archivingDriver) ReceivedSegments() ([]string, error)              { return nil, nil }
+func (d *archivingDriver) RestoreTo(context.Context, io.Reader, func() error, api.RecoveryTarget) error {
+	return errors.New("no restores here")
+}
+
+func TestArchiveUploadsAheadOfTheEngine(t *testing.T) {
+	ctx := context.Background()
+	d := &archivingDriver{fakeDriver: &fakeDriver{}, dir: t.TempDir()}
+	for i := 1; i <= 6; i++ {
+		name := fmt.Sprintf("0000000100000000000000%02X", i)
+		if err := os.WriteFile(filepath.Join(d.dir, name), []byte("wal "+name), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		d.ready = append(d.ready, name)
+	}
+	m := NewManager(Options{Name: "db-0", ArchiveWAL: true, ArchiveParallelism: 3}, d, nil)
+	store := &memWALStore{objects: map[string][]byte{}, delay: 50 * time.Millisecond}
+	m.archive.dest, m.archive.store = &api.S3Object{Key: "p"}, store
+	// The engine hands the files over one at a time, in order, each once
+	// the one before was archived.
+	for len(d.ready) > 0 {
+		name := d.ready[0]
+		if err := m.archiveFile(ctx, filepath.Join(d.dir, name), name); err != nil {
+			t.Fatal(err)
+		}
+		d.ready = d.ready[1:]
+	}
+	if store.puts != 6 || len(store.objects) != 6 {
+		t.Errorf("%d uploads of %d objects, want each of the 6 files once", store.puts, len(store.objects))
+	}
+	if store.most != 3 {
+		t.Errorf("at most %d uploads at once, want 3", store.most)
+	}
+	for k, v := range store.objects {
+		if string(v) != "wal "+filepath.Base(k) {
+			t.Errorf("%s holds %q", k, v)
+		}
+	}
+	if s := m.archive.snapshot(); s.Archived != 6 || s.LastArchived != "000000010000000000000006" {
+		t.Errorf("status %+v", *s)
 	}
 }

@@ -7,7 +7,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -281,4 +286,107 @@ func TestPostgresArchiveAcrossAFailover(t *testing.T) {
 	if err := n.app().QueryRow("SELECT timeline_id FROM pg_control_checkpoint()").Scan(&timeline); err != nil || timeline < 3 {
 		t.Errorf("restored timeline %d, %v: want past the source's 2", timeline, err)
 	}
+}
+
+// TestPostgresArchiveThroughput measures, side by side in one run, how fast
+// a primary's closed WAL files reach the real S3 server one at a time
+// (--archive-parallel 1, what PostgreSQL's archive_command alone does) and
+// with uploads ahead of the engine (4, the default): each operation closes
+// eight 16 MiB files on an idle primary and waits until the last one is
+// archived, through a proxy that holds each request for a round trip. It
+// fails only when files are not archived; the figures go to
+// docs/benchmarks.md (no bound: on two cores the ratio is noise-bound).
+func TestPostgresArchiveThroughput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a measurement")
+	}
+	s3 := s3server.Start(t, s3server.Options{})
+	ctx := context.Background()
+	spec := postgresSpec()
+	const files = 8
+	// A bucket in another building: each request waits a round trip
+	// before the local server sees it.
+	const rtt = 50 * time.Millisecond
+	target, err := url.Parse(s3.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	far := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(rtt)
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(far.Close)
+	primaries := map[int]*node{}
+	for i, parallel := range []int{1, 4} {
+		c := newClusterIn(t, spec, fmt.Sprintf("pitr-rate-%d", parallel), fmt.Sprintf("127.0.%d.", 50+i), 1)
+		n := c.nodes[0]
+		n.extraArgs = []string{"--wal-archive", "--archive-timeout", "1h", "--archive-parallel", strconv.Itoa(parallel)}
+		n.start()
+		c.setPrimary(n)
+		n.waitReady(time.Minute, api.RolePrimary)
+		mc, host := n.manager()
+		d := *destination(s3, fmt.Sprintf("rate/%d", parallel)).S3
+		d.Endpoint = far.URL
+		if _, err := mc.SetArchive(ctx, host, n.auth(), api.ArchiveRequest{Destination: d}); err != nil {
+			t.Fatal(err)
+		}
+		primaries[parallel] = n
+	}
+	supers := map[*node]*sql.DB{}
+	for _, n := range primaries {
+		supers[n] = n.superuser(t, "postgres")
+		mustExec(t, supers[n], "CREATE TABLE filler (n int)")
+	}
+	closeFiles := func(n *node) error {
+		super := supers[n]
+		var last string
+		for range files {
+			// A write makes the file non-empty, so the switch closes it.
+			if _, err := super.Exec("INSERT INTO filler VALUES (1)"); err != nil {
+				return err
+			}
+			if err := super.QueryRow("SELECT pg_walfile_name(pg_switch_wal())").Scan(&last); err != nil {
+				return err
+			}
+		}
+		deadline := time.Now().Add(5 * time.Minute)
+		for {
+			s, err := n.status()
+			if err == nil && s.Archive != nil && s.Archive.LastArchived >= last && s.Archive.Pending == 0 {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s: %s not archived within 5m: %+v (%v)", n.name, last, s.Archive, err)
+			}
+			// Each status read probes the engine: not so often that the
+			// probes take the CPU the uploads need.
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	results := map[int][]float64{}
+	const rounds = 5
+	for round := range rounds {
+		for _, parallel := range []int{1, 4} {
+			n := primaries[parallel]
+			var failure error
+			r := testing.Benchmark(func(b *testing.B) {
+				for range b.N {
+					if failure = closeFiles(n); failure != nil {
+						b.FailNow()
+					}
+				}
+			})
+			if failure != nil || r.N == 0 {
+				t.Fatalf("--archive-parallel %d: %v", parallel, failure)
+			}
+			mbps := float64(files*api.WALSegmentSize) / (float64(r.NsPerOp()) / 1e9) / 1e6
+			results[parallel] = append(results[parallel], mbps)
+			t.Logf("round %d, --archive-parallel %d: %d x %d files, %.0f ms per %d files, %.0f MB/s", round+1, parallel, r.N, files,
+				float64(r.NsPerOp())/1e6, files, mbps)
+		}
+	}
+	median := func(xs []float64) float64 { xs = slices.Clone(xs); slices.Sort(xs); return xs[len(xs)/2] }
+	t.Logf("archive throughput to the S3 server %s away, median of %d rounds: one at a time %.0f MB/s, 4 at once %.0f MB/s (%.2fx)",
+		rtt, rounds, median(results[1]), median(results[4]), median(results[4])/median(results[1]))
 }

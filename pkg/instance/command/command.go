@@ -58,8 +58,9 @@ type Options struct {
 	// ArchiveWAL makes the instance archive its WAL while it is the
 	// primary; ArchiveTimeout bounds how long a closed-but-unarchived
 	// stretch of an idle primary's WAL may grow.
-	ArchiveWAL     bool
-	ArchiveTimeout time.Duration
+	ArchiveWAL         bool
+	ArchiveTimeout     time.Duration
+	ArchiveParallelism int
 	// CertificateLifetime is how long each of the instance's certificates
 	// is valid; it is renewed at two thirds of it.
 	CertificateLifetime time.Duration
@@ -91,6 +92,7 @@ func (o *Options) addFlags(fs *pflag.FlagSet) {
 	fs.Uint32Var(&o.ServerID, "server-id", 0, "MySQL-family server_id (default: the name's ordinal + 1)")
 	fs.BoolVar(&o.ArchiveWAL, "wal-archive", env("MYDB_WAL_ARCHIVE", "") == "true", "archive the WAL while this instance is the primary (PostgreSQL), to where the controller's PUT /v1/archive says ($MYDB_WAL_ARCHIVE=true)")
 	fs.DurationVar(&o.ArchiveTimeout, "archive-timeout", instance.DefaultArchiveTimeout, "with --wal-archive: an idle primary commits a heartbeat and closes its WAL file this often, so the recoverable window advances")
+	fs.IntVar(&o.ArchiveParallelism, "archive-parallel", 4, "with --wal-archive: how many WAL files are uploaded at once (the one the engine hands over and the next ones it will; 1 for one at a time)")
 	fs.DurationVar(&o.CertificateLifetime, "certificate-lifetime", pki.InstanceLifetime,
 		"how long each certificate of the instance (its manager's and its engine's) is valid; renewed at two thirds of it, the engine reloading without a restart")
 }
@@ -123,6 +125,9 @@ func (o *Options) validate() error {
 	}
 	if o.ArchiveWAL && o.Engine != "postgres" {
 		errs = append(errs, fmt.Errorf("--wal-archive is supported for postgres only, not %s yet", o.Engine))
+	}
+	if o.ArchiveWAL && (o.ArchiveParallelism < 1 || o.ArchiveParallelism > 64) {
+		errs = append(errs, errors.New("--archive-parallel must be between 1 and 64"))
 	}
 	if o.ArchiveWAL && o.ArchiveTimeout < time.Second {
 		errs = append(errs, errors.New("--archive-timeout must be at least 1s"))
@@ -220,7 +225,7 @@ func run(ctx context.Context, o *Options) error {
 		StopTimeout: o.StopTimeout, MaxReadyLag: o.MaxReadyLag, MaxReadyLagBytes: o.MaxReadyLagBytes,
 		Identity:   identity,
 		Restore:    o.Restore,
-		ArchiveWAL: o.ArchiveWAL, ArchiveTimeout: o.ArchiveTimeout, LocalSocket: socket,
+		ArchiveWAL: o.ArchiveWAL, ArchiveTimeout: o.ArchiveTimeout, ArchiveParallelism: o.ArchiveParallelism, LocalSocket: socket,
 		Log: log,
 	}, driver, topology)
 

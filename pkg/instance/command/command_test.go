@@ -46,7 +46,11 @@ func TestValidate(t *testing.T) {
 		"a database without namespace": {mod: func(o *Options) { o.Database = "db" }, want: "--namespace is required"},
 		"a restore":                    {mod: func(o *Options) { o.TopologyFile, o.Restore = "/t.json", true }},
 		"a mysql restore":              {mod: func(o *Options) { o.TopologyFile, o.Restore, o.Engine = "/t.json", true, "mysql" }},
-		"a WAL archive":                {mod: func(o *Options) { o.TopologyFile, o.ArchiveWAL, o.ArchiveTimeout = "/t.json", true, time.Minute }},
+		"a WAL archive": {mod: func(o *Options) {
+			o.TopologyFile, o.ArchiveWAL, o.ArchiveTimeout, o.ArchiveParallelism = "/t.json", true, time.Minute, 4
+		}},
+		"no upload at a time": {mod: func(o *Options) { o.TopologyFile, o.ArchiveWAL, o.ArchiveTimeout = "/t.json", true, time.Minute },
+			want: "--archive-parallel must be between 1 and 64"},
 		"a mariadb WAL archive": {mod: func(o *Options) {
 			o.TopologyFile, o.ArchiveWAL, o.ArchiveTimeout, o.Engine = "/t.json", true, time.Minute, "mariadb"
 		},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
@@ -44,21 +45,25 @@ func (d *Driver) ArchiveHeartbeat(ctx context.Context) (string, error) {
 	return file, err
 }
 
-// PendingArchive implements instance.WALArchiver: the files the archiver
-// has not handed over yet.
-func (d *Driver) PendingArchive() (int, error) {
+// ReadyFiles implements instance.WALArchiver: the files the archiver has
+// not handed over yet (archive_status/*.ready), oldest first.
+func (d *Driver) ReadyFiles() ([]string, error) {
 	entries, err := os.ReadDir(filepath.Join(d.DataDir(), "pg_wal", "archive_status"))
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	n := 0
+	var names []string
 	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".ready") {
-			n++
+		if name, ok := strings.CutSuffix(e.Name(), ".ready"); ok {
+			names = append(names, name)
 		}
 	}
-	return n, nil
+	slices.Sort(names)
+	return names, nil
 }
+
+// WALDir implements instance.WALArchiver.
+func (d *Driver) WALDir() string { return filepath.Join(d.DataDir(), "pg_wal") }
 
 // ReceivedSegments implements instance.WALArchiver: a standby marks each
 // segment it received .done (archive_mode on archives on a primary only).
