@@ -19,8 +19,9 @@ import (
 // database with spec.backup.pointInTimeRecovery archives its WAL (the
 // ContinuousArchiving condition True, status.recoverability advancing);
 // from a backup taken before two batches of writes, a new database with
-// restoreFrom.pointInTime between them holds exactly the first batch, on
-// both its instances.
+// restoreFrom.pointInTime between them (the backup picked by mydb) holds
+// exactly the first batch, on both its instances; a target past the window
+// is a 422.
 func TestPointInTimeRestore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -106,12 +107,16 @@ func TestPointInTimeRestore(t *testing.T) {
 
 	copyDB := &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "copy"}, Spec: examplev1.MyDatabaseSpec{
 		Engine: examplev1.Engine(dc.engine.name), Version: dc.version, Replicas: int32Ptr(2), StorageSize: quantity("1Gi"),
-		RestoreFrom: &examplev1.RestoreSource{BackupName: "base", PointInTime: &examplev1.RecoveryTarget{Time: &metav1.Time{Time: target}}}}}
+		// mydb picks the backup: base, the one that ended before the target.
+		RestoreFrom: &examplev1.RestoreSource{DatabaseName: "src", PointInTime: &examplev1.RecoveryTarget{Time: &metav1.Time{Time: target}}}}}
 	if _, err := dbs.Create(ctx, copyDB, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	startRig(t, ns, "copy", dc.engine)
 	took := restored(t, ns, "copy", 5*time.Minute)
+	if d, err := dbs.Get(ctx, "copy", metav1.GetOptions{}); err != nil || !strings.Contains(conditionMessage(meta.FindStatusCondition(d.Status.Conditions, examplev1.ConditionRestored)), `"base"`) {
+		t.Errorf("the copy's Restored condition does not name the backup picked, base: %v", err)
+	}
 	copyH := &replicationHarness{t: t, tc: dc.replicationCase, ns: ns, db: "copy"}
 	copyH.waitStreaming(2)
 	dc.waitSums(t, copyH, 2, want)

@@ -19,7 +19,10 @@ import (
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	exampleinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
 	listers "github.com/mydb-dev/mydb/pkg/generated/listers/example/v1"
+	"github.com/mydb-dev/mydb/pkg/pitrwindow"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/admission"
 )
@@ -37,6 +40,10 @@ type Plugin struct {
 	*admission.Handler
 	databases listers.MyDatabaseLister
 	backups   listers.MyDatabaseBackupLister
+	// synced tells whether the backups' cache is complete: an absent
+	// backup means something only then.
+	synced func() bool
+	now    func() time.Time
 }
 
 var _ admission.ValidationInterface = &Plugin{}
@@ -44,18 +51,20 @@ var _ admission.ValidationInterface = &Plugin{}
 // NewPlugin returns the plugin; the server's initializer gives it the
 // informers (SetMyDatabaseInformers).
 func NewPlugin() *Plugin {
-	return &Plugin{Handler: admission.NewHandler(admission.Create)}
+	return &Plugin{Handler: admission.NewHandler(admission.Create), now: time.Now}
 }
 
 // SetMyDatabaseInformers gives the informers on mydb's own API.
 func (p *Plugin) SetMyDatabaseInformers(f exampleinformers.SharedInformerFactory) {
 	p.databases = f.Example().V1().MyDatabases().Lister()
-	p.backups = f.Example().V1().MyDatabaseBackups().Lister()
+	backups := f.Example().V1().MyDatabaseBackups()
+	p.backups = backups.Lister()
+	p.synced = backups.Informer().HasSynced
 }
 
 // ValidateInitialization implements admission.InitializationValidator.
 func (p *Plugin) ValidateInitialization() error {
-	if p.databases == nil || p.backups == nil {
+	if p.databases == nil || p.backups == nil || p.synced == nil {
 		return fmt.Errorf("%s: missing the MyDatabase informers", PluginName)
 	}
 	return nil
@@ -71,13 +80,36 @@ func (p *Plugin) Validate(_ context.Context, a admission.Attributes, _ admission
 		return nil
 	}
 	target := db.Spec.RestoreFrom.PointInTime.Time.Time
-	msg := p.refusal(a.GetNamespace(), db.Spec.RestoreFrom.BackupName, target)
+	var msg string
+	if name := db.Spec.RestoreFrom.BackupName; name != "" {
+		msg = p.refusal(a.GetNamespace(), name, target)
+	} else {
+		msg = p.pickRefusal(a.GetNamespace(), db.Spec.RestoreFrom.DatabaseName, target)
+	}
 	if msg == "" {
 		return nil
 	}
 	path := field.NewPath("spec", "restoreFrom", "pointInTime", "time")
 	return apierrors.NewInvalid(example.Kind("MyDatabase"), db.Name, field.ErrorList{
 		field.Invalid(path, target.UTC().Format(time.RFC3339), msg)})
+}
+
+// pickRefusal says why target is out of reach of every backup of
+// database: none that the controller would pick (the newest that ended
+// before the target) exists, and none can come (it would end after now).
+func (p *Plugin) pickRefusal(namespace, database string, target time.Time) string {
+	if !p.synced() {
+		return ""
+	}
+	backups, err := p.backups.MyDatabaseBackups(namespace).List(labels.Everything())
+	if err != nil {
+		return ""
+	}
+	b := pitrwindow.Pick(backups, database, &examplev1.RecoveryTarget{Time: &metav1.Time{Time: target}}, p.now())
+	if b == nil {
+		return fmt.Sprintf("no succeeded backup in S3 of MyDatabase %q ended before it: a replay starts from one", database)
+	}
+	return p.backupRefusal(namespace, b, target)
 }
 
 // refusal says why target is out of reach from backup name ("" when it
@@ -87,6 +119,12 @@ func (p *Plugin) refusal(namespace, name string, target time.Time) string {
 	if err != nil || b.Status.Phase != examplev1.BackupPhaseSucceeded {
 		return "" // the database waits for its backup; the controller checks then
 	}
+	return p.backupRefusal(namespace, b, target)
+}
+
+// backupRefusal says why target is out of reach from backup b.
+func (p *Plugin) backupRefusal(namespace string, b *examplev1.MyDatabaseBackup, target time.Time) string {
+	name := b.Name
 	if l := b.Status.Location; l == nil || l.S3 == nil {
 		return fmt.Sprintf("MyDatabaseBackup %q is on a volume: a restore to a point replays an archive kept in S3, next to an S3 backup", name)
 	}

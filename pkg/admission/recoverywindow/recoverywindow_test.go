@@ -35,8 +35,8 @@ func TestTargetsOutsideTheWindowAreRefused(t *testing.T) {
 		}
 		return b
 	}
-	dbs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	bks := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	dbs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	bks := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	for _, o := range []*examplev1.MyDatabase{archiving, plain} {
 		_ = dbs.Add(o)
 	}
@@ -44,12 +44,14 @@ func TestTargetsOutsideTheWindowAreRefused(t *testing.T) {
 		backup("nightly", "shop", "shop-uid", at(10), true),
 		backup("on-a-volume", "shop", "shop-uid", at(10), false),
 		backup("of-plain", "plain", "plain-uid", at(10), true),
-		backup("of-a-gone-shop", "shop", "old-shop-uid", at(10), true),
+		backup("of-a-gone-shop", "shop", "old-shop-uid", at(5), true),
 	} {
 		_ = bks.Add(o)
 	}
 	p := NewPlugin()
 	p.databases, p.backups = listers.NewMyDatabaseLister(dbs), listers.NewMyDatabaseBackupLister(bks)
+	p.synced = func() bool { return true }
+	p.now = func() time.Time { return at(120).Time }
 	if err := p.ValidateInitialization(); err != nil {
 		t.Fatal(err)
 	}
@@ -65,11 +67,17 @@ func TestTargetsOutsideTheWindowAreRefused(t *testing.T) {
 		{"a source that does not archive", "of-plain", at(30), "does not archive its WAL"},
 		{"a source that is gone", "of-a-gone-shop", at(90), ""},
 		{"a backup the cache does not show", "unknown", at(90), ""},
+		{"the backup picked for a time inside the window", "pick:shop", at(30), ""},
+		{"the backup picked for a time past the window", "pick:shop", at(70), "must be before MyDatabase \"shop\"'s lastRecoverableTime"},
+		{"no backup ended before the time", "pick:shop", at(5), "no succeeded backup in S3 of MyDatabase \"shop\" ended before it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			target := tc.target
 			db := &example.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "copy", Namespace: "ns"}, Spec: example.MyDatabaseSpec{
 				RestoreFrom: &example.RestoreSource{BackupName: tc.backup, PointInTime: &example.RecoveryTarget{Time: &target}}}}
+			if source, ok := strings.CutPrefix(tc.backup, "pick:"); ok {
+				db.Spec.RestoreFrom.BackupName, db.Spec.RestoreFrom.DatabaseName = "", source
+			}
 			attrs := admission.NewAttributesRecord(db, nil, example.Kind("MyDatabase").WithVersion("v1"), "ns", "copy",
 				example.Resource("mydatabases").WithVersion("v1"), "", admission.Create, nil, false, nil)
 			err := p.Validate(context.Background(), attrs, nil)

@@ -83,8 +83,9 @@ const (
 
 // RestoreSource names the backup a new database starts from.
 type RestoreSource struct {
-	BackupName  string
-	PointInTime *RecoveryTarget
+	BackupName   string
+	DatabaseName string
+	PointInTime  *RecoveryTarget
 }
 
 // RecoveryTarget is where a restore stops replaying the archive.

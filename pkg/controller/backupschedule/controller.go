@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/mydb-dev/mydb/pkg/controller/internal/pitrwindow"
 	"github.com/mydb-dev/mydb/pkg/names"
+	"github.com/mydb-dev/mydb/pkg/pitrwindow"
 	"github.com/mydb-dev/mydb/pkg/scope"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"

@@ -274,3 +274,25 @@ func TestS3ArchivePrunerDeletesOnlyBelowTheCut(t *testing.T) {
 		t.Errorf("left in the bucket (-want +got):\n%s", diff)
 	}
 }
+
+func TestRestoreToAPointPicksTheBackup(t *testing.T) {
+	target := metav1.NewTime(now.Add(-time.Hour))
+	f, ops := restoringState(t, api.Status{AwaitingRestore: true}, nil)
+	f.dbs[0].Spec.RestoreFrom = &examplev1.RestoreSource{DatabaseName: "prod-mysql", PointInTime: &examplev1.RecoveryTarget{Time: &target}}
+	f.dbs[0].CreationTimestamp = metav1.NewTime(now.Add(-time.Minute))
+	for _, obj := range f.kubeObjects {
+		if b, ok := obj.(*examplev1.MyDatabaseBackup); ok {
+			b.Status.CompletionTime = ptr.To(metav1.NewTime(now.Add(-2 * time.Hour)))
+		}
+	}
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if len(ops.restores) != 1 || ops.restores[0].ID != "uid-1-uid-nightly" || ops.restores[0].Archive == nil {
+		t.Fatalf("restore requests %+v, want nightly's with its archive", ops.restores)
+	}
+	status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
+	if c := meta.FindStatusCondition(status.Conditions, examplev1.ConditionRestored); c == nil || !strings.Contains(c.Message, `"nightly"`) {
+		t.Errorf("Restored = %+v, want it to name the backup picked", c)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/controller/internal/s3location"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
+	"github.com/mydb-dev/mydb/pkg/pitrwindow"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -56,6 +57,18 @@ func (c *Controller) restoreWaitOf(db *examplev1.MyDatabase, existing *appsv1.St
 // restoreBackup is the succeeded backup spec.restoreFrom names, or why
 // there is none.
 func (c *Controller) restoreBackup(db *examplev1.MyDatabase) (*examplev1.MyDatabaseBackup, string, error) {
+	if from := db.Spec.RestoreFrom; from.BackupName == "" {
+		backups, err := c.backupLister.MyDatabaseBackups(db.Namespace).List(labels.Everything())
+		if err != nil {
+			return nil, "", err
+		}
+		b := pitrwindow.Pick(backups, from.DatabaseName, from.PointInTime, db.CreationTimestamp.Time)
+		if b == nil {
+			return nil, fmt.Sprintf("waiting for a succeeded backup in S3 of MyDatabase %q, made before this database, that ends before %s",
+				from.DatabaseName, describeTarget(from.PointInTime)), nil
+		}
+		return b, "", nil
+	}
 	name := db.Spec.RestoreFrom.BackupName
 	b, err := c.backupLister.MyDatabaseBackups(db.Namespace).Get(name)
 	if apierrors.IsNotFound(err) {
@@ -71,6 +84,29 @@ func (c *Controller) restoreBackup(db *examplev1.MyDatabase) (*examplev1.MyDatab
 		return nil, fmt.Sprintf("MyDatabaseBackup %q has no location mydb can read", name), nil
 	}
 	return b, "", nil
+}
+
+// describeTarget says a point-in-time target in words.
+func describeTarget(t *examplev1.RecoveryTarget) string {
+	switch {
+	case t == nil || t.Latest:
+		return "the end of its archive"
+	case t.Time != nil:
+		return t.Time.UTC().Format(time.RFC3339)
+	}
+	return "LSN " + t.LSN
+}
+
+// restoreSource names what the restore loads, for messages: the backup
+// picked or named.
+func restoreSource(db *examplev1.MyDatabase, b *examplev1.MyDatabaseBackup) string {
+	if b != nil {
+		return fmt.Sprintf("MyDatabaseBackup %q", b.Name)
+	}
+	if db.Spec.RestoreFrom.BackupName != "" {
+		return fmt.Sprintf("MyDatabaseBackup %q", db.Spec.RestoreFrom.BackupName)
+	}
+	return fmt.Sprintf("a backup of MyDatabase %q", db.Spec.RestoreFrom.DatabaseName)
 }
 
 func phaseOf(b *examplev1.MyDatabaseBackup) examplev1.BackupPhase {
@@ -130,15 +166,15 @@ func (c *Controller) reconcileRestore(ctx context.Context, db *examplev1.MyDatab
 	switch {
 	case op != nil && op.Phase == api.OperationFailed:
 		f.restored = restoredCondition(metav1.ConditionFalse, ReasonRestoreFailed,
-			fmt.Sprintf("%s failed to load MyDatabaseBackup %q: %s", report.Name, db.Spec.RestoreFrom.BackupName, op.Message))
+			fmt.Sprintf("%s failed to load %s: %s", report.Name, restoreSource(db, b), op.Message))
 		// It is not retried: nothing reads the claim any more.
 		return c.removeRestorePod(ctx, db)
 	case !report.AwaitingRestore && (op != nil && op.Phase == api.OperationSucceeded || report.Ready && report.Role == api.RolePrimary):
 		f.restored = restoredCondition(metav1.ConditionTrue, ReasonRestored,
-			fmt.Sprintf("%s loaded MyDatabaseBackup %q", report.Name, db.Spec.RestoreFrom.BackupName))
+			fmt.Sprintf("%s loaded %s", report.Name, restoreSource(db, b)))
 	case op != nil && op.Phase == api.OperationRunning:
 		f.restored = restoredCondition(metav1.ConditionFalse, ReasonRestoring,
-			fmt.Sprintf("%s is loading MyDatabaseBackup %q: %d bytes so far", report.Name, db.Spec.RestoreFrom.BackupName, op.Bytes))
+			fmt.Sprintf("%s is loading %s: %d bytes so far", report.Name, restoreSource(db, b), op.Bytes))
 	case report.AwaitingRestore && b == nil:
 		f.restored = restoredCondition(metav1.ConditionFalse, ReasonRestoreFailed, "the restore cannot start: "+wait)
 	case report.AwaitingRestore:
@@ -246,7 +282,7 @@ func (c *Controller) handleBackup(obj interface{}) {
 		return
 	}
 	for _, db := range dbs {
-		if db.Spec.RestoreFrom != nil && db.Spec.RestoreFrom.BackupName == b.Name {
+		if from := db.Spec.RestoreFrom; from != nil && (from.BackupName == b.Name || from.BackupName == "" && from.DatabaseName == b.Spec.DatabaseName) {
 			c.enqueue(db)
 		}
 	}

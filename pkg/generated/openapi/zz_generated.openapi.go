@@ -1636,8 +1636,14 @@ func schema_pkg_apis_example_v1_RestoreSource(ref common.ReferenceCallback) comm
 				Properties: map[string]spec.Schema{
 					"backupName": {
 						SchemaProps: spec.SchemaProps{
-							Description: "BackupName is a succeeded MyDatabaseBackup in the database's namespace, of the same engine. The database waits for it to succeed; its primary then loads it into an empty data directory before it first reports ready, and its replicas clone from that primary. The backup's source database may be gone: its status.location says where the dump is and with which credentials.",
-							Default:     "",
+							Description: "BackupName is a succeeded MyDatabaseBackup in the database's namespace, of the same engine. The database waits for it to succeed; its primary then loads it into an empty data directory before it first reports ready, and its replicas clone from that primary. The backup's source database may be gone: its status.location says where the dump is and with which credentials. Exactly one of backupName and databaseName is set.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"databaseName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "DatabaseName, with pointInTime, lets mydb pick the backup: the newest succeeded MyDatabaseBackup in S3 of the MyDatabase of that name (which may be gone) that ended before the target (for latest, the newest). The database waits while there is none.",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -1649,7 +1655,6 @@ func schema_pkg_apis_example_v1_RestoreSource(ref common.ReferenceCallback) comm
 						},
 					},
 				},
-				Required: []string{"backupName"},
 			},
 		},
 		Dependencies: []string{

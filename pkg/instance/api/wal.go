@@ -1,7 +1,6 @@
 package api
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 )
@@ -26,13 +25,8 @@ func WALSegment(name string) (timeline uint32, segment uint64, ok bool) {
 	return uint32(tli), hi*(1<<32/WALSegmentSize) + lo, true
 }
 
-// LSNSegment is the number of the WAL segment that holds lsn ("X/Y").
+// LSNSegment is the number of the WAL segment that holds lsn.
 func LSNSegment(lsn string) (uint64, error) {
-	hi, lo, ok := strings.Cut(lsn, "/")
-	h, err1 := strconv.ParseUint(hi, 16, 32)
-	l, err2 := strconv.ParseUint(lo, 16, 32)
-	if !ok || err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("%q is not an LSN", lsn)
-	}
-	return (h<<32 | l) / WALSegmentSize, nil
+	pos, err := ParseLSN(lsn)
+	return pos / WALSegmentSize, err
 }

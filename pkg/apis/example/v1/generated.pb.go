@@ -1525,6 +1525,11 @@ func (m *RestoreSource) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	i -= len(m.DatabaseName)
+	copy(dAtA[i:], m.DatabaseName)
+	i = encodeVarintGenerated(dAtA, i, uint64(len(m.DatabaseName)))
+	i--
+	dAtA[i] = 0x1a
 	if m.PointInTime != nil {
 		{
 			size, err := m.PointInTime.MarshalToSizedBuffer(dAtA[:i])
@@ -2303,6 +2308,8 @@ func (m *RestoreSource) Size() (n int) {
 		l = m.PointInTime.Size()
 		n += 1 + l + sovGenerated(uint64(l))
 	}
+	l = len(m.DatabaseName)
+	n += 1 + l + sovGenerated(uint64(l))
 	return n
 }
 
@@ -2759,6 +2766,7 @@ func (this *RestoreSource) String() string {
 	s := strings.Join([]string{`&RestoreSource{`,
 		`BackupName:` + fmt.Sprintf("%v", this.BackupName) + `,`,
 		`PointInTime:` + strings.Replace(this.PointInTime.String(), "RecoveryTarget", "RecoveryTarget", 1) + `,`,
+		`DatabaseName:` + fmt.Sprintf("%v", this.DatabaseName) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -7502,6 +7510,38 @@ func (m *RestoreSource) Unmarshal(dAtA []byte) error {
 			if err := m.PointInTime.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
+			iNdEx = postIndex
+		case 3:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field DatabaseName", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.DatabaseName = string(dAtA[iNdEx:postIndex])
 			iNdEx = postIndex
 		default:
 			iNdEx = preIndex

@@ -207,8 +207,17 @@ type RestoreSource struct {
 	// its primary then loads it into an empty data directory before it
 	// first reports ready, and its replicas clone from that primary. The
 	// backup's source database may be gone: its status.location says where
-	// the dump is and with which credentials.
-	BackupName string `json:"backupName" protobuf:"bytes,1,opt,name=backupName"`
+	// the dump is and with which credentials. Exactly one of backupName and
+	// databaseName is set.
+	// +optional
+	BackupName string `json:"backupName,omitempty" protobuf:"bytes,1,opt,name=backupName"`
+
+	// DatabaseName, with pointInTime, lets mydb pick the backup: the
+	// newest succeeded MyDatabaseBackup in S3 of the MyDatabase of that name
+	// (which may be gone) that ended before the target (for latest, the
+	// newest). The database waits while there is none.
+	// +optional
+	DatabaseName string `json:"databaseName,omitempty" protobuf:"bytes,3,opt,name=databaseName"`
 
 	// PointInTime replays the write-ahead log its source database archived
 	// (spec.backup.pointInTimeRecovery) from the end of the backup to this

@@ -238,15 +238,27 @@ func validateSpec(spec *example.MyDatabaseSpec, fldPath *field.Path) field.Error
 			allErrs = append(allErrs, field.NotSupported(p, r.Mode, supportedReplicationModes))
 		}
 	}
-	if spec.RestoreFrom != nil {
+	if r := spec.RestoreFrom; r != nil {
 		p := fldPath.Child("restoreFrom", "backupName")
-		if spec.RestoreFrom.BackupName == "" {
-			allErrs = append(allErrs, field.Required(p, "must name a MyDatabaseBackup in this namespace"))
+		switch {
+		case r.BackupName == "" && r.DatabaseName == "":
+			allErrs = append(allErrs, field.Required(p, "must name a MyDatabaseBackup in this namespace (or databaseName, with pointInTime)"))
+		case r.BackupName != "" && r.DatabaseName != "":
+			allErrs = append(allErrs, field.Forbidden(fldPath.Child("restoreFrom", "databaseName"), "may not be set with backupName"))
+		case r.DatabaseName != "" && r.PointInTime == nil:
+			allErrs = append(allErrs, field.Required(fldPath.Child("restoreFrom", "pointInTime"), "must be set with databaseName: mydb picks the backup before it"))
 		}
-		for _, msg := range ValidateBackupName(spec.RestoreFrom.BackupName, false) {
-			allErrs = append(allErrs, field.Invalid(p, spec.RestoreFrom.BackupName, msg))
+		if r.BackupName != "" {
+			for _, msg := range ValidateBackupName(r.BackupName, false) {
+				allErrs = append(allErrs, field.Invalid(p, r.BackupName, msg))
+			}
 		}
-		allErrs = append(allErrs, validateRecoveryTarget(spec.RestoreFrom.PointInTime, spec.Engine, fldPath.Child("restoreFrom", "pointInTime"))...)
+		if r.DatabaseName != "" {
+			for _, msg := range ValidateMyDatabaseName(r.DatabaseName, false) {
+				allErrs = append(allErrs, field.Invalid(fldPath.Child("restoreFrom", "databaseName"), r.DatabaseName, msg))
+			}
+		}
+		allErrs = append(allErrs, validateRecoveryTarget(r.PointInTime, spec.Engine, fldPath.Child("restoreFrom", "pointInTime"))...)
 	}
 	return allErrs
 }

@@ -278,6 +278,21 @@ func TestValidateMyDatabase(t *testing.T) {
 			{field.ErrorTypeInvalid, "spec.restoreFrom.pointInTime.lsn"},
 			{field.ErrorTypeInvalid, "spec.restoreFrom.pointInTime"},
 		}},
+		{name: "restore a database to a time, the backup picked", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
+			d.Spec.RestoreFrom = &example.RestoreSource{DatabaseName: "shop", PointInTime: &example.RecoveryTarget{Latest: true}}
+		})},
+		{name: "restore a database without a point, and both sources", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
+			d.Spec.RestoreFrom = &example.RestoreSource{DatabaseName: "Shop"}
+		}), want: []errorSummary{
+			{field.ErrorTypeRequired, "spec.restoreFrom.pointInTime"},
+			{field.ErrorTypeInvalid, "spec.restoreFrom.databaseName"},
+		}},
+		{name: "restore from both a backup and a database", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
+			d.Spec.RestoreFrom = &example.RestoreSource{BackupName: "nightly", DatabaseName: "shop", PointInTime: &example.RecoveryTarget{Latest: true}}
+		}), want: []errorSummary{{field.ErrorTypeForbidden, "spec.restoreFrom.databaseName"}}},
+		{name: "restore from nothing", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
+			d.Spec.RestoreFrom = &example.RestoreSource{}
+		}), want: []errorSummary{{field.ErrorTypeRequired, "spec.restoreFrom.backupName"}}},
 		{name: "restore to no point", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
 			d.Spec.RestoreFrom = &example.RestoreSource{BackupName: "shop-nightly", PointInTime: &example.RecoveryTarget{}}
 		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.restoreFrom.pointInTime"}}},

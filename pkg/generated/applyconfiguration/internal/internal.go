@@ -362,7 +362,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: backupName
       type:
         scalar: string
-      default: ""
+    - name: databaseName
+      type:
+        scalar: string
     - name: pointInTime
       type:
         namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.RecoveryTarget

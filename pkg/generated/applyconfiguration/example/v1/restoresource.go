@@ -28,8 +28,14 @@ type RestoreSourceApplyConfiguration struct {
 	// its primary then loads it into an empty data directory before it
 	// first reports ready, and its replicas clone from that primary. The
 	// backup's source database may be gone: its status.location says where
-	// the dump is and with which credentials.
+	// the dump is and with which credentials. Exactly one of backupName and
+	// databaseName is set.
 	BackupName *string `json:"backupName,omitempty"`
+	// DatabaseName, with pointInTime, lets mydb pick the backup: the
+	// newest succeeded MyDatabaseBackup in S3 of the MyDatabase of that name
+	// (which may be gone) that ended before the target (for latest, the
+	// newest). The database waits while there is none.
+	DatabaseName *string `json:"databaseName,omitempty"`
 	// PointInTime replays the write-ahead log its source database archived
 	// (spec.backup.pointInTimeRecovery) from the end of the backup to this
 	// point, after which the new database is a primary of its own on a new
@@ -50,6 +56,14 @@ func RestoreSource() *RestoreSourceApplyConfiguration {
 // If called multiple times, the BackupName field is set to the value of the last call.
 func (b *RestoreSourceApplyConfiguration) WithBackupName(value string) *RestoreSourceApplyConfiguration {
 	b.BackupName = &value
+	return b
+}
+
+// WithDatabaseName sets the DatabaseName field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the DatabaseName field is set to the value of the last call.
+func (b *RestoreSourceApplyConfiguration) WithDatabaseName(value string) *RestoreSourceApplyConfiguration {
+	b.DatabaseName = &value
 	return b
 }
 

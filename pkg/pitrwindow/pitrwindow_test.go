@@ -62,3 +62,47 @@ func TestWindow(t *testing.T) {
 		t.Error("a base without a position allowed a cut")
 	}
 }
+
+func TestPick(t *testing.T) {
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	backup := func(name, db string, endedAgo time.Duration, lsn string, mods ...func(*examplev1.MyDatabaseBackup)) *examplev1.MyDatabaseBackup {
+		end := metav1.NewTime(now.Add(-endedAgo))
+		b := &examplev1.MyDatabaseBackup{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: examplev1.MyDatabaseBackupSpec{DatabaseName: db},
+			Status: examplev1.MyDatabaseBackupStatus{Phase: examplev1.BackupPhaseSucceeded, CompletionTime: &end,
+				Position: &examplev1.InstancePosition{LSN: lsn}, Location: &examplev1.BackupLocation{S3: &examplev1.S3Location{}}}}
+		for _, mod := range mods {
+			mod(b)
+		}
+		return b
+	}
+	h := time.Hour
+	d5, d3, d1 := backup("d5", "shop", 5*h, "0/3000000"), backup("d3", "shop", 3*h, "0/5000000"), backup("d1", "shop", h, "0/9000000")
+	onVolume := backup("volume", "shop", 2*h, "0/6000000", func(b *examplev1.MyDatabaseBackup) {
+		b.Status.Location = &examplev1.BackupLocation{Volume: &examplev1.VolumeLocation{}}
+	})
+	failed := backup("failed", "shop", 2*h, "0/6000000", func(b *examplev1.MyDatabaseBackup) { b.Status.Phase = examplev1.BackupPhaseFailed })
+	other := backup("other", "orders", 2*h, "0/6000000")
+	all := []*examplev1.MyDatabaseBackup{d5, d3, d1, onVolume, failed, other}
+	at := func(ago time.Duration) *examplev1.RecoveryTarget {
+		return &examplev1.RecoveryTarget{Time: &metav1.Time{Time: now.Add(-ago)}}
+	}
+	for _, tc := range []struct {
+		name   string
+		target *examplev1.RecoveryTarget
+		before time.Time
+		want   *examplev1.MyDatabaseBackup
+	}{
+		{"a time between backups", at(2 * h), now, d3},
+		{"a time before every backup", at(6 * h), now, nil},
+		{"latest", &examplev1.RecoveryTarget{Latest: true}, now, d1},
+		{"latest, for a database created before the newest backup", &examplev1.RecoveryTarget{Latest: true}, now.Add(-2 * h), d3},
+		{"an LSN", &examplev1.RecoveryTarget{LSN: "0/5800000"}, now, d3},
+		{"an LSN at a backup's end", &examplev1.RecoveryTarget{LSN: "0/5000000"}, now, d5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Pick(all, "shop", tc.target, tc.before); got != tc.want {
+				t.Errorf("picked %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

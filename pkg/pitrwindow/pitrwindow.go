@@ -53,3 +53,42 @@ func ArchiveCut(base *examplev1.MyDatabaseBackup) (segment uint64, ok bool) {
 	seg, err := api.LSNSegment(base.Status.Position.LSN)
 	return seg, err == nil
 }
+
+// Pick is the backup a restore of database to target starts from, among
+// backups (a namespace's): the newest succeeded backup in S3 of that
+// database that ended by before (the restored database's creation, so a
+// later backup never changes the pick) and before the target (for an LSN
+// target, whose position is below it; for latest, any). nil when there is
+// none.
+func Pick(backups []*examplev1.MyDatabaseBackup, database string, target *examplev1.RecoveryTarget, before time.Time) *examplev1.MyDatabaseBackup {
+	var picked *examplev1.MyDatabaseBackup
+	for _, b := range backups {
+		s := b.Status
+		if b.Spec.DatabaseName != database || s.Phase != examplev1.BackupPhaseSucceeded || s.Location == nil || s.Location.S3 == nil ||
+			s.CompletionTime == nil || s.CompletionTime.After(before) || !reaches(b, target) {
+			continue
+		}
+		if picked == nil || s.CompletionTime.After(picked.Status.CompletionTime.Time) {
+			picked = b
+		}
+	}
+	return picked
+}
+
+// reaches tells whether a replay from b can reach target.
+func reaches(b *examplev1.MyDatabaseBackup, target *examplev1.RecoveryTarget) bool {
+	switch {
+	case target == nil || target.Latest:
+		return true
+	case target.Time != nil:
+		return b.Status.CompletionTime.Before(target.Time)
+	case target.LSN != "":
+		if b.Status.Position == nil {
+			return false
+		}
+		end, err1 := api.ParseLSN(b.Status.Position.LSN)
+		want, err2 := api.ParseLSN(target.LSN)
+		return err1 == nil && err2 == nil && end < want
+	}
+	return false
+}
