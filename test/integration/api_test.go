@@ -497,7 +497,7 @@ func TestTable(t *testing.T) {
 	for _, c := range table.ColumnDefinitions {
 		headers = append(headers, c.Name)
 	}
-	want := []string{"Name", "Engine", "Version", "Replicas", "Ready", "Storage", "Status", "Age", "Endpoint", "Storage Class", "Deletion Policy"}
+	want := []string{"Name", "Engine", "Version", "Replicas", "Ready", "Storage", "Status", "Age", "Endpoint", "Storage Class", "Deletion Policy", "Recoverable To"}
 	if diff := cmp.Diff(want, headers); diff != "" {
 		t.Errorf("columns (-want +got):\n%s", diff)
 	}
