@@ -35,6 +35,8 @@ const (
 	// ConditionContinuousArchiving says whether the primary's WAL reaches
 	// the archive (spec.backup.pointInTimeRecovery).
 	ConditionContinuousArchiving = "ContinuousArchiving"
+	// ConditionHibernated says the instances are stopped by spec.hibernate.
+	ConditionHibernated = "Hibernated"
 	// ConditionPrimaryChange says how the primary last moved, or why it
 	// does not.
 	ConditionPrimaryChange = "PrimaryChange"
@@ -65,6 +67,7 @@ type MyDatabaseSpec struct {
 	RestoreFrom      *RestoreSource
 	FailoverDelay    *metav1.Duration
 	Replication      *ReplicationSpec
+	Hibernate        bool
 }
 
 // ReplicationSpec says how the primary replicates to the other instances.

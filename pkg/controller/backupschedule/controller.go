@@ -144,6 +144,11 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Time,
 	if db.Spec.Backup == nil || db.Spec.Backup.Schedule == "" {
 		return time.Time{}, nil
 	}
+	if db.Spec.Hibernate {
+		// No instance runs to back up. On waking, the latest time missed
+		// is taken, as after any downtime.
+		return time.Time{}, nil
+	}
 	schedule, err := validation.ParseSchedule(db.Spec.Backup.Schedule)
 	if err != nil {
 		return time.Time{}, nil // validation refuses such a database

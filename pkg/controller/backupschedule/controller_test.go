@@ -135,6 +135,7 @@ func TestSchedule(t *testing.T) {
 	}{
 		{name: "first backup an hour after creation", now: at("11:05"), db: database(7),
 			wantWrites: []string{"create for 11:00", "last scheduled 11:00"}, wantNext: at("12:00")},
+		{name: "a hibernated database is not backed up", now: at("14:10"), db: database(7, lastScheduled("11:00"), func(d *examplev1.MyDatabase) { d.Spec.Hibernate = true })},
 		{name: "nothing due before the first time", now: at("10:30"), db: database(7), wantNext: at("11:00")},
 		{name: "nothing due after a backup", now: at("11:30"), db: database(7, lastScheduled("11:00")),
 			backups: []*examplev1.MyDatabaseBackup{scheduled(at("11:00"), examplev1.BackupPhaseRunning)}, wantNext: at("12:00")},

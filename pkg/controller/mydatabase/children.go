@@ -275,7 +275,12 @@ func newPodDisruptionBudget(db *examplev1.MyDatabase) *policyv1.PodDisruptionBud
 }
 
 // desiredReplicas is spec.replicas, which the API server always defaults.
+// desiredReplicas is how many pods the database runs: none while it
+// hibernates.
 func desiredReplicas(db *examplev1.MyDatabase) int32 {
+	if db.Spec.Hibernate {
+		return 0
+	}
 	return ptr.Deref(db.Spec.Replicas, 1)
 }
 

@@ -256,6 +256,8 @@ func computeStatus(db *examplev1.MyDatabase, eng engine.Spec, sts *appsv1.Statef
 	notRestored := db.Spec.RestoreFrom != nil && (restored == nil || restored.Status != metav1.ConditionTrue)
 
 	switch {
+	case db.Spec.Hibernate:
+		set(examplev1.ConditionReady, metav1.ConditionFalse, ReasonHibernated, "the database hibernates (spec.hibernate): no instance runs")
 	case notRestored:
 		reason, message := ReasonRestoring, "the backup is not loaded yet"
 		if restored != nil {
@@ -273,6 +275,10 @@ func computeStatus(db *examplev1.MyDatabase, eng engine.Spec, sts *appsv1.Statef
 	switch {
 	case paused:
 		set(examplev1.ConditionProgressing, metav1.ConditionFalse, ReasonPaused, "reconciling is paused by the "+names.PausedAnnotation+" annotation")
+	case f.hibernated != nil && f.hibernated.Status == metav1.ConditionTrue:
+		set(examplev1.ConditionProgressing, metav1.ConditionFalse, ReasonHibernated, "every instance is stopped (spec.hibernate)")
+	case f.hibernated != nil:
+		set(examplev1.ConditionProgressing, metav1.ConditionTrue, f.hibernated.Reason, f.hibernated.Message)
 	case f.restoreWait != "" && !ready:
 		set(examplev1.ConditionProgressing, metav1.ConditionTrue, ReasonWaitingForRestore, f.restoreWait)
 	case notRestored:
@@ -292,6 +298,11 @@ func computeStatus(db *examplev1.MyDatabase, eng engine.Spec, sts *appsv1.Statef
 	}
 	if f.restored != nil {
 		set(f.restored.Type, f.restored.Status, f.restored.Reason, f.restored.Message)
+	}
+	if f.hibernated != nil {
+		set(f.hibernated.Type, f.hibernated.Status, f.hibernated.Reason, f.hibernated.Message)
+	} else if !paused {
+		meta.RemoveStatusCondition(&status.Conditions, examplev1.ConditionHibernated)
 	}
 	if f.archiving != nil {
 		set(f.archiving.Type, f.archiving.Status, f.archiving.Reason, f.archiving.Message)

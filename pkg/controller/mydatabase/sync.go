@@ -16,6 +16,7 @@ import (
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/engine"
+	"github.com/mydb-dev/mydb/pkg/failover"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -55,6 +56,8 @@ type findings struct {
 	// window, of a database with point-in-time recovery.
 	archiving      *metav1.Condition
 	recoverability *examplev1.Recoverability
+	// hibernated is the Hibernated condition (nil: none).
+	hibernated *metav1.Condition
 }
 
 // sync makes the children of one MyDatabase match its spec and reports what
@@ -154,7 +157,21 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	}
 	// The instance managers report nothing by themselves: read them again.
 	again := c.config.PollInterval
-	decision := c.decidePrimary(db, f.instances, f.reports)
+	left, err := c.podsLeft(db)
+	if err != nil {
+		return err
+	}
+	primary := instanceNamed(f.instances, f.primary)
+	hold := false
+	f.hibernated, hold = hibernation(db, left, primary != nil && primary.Ready)
+	c.hibernationEvent(db, f.hibernated)
+	var decision failover.Decision
+	// An explicit switchover goes on (an operator may move the role off a
+	// primary that does not come back); only automatic failover waits.
+	switchover := db.Status.TargetPrimary != "" && db.Status.TargetPrimary != db.Status.CurrentPrimary
+	if !hold || switchover {
+		decision = c.decidePrimary(db, f.instances, f.reports)
+	}
 	if soon := decision.Requeue; soon > 0 && soon < again {
 		again = soon
 	}

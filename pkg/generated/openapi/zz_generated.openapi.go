@@ -1238,6 +1238,13 @@ func schema_pkg_apis_example_v1_MyDatabaseSpec(ref common.ReferenceCallback) com
 							Ref:         ref(v1.ReplicationSpec{}.OpenAPIModelName()),
 						},
 					},
+					"hibernate": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Hibernate, when true, stops every instance and keeps every volume and the credentials (condition Hibernated); failover and scheduled backups pause. Set back to false, every instance starts again with its data, the primary it had serving writes again, and mydb moves no role before it does.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
 				},
 				Required: []string{"engine", "storageSize"},
 			},

@@ -950,6 +950,14 @@ func (m *MyDatabaseSpec) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	i--
+	if m.Hibernate {
+		dAtA[i] = 1
+	} else {
+		dAtA[i] = 0
+	}
+	i--
+	dAtA[i] = 0x60
 	if m.Replication != nil {
 		{
 			size, err := m.Replication.MarshalToSizedBuffer(dAtA[:i])
@@ -2131,6 +2139,7 @@ func (m *MyDatabaseSpec) Size() (n int) {
 		l = m.Replication.Size()
 		n += 1 + l + sovGenerated(uint64(l))
 	}
+	n += 2
 	return n
 }
 
@@ -2640,6 +2649,7 @@ func (this *MyDatabaseSpec) String() string {
 		`RestoreFrom:` + strings.Replace(this.RestoreFrom.String(), "RestoreSource", "RestoreSource", 1) + `,`,
 		`FailoverDelay:` + strings.Replace(fmt.Sprintf("%v", this.FailoverDelay), "Duration", "v1.Duration", 1) + `,`,
 		`Replication:` + strings.Replace(this.Replication.String(), "ReplicationSpec", "ReplicationSpec", 1) + `,`,
+		`Hibernate:` + fmt.Sprintf("%v", this.Hibernate) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -5962,6 +5972,26 @@ func (m *MyDatabaseSpec) Unmarshal(dAtA []byte) error {
 				return err
 			}
 			iNdEx = postIndex
+		case 12:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Hibernate", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.Hibernate = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := skipGenerated(dAtA[iNdEx:])

@@ -80,6 +80,11 @@ const (
 	// ArchiveNotConfigured) when it does not, and the window stops
 	// advancing.
 	ConditionContinuousArchiving = "ContinuousArchiving"
+	// ConditionHibernated is True once spec.hibernate stopped every
+	// instance; False while they stop (Hibernating) or, after
+	// spec.hibernate went back to false, until the primary serves again
+	// (Waking); absent otherwise.
+	ConditionHibernated = "Hibernated"
 )
 
 // ReasonFailoverWouldLoseWrites is the PrimaryChange condition's reason
@@ -175,6 +180,14 @@ type MyDatabaseSpec struct {
 	// Defaults to mode Async. It may change on a running database.
 	// +optional
 	Replication *ReplicationSpec `json:"replication,omitempty" protobuf:"bytes,11,opt,name=replication"`
+
+	// Hibernate, when true, stops every instance and keeps every volume and
+	// the credentials (condition Hibernated); failover and scheduled
+	// backups pause. Set back to false, every instance starts again with
+	// its data, the primary it had serving writes again, and mydb moves no
+	// role before it does.
+	// +optional
+	Hibernate bool `json:"hibernate,omitempty" protobuf:"varint,12,opt,name=hibernate"`
 }
 
 // ReplicationSpec says how the primary replicates to the other instances.

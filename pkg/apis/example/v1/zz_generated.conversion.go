@@ -788,6 +788,7 @@ func autoConvert_v1_MyDatabaseSpec_To_example_MyDatabaseSpec(in *MyDatabaseSpec,
 	out.RestoreFrom = (*example.RestoreSource)(unsafe.Pointer(in.RestoreFrom))
 	out.FailoverDelay = (*metav1.Duration)(unsafe.Pointer(in.FailoverDelay))
 	out.Replication = (*example.ReplicationSpec)(unsafe.Pointer(in.Replication))
+	out.Hibernate = in.Hibernate
 	return nil
 }
 
@@ -818,6 +819,7 @@ func autoConvert_example_MyDatabaseSpec_To_v1_MyDatabaseSpec(in *example.MyDatab
 	out.RestoreFrom = (*RestoreSource)(unsafe.Pointer(in.RestoreFrom))
 	out.FailoverDelay = (*metav1.Duration)(unsafe.Pointer(in.FailoverDelay))
 	out.Replication = (*ReplicationSpec)(unsafe.Pointer(in.Replication))
+	out.Hibernate = in.Hibernate
 	return nil
 }
 

@@ -234,6 +234,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: failoverDelay
       type:
         namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Duration
+    - name: hibernate
+      type:
+        scalar: boolean
     - name: replicas
       type:
         scalar: numeric

@@ -239,6 +239,10 @@ func TestPhase(t *testing.T) {
 	}{
 		{name: "new", db: myDatabase(func(d *example.MyDatabase) { d.Status = example.MyDatabaseStatus{} }), want: "Pending"},
 		{name: "ready", db: myDatabase(), want: "Ready"},
+		{name: "hibernated", db: myDatabase(func(d *example.MyDatabase) {
+			d.Status.Conditions = append(d.Status.Conditions, cond(example.ConditionHibernated, metav1.ConditionTrue))
+			d.Status.Conditions[len(d.Status.Conditions)-1].Reason = "Hibernated"
+		}), want: "Hibernated"},
 		{name: "ready for an older generation", db: myDatabase(func(d *example.MyDatabase) { d.Generation = 5 }), want: "Pending"},
 		{name: "progressing", db: myDatabase(func(d *example.MyDatabase) {
 			d.Status.Conditions = []metav1.Condition{cond(example.ConditionProgressing, metav1.ConditionTrue)}

@@ -66,6 +66,9 @@ func Phase(db *example.MyDatabase) string {
 	switch {
 	case db.DeletionTimestamp != nil:
 		return "Terminating"
+	case meta.FindStatusCondition(db.Status.Conditions, example.ConditionHibernated) != nil:
+		// Hibernated, or on the way in or out of it.
+		return meta.FindStatusCondition(db.Status.Conditions, example.ConditionHibernated).Reason
 	case meta.IsStatusConditionTrue(db.Status.Conditions, example.ConditionDegraded):
 		return "Degraded"
 	case meta.IsStatusConditionTrue(db.Status.Conditions, example.ConditionReady) && db.Status.ObservedGeneration == db.Generation:

@@ -70,6 +70,12 @@ type MyDatabaseSpecApplyConfiguration struct {
 	// Replication says how the primary replicates to the other instances.
 	// Defaults to mode Async. It may change on a running database.
 	Replication *ReplicationSpecApplyConfiguration `json:"replication,omitempty"`
+	// Hibernate, when true, stops every instance and keeps every volume and
+	// the credentials (condition Hibernated); failover and scheduled
+	// backups pause. Set back to false, every instance starts again with
+	// its data, the primary it had serving writes again, and mydb moves no
+	// role before it does.
+	Hibernate *bool `json:"hibernate,omitempty"`
 }
 
 // MyDatabaseSpecApplyConfiguration constructs a declarative configuration of the MyDatabaseSpec type for use with
@@ -163,5 +169,13 @@ func (b *MyDatabaseSpecApplyConfiguration) WithFailoverDelay(value metav1.Durati
 // If called multiple times, the Replication field is set to the value of the last call.
 func (b *MyDatabaseSpecApplyConfiguration) WithReplication(value *ReplicationSpecApplyConfiguration) *MyDatabaseSpecApplyConfiguration {
 	b.Replication = value
+	return b
+}
+
+// WithHibernate sets the Hibernate field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Hibernate field is set to the value of the last call.
+func (b *MyDatabaseSpecApplyConfiguration) WithHibernate(value bool) *MyDatabaseSpecApplyConfiguration {
+	b.Hibernate = &value
 	return b
 }
