@@ -302,6 +302,16 @@ func TestBackupWithoutDestinationFails(t *testing.T) {
 	}
 }
 
+func TestBackupOfAHibernatedDatabaseFailsAtOnce(t *testing.T) {
+	f, err := sync(t, nil, backup(), myDatabase(func(d *examplev1.MyDatabase) { d.Spec.Hibernate = true }), credentials()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := writtenStatus(t, f); s.Phase != examplev1.BackupPhaseFailed || !strings.Contains(s.Message, "hibernates") {
+		t.Errorf("status %+v, want Failed saying the database hibernates", s)
+	}
+}
+
 func TestBackupWithoutItsCredentialsFails(t *testing.T) {
 	f, err := sync(t, nil, backup(assigned), myDatabase(), credentials()[1])
 	if err != nil {

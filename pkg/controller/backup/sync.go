@@ -84,6 +84,9 @@ func (c *Controller) start(ctx context.Context, backup *examplev1.MyDatabaseBack
 	if dest == nil || dest.S3 == nil && dest.Volume == nil {
 		return 0, c.fail(ctx, backup, fmt.Sprintf("MyDatabase %q has no backup destination: set spec.backup.destination", db.Name))
 	}
+	if db.Spec.Hibernate && backup.Status.Instance == "" {
+		return 0, c.fail(ctx, backup, fmt.Sprintf("MyDatabase %q hibernates (spec.hibernate): no instance runs to back up; wake it first", db.Name))
+	}
 	if c.clock.Since(backup.CreationTimestamp.Time) > startDeadline {
 		msg := fmt.Sprintf("no instance took the backup within %s", startDeadline)
 		if backup.Status.Message != "" {
