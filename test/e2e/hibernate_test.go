@@ -43,7 +43,9 @@ func TestHibernateAndWake(t *testing.T) {
 			h.waitPrimary("src-1", 2*time.Minute)
 			before := h.waitStreaming(2)
 
-			mustKubectl(t, "", "patch", "mdb/src", "-n", ns, "--type=merge", "-p", `{"spec":{"hibernate":true}}`)
+			if r := kubectlMydb(t, "hibernate", "src", "-n", ns); r.err != nil {
+				t.Fatal(r)
+			}
 			start := time.Now()
 			eventually(t, 3*time.Minute, func() error {
 				d, err := dbs.Get(ctx, "src", metav1.GetOptions{})
@@ -88,7 +90,9 @@ func TestHibernateAndWake(t *testing.T) {
 				t.Errorf("kubectl get mdb while hibernated:\n%s", out)
 			}
 
-			mustKubectl(t, "", "patch", "mdb/src", "-n", ns, "--type=merge", "-p", `{"spec":{"hibernate":false}}`)
+			if r := kubectlMydb(t, "wake", "src", "-n", ns); r.err != nil {
+				t.Fatal(r)
+			}
 			start = time.Now()
 			after := h.waitStreaming(2)
 			t.Logf("%s: woke in %s, primary %s", dc.engine.name, time.Since(start).Round(100*time.Millisecond), after.CurrentPrimary)

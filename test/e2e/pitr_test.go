@@ -105,12 +105,11 @@ func TestPointInTimeRestore(t *testing.T) {
 		t.Logf("a target an hour ahead: %v", err)
 	}
 
-	copyDB := &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "copy"}, Spec: examplev1.MyDatabaseSpec{
-		Engine: examplev1.Engine(dc.engine.name), Version: dc.version, Replicas: int32Ptr(2), StorageSize: quantity("1Gi"),
-		// mydb picks the backup: base, the one that ended before the target.
-		RestoreFrom: &examplev1.RestoreSource{DatabaseName: "src", PointInTime: &examplev1.RecoveryTarget{Time: &metav1.Time{Time: target}}}}}
-	if _, err := dbs.Create(ctx, copyDB, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	// kubectl mydb restore --database: mydb picks the backup, base, the
+	// one that ended before the target; the copy is shaped like src.
+	if r := kubectlMydb(t, "restore", "--database", "src", "--time", target.Format(time.RFC3339), "--to", "copy", "-n", ns); r.err != nil ||
+		!strings.Contains(r.stdout, "replayed to "+target.UTC().Format(time.RFC3339)) {
+		t.Fatalf("kubectl mydb restore:\n%s", r)
 	}
 	startRig(t, ns, "copy", dc.engine)
 	took := restored(t, ns, "copy", 5*time.Minute)

@@ -25,3 +25,31 @@ func TestPrintedCredentialsAreShellSafe(t *testing.T) {
 		t.Errorf("the shell read %q, want %q", got, want)
 	}
 }
+
+func TestRecoveryTarget(t *testing.T) {
+	for _, tc := range []struct {
+		at, lsn string
+		latest  bool
+		want    string // describePoint, or the error's start
+	}{
+		{"", "", false, ""},
+		{"2026-12-05T14:06:59Z", "", false, "2026-12-05T14:06:59Z"},
+		{"2026-12-05T16:06:59+02:00", "", false, "2026-12-05T14:06:59Z"},
+		{"", "0/3000148", false, "LSN 0/3000148"},
+		{"", "", true, "the end of its archive"},
+		{"yesterday", "", false, "--time:"},
+		{"2026-12-05T14:06:59Z", "", true, "--time, --lsn and --latest are exclusive"},
+	} {
+		target, err := recoveryTarget(tc.at, tc.lsn, tc.latest)
+		got := ""
+		switch {
+		case err != nil:
+			got = err.Error()
+		case target != nil:
+			got = describePoint(target)
+		}
+		if !strings.HasPrefix(got, tc.want) || tc.want == "" && got != "" {
+			t.Errorf("recoveryTarget(%q, %q, %v) = %q, want %q", tc.at, tc.lsn, tc.latest, got, tc.want)
+		}
+	}
+}

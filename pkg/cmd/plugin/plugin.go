@@ -16,6 +16,7 @@ import (
 	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -34,7 +35,8 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	flags.AddFlags(cmd.PersistentFlags())
 	o := &options{flags: flags, streams: streams}
 	cmd.AddCommand(o.backupCommand(), o.backupsCommand(), o.connectCommand(), o.credentialsCommand(), o.clientCommand("mariadb", false),
-		o.clientCommand("psql", true), o.restoreCommand(), o.statusCommand(), o.switchoverCommand())
+		o.clientCommand("psql", true), o.restoreCommand(), o.statusCommand(), o.switchoverCommand(),
+		o.hibernateCommand(true), o.hibernateCommand(false))
 	return cmd
 }
 
@@ -226,43 +228,135 @@ func printBackups(out io.Writer, backups []examplev1.MyDatabaseBackup) {
 }
 
 func (o *options) restoreCommand() *cobra.Command {
-	var to string
+	var to, database, at, lsn string
+	var latest bool
 	cmd := &cobra.Command{
-		Use:   "restore BACKUP --to NEW-DATABASE",
-		Short: "Create a new MyDatabase that starts from a backup, shaped like the database backed up",
+		Use:   "restore {BACKUP | --database SOURCE} --to NEW-DATABASE [--time TIME | --lsn LSN | --latest]",
+		Short: "Create a new MyDatabase that starts from a backup (or a point in time), shaped like the database backed up",
 		Long: "Create a new MyDatabase with spec.restoreFrom set to BACKUP and the engine, version, storage and " +
-			"resources of the backed-up database. The original is never touched.",
-		Args: cobra.ExactArgs(1),
+			"resources of the backed-up database. With --time (RFC 3339), --lsn or --latest, it then replays the " +
+			"source's archived WAL to that point (spec.restoreFrom.pointInTime; PostgreSQL with " +
+			"spec.backup.pointInTimeRecovery); with --database instead of BACKUP, mydb picks the newest backup of " +
+			"that database that ended before the point. The original is never touched.",
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if to == "" {
 				return fmt.Errorf("--to is required: restores create a new database")
+			}
+			if (len(args) == 1) == (database != "") {
+				return fmt.Errorf("name a backup or --database, not both")
+			}
+			target, err := recoveryTarget(at, lsn, latest)
+			if err != nil {
+				return err
+			}
+			if database != "" && target == nil {
+				return fmt.Errorf("--database needs --time, --lsn or --latest: mydb picks the backup before that point")
 			}
 			c, ns, err := o.client()
 			if err != nil {
 				return err
 			}
 			ctx := cmd.Context()
-			b, err := c.ExampleV1().MyDatabaseBackups(ns).Get(ctx, args[0], metav1.GetOptions{})
-			if err != nil {
-				return err
+			from := &examplev1.RestoreSource{DatabaseName: database, PointInTime: target}
+			if len(args) == 1 {
+				b, err := c.ExampleV1().MyDatabaseBackups(ns).Get(ctx, args[0], metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				database, from.BackupName = b.Spec.DatabaseName, b.Name
+				from.DatabaseName = ""
 			}
-			source, err := c.ExampleV1().MyDatabases(ns).Get(ctx, b.Spec.DatabaseName, metav1.GetOptions{})
+			source, err := c.ExampleV1().MyDatabases(ns).Get(ctx, database, metav1.GetOptions{})
 			if err != nil {
-				return fmt.Errorf("the backed-up database %q: %w", b.Spec.DatabaseName, err)
+				return fmt.Errorf("the backed-up database %q (its spec is copied; write the new MyDatabase by hand if it is gone): %w", database, err)
 			}
 			spec := *source.Spec.DeepCopy()
-			spec.Backup = nil
-			spec.RestoreFrom = &examplev1.RestoreSource{BackupName: b.Name}
+			spec.Backup, spec.Hibernate = nil, false
+			spec.RestoreFrom = from
 			db := &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: to}, Spec: spec}
 			if _, err := c.ExampleV1().MyDatabases(ns).Create(ctx, db, metav1.CreateOptions{}); err != nil {
 				return err
 			}
-			fmt.Fprintf(o.streams.Out, "mydatabase.example.com/%s created from backup %s\n", to, b.Name)
+			what := "backup " + from.BackupName
+			if from.BackupName == "" {
+				what = "a backup of " + database
+			}
+			if target != nil {
+				what += ", replayed to " + describePoint(target)
+			}
+			fmt.Fprintf(o.streams.Out, "mydatabase.example.com/%s created from %s\n", to, what)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&to, "to", "", "name of the new MyDatabase")
+	cmd.Flags().StringVar(&database, "database", "", "the MyDatabase whose newest backup before the point mydb picks (with --time, --lsn or --latest)")
+	cmd.Flags().StringVar(&at, "time", "", "replay the archive up to this moment, RFC 3339 (2026-12-05T14:06:59Z): every transaction committed then or before")
+	cmd.Flags().StringVar(&lsn, "lsn", "", "replay the archive up to this log sequence number (PostgreSQL)")
+	cmd.Flags().BoolVar(&latest, "latest", false, "replay everything the archive holds")
 	return cmd
+}
+
+// recoveryTarget is the point --time, --lsn or --latest name (nil: none).
+func recoveryTarget(at, lsn string, latest bool) (*examplev1.RecoveryTarget, error) {
+	set := 0
+	for _, on := range []bool{at != "", lsn != "", latest} {
+		if on {
+			set++
+		}
+	}
+	switch {
+	case set == 0:
+		return nil, nil
+	case set > 1:
+		return nil, fmt.Errorf("--time, --lsn and --latest are exclusive")
+	case at != "":
+		t, err := time.Parse(time.RFC3339, at)
+		if err != nil {
+			return nil, fmt.Errorf("--time: %w", err)
+		}
+		return &examplev1.RecoveryTarget{Time: &metav1.Time{Time: t}}, nil
+	case lsn != "":
+		return &examplev1.RecoveryTarget{LSN: lsn}, nil
+	}
+	return &examplev1.RecoveryTarget{Latest: true}, nil
+}
+
+func describePoint(t *examplev1.RecoveryTarget) string {
+	switch {
+	case t.Time != nil:
+		return t.Time.UTC().Format(time.RFC3339)
+	case t.LSN != "":
+		return "LSN " + t.LSN
+	}
+	return "the end of its archive"
+}
+
+// hibernateCommand is hibernate (on) or wake: it sets spec.hibernate.
+func (o *options) hibernateCommand(on bool) *cobra.Command {
+	use, short := "hibernate DATABASE", "Stop every instance of a MyDatabase, keeping its volumes and credentials (spec.hibernate)"
+	if !on {
+		use, short = "wake DATABASE", "Start a hibernated MyDatabase again, with the primary it had"
+	}
+	return &cobra.Command{
+		Use: use, Short: short, Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ns, err := o.client()
+			if err != nil {
+				return err
+			}
+			patch := fmt.Sprintf(`{"spec":{"hibernate":%t}}`, on)
+			if _, err := c.ExampleV1().MyDatabases(ns).Patch(cmd.Context(), args[0], types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				return err
+			}
+			verb := "hibernating"
+			if !on {
+				verb = "waking"
+			}
+			fmt.Fprintf(o.streams.Out, "mydatabase.example.com/%s %s (kubectl get mdb %s shows when it is done)\n", args[0], verb, args[0])
+			return nil
+		},
+	}
 }
 
 func (o *options) statusCommand() *cobra.Command {
@@ -295,6 +389,14 @@ func (o *options) statusCommand() *cobra.Command {
 			}
 			if db.Spec.Backup != nil {
 				fmt.Fprintf(out, "Schedule:   %q, keeping %d\n", db.Spec.Backup.Schedule, ptrValue(db.Spec.Backup.Retention))
+			}
+			if r := db.Status.Recoverability; r != nil && r.LastRecoverableTime != nil {
+				from := "the first backup after archiving began"
+				if r.FirstRecoverableTime != nil {
+					from = r.FirstRecoverableTime.UTC().Format(time.RFC3339)
+				}
+				fmt.Fprintf(out, "Recoverable: from %s to before %s (last WAL %s, %d waiting)\n", from,
+					r.LastRecoverableTime.UTC().Format(time.RFC3339), orNone(r.LastArchivedWAL), r.PendingWALFiles)
 			}
 			fmt.Fprintln(out, "Conditions:")
 			for _, c := range db.Status.Conditions {
