@@ -1,0 +1,129 @@
+//go:build e2e && node
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/names"
+	"github.com/mydb-dev/mydb/test/s3server"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestNodePointInTimeAndHibernation, PostgreSQL on the real node with the
+// pods exactly as mydb writes them: the engine's archive_command runs
+// mydb-instance inside the database container and reaches its manager
+// over the run directory's socket, archiving into a real S3 server on the
+// node's address; a database restored to a second between two batches
+// holds the first; then the source hibernates (no pod, claims kept) and
+// wakes with every row, its primary unchanged.
+func TestNodePointInTimeAndHibernation(t *testing.T) {
+	var dc dataCase
+	for _, c := range nodeDataCases() {
+		if c.engine.name == "postgres" {
+			dc = c
+		}
+	}
+	if dc.engine.name == "" {
+		t.Fatal("no postgres among the node's engines")
+	}
+	ctx := context.Background()
+	ns := newNamespace(t)
+	_, dest := startS3With(t, ns, "node/pitr", s3server.Options{Host: nodeAddress(t)})
+	dbs := mydbClient(t, restConfig(t)).ExampleV1().MyDatabases(ns)
+	src := dc.createSource(t, ns, examplev1.MyDatabaseSpec{Replicas: int32Ptr(2), StorageSize: quantity("1Gi"),
+		Backup: &examplev1.BackupPolicy{Destination: dest,
+			PointInTimeRecovery: &examplev1.PointInTimeRecovery{ArchiveTimeout: &metav1.Duration{Duration: 10 * time.Second}}}}, 100, nil)
+	h, primary := src.h, src.primary
+	window := func() (*examplev1.Recoverability, *metav1.Condition, error) {
+		d, err := dbs.Get(ctx, "src", metav1.GetOptions{})
+		if err != nil {
+			return nil, nil, err
+		}
+		return d.Status.Recoverability, meta.FindStatusCondition(d.Status.Conditions, examplev1.ConditionContinuousArchiving), nil
+	}
+	eventually(t, 3*time.Minute, func() error {
+		r, c, err := window()
+		if err != nil {
+			return err
+		}
+		if c == nil || c.Status != metav1.ConditionTrue || r == nil || r.LastArchivedWAL == "" {
+			return fmt.Errorf("ContinuousArchiving %+v, recoverability %+v", c, r)
+		}
+		return nil
+	})
+	if r := backupRaw(t, ns, "src", `{"metadata":{"name":"base"}}`); r.err != nil {
+		t.Fatal(r)
+	}
+	if b := waitBackup(t, ns, "base", 5*time.Minute); b.Status.Phase != examplev1.BackupPhaseSucceeded {
+		t.Fatalf("backup: %s", b.Status.Message)
+	}
+	dc.write(t, primary, 100, 150)
+	first, err := dc.sums(t, primary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := time.Now().Truncate(time.Second).Add(time.Second)
+	time.Sleep(time.Until(target.Add(200 * time.Millisecond)))
+	dc.write(t, primary, 150, 200)
+	all, err := dc.sums(t, primary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, func() error {
+		r, c, err := window()
+		if err != nil {
+			return err
+		}
+		if r == nil || r.LastRecoverableTime == nil || !r.LastRecoverableTime.After(target) {
+			return fmt.Errorf("recoverable to %+v (%+v)", r, c)
+		}
+		return nil
+	})
+	if r := kubectlMydb(t, "restore", "--database", "src", "--time", target.Format(time.RFC3339), "--to", "copy", "-n", ns); r.err != nil {
+		t.Fatalf("kubectl mydb restore:\n%s", r)
+	}
+	took := restored(t, ns, "copy", 5*time.Minute)
+	dc.waitSums(t, &replicationHarness{t: t, tc: dc.replicationCase, ns: ns, db: "copy"}, 2, first)
+	t.Logf("restored to %s in %s on the real node: the first batch on both instances", target.Format(time.RFC3339), took.Round(100*time.Millisecond))
+
+	before := h.waitStreaming(2)
+	if r := kubectlMydb(t, "hibernate", "src", "-n", ns); r.err != nil {
+		t.Fatal(r)
+	}
+	start := time.Now()
+	eventually(t, 3*time.Minute, func() error {
+		d, err := dbs.Get(ctx, "src", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(d.Status.Conditions, examplev1.ConditionHibernated); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("Hibernated = %+v (%s)", c, podPhases(t, ns))
+		}
+		return nil
+	})
+	t.Logf("hibernated in %s on the real node", time.Since(start).Round(100*time.Millisecond))
+	pods, err := kubeClient(t).CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: names.LabelInstance + "=src"})
+	if err != nil || len(pods.Items) != 0 {
+		t.Errorf("pods of src while hibernated: %d (%v)", len(pods.Items), err)
+	}
+	if r := kubectlMydb(t, "wake", "src", "-n", ns); r.err != nil {
+		t.Fatal(r)
+	}
+	start = time.Now()
+	after := h.waitStreaming(2)
+	t.Logf("woke in %s on the real node, primary %s", time.Since(start).Round(100*time.Millisecond), after.CurrentPrimary)
+	if after.CurrentPrimary != before.CurrentPrimary {
+		t.Errorf("woke with primary %s, hibernated with %s", after.CurrentPrimary, before.CurrentPrimary)
+	}
+	dc.waitSums(t, h, 2, all)
+	if out := mustKubectl(t, "", "get", "mdb", "src", "-n", ns, "-o", "wide"); !strings.Contains(out, "RECOVERABLE TO") {
+		t.Errorf("kubectl get mdb -o wide:\n%s", out)
+	}
+}
