@@ -178,6 +178,9 @@ func (m *Manager) archiveFile(ctx context.Context, path, name string) error {
 	if !walFileName.MatchString(name) {
 		return fmt.Errorf("%q is not a WAL file's name", name)
 	}
+	if err := m.underDataRoot(path); err != nil {
+		return err
+	}
 	a := &m.archive
 	a.mu.Lock()
 	dest, store := a.dest, a.store
@@ -375,6 +378,9 @@ func (m *Manager) restoreFile(ctx context.Context, name, path string) error {
 	if !walFileName.MatchString(name) {
 		return fmt.Errorf("%q is not a WAL file's name", name)
 	}
+	if err := m.underDataRoot(path); err != nil {
+		return err
+	}
 	a := &m.archive
 	a.mu.Lock()
 	store, prefix := a.restoreFrom, a.restoreFromPrefix
@@ -414,6 +420,27 @@ func (m *Manager) restoreFile(ctx context.Context, name, path string) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// underDataRoot refuses a path outside the data volume: the local
+// endpoints read and write the engine's WAL files, nothing else, whoever
+// in the pod calls them.
+func (m *Manager) underDataRoot(path string) error {
+	refused := fmt.Errorf("%q is not a file of the data volume %s", path, m.opts.DataRoot)
+	if m.opts.DataRoot == "" || !filepath.IsAbs(path) {
+		return refused
+	}
+	// Compared resolved: the engine's working directory, which the
+	// command's relative path is made absolute from, is a physical path.
+	root, err := filepath.EvalSymlinks(m.opts.DataRoot)
+	if err != nil {
+		return refused
+	}
+	dir, err := filepath.EvalSymlinks(filepath.Dir(filepath.Clean(path)))
+	if err != nil || dir != root && !strings.HasPrefix(dir, root+string(filepath.Separator)) {
+		return refused
+	}
+	return nil
 }
 
 // withRestoreArchive makes the restore command read from store at prefix

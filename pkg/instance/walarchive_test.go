@@ -70,8 +70,8 @@ func (s *memWALStore) Get(_ context.Context, key string) (io.ReadCloser, error) 
 
 func TestArchiveNeverOverwrites(t *testing.T) {
 	ctx := context.Background()
-	m := NewManager(Options{Name: "db-0", ArchiveWAL: true}, nil, nil)
 	dir := t.TempDir()
+	m := NewManager(Options{Name: "db-0", ArchiveWAL: true, DataRoot: dir}, nil, nil)
 	file := func(name, content string) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
@@ -87,6 +87,20 @@ func TestArchiveNeverOverwrites(t *testing.T) {
 	m.archive.dest, m.archive.store = &api.S3Object{Key: "prod/shop"}, store
 	if err := m.archiveFile(ctx, file("x", "x"), "../../etc/passwd"); err == nil {
 		t.Error("a name that is not a WAL file's was archived")
+	}
+	// Through a symbolic link to the volume, as a physical working
+	// directory would name it, a file is the volume's all the same.
+	link := filepath.Join(t.TempDir(), "volume")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.underDataRoot(filepath.Join(link, seg)); err != nil {
+		t.Errorf("through a link: %v", err)
+	}
+	for _, path := range []string{"/etc/passwd", dir + "/../etc/passwd", "relative/" + seg} {
+		if err := m.archiveFile(ctx, path, seg); err == nil || !strings.Contains(err.Error(), "not a file of the data volume") {
+			t.Errorf("archiving %s: %v, want a refusal", path, err)
+		}
 	}
 	if err := m.archiveFile(ctx, file(seg, "wal 3"), seg); err != nil {
 		t.Fatal(err)
@@ -111,11 +125,12 @@ func TestArchiveNeverOverwrites(t *testing.T) {
 
 func TestRecoverableTimeFollowsTheArchivedHeartbeats(t *testing.T) {
 	ctx := context.Background()
-	m := NewManager(Options{Name: "db-0", ArchiveWAL: true}, nil, nil)
+	dir := t.TempDir()
+	m := NewManager(Options{Name: "db-0", ArchiveWAL: true, DataRoot: dir}, nil, nil)
 	m.archive.dest, m.archive.store = &api.S3Object{Key: "p"}, &memWALStore{objects: map[string][]byte{}}
 	t1, t2 := time.Unix(1000, 0), time.Unix(2000, 0)
 	m.archive.heartbeats = []heartbeat{{t1, "000000010000000000000002"}, {t2, "000000010000000000000004"}}
-	path := filepath.Join(t.TempDir(), "f")
+	path := filepath.Join(dir, "f")
 	if err := os.WriteFile(path, []byte("w"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -143,8 +158,12 @@ func TestRecoverableTimeFollowsTheArchivedHeartbeats(t *testing.T) {
 
 func TestRestoreFileFetchesOnlyWhatTheArchiveHolds(t *testing.T) {
 	ctx := context.Background()
-	m := NewManager(Options{Name: "db-0"}, nil, nil)
-	dest := filepath.Join(t.TempDir(), "RECOVERYXLOG")
+	dir := t.TempDir()
+	m := NewManager(Options{Name: "db-0", DataRoot: dir}, nil, nil)
+	dest := filepath.Join(dir, "RECOVERYXLOG")
+	if err := m.restoreFile(ctx, "000000010000000000000001", "/tmp/elsewhere"); err == nil || !strings.Contains(err.Error(), "not a file of the data volume") {
+		t.Errorf("fetching to /tmp: %v, want a refusal", err)
+	}
 	if err := m.restoreFile(ctx, "000000010000000000000001", dest); err == nil {
 		t.Error("fetched with no restore running")
 	}
@@ -192,7 +211,7 @@ func TestArchiveUploadsAheadOfTheEngine(t *testing.T) {
 		}
 		d.ready = append(d.ready, name)
 	}
-	m := NewManager(Options{Name: "db-0", ArchiveWAL: true, ArchiveParallelism: 3}, d, nil)
+	m := NewManager(Options{Name: "db-0", ArchiveWAL: true, ArchiveParallelism: 3, DataRoot: d.dir}, d, nil)
 	store := &memWALStore{objects: map[string][]byte{}, delay: 50 * time.Millisecond}
 	m.archive.dest, m.archive.store = &api.S3Object{Key: "p"}, store
 	// The engine hands the files over one at a time, in order, each once
