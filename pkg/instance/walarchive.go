@@ -175,10 +175,7 @@ func (m *Manager) openWALStore(o api.S3Object) (WALStore, error) {
 // already at its key is accepted only when it holds the same bytes (an
 // upload the engine did not see end): the archive is never overwritten.
 func (m *Manager) archiveFile(ctx context.Context, path, name string) error {
-	if !walFileName.MatchString(name) {
-		return fmt.Errorf("%q is not a WAL file's name", name)
-	}
-	if err := m.underDataRoot(path); err != nil {
+	if err := m.checkLocalFile(name, path); err != nil {
 		return err
 	}
 	a := &m.archive
@@ -375,10 +372,7 @@ func (m *Manager) backfillArchive(ctx context.Context, wa WALArchiver) error {
 // that may not exist (the next timeline's history, the segment after the
 // last).
 func (m *Manager) restoreFile(ctx context.Context, name, path string) error {
-	if !walFileName.MatchString(name) {
-		return fmt.Errorf("%q is not a WAL file's name", name)
-	}
-	if err := m.underDataRoot(path); err != nil {
+	if err := m.checkLocalFile(name, path); err != nil {
 		return err
 	}
 	a := &m.archive
@@ -422,9 +416,17 @@ func (m *Manager) restoreFile(ctx context.Context, name, path string) error {
 	return os.Rename(tmp, path)
 }
 
-// underDataRoot refuses a path outside the data volume: the local
-// endpoints read and write the engine's WAL files, nothing else, whoever
-// in the pod calls them.
+// checkLocalFile refuses what the local endpoints are asked that is not a
+// WAL file's name, or a path outside the data volume: they read and write
+// the engine's WAL files, nothing else, whoever in the pod calls them.
+func (m *Manager) checkLocalFile(name, path string) error {
+	if !walFileName.MatchString(name) {
+		return fmt.Errorf("%q is not a WAL file's name", name)
+	}
+	return m.underDataRoot(path)
+}
+
+// underDataRoot refuses a path outside the data volume.
 func (m *Manager) underDataRoot(path string) error {
 	refused := fmt.Errorf("%q is not a file of the data volume %s", path, m.opts.DataRoot)
 	if m.opts.DataRoot == "" || !filepath.IsAbs(path) {
