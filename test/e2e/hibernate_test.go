@@ -47,21 +47,7 @@ func TestHibernateAndWake(t *testing.T) {
 				t.Fatal(r)
 			}
 			start := time.Now()
-			eventually(t, 3*time.Minute, func() error {
-				d, err := dbs.Get(ctx, "src", metav1.GetOptions{})
-				if err != nil {
-					return err
-				}
-				c := meta.FindStatusCondition(d.Status.Conditions, examplev1.ConditionHibernated)
-				if c == nil || c.Status != metav1.ConditionTrue {
-					return fmt.Errorf("Hibernated = %+v", c)
-				}
-				pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-				if err != nil || len(pods.Items) > 0 {
-					return fmt.Errorf("%d pods left (%v)", len(pods.Items), err)
-				}
-				return nil
-			})
+			waitHibernated(t, ns, "src", 3*time.Minute)
 			t.Logf("%s: hibernated in %s", dc.engine.name, time.Since(start).Round(100*time.Millisecond))
 			claims, err := kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
 			if err != nil || len(claims.Items) != 2 {

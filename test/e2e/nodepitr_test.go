@@ -3,16 +3,12 @@
 package e2e
 
 import (
-	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
-	"github.com/mydb-dev/mydb/pkg/names"
 	"github.com/mydb-dev/mydb/test/s3server"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -33,31 +29,13 @@ func TestNodePointInTimeAndHibernation(t *testing.T) {
 	if dc.engine.name == "" {
 		t.Fatal("no postgres among the node's engines")
 	}
-	ctx := context.Background()
 	ns := newNamespace(t)
 	_, dest := startS3With(t, ns, "node/pitr", s3server.Options{Host: nodeAddress(t)})
-	dbs := mydbClient(t, restConfig(t)).ExampleV1().MyDatabases(ns)
 	src := dc.createSource(t, ns, examplev1.MyDatabaseSpec{Replicas: int32Ptr(2), StorageSize: quantity("1Gi"),
 		Backup: &examplev1.BackupPolicy{Destination: dest,
 			PointInTimeRecovery: &examplev1.PointInTimeRecovery{ArchiveTimeout: &metav1.Duration{Duration: 10 * time.Second}}}}, 100, nil)
 	h, primary := src.h, src.primary
-	window := func() (*examplev1.Recoverability, *metav1.Condition, error) {
-		d, err := dbs.Get(ctx, "src", metav1.GetOptions{})
-		if err != nil {
-			return nil, nil, err
-		}
-		return d.Status.Recoverability, meta.FindStatusCondition(d.Status.Conditions, examplev1.ConditionContinuousArchiving), nil
-	}
-	eventually(t, 3*time.Minute, func() error {
-		r, c, err := window()
-		if err != nil {
-			return err
-		}
-		if c == nil || c.Status != metav1.ConditionTrue || r == nil || r.LastArchivedWAL == "" {
-			return fmt.Errorf("ContinuousArchiving %+v, recoverability %+v", c, r)
-		}
-		return nil
-	})
+	waitArchiving(t, ns, "src", 3*time.Minute)
 	if r := backupRaw(t, ns, "src", `{"metadata":{"name":"base"}}`); r.err != nil {
 		t.Fatal(r)
 	}
@@ -76,16 +54,7 @@ func TestNodePointInTimeAndHibernation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 2*time.Minute, func() error {
-		r, c, err := window()
-		if err != nil {
-			return err
-		}
-		if r == nil || r.LastRecoverableTime == nil || !r.LastRecoverableTime.After(target) {
-			return fmt.Errorf("recoverable to %+v (%+v)", r, c)
-		}
-		return nil
-	})
+	waitRecoverablePast(t, ns, "src", target, 2*time.Minute)
 	if r := kubectlMydb(t, "restore", "--database", "src", "--time", target.Format(time.RFC3339), "--to", "copy", "-n", ns); r.err != nil {
 		t.Fatalf("kubectl mydb restore:\n%s", r)
 	}
@@ -98,21 +67,8 @@ func TestNodePointInTimeAndHibernation(t *testing.T) {
 		t.Fatal(r)
 	}
 	start := time.Now()
-	eventually(t, 3*time.Minute, func() error {
-		d, err := dbs.Get(ctx, "src", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if c := meta.FindStatusCondition(d.Status.Conditions, examplev1.ConditionHibernated); c == nil || c.Status != metav1.ConditionTrue {
-			return fmt.Errorf("Hibernated = %+v (%s)", c, podPhases(t, ns))
-		}
-		return nil
-	})
+	waitHibernated(t, ns, "src", 3*time.Minute)
 	t.Logf("hibernated in %s on the real node", time.Since(start).Round(100*time.Millisecond))
-	pods, err := kubeClient(t).CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: names.LabelInstance + "=src"})
-	if err != nil || len(pods.Items) != 0 {
-		t.Errorf("pods of src while hibernated: %d (%v)", len(pods.Items), err)
-	}
 	if r := kubectlMydb(t, "wake", "src", "-n", ns); r.err != nil {
 		t.Fatal(r)
 	}

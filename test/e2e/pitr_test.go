@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -36,23 +35,7 @@ func TestPointInTimeRestore(t *testing.T) {
 			PointInTimeRecovery: &examplev1.PointInTimeRecovery{ArchiveTimeout: &metav1.Duration{Duration: 10 * time.Second}}}}, rows)
 	src, h, primary := source.db, source.h, source.primary
 
-	recoverability := func() (*examplev1.Recoverability, *metav1.Condition, error) {
-		d, err := dbs.Get(ctx, "src", metav1.GetOptions{})
-		if err != nil {
-			return nil, nil, err
-		}
-		return d.Status.Recoverability, meta.FindStatusCondition(d.Status.Conditions, examplev1.ConditionContinuousArchiving), nil
-	}
-	eventually(t, 2*time.Minute, func() error {
-		r, c, err := recoverability()
-		if err != nil {
-			return err
-		}
-		if c == nil || c.Status != metav1.ConditionTrue || r == nil || r.LastArchivedWAL == "" {
-			return fmt.Errorf("ContinuousArchiving %+v, recoverability %+v", c, r)
-		}
-		return nil
-	})
+	waitArchiving(t, ns, "src", 2*time.Minute)
 
 	if r := backupRaw(t, ns, "src", `{"metadata":{"name":"base"}}`); r.err != nil {
 		t.Fatal(r)
@@ -74,17 +57,7 @@ func TestPointInTimeRestore(t *testing.T) {
 	dc.write(t, primary, rows+50, rows+100)
 	h.t.Logf("target %s, between the batches", target.Format(time.RFC3339))
 
-	eventually(t, 2*time.Minute, func() error {
-		r, c, err := recoverability()
-		if err != nil {
-			return err
-		}
-		if r == nil || r.LastRecoverableTime == nil || !r.LastRecoverableTime.After(target) {
-			return fmt.Errorf("recoverable to %+v (ContinuousArchiving %+v), not yet past the target", r, c)
-		}
-		return nil
-	})
-	r, c, _ := recoverability()
+	r, c := waitRecoverablePast(t, ns, "src", target, 2*time.Minute)
 	t.Logf("recoverability %+v; %s", *r, c.Message)
 	if r.FirstRecoverableTime == nil || !r.FirstRecoverableTime.Equal(base.Status.CompletionTime) {
 		t.Errorf("firstRecoverableTime %v, want the base backup's end %v", r.FirstRecoverableTime, base.Status.CompletionTime)

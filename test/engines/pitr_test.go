@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -389,4 +390,101 @@ func TestPostgresArchiveThroughput(t *testing.T) {
 	median := func(xs []float64) float64 { xs = slices.Clone(xs); slices.Sort(xs); return xs[len(xs)/2] }
 	t.Logf("archive throughput to the S3 server %s away, median of %d rounds: one at a time %.0f MB/s, 4 at once %.0f MB/s (%.2fx)",
 		rtt, rounds, median(results[1]), median(results[4]), median(results[4])/median(results[1]))
+}
+
+// TestPostgresArchiveThroughAnOutage: the S3 server becomes unreachable (a
+// proxy in front of it answers every request 503) while the primary keeps
+// writing: uploads fail and the manager's status says so (failures, the
+// reason, files waiting), the engine keeps every file; once the server is
+// back, the backlog drains and the archive holds every segment, none
+// missing.
+func TestPostgresArchiveThroughAnOutage(t *testing.T) {
+	t.Parallel()
+	s3 := s3server.Start(t, s3server.Options{})
+	ctx := context.Background()
+	target, err := url.Parse(s3.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var down atomic.Bool
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(w, "the object store is down", http.StatusServiceUnavailable)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+
+	c := newClusterIn(t, postgresSpec(), "pitr-outage", "127.0.52.", 1)
+	n := c.nodes[0]
+	n.extraArgs = []string{"--wal-archive", "--archive-timeout", "2s"}
+	n.start()
+	c.setPrimary(n)
+	n.waitReady(time.Minute, api.RolePrimary)
+	d := *destination(s3, "outage").S3
+	d.Endpoint = front.URL
+	mc, host := n.manager()
+	if _, err := mc.SetArchive(ctx, host, n.auth(), api.ArchiveRequest{Destination: d}); err != nil {
+		t.Fatal(err)
+	}
+	super := n.superuser(t, "postgres")
+	mustExec(t, super, "CREATE TABLE filler (n int)")
+	closeFile := func() string {
+		t.Helper()
+		mustExec(t, super, "INSERT INTO filler VALUES (1)")
+		var name string
+		if err := super.QueryRow("SELECT pg_walfile_name(pg_switch_wal())").Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		return name
+	}
+	first := closeFile()
+	n.waitStatus(time.Minute, "the first file archived", func(s api.Status) bool {
+		return s.Archive != nil && s.Archive.LastArchived >= first
+	})
+
+	down.Store(true)
+	cut := time.Now()
+	var last string
+	for range 3 {
+		last = closeFile()
+	}
+	s := n.waitStatus(3*time.Minute, "the outage in the status", func(s api.Status) bool {
+		a := s.Archive
+		return a != nil && a.Failed > 0 && a.LastFailureTime != nil && (a.LastArchivedTime == nil || a.LastFailureTime.After(*a.LastArchivedTime))
+	})
+	t.Logf("the first failed upload %s after the cut: %s", time.Since(cut).Round(100*time.Millisecond), s.Archive.LastFailure)
+	if s.Archive.LastArchived >= last {
+		t.Errorf("%s archived while the store was down", s.Archive.LastArchived)
+	}
+
+	down.Store(false)
+	back := time.Now()
+	s = n.waitStatus(3*time.Minute, "the backlog archived", func(s api.Status) bool {
+		return s.Archive != nil && s.Archive.LastArchived >= last
+	})
+	t.Logf("the backlog (up to %s) archived %s after the store came back; %d failed attempts in all", last, time.Since(back).Round(100*time.Millisecond), s.Archive.Failed)
+
+	objects, err := s3.Store(t).List(ctx, "outage/wal/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var segments []uint64
+	for _, o := range objects {
+		if _, seg, ok := api.WALSegment(strings.TrimPrefix(o.Key, "outage/wal/")); ok {
+			segments = append(segments, seg)
+		}
+	}
+	slices.Sort(segments)
+	_, lastSeg, _ := api.WALSegment(last)
+	for i := 1; i < len(segments); i++ {
+		if segments[i] != segments[i-1]+1 {
+			t.Errorf("segment %d missing from the archive: %v", segments[i-1]+1, segments)
+		}
+	}
+	if len(segments) == 0 || segments[len(segments)-1] < lastSeg {
+		t.Errorf("archived segments %v, want up to %d", segments, lastSeg)
+	}
 }
