@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 )
 
@@ -44,13 +43,6 @@ func hibernation(db *examplev1.MyDatabase, podsLeft int, primaryServing bool) (c
 
 func hibernatedCondition(status metav1.ConditionStatus, reason, message string) *metav1.Condition {
 	return &metav1.Condition{Type: examplev1.ConditionHibernated, Status: status, Reason: reason, Message: message}
-}
-
-// podsLeft counts the database's pods, terminating ones included: the
-// instances are stopped only once none is left.
-func (c *Controller) podsLeft(db *examplev1.MyDatabase) (int, error) {
-	pods, err := c.podLister.Pods(db.Namespace).List(labels.SelectorFromSet(SelectorLabels(db)))
-	return len(pods), err
 }
 
 // hibernationEvent tells, once, that the database went to sleep or woke.

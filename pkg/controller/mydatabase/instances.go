@@ -39,6 +39,9 @@ func (c *Controller) reconcileInstances(ctx context.Context, db *examplev1.MyDat
 	if err != nil {
 		return err
 	}
+	// Every pod of the database, terminating and beyond the StatefulSet's
+	// replicas included: a hibernation is done only once none is left.
+	f.podsLeft = len(pods)
 	pods = slices.DeleteFunc(pods, func(p *corev1.Pod) bool { return !isInstance(db, sts, p) })
 	slices.SortFunc(pods, func(a, b *corev1.Pod) int { return ordinal(db, a.Name) - ordinal(db, b.Name) })
 	f.primary = choosePrimary(db, pods)

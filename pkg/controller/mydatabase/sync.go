@@ -56,8 +56,10 @@ type findings struct {
 	// window, of a database with point-in-time recovery.
 	archiving      *metav1.Condition
 	recoverability *examplev1.Recoverability
-	// hibernated is the Hibernated condition (nil: none).
+	// hibernated is the Hibernated condition (nil: none); podsLeft counts
+	// the database's pods, whatever their state.
 	hibernated *metav1.Condition
+	podsLeft   int
 }
 
 // sync makes the children of one MyDatabase match its spec and reports what
@@ -157,13 +159,9 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	}
 	// The instance managers report nothing by themselves: read them again.
 	again := c.config.PollInterval
-	left, err := c.podsLeft(db)
-	if err != nil {
-		return err
-	}
 	primary := instanceNamed(f.instances, f.primary)
 	hold := false
-	f.hibernated, hold = hibernation(db, left, primary != nil && primary.Ready)
+	f.hibernated, hold = hibernation(db, f.podsLeft, primary != nil && primary.Ready)
 	c.hibernationEvent(db, f.hibernated)
 	var decision failover.Decision
 	// An explicit switchover goes on (an operator may move the role off a
