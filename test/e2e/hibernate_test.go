@@ -67,7 +67,11 @@ func TestHibernateAndWake(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, e := range events.Items {
-				t.Errorf("failover was considered while hibernated: %s", e.Message)
+				// Events have whole seconds; a new database's primary may
+				// have been slow to start, long before.
+				if !e.LastTimestamp.Time.Before(start.Truncate(time.Second)) {
+					t.Errorf("failover was considered while hibernated: %s", e.Message)
+				}
 			}
 			if d.Status.CurrentPrimary != before.CurrentPrimary || d.Status.TargetPrimary != before.CurrentPrimary {
 				t.Errorf("hibernated with primary %q (target %q), was %q", d.Status.CurrentPrimary, d.Status.TargetPrimary, before.CurrentPrimary)

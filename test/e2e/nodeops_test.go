@@ -14,12 +14,15 @@ import (
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/failover"
 	"github.com/mydb-dev/mydb/pkg/names"
 	"github.com/mydb-dev/mydb/test/s3server"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // nodeDataCases are the data cases at the versions the node has images
@@ -69,7 +72,8 @@ func nodeAddress(t *testing.T) string {
 // eviction of a replica goes through and a second one, of the primary,
 // is refused while the first is down (the PodDisruptionBudget); scaling
 // to 5 clones two replicas that hold the rows and scaling to 2 keeps the
-// primary; a backup goes to an S3 server the pods reach at the node's
+// primary; a change of spec.resources replaces both pods primary last
+// (one switchover, no failover, every row kept); a backup goes to an S3 server the pods reach at the node's
 // address, and a new database restored from it holds the same checksums
 // on both its instances; deleting the source takes its claims and their
 // volumes.
@@ -143,6 +147,14 @@ func TestNodeOperations(t *testing.T) {
 				t.Errorf("scaling 5 -> 2 moved the primary from %s to %s", before, status.CurrentPrimary)
 			}
 
+			// A new template (spec.resources) goes out primary last: the
+			// replica's pod, one switchover, then the old primary's pod.
+			status = rollOutNewTemplate(t, ns, "src", h, 2)
+			if status.CurrentPrimary == before {
+				t.Errorf("after the rolling update the primary is still %s", before)
+			}
+			dc.waitSums(t, h, 2, want)
+
 			// The backup, from the primary, into the bucket on the node's address.
 			start := time.Now()
 			if r := backupRaw(t, ns, "src", `{"metadata":{"name":"snap"},"spec":{"target":"Primary"}}`); r.err != nil {
@@ -209,6 +221,67 @@ func TestNodeOperations(t *testing.T) {
 			}
 		})
 	}
+}
+
+// rollOutNewTemplate changes db's spec.resources, which needs new pods,
+// and checks that every one of its n pods was made anew (a new UID) with
+// exactly one switchover and no failover, every instance running the
+// update revision and streaming; it returns the status then.
+func rollOutNewTemplate(t *testing.T, ns, db string, h *replicationHarness, n int) examplev1.MyDatabaseStatus {
+	t.Helper()
+	ctx := context.Background()
+	kube := kubeClient(t)
+	dbs := mydbClient(t, restConfig(t)).ExampleV1().MyDatabases(ns)
+	pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uids := map[string]types.UID{}
+	for _, p := range pods.Items {
+		uids[p.Name] = p.UID
+	}
+	switchovers := eventCount(t, ns, failover.ReasonSwitchoverCompleted)
+	failovers := eventCount(t, ns, failover.ReasonFailoverCompleted)
+	start := time.Now()
+	if _, err := dbs.Patch(ctx, db, types.MergePatchType, []byte(`{"spec":{"resources":{"requests":{"cpu":"30m"}}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Minute, func() error {
+		d, err := dbs.Get(ctx, db, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		s := d.Status
+		p := meta.FindStatusCondition(s.Conditions, examplev1.ConditionProgressing)
+		if s.ObservedGeneration != d.Generation || int(s.UpdatedReplicas) != n || p == nil || p.Status != metav1.ConditionFalse {
+			return fmt.Errorf("updated %d of %d, Progressing %s", s.UpdatedReplicas, n, conditionMessage(p))
+		}
+		for _, in := range s.Instances {
+			if in.Revision != s.UpdateRevision {
+				return fmt.Errorf("instance %s runs %s, not %s", in.Name, in.Revision, s.UpdateRevision)
+			}
+		}
+		return nil
+	})
+	status := h.waitStreaming(n)
+	took := time.Since(start)
+	pods, err = kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if uids[p.Name] == p.UID {
+			t.Errorf("pod %s was not replaced by the rolling update", p.Name)
+		}
+	}
+	if got := eventCount(t, ns, failover.ReasonSwitchoverCompleted) - switchovers; got != 1 {
+		t.Errorf("%d switchovers during the rolling update, want 1", got)
+	}
+	if got := eventCount(t, ns, failover.ReasonFailoverCompleted) - failovers; got != 0 {
+		t.Errorf("%d failovers during the rolling update, want none", got)
+	}
+	t.Logf("%s: rolling update of %d pods, primary last, done in %s (primary now %s)", db, n, took.Round(100*time.Millisecond), status.CurrentPrimary)
+	return status
 }
 
 // TestNodeVolumeBackup: for each engine on the real node, a

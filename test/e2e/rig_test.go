@@ -26,6 +26,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 )
@@ -58,6 +59,8 @@ type rig struct {
 
 	mu    sync.Mutex
 	procs map[string]*rigProcess // by pod name
+	// starts counts the processes started for each pod name.
+	starts map[string]int
 	// waiting are the pods whose IP another process still holds, with that
 	// process's owner, as last logged.
 	waiting map[string]string
@@ -67,6 +70,10 @@ type rig struct {
 
 type rigProcess struct {
 	ip string
+	// uid is the pod's: a pod deleted and made anew under its name (a
+	// rolling update) gets a new process, as the kubelet gives it new
+	// containers, even when the rig never saw it gone.
+	uid types.UID
 	*instanceproc.Process
 	// enginePIDs are the engine's processes, found when it is frozen.
 	enginePIDs []int
@@ -117,7 +124,7 @@ func startRig(t *testing.T, ns, db string, engine rigEngine) *rig {
 		t.Fatalf("user %s: %v (hack/install-deps.sh installs the engines)", engine.osUser, err)
 	}
 	r := &rig{t: t, kube: kubeClient(t), ns: ns, db: db, engine: engine,
-		procs: map[string]*rigProcess{}, waiting: map[string]string{}, stop: make(chan struct{}), done: make(chan struct{})}
+		procs: map[string]*rigProcess{}, starts: map[string]int{}, waiting: map[string]string{}, stop: make(chan struct{}), done: make(chan struct{})}
 	r.uid, _ = strconv.Atoi(u.Uid)
 	r.gid, _ = strconv.Atoi(u.Gid)
 	r.dir, err = os.MkdirTemp("", "mydb-rig-"+db+"-")
@@ -227,7 +234,7 @@ func (r *rig) loop() {
 			}
 			r.mu.Lock()
 			for name, proc := range r.procs {
-				if want[name] != proc.ip {
+				if pod := byName[name]; want[name] != proc.ip || pod == nil || pod.UID != proc.uid {
 					r.stopProcess(name, proc)
 				}
 			}
@@ -298,7 +305,8 @@ func (r *rig) startProcess(pod *corev1.Pod, ip string) {
 		<-p.Done()
 		releasePodIP(ip, owner)
 	}()
-	r.procs[name] = &rigProcess{ip: ip, Process: p}
+	r.procs[name] = &rigProcess{ip: ip, uid: pod.UID, Process: p}
+	r.starts[name]++
 	r.t.Logf("rig: started the instance of pod %s on %s", name, ip)
 }
 
@@ -364,9 +372,14 @@ func (r *rig) instanceCommand(pod *corev1.Pod, ip, claim, run string) (args, env
 }
 
 // stopProcess stops an instance the way the kubelet stops a container:
-// SIGTERM, then SIGKILL after the grace period. r.mu is held.
+// SIGTERM, then SIGKILL after the grace period; and once the manager (the
+// container's PID 1) is gone, whatever it started that is left, as the
+// end of a container's PID namespace does (a pg_basebackup of a clone cut
+// short would otherwise hold the replica's slot on the primary). r.mu is
+// held.
 func (r *rig) stopProcess(name string, proc *rigProcess) {
 	proc.Stop(30 * time.Second)
+	proc.SignalGroup(syscall.SIGKILL)
 	delete(r.procs, name)
 	r.t.Logf("rig: stopped the instance of pod %s", name)
 }

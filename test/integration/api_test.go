@@ -497,11 +497,11 @@ func TestTable(t *testing.T) {
 	for _, c := range table.ColumnDefinitions {
 		headers = append(headers, c.Name)
 	}
-	want := []string{"Name", "Engine", "Version", "Replicas", "Ready", "Storage", "Status", "Age", "Endpoint", "Storage Class", "Deletion Policy", "Recoverable To"}
+	want := []string{"Name", "Engine", "Version", "Replicas", "Ready", "Up-to-date", "Storage", "Status", "Age", "Endpoint", "Storage Class", "Deletion Policy", "Recoverable To"}
 	if diff := cmp.Diff(want, headers); diff != "" {
 		t.Errorf("columns (-want +got):\n%s", diff)
 	}
-	if len(table.Rows) != 1 || fmt.Sprint(table.Rows[0].Cells[:7]) != "[tabled mysql 9.7 3 0/3 50Gi Pending]" {
+	if len(table.Rows) != 1 || fmt.Sprint(table.Rows[0].Cells[:8]) != "[tabled mysql 9.7 3 0/3 0 50Gi Pending]" {
 		t.Errorf("rows = %v", table.Rows)
 	}
 }

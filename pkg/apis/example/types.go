@@ -186,6 +186,8 @@ type MyDatabaseStatus struct {
 	TargetPrimaryReason string
 	LastScheduleTime    *metav1.Time
 	Recoverability      *Recoverability
+	UpdateRevision      string
+	UpdatedReplicas     int32
 }
 
 // The reasons status.targetPrimary is set for.
@@ -195,6 +197,9 @@ const (
 	// TargetPrimaryReasonForcedFailover is a held-back failover an
 	// operator forced.
 	TargetPrimaryReasonForcedFailover = "ForcedFailover"
+	// TargetPrimaryReasonRollingUpdate is the switchover of a rolling
+	// update, which replaces the primary's pod last.
+	TargetPrimaryReasonRollingUpdate = "RollingUpdate"
 )
 
 // ReasonFailoverWouldLoseWrites is the PrimaryChange condition's reason
@@ -219,6 +224,7 @@ type InstanceStatus struct {
 	Message  string
 	Fenced   bool
 	Position *InstancePosition
+	Revision string
 }
 
 // InstancePosition is how far an instance's data goes.

@@ -376,16 +376,34 @@ func (o *options) statusCommand() *cobra.Command {
 			out := o.streams.Out
 			fmt.Fprintf(out, "Name:       %s/%s\n", db.Namespace, db.Name)
 			fmt.Fprintf(out, "Engine:     %s %s\n", db.Spec.Engine, db.Spec.Version)
-			fmt.Fprintf(out, "Replicas:   %d/%d ready\n", db.Status.ReadyReplicas, ptrValue(db.Spec.Replicas))
+			fmt.Fprintf(out, "Replicas:   %d/%d ready, %d run the current template\n", db.Status.ReadyReplicas, ptrValue(db.Spec.Replicas), db.Status.UpdatedReplicas)
 			fmt.Fprintf(out, "Storage:    %s per replica\n", db.Spec.StorageSize.String())
 			fmt.Fprintf(out, "Endpoint:   %s\n", orNone(db.Status.Endpoint))
 			fmt.Fprintf(out, "Generation: %d (observed %d)\n", db.Generation, db.Status.ObservedGeneration)
 			if st := db.Status; st.CurrentPrimary != "" {
 				primary := st.CurrentPrimary
 				if st.TargetPrimary != "" && st.TargetPrimary != st.CurrentPrimary {
-					primary += fmt.Sprintf(" (%s to %s under way)", strings.ToLower(st.TargetPrimaryReason), st.TargetPrimary)
+					what := map[string]string{examplev1.TargetPrimaryReasonForcedFailover: "forced failover",
+						examplev1.TargetPrimaryReasonRollingUpdate: "switchover of a rolling update"}[st.TargetPrimaryReason]
+					if what == "" {
+						what = strings.ToLower(st.TargetPrimaryReason)
+					}
+					primary += fmt.Sprintf(" (%s to %s under way)", what, st.TargetPrimary)
 				}
 				fmt.Fprintf(out, "Primary:    %s\n", primary)
+			}
+			if len(db.Status.Instances) > 0 {
+				fmt.Fprintln(out, "Instances:")
+			}
+			for _, in := range db.Status.Instances {
+				ready, template := "ready", "current template"
+				if !in.Ready {
+					ready = "not ready"
+				}
+				if in.Revision != db.Status.UpdateRevision {
+					template = "old template"
+				}
+				fmt.Fprintf(out, "  %-16s %-8s %-10s %-17s %s\n", in.Name, strings.ToLower(string(in.Role)), ready, template, in.Message)
 			}
 			if db.Spec.Backup != nil {
 				fmt.Fprintf(out, "Schedule:   %q, keeping %d\n", db.Spec.Backup.Schedule, ptrValue(db.Spec.Backup.Retention))

@@ -137,7 +137,10 @@ func NewStatefulSet(db *examplev1.MyDatabase, eng engine.Spec, images engine.Ima
 			// Replicas wait for the primary themselves, and a primary that
 			// fails must not hold back the others' pods.
 			PodManagementPolicy: appsv1.ParallelPodManagement,
-			UpdateStrategy:      appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType},
+			// The controller replaces the pods itself, primary last
+			// (rollout.go): the StatefulSet's own rolling update would
+			// restart the primary whenever its ordinal came.
+			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
 			// The claims are never owned: with WhenDeleted Delete the
 			// StatefulSet would own them, and the garbage collector would
 			// take them with it whenever the MyDatabase reads as absent.

@@ -202,6 +202,8 @@ type Controller struct {
 	incidents incidents
 	// positions are the instances' last reported positions.
 	positions positionMemory
+	// replaced are the pods a rolling update deleted last.
+	replaced replacedPods
 }
 
 // NewController returns a controller reading from informers; it does nothing

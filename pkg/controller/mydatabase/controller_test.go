@@ -96,6 +96,8 @@ func (f fakeStatuses) Status(_ context.Context, address string, auth api.Auth) (
 // leave it, with the role label and an address.
 func pod(db *examplev1.MyDatabase, ordinal int, role string) *corev1.Pod {
 	labels := SelectorLabels(db)
+	// The revision convergedState's StatefulSet runs.
+	labels[appsv1.StatefulSetRevisionLabel] = "r1"
 	if role != "" {
 		labels[names.LabelRole] = role
 	}
@@ -1266,10 +1268,10 @@ func TestInstanceStatusReportsWhatTheManagersSay(t *testing.T) {
 	}
 	status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
 	want := []examplev1.InstanceStatus{
-		{Name: "prod-mysql-0", Address: "10.244.0.10", Role: examplev1.InstanceRolePrimary, Ready: true},
-		{Name: "prod-mysql-1", Address: "10.244.0.11", Role: examplev1.InstanceRoleReplica,
+		{Name: "prod-mysql-0", Address: "10.244.0.10", Role: examplev1.InstanceRolePrimary, Ready: true, Revision: "r1"},
+		{Name: "prod-mysql-1", Address: "10.244.0.11", Role: examplev1.InstanceRoleReplica, Revision: "r1",
 			Message: `the instance still follows "prod-mysql-7" as its primary`},
-		{Name: "prod-mysql-2", Address: "10.244.0.12", Role: examplev1.InstanceRoleReplica,
+		{Name: "prod-mysql-2", Address: "10.244.0.12", Role: examplev1.InstanceRoleReplica, Revision: "r1",
 			Message: "the instance manager did not answer: dial tcp 10.244.0.12:8000: connection refused"},
 	}
 	if diff := cmp.Diff(want, status.Instances); diff != "" {

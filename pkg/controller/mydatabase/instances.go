@@ -44,6 +44,7 @@ func (c *Controller) reconcileInstances(ctx context.Context, db *examplev1.MyDat
 	f.podsLeft = len(pods)
 	pods = slices.DeleteFunc(pods, func(p *corev1.Pod) bool { return !isInstance(db, sts, p) })
 	slices.SortFunc(pods, func(a, b *corev1.Pod) int { return ordinal(db, a.Name) - ordinal(db, b.Name) })
+	f.pods = pods
 	f.primary = choosePrimary(db, pods)
 	if f.primary == "" {
 		return nil
@@ -112,7 +113,7 @@ func (c *Controller) pollInstances(ctx context.Context, db *examplev1.MyDatabase
 		if pod.Name == primary {
 			role = examplev1.InstanceRolePrimary
 		}
-		out[i] = examplev1.InstanceStatus{Name: pod.Name, Address: pod.Status.PodIP, Role: role}
+		out[i] = examplev1.InstanceStatus{Name: pod.Name, Address: pod.Status.PodIP, Role: role, Revision: pod.Labels[appsv1.StatefulSetRevisionLabel]}
 		if pod.Spec.NodeName != "" && pod.Status.Phase == corev1.PodFailed {
 			out[i].Message = "the pod failed"
 			continue

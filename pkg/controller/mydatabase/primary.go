@@ -81,6 +81,9 @@ func (c *Controller) writePrimaryChange(ctx context.Context, db *examplev1.MyDat
 		c.positions.forget(cache.MetaObjectToName(db))
 	}
 	c.recorder.Event(db, change.Event.Type, change.Event.Reason, change.Event.Message)
-	observePrimaryChange(db, change.Kind, change.Result, change.Duration)
+	if change.Result != "" {
+		// Counted once it ends (a rollout's switchover starts here).
+		observePrimaryChange(db, change.Kind, change.Result, change.Duration)
+	}
 	return nil
 }

@@ -223,9 +223,11 @@ func computeStatus(db *examplev1.MyDatabase, eng engine.Spec, sts *appsv1.Statef
 	status.Selector = labels.SelectorFromSet(SelectorLabels(db)).String()
 	status.Endpoint = endpoint(db, eng)
 	status.Replicas, status.ReadyReplicas = 0, 0
+	status.UpdateRevision, status.UpdatedReplicas = "", 0
 	if sts != nil {
 		status.Replicas = sts.Status.Replicas
 		status.ReadyReplicas = min(sts.Status.ReadyReplicas, sts.Status.Replicas)
+		status.UpdateRevision, status.UpdatedReplicas = sts.Status.UpdateRevision, sts.Status.UpdatedReplicas
 	}
 
 	if !paused {
@@ -286,7 +288,7 @@ func computeStatus(db *examplev1.MyDatabase, eng engine.Spec, sts *appsv1.Statef
 	case ready:
 		set(examplev1.ConditionProgressing, metav1.ConditionFalse, ReasonRolloutComplete, "the database runs its spec")
 	default:
-		set(examplev1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut, fmt.Sprintf("rolling out generation %d", db.Generation))
+		set(examplev1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut, rolloutMessage(db, f.rollout))
 	}
 
 	if !paused {
@@ -373,12 +375,14 @@ func primaryNotServingMessage(primary string, in *examplev1.InstanceStatus) stri
 }
 
 // rolledOut tells whether the StatefulSet controller has seen its latest
-// spec and every replica runs it.
+// spec and every replica runs it. (Under OnDelete it never moves
+// currentRevision on: updatedReplicas says it.)
 func rolledOut(sts *appsv1.StatefulSet, want int32) bool {
 	s := sts.Status
+	onDelete := sts.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType
 	return s.ObservedGeneration >= sts.Generation &&
 		s.Replicas == want && s.UpdatedReplicas == want &&
-		(s.UpdateRevision == "" || s.CurrentRevision == s.UpdateRevision)
+		(s.UpdateRevision == "" || onDelete || s.CurrentRevision == s.UpdateRevision)
 }
 
 // replication says whether every replica streams from the primary, from

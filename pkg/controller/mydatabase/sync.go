@@ -18,6 +18,7 @@ import (
 	"github.com/mydb-dev/mydb/pkg/engine"
 	"github.com/mydb-dev/mydb/pkg/failover"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
+	"github.com/mydb-dev/mydb/pkg/rollout"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -60,6 +61,12 @@ type findings struct {
 	// the database's pods, whatever their state.
 	hibernated *metav1.Condition
 	podsLeft   int
+	// pods are the database's instance pods in ordinal order, which
+	// instances and reports follow.
+	pods []*corev1.Pod
+	// rollout is the step of a rolling update taken or waited for (nil:
+	// none was considered).
+	rollout *rollout.Step
 }
 
 // sync makes the children of one MyDatabase match its spec and reports what
@@ -173,8 +180,21 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if soon := decision.Requeue; soon > 0 && soon < again {
 		again = soon
 	}
+	broken := nothingServes(db, &f, decision, c.clock.Now())
+	busy := rolloutBusy(db, hold, broken, decision)
+	step := rollout.Next(c.rolloutInput(db, sts, &f, busy, broken))
+	f.rollout = &step
+	if step.Delete != "" || (step.Waiting != "" && busy == "") {
+		// A replaced pod is back, or a replica streams again, well before
+		// the next poll.
+		again = min(again, rolloutPoll)
+	}
 	c.queue.AddAfter(key, again)
-	switch change := decision.Change; {
+	change := decision.Change
+	if change == nil && step.SwitchoverTo != "" {
+		change = rolloutSwitchover(db, step.SwitchoverTo, step, metav1.NewTime(c.clock.Now()))
+	}
+	switch {
 	case change != nil && change.Event != nil:
 		// A move is written first, on its own, and acted on from the next
 		// sync, which sees it in the cache.
@@ -182,6 +202,11 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		return c.writePrimaryChange(ctx, db, status, change)
 	case change != nil:
 		f.primaryChange = &change.Condition
+	}
+	if step.Delete != "" {
+		if err := c.replacePod(ctx, db, &f, step.Delete, step); err != nil {
+			return err
+		}
 	}
 	return c.updateStatus(ctx, db, eng, sts, f, false)
 }
@@ -485,6 +510,17 @@ func (c *Controller) reconcileStatefulSet(ctx context.Context, db *examplev1.MyD
 		// management policy is immutable too.
 		desired.Spec.VolumeClaimTemplates = existing.Spec.VolumeClaimTemplates
 		desired.Spec.PodManagementPolicy = existing.Spec.PodManagementPolicy
+		if existing.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType && metav1.IsControlledBy(existing, db) {
+			// Made by an earlier mydb with the StatefulSet's own rolling
+			// update: switched over on its own, before any new template,
+			// which would otherwise restart the primary in ordinal order.
+			// (Apply cannot unset the rollingUpdate the API defaulted.)
+			patch := []byte(`{"spec":{"updateStrategy":{"type":"OnDelete","rollingUpdate":null}}}`)
+			if existing, err = c.kubeClient.AppsV1().StatefulSets(db.Namespace).Patch(ctx, existing.Name, types.MergePatchType, patch,
+				metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return apply(ctx, c, db, desired, existing, cacheErr, c.kubeClient.AppsV1().StatefulSets(db.Namespace), f)
 }

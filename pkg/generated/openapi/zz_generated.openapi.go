@@ -617,6 +617,13 @@ func schema_pkg_apis_example_v1_InstanceStatus(ref common.ReferenceCallback) com
 							Ref:         ref(v1.InstancePosition{}.OpenAPIModelName()),
 						},
 					},
+					"revision": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Revision is the revision of the pod template the instance's pod runs; status.updateRevision once it is updated.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 				},
 				Required: []string{"name"},
 			},
@@ -1362,7 +1369,7 @@ func schema_pkg_apis_example_v1_MyDatabaseStatus(ref common.ReferenceCallback) c
 					},
 					"targetPrimaryReason": {
 						SchemaProps: spec.SchemaProps{
-							Description: "TargetPrimaryReason says why targetPrimary was set: Switchover, Failover or ForcedFailover.",
+							Description: "TargetPrimaryReason says why targetPrimary was set: Switchover, Failover, ForcedFailover or RollingUpdate.",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -1377,6 +1384,20 @@ func schema_pkg_apis_example_v1_MyDatabaseStatus(ref common.ReferenceCallback) c
 						SchemaProps: spec.SchemaProps{
 							Description: "Recoverability is the window a restore to a point may target, with spec.backup.pointInTimeRecovery.",
 							Ref:         ref(v1.Recoverability{}.OpenAPIModelName()),
+						},
+					},
+					"updateRevision": {
+						SchemaProps: spec.SchemaProps{
+							Description: "UpdateRevision is the revision of the pod template the database's spec asks for (its StatefulSet's update revision). A change that needs new pods is rolled out primary last: the replicas are replaced one at a time, then one switchover moves the primary role to an updated replica, then the old primary is replaced.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"updatedReplicas": {
+						SchemaProps: spec.SchemaProps{
+							Description: "UpdatedReplicas is the number of database pods that run updateRevision.",
+							Type:        []string{"integer"},
+							Format:      "int32",
 						},
 					},
 				},

@@ -349,6 +349,11 @@ func (m *InstanceStatus) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	i -= len(m.Revision)
+	copy(dAtA[i:], m.Revision)
+	i = encodeVarintGenerated(dAtA, i, uint64(len(m.Revision)))
+	i--
+	dAtA[i] = 0x42
 	if m.Position != nil {
 		{
 			size, err := m.Position.MarshalToSizedBuffer(dAtA[:i])
@@ -1076,6 +1081,14 @@ func (m *MyDatabaseStatus) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	i = encodeVarintGenerated(dAtA, i, uint64(m.UpdatedReplicas))
+	i--
+	dAtA[i] = 0x78
+	i -= len(m.UpdateRevision)
+	copy(dAtA[i:], m.UpdateRevision)
+	i = encodeVarintGenerated(dAtA, i, uint64(len(m.UpdateRevision)))
+	i--
+	dAtA[i] = 0x72
 	if m.Recoverability != nil {
 		{
 			size, err := m.Recoverability.MarshalToSizedBuffer(dAtA[:i])
@@ -1913,6 +1926,8 @@ func (m *InstanceStatus) Size() (n int) {
 		l = m.Position.Size()
 		n += 1 + l + sovGenerated(uint64(l))
 	}
+	l = len(m.Revision)
+	n += 1 + l + sovGenerated(uint64(l))
 	return n
 }
 
@@ -2186,6 +2201,9 @@ func (m *MyDatabaseStatus) Size() (n int) {
 		l = m.Recoverability.Size()
 		n += 1 + l + sovGenerated(uint64(l))
 	}
+	l = len(m.UpdateRevision)
+	n += 1 + l + sovGenerated(uint64(l))
+	n += 1 + sovGenerated(uint64(m.UpdatedReplicas))
 	return n
 }
 
@@ -2489,6 +2507,7 @@ func (this *InstanceStatus) String() string {
 		`Message:` + fmt.Sprintf("%v", this.Message) + `,`,
 		`Fenced:` + fmt.Sprintf("%v", this.Fenced) + `,`,
 		`Position:` + strings.Replace(this.Position.String(), "InstancePosition", "InstancePosition", 1) + `,`,
+		`Revision:` + fmt.Sprintf("%v", this.Revision) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -2682,6 +2701,8 @@ func (this *MyDatabaseStatus) String() string {
 		`TargetPrimaryReason:` + fmt.Sprintf("%v", this.TargetPrimaryReason) + `,`,
 		`LastScheduleTime:` + strings.Replace(fmt.Sprintf("%v", this.LastScheduleTime), "Time", "v1.Time", 1) + `,`,
 		`Recoverability:` + strings.Replace(this.Recoverability.String(), "Recoverability", "Recoverability", 1) + `,`,
+		`UpdateRevision:` + fmt.Sprintf("%v", this.UpdateRevision) + `,`,
+		`UpdatedReplicas:` + fmt.Sprintf("%v", this.UpdatedReplicas) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -3801,6 +3822,38 @@ func (m *InstanceStatus) Unmarshal(dAtA []byte) error {
 			if err := m.Position.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
+			iNdEx = postIndex
+		case 8:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Revision", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Revision = string(dAtA[iNdEx:postIndex])
 			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
@@ -6435,6 +6488,57 @@ func (m *MyDatabaseStatus) Unmarshal(dAtA []byte) error {
 				return err
 			}
 			iNdEx = postIndex
+		case 14:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field UpdateRevision", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.UpdateRevision = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 15:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field UpdatedReplicas", wireType)
+			}
+			m.UpdatedReplicas = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.UpdatedReplicas |= int32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := skipGenerated(dAtA[iNdEx:])

@@ -511,7 +511,7 @@ type MyDatabaseStatus struct {
 	TargetPrimaryTime *metav1.MicroTime `json:"targetPrimaryTime,omitempty" protobuf:"bytes,10,opt,name=targetPrimaryTime"`
 
 	// TargetPrimaryReason says why targetPrimary was set: Switchover,
-	// Failover or ForcedFailover.
+	// Failover, ForcedFailover or RollingUpdate.
 	// +optional
 	TargetPrimaryReason string `json:"targetPrimaryReason,omitempty" protobuf:"bytes,11,opt,name=targetPrimaryReason"`
 
@@ -524,6 +524,19 @@ type MyDatabaseStatus struct {
 	// spec.backup.pointInTimeRecovery.
 	// +optional
 	Recoverability *Recoverability `json:"recoverability,omitempty" protobuf:"bytes,13,opt,name=recoverability"`
+
+	// UpdateRevision is the revision of the pod template the database's
+	// spec asks for (its StatefulSet's update revision). A change that
+	// needs new pods is rolled out primary last: the replicas are replaced
+	// one at a time, then one switchover moves the primary role to an
+	// updated replica, then the old primary is replaced.
+	// +optional
+	UpdateRevision string `json:"updateRevision,omitempty" protobuf:"bytes,14,opt,name=updateRevision"`
+
+	// UpdatedReplicas is the number of database pods that run
+	// updateRevision.
+	// +optional
+	UpdatedReplicas int32 `json:"updatedReplicas,omitempty" protobuf:"varint,15,opt,name=updatedReplicas"`
 }
 
 // InstanceStatus is one instance of a database as mydb sees it.
@@ -561,6 +574,11 @@ type InstanceStatus struct {
 	// promote a replica behind a lost one.
 	// +optional
 	Position *InstancePosition `json:"position,omitempty" protobuf:"bytes,7,opt,name=position"`
+
+	// Revision is the revision of the pod template the instance's pod
+	// runs; status.updateRevision once it is updated.
+	// +optional
+	Revision string `json:"revision,omitempty" protobuf:"bytes,8,opt,name=revision"`
 }
 
 // InstancePosition is a point in a database's history.
@@ -602,6 +620,10 @@ const (
 	// (POST .../switchover with allowWriteLoss) while the controller held
 	// it back because it would lose acknowledged writes.
 	TargetPrimaryReasonForcedFailover = "ForcedFailover"
+	// TargetPrimaryReasonRollingUpdate is the one switchover of a rolling
+	// update: the primary's pod is replaced last, once an updated replica
+	// holds the role.
+	TargetPrimaryReasonRollingUpdate = "RollingUpdate"
 )
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -179,10 +179,10 @@ func validateInstances(s example.MyDatabaseStatus, statusPath *field.Path) field
 		allErrs = append(allErrs, field.Invalid(statusPath.Child("targetPrimary"), s.TargetPrimary, "must be one of status.instances"))
 	}
 	switch s.TargetPrimaryReason {
-	case "", example.TargetPrimaryReasonSwitchover, example.TargetPrimaryReasonFailover, example.TargetPrimaryReasonForcedFailover:
+	case "", example.TargetPrimaryReasonSwitchover, example.TargetPrimaryReasonFailover, example.TargetPrimaryReasonForcedFailover, example.TargetPrimaryReasonRollingUpdate:
 	default:
 		allErrs = append(allErrs, field.NotSupported(statusPath.Child("targetPrimaryReason"), s.TargetPrimaryReason,
-			[]string{example.TargetPrimaryReasonSwitchover, example.TargetPrimaryReasonFailover, example.TargetPrimaryReasonForcedFailover}))
+			[]string{example.TargetPrimaryReasonSwitchover, example.TargetPrimaryReasonFailover, example.TargetPrimaryReasonForcedFailover, example.TargetPrimaryReasonRollingUpdate}))
 	}
 	return allErrs
 }

@@ -121,6 +121,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: ready
       type:
         scalar: boolean
+    - name: revision
+      type:
+        scalar: string
     - name: role
       type:
         scalar: string
@@ -311,6 +314,12 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: targetPrimaryTime
       type:
         namedType: io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime
+    - name: updateRevision
+      type:
+        scalar: string
+    - name: updatedReplicas
+      type:
+        scalar: numeric
 - name: com.github.mydb-dev.mydb.pkg.apis.example.v1.PointInTimeRecovery
   map:
     fields:

@@ -48,6 +48,9 @@ type InstanceStatusApplyConfiguration struct {
 	// is furthest, and a failover under Sync replication waits rather than
 	// promote a replica behind a lost one.
 	Position *InstancePositionApplyConfiguration `json:"position,omitempty"`
+	// Revision is the revision of the pod template the instance's pod
+	// runs; status.updateRevision once it is updated.
+	Revision *string `json:"revision,omitempty"`
 }
 
 // InstanceStatusApplyConfiguration constructs a declarative configuration of the InstanceStatus type for use with
@@ -109,5 +112,13 @@ func (b *InstanceStatusApplyConfiguration) WithFenced(value bool) *InstanceStatu
 // If called multiple times, the Position field is set to the value of the last call.
 func (b *InstanceStatusApplyConfiguration) WithPosition(value *InstancePositionApplyConfiguration) *InstanceStatusApplyConfiguration {
 	b.Position = value
+	return b
+}
+
+// WithRevision sets the Revision field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Revision field is set to the value of the last call.
+func (b *InstanceStatusApplyConfiguration) WithRevision(value string) *InstanceStatusApplyConfiguration {
+	b.Revision = &value
 	return b
 }

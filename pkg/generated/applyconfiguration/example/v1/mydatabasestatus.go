@@ -58,7 +58,7 @@ type MyDatabaseStatusApplyConfiguration struct {
 	// TargetPrimaryTime is when targetPrimary was last set.
 	TargetPrimaryTime *apismetav1.MicroTime `json:"targetPrimaryTime,omitempty"`
 	// TargetPrimaryReason says why targetPrimary was set: Switchover,
-	// Failover or ForcedFailover.
+	// Failover, ForcedFailover or RollingUpdate.
 	TargetPrimaryReason *string `json:"targetPrimaryReason,omitempty"`
 	// LastScheduleTime is the due time of the last backup spec.backup.schedule
 	// took; the next one is due at the schedule's first time after it.
@@ -66,6 +66,15 @@ type MyDatabaseStatusApplyConfiguration struct {
 	// Recoverability is the window a restore to a point may target, with
 	// spec.backup.pointInTimeRecovery.
 	Recoverability *RecoverabilityApplyConfiguration `json:"recoverability,omitempty"`
+	// UpdateRevision is the revision of the pod template the database's
+	// spec asks for (its StatefulSet's update revision). A change that
+	// needs new pods is rolled out primary last: the replicas are replaced
+	// one at a time, then one switchover moves the primary role to an
+	// updated replica, then the old primary is replaced.
+	UpdateRevision *string `json:"updateRevision,omitempty"`
+	// UpdatedReplicas is the number of database pods that run
+	// updateRevision.
+	UpdatedReplicas *int32 `json:"updatedReplicas,omitempty"`
 }
 
 // MyDatabaseStatusApplyConfiguration constructs a declarative configuration of the MyDatabaseStatus type for use with
@@ -185,5 +194,21 @@ func (b *MyDatabaseStatusApplyConfiguration) WithLastScheduleTime(value apismeta
 // If called multiple times, the Recoverability field is set to the value of the last call.
 func (b *MyDatabaseStatusApplyConfiguration) WithRecoverability(value *RecoverabilityApplyConfiguration) *MyDatabaseStatusApplyConfiguration {
 	b.Recoverability = value
+	return b
+}
+
+// WithUpdateRevision sets the UpdateRevision field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the UpdateRevision field is set to the value of the last call.
+func (b *MyDatabaseStatusApplyConfiguration) WithUpdateRevision(value string) *MyDatabaseStatusApplyConfiguration {
+	b.UpdateRevision = &value
+	return b
+}
+
+// WithUpdatedReplicas sets the UpdatedReplicas field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the UpdatedReplicas field is set to the value of the last call.
+func (b *MyDatabaseStatusApplyConfiguration) WithUpdatedReplicas(value int32) *MyDatabaseStatusApplyConfiguration {
+	b.UpdatedReplicas = &value
 	return b
 }

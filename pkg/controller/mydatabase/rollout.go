@@ -1,0 +1,186 @@
+package mydatabase
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/failover"
+	"github.com/mydb-dev/mydb/pkg/rollout"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+)
+
+// Rolling out a new pod template, primary last: the StatefulSet updates
+// no pod by itself (OnDelete), package rollout decides which pod to
+// replace or where to move the primary role, and the controller deletes
+// that pod (the StatefulSet makes it anew at its update revision) or
+// writes that switchover.
+
+// ReasonRollingUpdate is the Event of each step of a rolling update.
+const ReasonRollingUpdate = "RollingUpdate"
+
+// rolloutPoll is how soon a database is read again while a rollout waits
+// for a replaced instance to serve: the managers report it, no event does.
+const rolloutPoll = 2 * time.Second
+
+// replacedPods remembers, per database, the pod this controller deleted
+// last, until the cache shows it going: a sync from a cache that does not
+// yet must not take it for a pod that still serves and replace another.
+type replacedPods struct {
+	mu   sync.Mutex
+	byDB map[types.UID]types.UID
+}
+
+func (r *replacedPods) get(db types.UID) types.UID {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.byDB[db]
+}
+
+func (r *replacedPods) set(db, pod types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.byDB == nil {
+		r.byDB = map[types.UID]types.UID{}
+	}
+	r.byDB[db] = pod
+}
+
+// rolloutBusy says why the primary role must not be touched by a rollout
+// now ("" when nothing holds it). broken: nothing has served past the
+// failover delay (no failover can help).
+func rolloutBusy(db *examplev1.MyDatabase, hold, broken bool, decision failover.Decision) string {
+	s := db.Status
+	switch {
+	case hold:
+		return "the database hibernates or wakes"
+	case s.TargetPrimary != "" && s.TargetPrimary != s.CurrentPrimary:
+		return fmt.Sprintf("a %s to %s is under way", s.TargetPrimaryReason, s.TargetPrimary)
+	case decision.Change != nil || (decision.Incident != nil && !broken):
+		return fmt.Sprintf("the primary %s does not serve", s.CurrentPrimary)
+	case db.Spec.RestoreFrom != nil && !meta.IsStatusConditionTrue(s.Conditions, examplev1.ConditionRestored):
+		return "the backup is not loaded yet"
+	}
+	return ""
+}
+
+// nothingServes tells whether no instance of db serves and its primary has
+// been unready, as this controller saw it, for longer than the failover
+// delay.
+func nothingServes(db *examplev1.MyDatabase, f *findings, decision failover.Decision, now time.Time) bool {
+	in := decision.Incident
+	if in == nil || now.Sub(in.Since) < failover.Delay(db.Spec) {
+		return false
+	}
+	for _, inst := range f.instances {
+		if inst.Ready {
+			return false
+		}
+	}
+	return true
+}
+
+// rolloutInput is what package rollout decides a step from: db's instance
+// pods (f.pods, which f.instances and f.reports follow) against sts's
+// update revision.
+func (c *Controller) rolloutInput(db *examplev1.MyDatabase, sts *appsv1.StatefulSet, f *findings, busy string, broken bool) rollout.Input {
+	in := rollout.Input{
+		Primary:  f.primary,
+		Want:     int(desiredReplicas(db)),
+		Observed: sts != nil && sts.Status.ObservedGeneration >= sts.Generation && sts.Status.UpdateRevision != "",
+		Busy:     busy,
+		Broken:   broken,
+	}
+	if !in.Observed {
+		return in
+	}
+	replaced := c.replaced.get(db.UID)
+	for i, pod := range f.pods {
+		inst := rollout.Instance{
+			Name:        pod.Name,
+			Updated:     pod.Labels[appsv1.StatefulSetRevisionLabel] == sts.Status.UpdateRevision,
+			Terminating: pod.DeletionTimestamp != nil || (replaced != "" && pod.UID == replaced),
+		}
+		if i < len(f.instances) {
+			inst.Ready = f.instances[i].Ready
+		}
+		if i < len(f.reports) && f.reports[i] != nil {
+			inst.Position = f.reports[i].Position
+		}
+		in.Instances = append(in.Instances, inst)
+	}
+	return in
+}
+
+// replacePod deletes db's pod name, which the step chose, so that its
+// StatefulSet makes it anew at the update revision.
+func (c *Controller) replacePod(ctx context.Context, db *examplev1.MyDatabase, f *findings, name string, step rollout.Step) error {
+	var pod *corev1.Pod
+	for _, p := range f.pods {
+		if p.Name == name {
+			pod = p
+		}
+	}
+	if pod == nil {
+		return nil
+	}
+	role := "replica"
+	switch {
+	case name == f.primary && desiredReplicas(db) == 1:
+		role = "the only instance"
+	case name == f.primary:
+		role = "primary (nothing serves)"
+	}
+	err := c.kubeClient.CoreV1().Pods(db.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		// Gone already, or made anew: the cache is behind.
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	c.replaced.set(db.UID, pod.UID)
+	klog.FromContext(ctx).Info("Replacing a pod for a rolling update", "pod", name, "role", role)
+	c.recorder.Eventf(db, corev1.EventTypeNormal, ReasonRollingUpdate, "Replacing %s %s to run the new template (%d of %d instances updated)",
+		role, name, step.Updated, desiredReplicas(db))
+	return nil
+}
+
+// rolloutSwitchover is the status change that moves the primary role to
+// an updated replica, so that the primary's pod is replaced last.
+func rolloutSwitchover(db *examplev1.MyDatabase, to string, step rollout.Step, now metav1.Time) *failover.Change {
+	msg := fmt.Sprintf("switchover from %s to %s for a rolling update: %d of %d instances run the new template, the primary's pod is replaced last",
+		db.Status.CurrentPrimary, to, step.Updated, desiredReplicas(db))
+	return &failover.Change{
+		Current: db.Status.CurrentPrimary, Target: to, Reason: examplev1.TargetPrimaryReasonRollingUpdate,
+		Condition: metav1.Condition{Type: examplev1.ConditionPrimaryChange, Status: metav1.ConditionTrue,
+			Reason: failover.ReasonSwitchoverInProgress, Message: msg, ObservedGeneration: db.Generation, LastTransitionTime: now},
+		Event: &failover.Event{Type: corev1.EventTypeNormal, Reason: ReasonRollingUpdate, Message: msg},
+	}
+}
+
+// rolloutMessage says where a rollout is, for the Progressing condition.
+func rolloutMessage(db *examplev1.MyDatabase, step *rollout.Step) string {
+	msg := fmt.Sprintf("rolling out generation %d", db.Generation)
+	if step == nil {
+		return msg
+	}
+	msg += fmt.Sprintf(": %d of %d instances run the new template, primary last", step.Updated, desiredReplicas(db))
+	switch {
+	case step.Delete != "":
+		msg += "; replacing " + step.Delete
+	case step.SwitchoverTo != "":
+		msg += "; switching over to " + step.SwitchoverTo
+	case step.Waiting != "":
+		msg += "; waiting: " + step.Waiting
+	}
+	return msg
+}

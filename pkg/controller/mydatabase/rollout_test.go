@@ -1,0 +1,189 @@
+package mydatabase
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/failover"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+)
+
+// rolloutState is a converged three-instance database whose StatefulSet
+// has a new template (update revision r2); the pods named in updated run
+// it.
+func rolloutState(t *testing.T, updated ...string) (*examplev1.MyDatabase, []runtime.Object, fakeStatuses) {
+	t.Helper()
+	db, children, statuses := convergedState(t, myDatabase())
+	var objects []runtime.Object
+	for _, obj := range children {
+		switch o := obj.(type) {
+		case *appsv1.StatefulSet:
+			o = o.DeepCopy()
+			o.Status.UpdateRevision, o.Status.UpdatedReplicas = "r2", int32(len(updated))
+			obj = o
+		case *corev1.Pod:
+			o = o.DeepCopy()
+			o.UID = types.UID(o.Name + "-uid")
+			for _, name := range updated {
+				if o.Name == name {
+					o.Labels[appsv1.StatefulSetRevisionLabel] = "r2"
+				}
+			}
+			obj = o
+		}
+		objects = append(objects, obj)
+	}
+	return db, objects, statuses
+}
+
+func TestRollingUpdateReplacesTheReplicasFirst(t *testing.T) {
+	for _, tc := range []struct {
+		updated    []string
+		wantDelete string
+	}{
+		{nil, "prod-mysql-2"},
+		{[]string{"prod-mysql-2"}, "prod-mysql-1"},
+	} {
+		db, children, statuses := rolloutState(t, tc.updated...)
+		f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
+		f.statuses = statuses
+		if err := f.sync(); err != nil {
+			t.Fatal(err)
+		}
+		f.expectWrites([]string{"delete pods " + tc.wantDelete}, []string{"update mydatabases/status prod-mysql"})
+		expectEvent(t, f.recorder, "Normal RollingUpdate Replacing replica "+tc.wantDelete)
+		status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
+		p := meta.FindStatusCondition(status.Conditions, examplev1.ConditionProgressing)
+		if p == nil || p.Reason != ReasonRollingOut || !strings.Contains(p.Message, "replacing "+tc.wantDelete) {
+			t.Errorf("Progressing %+v", p)
+		}
+		if status.UpdateRevision != "r2" || int(status.UpdatedReplicas) != len(tc.updated) {
+			t.Errorf("updateRevision %q updatedReplicas %d", status.UpdateRevision, status.UpdatedReplicas)
+		}
+		// The pod is deleted with its UID as a precondition: a pod made
+		// anew under its name since the cache saw it is not deleted.
+		for _, a := range f.kubeClient.Actions() {
+			if d, ok := a.(core.DeleteAction); ok {
+				if uid := d.GetDeleteOptions().Preconditions.UID; uid == nil || string(*uid) != tc.wantDelete+"-uid" {
+					t.Errorf("delete of %s with preconditions %+v", d.GetName(), d.GetDeleteOptions().Preconditions)
+				}
+			}
+		}
+	}
+}
+
+func TestRollingUpdateDoesNotReplaceTwoPodsFromAStaleCache(t *testing.T) {
+	db, children, statuses := rolloutState(t)
+	f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
+	f.statuses = statuses
+	c := f.newController()
+	key := cache.ObjectName{Namespace: db.Namespace, Name: db.Name}
+	for range 2 {
+		if err := c.sync(context.Background(), key); err != nil && !strings.Contains(err.Error(), "stale") {
+			t.Fatal(err)
+		}
+	}
+	var deletes []string
+	for _, w := range writes(f.kubeClient.Actions()) {
+		if strings.HasPrefix(w, "delete ") {
+			deletes = append(deletes, w)
+		}
+	}
+	if len(deletes) != 1 {
+		t.Errorf("two syncs from one cache deleted %v, want one pod", deletes)
+	}
+}
+
+func TestRollingUpdateSwitchesOverBeforeReplacingThePrimary(t *testing.T) {
+	db, children, statuses := rolloutState(t, "prod-mysql-1", "prod-mysql-2")
+	f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
+	f.statuses = statuses
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	// The switchover is written on its own; no pod is touched.
+	f.expectWrites(nil, []string{"update mydatabases/status prod-mysql"})
+	status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
+	if status.CurrentPrimary != "prod-mysql-0" || status.TargetPrimary != "prod-mysql-1" ||
+		status.TargetPrimaryReason != examplev1.TargetPrimaryReasonRollingUpdate || status.TargetPrimaryTime == nil {
+		t.Errorf("primary %q target %q (%s at %v)", status.CurrentPrimary, status.TargetPrimary, status.TargetPrimaryReason, status.TargetPrimaryTime)
+	}
+	c := meta.FindStatusCondition(status.Conditions, examplev1.ConditionPrimaryChange)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != failover.ReasonSwitchoverInProgress {
+		t.Errorf("PrimaryChange %+v", c)
+	}
+	expectEvent(t, f.recorder, "Normal RollingUpdate switchover from prod-mysql-0 to prod-mysql-1")
+
+	// While it is under way, nothing else happens.
+	db.Status = status
+	f = newFixture(t, []*examplev1.MyDatabase{db}, children...)
+	f.statuses = statuses
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range writes(f.kubeClient.Actions()) {
+		if strings.HasPrefix(w, "delete ") {
+			t.Errorf("during the switchover: %s", w)
+		}
+	}
+}
+
+func TestRollingUpdateWaitsForAReplacedReplicaToStream(t *testing.T) {
+	db, children, statuses := rolloutState(t, "prod-mysql-2")
+	behind := statuses["10.244.0.12"]
+	behind.Ready, behind.Reason = false, "replaying WAL"
+	statuses["10.244.0.12"] = behind
+	f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
+	f.statuses = statuses
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range writes(f.kubeClient.Actions()) {
+		if strings.HasPrefix(w, "delete ") {
+			t.Errorf("while the replaced replica does not stream: %s", w)
+		}
+	}
+	status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
+	p := meta.FindStatusCondition(status.Conditions, examplev1.ConditionProgressing)
+	if p == nil || !strings.Contains(p.Message, "waiting: prod-mysql-2 runs the new template but does not serve yet") {
+		t.Errorf("Progressing %+v", p)
+	}
+}
+
+func TestStatefulSetOfAnEarlierVersionIsSwitchedToOnDelete(t *testing.T) {
+	db, children, statuses := convergedState(t, myDatabase())
+	var objects []runtime.Object
+	for _, obj := range children {
+		if sts, ok := obj.(*appsv1.StatefulSet); ok {
+			sts = sts.DeepCopy()
+			sts.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{}}
+			obj = sts
+		}
+		objects = append(objects, obj)
+	}
+	f := newFixture(t, []*examplev1.MyDatabase{db}, objects...)
+	f.statuses = statuses
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	// The strategy alone changes, by a merge patch that unsets the
+	// defaulted rollingUpdate, before any apply.
+	f.expectWrites([]string{"patch statefulsets prod-mysql"}, nil)
+	for _, a := range f.kubeClient.Actions() {
+		if p, ok := a.(core.PatchAction); ok && p.GetPatchType() == types.MergePatchType {
+			if got := string(p.GetPatch()); got != `{"spec":{"updateStrategy":{"type":"OnDelete","rollingUpdate":null}}}` {
+				t.Errorf("patch %s", got)
+			}
+		}
+	}
+}
