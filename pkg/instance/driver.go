@@ -125,6 +125,16 @@ type Backuper interface {
 	DiscardRestore() error
 }
 
+// ParameterSetter is implemented by drivers whose engine takes, while it
+// runs, the parameters of spec.parameters that need no restart.
+type ParameterSetter interface {
+	// SetParameters makes the running server use params, and its defaults
+	// for any parameter it was given before (by this method, in this or an
+	// earlier run on the same data) that params lacks. An error names the
+	// parameters the engine refused.
+	SetParameters(ctx context.Context, params map[string]string) error
+}
+
 // RestartRequester is implemented by drivers whose engine may exit asking
 // to be started again (MySQL exits with status 16 after RESTART or a clone
 // into its own data directory, when a supervisor announced itself). The
@@ -176,6 +186,10 @@ type DriverConfig struct {
 	ArchiveCommand, RestoreCommand string
 	ArchiveWAL                     bool
 	ArchiveTimeout                 time.Duration
+	// StartParameters are the parameters of spec.parameters the engine
+	// reads only when it starts (--engine-parameter): they go on its
+	// command line.
+	StartParameters map[string]string
 	// Stdout and Stderr receive the engine's and its tools' output.
 	Stdout, Stderr io.Writer
 	Log            *slog.Logger

@@ -109,6 +109,12 @@ type managerState struct {
 	// awaitingRestore tells that the instance, a primary with no data
 	// started with --restore, waits for POST /v1/restore.
 	awaitingRestore bool
+	// parameters are the live parameters (Topology.Parameters) the engine
+	// process parametersChild took; parametersError says why the last
+	// ones asked for were refused.
+	parameters      string
+	parametersChild *child
+	parametersError string
 }
 
 // NewManager returns a Manager of driver's engine, acting on the topologies

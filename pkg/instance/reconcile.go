@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mydb-dev/mydb/pkg/instance/api"
+	"github.com/mydb-dev/mydb/pkg/parameters"
 )
 
 // The decisions: what the instance must do to be what the topology says.
@@ -73,6 +74,7 @@ func (m *Manager) reconcilePrimary(ctx context.Context, t Topology, restartAt ti
 			return fmt.Errorf("synchronous replication %v: %w", t.Synchronous, err)
 		}
 	}
+	m.applyParameters(ctx, t)
 	if !p.Writable {
 		m.log.Info("promoting")
 		if err := m.driver.Promote(ctx); err != nil {
@@ -143,6 +145,7 @@ func (m *Manager) reconcileReplica(ctx context.Context, t Topology, restartAt ti
 	if err := m.ensureRunning(ctx, restartAt); err != nil {
 		return err
 	}
+	m.applyParameters(ctx, t)
 	err := m.driver.Follow(ctx, t)
 	if errors.Is(err, ErrMustReclone) {
 		return m.clone(ctx, t, err.Error())
@@ -230,4 +233,34 @@ func PrimarySystemID(ctx context.Context, client *api.Client, creds *api.Credent
 		return "", fmt.Errorf("%s answers as %q with system identifier %q", t.PrimaryStatusURL, s.Name, s.SystemIdentifier)
 	}
 	return s.SystemIdentifier, nil
+}
+
+// applyParameters gives the running engine the live parameters t names,
+// once per engine process and whenever they change. A refusal is reported
+// (status parametersError) and not tried again before they change or the
+// engine restarts; it stops nothing else: the instance serves on with the
+// values it had.
+func (m *Manager) applyParameters(ctx context.Context, t Topology) {
+	setter, ok := m.driver.(ParameterSetter)
+	if !ok {
+		return
+	}
+	m.mu.Lock()
+	child, done := m.st.child, m.st.parameters == t.Parameters && m.st.parametersChild == m.st.child
+	m.mu.Unlock()
+	if child == nil || done {
+		return
+	}
+	err := setter.SetParameters(ctx, parameters.Decode(t.Parameters))
+	m.update(func(s *managerState) {
+		s.parameters, s.parametersChild, s.parametersError = t.Parameters, child, ""
+		if err != nil {
+			s.parametersError = err.Error()
+		}
+	})
+	if err != nil {
+		m.log.Warn("engine parameters refused", "parameters", parameters.Hash(t.Parameters), "err", err)
+		return
+	}
+	m.log.Info("engine parameters applied", "parameters", parameters.Hash(t.Parameters))
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mydb-dev/mydb/pkg/instance/api"
+	"github.com/mydb-dev/mydb/pkg/parameters"
 	"github.com/mydb-dev/mydb/pkg/pki"
 )
 
@@ -109,6 +110,11 @@ func (m *Manager) status(ctx context.Context, maxAge time.Duration) api.Status {
 	}
 	if id, err := m.driver.SystemID(); err == nil {
 		s.SystemIdentifier = id
+	}
+	if st.child != nil && st.parametersChild == st.child {
+		if s.ParametersError = st.parametersError; s.ParametersError == "" {
+			s.Parameters = parameters.Hash(st.parameters)
+		}
 	}
 	if st.child != nil {
 		s.EngineRunning = true

@@ -37,6 +37,11 @@ type Topology struct {
 	// one replica has it (spec.replication.mode Sync): with no replica
 	// connected, commits wait.
 	Synchronous bool `json:"synchronous,omitempty"`
+	// Parameters are the engine parameters of spec.parameters that the
+	// engine takes while it runs (parameters.Encode: sorted name=value
+	// lines, so that a Topology stays comparable); those it reads only at
+	// start come as flags (--engine-parameter), through the pod template.
+	Parameters string `json:"parameters,omitempty"`
 }
 
 // fenceReason says why the primary t names must refuse writes, or "" when

@@ -75,8 +75,10 @@ type cluster struct {
 	// image is the engine image's root the instances run in, if any.
 	image *imageRoot
 	leaks *leakWatch
-	// synchronous is the topology's Synchronous.
+	// synchronous is the topology's Synchronous, parameters its
+	// Parameters.
 	synchronous bool
+	parameters  string
 }
 
 // node is one mydb-instance process and its directories.
@@ -211,7 +213,7 @@ func (c *cluster) setTopology(p *node, target string) {
 	c.t.Helper()
 	b, _ := json.Marshal(instance.Topology{
 		Primary: p.name, PrimaryHost: p.host, PrimaryPort: p.port, PrimaryStatusURL: "https://" + p.statusAddr,
-		TargetPrimary: target, Synchronous: c.synchronous,
+		TargetPrimary: target, Synchronous: c.synchronous, Parameters: c.parameters,
 	})
 	tmp := c.topology + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {

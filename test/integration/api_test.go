@@ -271,6 +271,9 @@ func TestInvalidObjects(t *testing.T) {
 			wantFields: []string{"metadata.name"}},
 		{name: "several at once", body: `{"apiVersion":"example.com/v1","kind":"MyDatabase","metadata":{"name":"a"},"spec":{"engine":"mysql","version":"5.7","replicas":42,"storageSize":"1Gi"}}`,
 			wantFields: []string{"spec.version", "spec.replicas"}},
+		{name: "parameters off the catalog", body: `{"apiVersion":"example.com/v1","kind":"MyDatabase","metadata":{"name":"a"},"spec":{"engine":"postgres","storageSize":"1Gi",` +
+			`"parameters":{"work_mem":"64mb","fsync":"off","max_connections":"300"}}}`,
+			wantFields: []string{"spec.parameters[fsync]", "spec.parameters[work_mem]"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

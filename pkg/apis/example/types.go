@@ -37,6 +37,9 @@ const (
 	ConditionContinuousArchiving = "ContinuousArchiving"
 	// ConditionHibernated says the instances are stopped by spec.hibernate.
 	ConditionHibernated = "Hibernated"
+	// ConditionParametersApplied says whether every instance runs
+	// spec.parameters.
+	ConditionParametersApplied = "ParametersApplied"
 	// ConditionPrimaryChange says how the primary last moved, or why it
 	// does not.
 	ConditionPrimaryChange = "PrimaryChange"
@@ -68,6 +71,7 @@ type MyDatabaseSpec struct {
 	FailoverDelay    *metav1.Duration
 	Replication      *ReplicationSpec
 	Hibernate        bool
+	Parameters       map[string]string
 }
 
 // ReplicationSpec says how the primary replicates to the other instances.

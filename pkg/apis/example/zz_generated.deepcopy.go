@@ -450,6 +450,13 @@ func (in *MyDatabaseSpec) DeepCopyInto(out *MyDatabaseSpec) {
 		*out = new(ReplicationSpec)
 		**out = **in
 	}
+	if in.Parameters != nil {
+		in, out := &in.Parameters, &out.Parameters
+		*out = make(map[string]string, len(*in))
+		for key, val := range *in {
+			(*out)[key] = val
+		}
+	}
 	return
 }
 

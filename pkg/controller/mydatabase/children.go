@@ -263,6 +263,7 @@ func podSpec(db *examplev1.MyDatabase, eng engine.Spec, image, instanceImage str
 	}
 	withRestore(&spec, restore)
 	withArchive(&spec, db)
+	withStartParameters(&spec, db)
 	return spec
 }
 

@@ -314,6 +314,14 @@ func computeStatus(db *examplev1.MyDatabase, eng engine.Spec, sts *appsv1.Statef
 	if f.recoverability != nil {
 		status.Recoverability = f.recoverability
 	}
+	switch c := parametersApplied(db, f, now); {
+	case paused || db.Spec.Hibernate:
+		// Nothing runs to say: the last word stands.
+	case c != nil:
+		set(c.Type, c.Status, c.Reason, c.Message)
+	default:
+		meta.RemoveStatusCondition(&status.Conditions, examplev1.ConditionParametersApplied)
+	}
 
 	switch {
 	case len(f.conflicts) > 0:

@@ -1252,6 +1252,21 @@ func schema_pkg_apis_example_v1_MyDatabaseSpec(ref common.ReferenceCallback) com
 							Format:      "",
 						},
 					},
+					"parameters": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Parameters are engine parameters, by name (for example work_mem: 64MB, or max_connections: \"500\"). Only the parameters mydb lists for the engine may be set (docs/operations.md), with values of their type and within their bounds; those mydb sets itself (replication, archiving, listening, TLS, durability) may not. A parameter the engine reads live is applied on every instance without a restart; one it reads only at start is a rolling update, primary last. The condition ParametersApplied says which, and when.",
+							Type:        []string{"object"},
+							AdditionalProperties: &spec.SchemaOrBool{
+								Allows: true,
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
 				},
 				Required: []string{"engine", "storageSize"},
 			},

@@ -67,4 +67,9 @@ type Status struct {
 	// Archive is the WAL archive's progress, on an instance started with
 	// --wal-archive.
 	Archive *ArchiveStatus `json:"archive,omitempty"`
+	// Parameters is the hash (parameters.Hash) of the live parameters the
+	// running engine took; ParametersError says why the last ones asked
+	// for were not taken.
+	Parameters      string `json:"parameters,omitempty"`
+	ParametersError string `json:"parametersError,omitempty"`
 }

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -31,6 +32,7 @@ import (
 	"github.com/mydb-dev/mydb/pkg/instance/mariadb"
 	"github.com/mydb-dev/mydb/pkg/instance/mysql"
 	"github.com/mydb-dev/mydb/pkg/instance/postgres"
+	"github.com/mydb-dev/mydb/pkg/parameters"
 	"github.com/mydb-dev/mydb/pkg/pki"
 )
 
@@ -64,6 +66,9 @@ type Options struct {
 	// CertificateLifetime is how long each of the instance's certificates
 	// is valid; it is renewed at two thirds of it.
 	CertificateLifetime time.Duration
+	// EngineParameters are the --engine-parameter name=value flags: the
+	// parameters of spec.parameters the engine reads only when it starts.
+	EngineParameters []string
 }
 
 // MinCertificateLifetime bounds --certificate-lifetime: with the five
@@ -93,8 +98,34 @@ func (o *Options) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.ArchiveWAL, "wal-archive", env("MYDB_WAL_ARCHIVE", "") == "true", "archive the WAL while this instance is the primary (PostgreSQL), to where the controller's PUT /v1/archive says ($MYDB_WAL_ARCHIVE=true)")
 	fs.DurationVar(&o.ArchiveTimeout, "archive-timeout", instance.DefaultArchiveTimeout, "with --wal-archive: an idle primary commits a heartbeat and closes its WAL file this often, so the recoverable window advances")
 	fs.IntVar(&o.ArchiveParallelism, "archive-parallel", 4, "with --wal-archive: how many WAL files are uploaded at once (the one the engine hands over and the next ones it will; 1 for one at a time)")
+	fs.StringArrayVar(&o.EngineParameters, "engine-parameter", nil,
+		"name=value: an engine parameter of spec.parameters that the engine reads only when it starts, put on its command line (repeated; the controller sets them)")
 	fs.DurationVar(&o.CertificateLifetime, "certificate-lifetime", pki.InstanceLifetime,
 		"how long each certificate of the instance (its manager's and its engine's) is valid; renewed at two thirds of it, the engine reloading without a restart")
+}
+
+// startParameters are the --engine-parameter flags, each checked against
+// the engine's catalog again: a value the engine refuses would keep it from
+// starting at all.
+func (o *Options) startParameters() (map[string]string, error) {
+	if len(o.EngineParameters) == 0 {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, flag := range o.EngineParameters {
+		name, value, ok := strings.Cut(flag, "=")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("--engine-parameter %q must be name=value", flag)
+		}
+		if msg := parameters.Check(o.Engine, name, value); msg != "" {
+			return nil, fmt.Errorf("--engine-parameter %s=%s: %s", name, value, msg)
+		}
+		if p, _ := parameters.Lookup(o.Engine, name); !p.Restart {
+			return nil, fmt.Errorf("--engine-parameter %s: the engine takes it while it runs, from the database's spec", name)
+		}
+		out[name] = value
+	}
+	return out, nil
 }
 
 func env(key, def string) string {
@@ -131,6 +162,9 @@ func (o *Options) validate() error {
 	}
 	if o.ArchiveWAL && o.ArchiveTimeout < time.Second {
 		errs = append(errs, errors.New("--archive-timeout must be at least 1s"))
+	}
+	if _, err := o.startParameters(); err != nil {
+		errs = append(errs, err)
 	}
 	if o.CertificateLifetime < MinCertificateLifetime {
 		errs = append(errs, fmt.Errorf("--certificate-lifetime must be at least %s", MinCertificateLifetime))
@@ -194,13 +228,18 @@ func run(ctx context.Context, o *Options) error {
 		return err
 	}
 	socket := instance.LocalSocket(o.RunDir)
+	startParameters, err := o.startParameters()
+	if err != nil {
+		return err
+	}
 	cfg := instance.DriverConfig{
 		Name: o.Name, DataRoot: o.DataRoot, RunDir: o.RunDir, ListenHost: o.ListenHost, ListenLoopback: o.ListenLoopback, Port: o.Port,
 		BinDir: o.BinDir, Secrets: secrets, Identity: identity, TLS: engineTLS, ServerID: serverID,
 		ArchiveCommand: walCommand(self, "wal-archive", socket, "%p", "%f"),
 		RestoreCommand: walCommand(self, "wal-restore", socket, "%f", "%p"),
 		ArchiveWAL:     o.ArchiveWAL, ArchiveTimeout: o.ArchiveTimeout,
-		Stdout: os.Stdout, Stderr: os.Stdout, Log: log.With("engine", o.Engine),
+		StartParameters: startParameters,
+		Stdout:          os.Stdout, Stderr: os.Stdout, Log: log.With("engine", o.Engine),
 	}
 	driver, err := newDriver(o.Engine, &cfg)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
 	exampleinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions/example/v1"
 	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/parameters"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/tools/cache"
@@ -67,7 +68,8 @@ func (s Source) Watch(ctx context.Context) <-chan instance.Topology {
 			return
 		}
 		last = t
-		s.Log.Info("topology", "primary", t.Primary, "address", t.PrimaryHost, "targetPrimary", t.TargetPrimary, "fence", t.Fence, "synchronous", t.Synchronous)
+		s.Log.Info("topology", "primary", t.Primary, "address", t.PrimaryHost, "targetPrimary", t.TargetPrimary, "fence", t.Fence, "synchronous", t.Synchronous,
+			"parameters", parameters.Hash(t.Parameters))
 		instance.SendLatest(ch, t)
 	}
 	observe := func(obj interface{}) {
@@ -149,6 +151,7 @@ func checkPeriod(failoverDelay time.Duration) time.Duration {
 // instance reads the spec itself, so the controller passes nothing for it.
 func TopologyOf(db *examplev1.MyDatabase, port, statusPort int) (instance.Topology, bool) {
 	primary := db.Status.CurrentPrimary
+	live, _ := parameters.Split(string(db.Spec.Engine), db.Spec.Parameters)
 	for _, in := range db.Status.Instances {
 		if in.Name != primary || in.Address == "" {
 			continue
@@ -160,6 +163,7 @@ func TopologyOf(db *examplev1.MyDatabase, port, statusPort int) (instance.Topolo
 			PrimaryStatusURL: "https://" + net.JoinHostPort(in.Address, strconv.Itoa(statusPort)),
 			TargetPrimary:    db.Status.TargetPrimary,
 			Synchronous:      db.Spec.Replication != nil && db.Spec.Replication.Mode == examplev1.ReplicationModeSync,
+			Parameters:       parameters.Encode(live),
 		}, true
 	}
 	return instance.Topology{}, false

@@ -108,6 +108,7 @@ func (d *Driver) Command() (*exec.Cmd, error) {
 		// has the server read it again (ReloadTLS).
 		args = append(args, "--ssl-cert="+d.cfg.TLS.CertFile, "--ssl-key="+d.cfg.TLS.KeyFile, "--tls-version=TLSv1.2,TLSv1.3")
 	}
+	args = append(args, mysqlfamily.StartArgs(d.cfg)...)
 	cmd := exec.Command(d.cfg.Bin("mariadbd"), args...)
 	cmd.Stdout, cmd.Stderr = d.cfg.Stdout, d.cfg.Stderr
 	cmd.Env = instance.CleanEnv()

@@ -199,7 +199,7 @@ func ServerArgs(cfg instance.DriverConfig, dataDir string) []string {
 		// ALTER INSTANCE RELOAD TLS when the check fails (MY-015011).
 		args = append(args, "--ssl-cert="+cfg.TLS.CertFile, "--ssl-key="+cfg.TLS.KeyFile, "--ssl-ca="+cfg.TLS.ChainCAFile)
 	}
-	return args
+	return append(args, mysqlfamily.StartArgs(cfg)...)
 }
 
 // SyncQuery implements mysqlfamily.Dialect.

@@ -58,6 +58,8 @@ type Server struct {
 	// that it cannot serve what the replica asks for.
 	cannotServe     time.Time
 	cannotServeFrom string
+	// parameters are those SetParameters gave this server process.
+	parameters map[string]string
 }
 
 // HasData implements instance.Driver.
@@ -196,6 +198,7 @@ func (s *Server) Close() {
 		s.conn.Close()
 		s.conn = nil
 	}
+	s.parameters = nil
 }
 
 func (s *Server) replicaStatus(ctx context.Context, c Conn) (ReplicaStatus, error) {

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/parameters"
 )
 
 const (
@@ -141,6 +142,11 @@ func (d *Driver) serverArgs(dataDir, listen string) []string {
 		// reloads the configuration (ReloadTLS).
 		args = append(args, "-c", "ssl=on", "-c", "ssl_cert_file="+d.cfg.TLS.CertFile, "-c", "ssl_key_file="+d.cfg.TLS.KeyFile,
 			"-c", "ssl_min_protocol_version=TLSv1.2")
+	}
+	// spec.parameters read only at start; the live ones are in
+	// parametersFile.
+	for _, p := range parameters.Sorted(d.cfg.StartParameters) {
+		args = append(args, "-c", p)
 	}
 	return args
 }

@@ -85,6 +85,12 @@ const (
 	// spec.hibernate went back to false, until the primary serves again
 	// (Waking); absent otherwise.
 	ConditionHibernated = "Hibernated"
+	// ConditionParametersApplied is set on a database with
+	// spec.parameters: True once every instance runs them (those the
+	// engine takes live applied without a restart, those it reads at start
+	// rolled out primary last), False while they are applied or when an
+	// engine refused one (reason ParameterRefused, naming it).
+	ConditionParametersApplied = "ParametersApplied"
 )
 
 // ReasonFailoverWouldLoseWrites is the PrimaryChange condition's reason
@@ -188,6 +194,17 @@ type MyDatabaseSpec struct {
 	// role before it does.
 	// +optional
 	Hibernate bool `json:"hibernate,omitempty" protobuf:"varint,12,opt,name=hibernate"`
+
+	// Parameters are engine parameters, by name (for example work_mem:
+	// 64MB, or max_connections: "500"). Only the parameters mydb lists
+	// for the engine may be set (docs/operations.md), with values of
+	// their type and within their bounds; those mydb sets itself
+	// (replication, archiving, listening, TLS, durability) may not. A
+	// parameter the engine reads live is applied on every instance without
+	// a restart; one it reads only at start is a rolling update, primary
+	// last. The condition ParametersApplied says which, and when.
+	// +optional
+	Parameters map[string]string `json:"parameters,omitempty" protobuf:"bytes,13,rep,name=parameters"`
 }
 
 // ReplicationSpec says how the primary replicates to the other instances.

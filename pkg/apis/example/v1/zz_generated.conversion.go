@@ -789,6 +789,7 @@ func autoConvert_v1_MyDatabaseSpec_To_example_MyDatabaseSpec(in *MyDatabaseSpec,
 	out.FailoverDelay = (*metav1.Duration)(unsafe.Pointer(in.FailoverDelay))
 	out.Replication = (*example.ReplicationSpec)(unsafe.Pointer(in.Replication))
 	out.Hibernate = in.Hibernate
+	out.Parameters = *(*map[string]string)(unsafe.Pointer(&in.Parameters))
 	return nil
 }
 
@@ -820,6 +821,7 @@ func autoConvert_example_MyDatabaseSpec_To_v1_MyDatabaseSpec(in *example.MyDatab
 	out.FailoverDelay = (*metav1.Duration)(unsafe.Pointer(in.FailoverDelay))
 	out.Replication = (*ReplicationSpec)(unsafe.Pointer(in.Replication))
 	out.Hibernate = in.Hibernate
+	out.Parameters = *(*map[string]string)(unsafe.Pointer(&in.Parameters))
 	return nil
 }
 

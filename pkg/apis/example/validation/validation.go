@@ -3,6 +3,7 @@ package validation
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	"github.com/mydb-dev/mydb/pkg/engine"
 	"github.com/mydb-dev/mydb/pkg/names"
+	"github.com/mydb-dev/mydb/pkg/parameters"
 	"github.com/robfig/cron/v3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -96,6 +98,13 @@ func ValidateMyDatabaseUpdate(db, old *example.MyDatabase) field.ErrorList {
 	if db.Spec.Engine == old.Spec.Engine && compareVersions(db.Spec.Version, old.Spec.Version) < 0 {
 		allErrs = append(allErrs, field.Forbidden(specPath.Child("version"),
 			fmt.Sprintf("may not be downgraded from %s: %s cannot read data written by a newer version", old.Spec.Version, db.Spec.Engine)))
+	}
+	if db.Spec.Replicas > 1 {
+		for _, name := range parameters.Lowered(string(db.Spec.Engine), old.Spec.Parameters, db.Spec.Parameters) {
+			allErrs = append(allErrs, field.Forbidden(specPath.Child("parameters").Key(name),
+				"may not be lowered while the database has replicas: a PostgreSQL standby needs at least the primary's value, and a rolling update replaces the replicas first; "+
+					"scale to 1 replica, lower it, then scale back"))
+		}
 	}
 	return allErrs
 }
@@ -223,6 +232,9 @@ func validateSpec(spec *example.MyDatabaseSpec, fldPath *field.Path) field.Error
 	if d := spec.FailoverDelay; d != nil && (d.Duration < MinFailoverDelay || d.Duration > MaxFailoverDelay) {
 		allErrs = append(allErrs, field.Invalid(fldPath.Child("failoverDelay"), d.Duration.String(),
 			fmt.Sprintf("must be between %s and %s", MinFailoverDelay, MaxFailoverDelay)))
+	}
+	if known {
+		allErrs = append(allErrs, validateParameters(spec.Engine, spec.Parameters, fldPath.Child("parameters"))...)
 	}
 	if r := spec.Replication; r != nil {
 		p := fldPath.Child("replication", "mode")
@@ -512,6 +524,24 @@ func ValidateCredentialRequest(req *example.MyDatabaseCredentialRequest) field.E
 	if s := req.Spec.ExpirationSeconds; s != nil && (*s < MinCredentialSeconds || *s > MaxCredentialSeconds) {
 		allErrs = append(allErrs, field.Invalid(spec.Child("expirationSeconds"), *s,
 			fmt.Sprintf("must be between %d and %d (24 hours)", MinCredentialSeconds, MaxCredentialSeconds)))
+	}
+	return allErrs
+}
+
+// MaxParameters bounds spec.parameters.
+const MaxParameters = 64
+
+// validateParameters checks each of spec.parameters against the engine's
+// catalog (package parameters), in name order.
+func validateParameters(eng example.Engine, params map[string]string, fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	if len(params) > MaxParameters {
+		return append(allErrs, field.TooMany(fldPath, len(params), MaxParameters))
+	}
+	for _, name := range slices.Sorted(maps.Keys(params)) {
+		if msg := parameters.Check(string(eng), name, params[name]); msg != "" {
+			allErrs = append(allErrs, field.Invalid(fldPath.Key(name), params[name], msg))
+		}
 	}
 	return allErrs
 }

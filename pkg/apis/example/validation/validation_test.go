@@ -299,6 +299,25 @@ func TestValidateMyDatabase(t *testing.T) {
 		{name: "restore from a bad name", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
 			d.Spec.RestoreFrom = &example.RestoreSource{BackupName: "Bad_Name"}
 		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.restoreFrom.backupName"}}},
+		{name: "parameters", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Parameters = map[string]string{"max_connections": "500", "innodb_buffer_pool_size": "256M", "slow_query_log": "ON"}
+		})},
+		{name: "postgres parameters", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
+			d.Spec.Parameters = map[string]string{"work_mem": "64MB", "max_connections": "200", "log_statement": "ddl"}
+		})},
+		{name: "bad parameters, each with its path", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
+			d.Spec.Parameters = map[string]string{"work_mem": "64mb", "archive_command": "cp %p /x", "innodb_buffer_pool_size": "1G", "max_connections": "200"}
+		}), want: []errorSummary{
+			{field.ErrorTypeInvalid, "spec.parameters[archive_command]"},
+			{field.ErrorTypeInvalid, "spec.parameters[innodb_buffer_pool_size]"},
+			{field.ErrorTypeInvalid, "spec.parameters[work_mem]"},
+		}},
+		{name: "too many parameters", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Parameters = map[string]string{}
+			for i := range MaxParameters + 1 {
+				d.Spec.Parameters[fmt.Sprintf("p%d", i)] = "1"
+			}
+		}), want: []errorSummary{{field.ErrorTypeTooMany, "spec.parameters"}}},
 		{name: "every spec field wrong", db: myDatabase(func(d *example.MyDatabase) {
 			d.Spec = example.MyDatabaseSpec{Engine: "db2", Version: "1", Replicas: 100, DeletionPolicy: "x"}
 		}), want: []errorSummary{
@@ -343,6 +362,18 @@ func TestValidateMyDatabaseUpdate(t *testing.T) {
 			d.Spec.Resources.Limits[corev1.ResourceMemory] = resource.MustParse("4Gi")
 		})},
 
+		{name: "raise max_connections with replicas", old: myDatabase(asPostgres, pgParams("max_connections", "200")),
+			db: myDatabase(asPostgres, pgParams("max_connections", "300"))},
+		{name: "lower max_connections on one instance", old: myDatabase(asPostgres, pgParams("max_connections", "200")),
+			db: myDatabase(asPostgres, pgParams("max_connections", "150"), func(d *example.MyDatabase) { d.Spec.Replicas = 1 })},
+		{name: "lower a live parameter with replicas", old: myDatabase(asPostgres, pgParams("work_mem", "64MB")),
+			db: myDatabase(asPostgres, pgParams("work_mem", "8MB"))},
+		{name: "lower max_connections with replicas", old: myDatabase(asPostgres, pgParams("max_connections", "200")),
+			db:   myDatabase(asPostgres, pgParams("max_connections", "150")),
+			want: []errorSummary{{field.ErrorTypeForbidden, "spec.parameters[max_connections]"}}},
+		{name: "drop max_connections to its lower default with replicas", old: myDatabase(asPostgres, pgParams("max_connections", "200")),
+			db:   myDatabase(asPostgres),
+			want: []errorSummary{{field.ErrorTypeForbidden, "spec.parameters[max_connections]"}}},
 		{name: "change engine", old: myDatabase(),
 			db:   myDatabase(func(d *example.MyDatabase) { d.Spec.Engine, d.Spec.Version = example.EnginePostgres, "17" }),
 			want: []errorSummary{{field.ErrorTypeInvalid, "spec.engine"}}},
@@ -484,3 +515,7 @@ func TestWarnings(t *testing.T) {
 }
 
 func asPostgres(d *example.MyDatabase) { d.Spec.Engine, d.Spec.Version = example.EnginePostgres, "17" }
+
+func pgParams(name, value string) func(*example.MyDatabase) {
+	return func(d *example.MyDatabase) { d.Spec.Parameters = map[string]string{name: value} }
+}

@@ -240,6 +240,11 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: hibernate
       type:
         scalar: boolean
+    - name: parameters
+      type:
+        map:
+          elementType:
+            scalar: string
     - name: replicas
       type:
         scalar: numeric

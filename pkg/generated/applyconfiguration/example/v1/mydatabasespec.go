@@ -76,6 +76,15 @@ type MyDatabaseSpecApplyConfiguration struct {
 	// its data, the primary it had serving writes again, and mydb moves no
 	// role before it does.
 	Hibernate *bool `json:"hibernate,omitempty"`
+	// Parameters are engine parameters, by name (for example work_mem:
+	// 64MB, or max_connections: "500"). Only the parameters mydb lists
+	// for the engine may be set (docs/operations.md), with values of
+	// their type and within their bounds; those mydb sets itself
+	// (replication, archiving, listening, TLS, durability) may not. A
+	// parameter the engine reads live is applied on every instance without
+	// a restart; one it reads only at start is a rolling update, primary
+	// last. The condition ParametersApplied says which, and when.
+	Parameters map[string]string `json:"parameters,omitempty"`
 }
 
 // MyDatabaseSpecApplyConfiguration constructs a declarative configuration of the MyDatabaseSpec type for use with
@@ -177,5 +186,19 @@ func (b *MyDatabaseSpecApplyConfiguration) WithReplication(value *ReplicationSpe
 // If called multiple times, the Hibernate field is set to the value of the last call.
 func (b *MyDatabaseSpecApplyConfiguration) WithHibernate(value bool) *MyDatabaseSpecApplyConfiguration {
 	b.Hibernate = &value
+	return b
+}
+
+// WithParameters puts the entries into the Parameters field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, the entries provided by each call will be put on the Parameters field,
+// overwriting an existing map entries in Parameters field with the same key.
+func (b *MyDatabaseSpecApplyConfiguration) WithParameters(entries map[string]string) *MyDatabaseSpecApplyConfiguration {
+	if b.Parameters == nil && len(entries) > 0 {
+		b.Parameters = make(map[string]string, len(entries))
+	}
+	for k, v := range entries {
+		b.Parameters[k] = v
+	}
 	return b
 }
