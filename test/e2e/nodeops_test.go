@@ -280,7 +280,7 @@ func rollOutNewTemplate(t *testing.T, ns, db string, h *replicationHarness, n in
 	if got := eventCount(t, ns, failover.ReasonFailoverCompleted) - failovers; got != 0 {
 		t.Errorf("%d failovers during the rolling update, want none", got)
 	}
-	t.Logf("%s: rolling update of %d pods, primary last, done in %s (primary now %s)", db, n, took.Round(100*time.Millisecond), status.CurrentPrimary)
+	t.Logf("%s/%s: rolling update of %d pods, primary last, done in %s (primary now %s)", ns, db, n, took.Round(100*time.Millisecond), status.CurrentPrimary)
 	return status
 }
 
