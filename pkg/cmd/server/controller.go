@@ -35,6 +35,7 @@ type ControllerOptions struct {
 	PrintManagedImages       bool
 	PrintManagedImagesPolicy bool
 	InstancePollInterval     time.Duration
+	MaxConcurrentRollouts    int
 	// EngineImages are ENGINE:VERSION=IMAGE overrides of the pinned
 	// engine images.
 	EngineImages []string
@@ -58,6 +59,8 @@ func NewControllerOptions() *ControllerOptions {
 		// The image this server runs from ships mydb-instance too.
 		InstanceImage:        "mydb-apiserver:dev",
 		InstancePollInterval: 10 * time.Second,
+		// A new mydb is a new template for every database: two at a time.
+		MaxConcurrentRollouts: 2,
 		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
 			LeaderElect:       true,
 			LeaseDuration:     metav1.Duration{Duration: 15 * time.Second},
@@ -85,6 +88,8 @@ func (o *ControllerOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.EngineImages, "engine-image", o.EngineImages,
 		"ENGINE:VERSION=IMAGE: run that engine version from IMAGE instead of the pinned official image (a private registry mirror, images built in-house); repeatable, e.g. postgres:17=registry.example.com/postgres:17.6.")
 	fs.DurationVar(&o.InstancePollInterval, "instance-poll-interval", o.InstancePollInterval, "How often the controller reads every instance manager's status.")
+	fs.IntVar(&o.MaxConcurrentRollouts, "max-concurrent-rollouts", o.MaxConcurrentRollouts,
+		"How many databases may roll out a new pod template at once (replicas, a switchover, then the primary); the others wait their turn. 0: no bound.")
 	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, fs)
 	fs.StringVar(&o.LeaderElectIdentity, "leader-elect-identity", o.LeaderElectIdentity, "This replica's name in the Lease; defaults to the hostname and a random suffix.")
 	fs.StringSliceVar(&o.DatabaseNamespaces, "database-namespaces", o.DatabaseNamespaces,
@@ -117,6 +122,9 @@ func (o *ControllerOptions) Validate(hasMainCluster bool) []error {
 	if _, err := engine.ParseImageOverrides(o.EngineImages); err != nil {
 		errs = append(errs, err)
 	}
+	if o.MaxConcurrentRollouts < 0 {
+		errs = append(errs, fmt.Errorf("--max-concurrent-rollouts may not be negative"))
+	}
 	if o.InstancePollInterval < time.Second {
 		errs = append(errs, fmt.Errorf("--instance-poll-interval must be at least 1s"))
 	}
@@ -144,6 +152,7 @@ func (o *ControllerOptions) ApplyTo(kubeConfig *rest.Config) *manager.Config {
 		LeaderElection: o.LeaderElection,
 		Identity:       o.LeaderElectIdentity,
 		Databases: mydbcontroller.Config{InstanceImage: o.InstanceImage, EngineImages: images, PollInterval: o.InstancePollInterval,
+			MaxConcurrentRollouts: o.MaxConcurrentRollouts,
 			// mydb runs in the namespace of its Lease.
 			ServerNamespace: o.LeaderElection.ResourceNamespace},
 		Namespaces: o.DatabaseNamespaces,

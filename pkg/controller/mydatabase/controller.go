@@ -22,6 +22,7 @@ import (
 	exampleinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions/example/v1"
 	examplelisters "github.com/mydb-dev/mydb/pkg/generated/listers/example/v1"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
+	"github.com/mydb-dev/mydb/pkg/rollout"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -138,6 +139,9 @@ type Config struct {
 	Authority *databaseca.Authority
 	// SwitchoverTimeout bounds a switchover (failover.DefaultSwitchoverTimeout when 0).
 	SwitchoverTimeout time.Duration
+	// MaxConcurrentRollouts bounds how many databases roll out a new pod
+	// template at once (0: no bound).
+	MaxConcurrentRollouts int
 	// Store, when set, covers a spec in mydb's store guard before the
 	// cluster is changed to follow it (pkg/storeguard).
 	Store StoreCoverage
@@ -202,8 +206,10 @@ type Controller struct {
 	incidents incidents
 	// positions are the instances' last reported positions.
 	positions positionMemory
-	// replaced are the pods a rolling update deleted last.
-	replaced replacedPods
+	// replaced are the pods a rolling update deleted last, and
+	// rolloutSlots the databases rolling out now.
+	replaced     replacedPods
+	rolloutSlots *rollout.Slots
 }
 
 // NewController returns a controller reading from informers; it does nothing
@@ -230,6 +236,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, mydbCli
 	}
 	c := &Controller{
 		kubeClient:   kubeClient,
+		rolloutSlots: &rollout.Slots{Max: config.MaxConcurrentRollouts, Stale: rolloutSlotStale},
 		mydbClient:   mydbClient,
 		dbLister:     informers.MyDatabases.Lister(),
 		backupLister: informers.Backups.Lister(),

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
 
@@ -26,6 +27,27 @@ import (
 
 // ReasonRollingUpdate is the Event of each step of a rolling update.
 const ReasonRollingUpdate = "RollingUpdate"
+
+// rolloutSlotStale is how long a database rolling out may take no step
+// and still hold one of --max-concurrent-rollouts.
+const rolloutSlotStale = 10 * time.Minute
+
+// boundRollouts lets step act only when db may roll out now: it holds, or
+// takes, one of the controller's rollout slots; a complete rollout frees
+// its slot.
+func (c *Controller) boundRollouts(db *examplev1.MyDatabase, step rollout.Step) rollout.Step {
+	key := cache.MetaObjectToName(db).String()
+	switch {
+	case step.Complete:
+		c.rolloutSlots.Release(key)
+	case step.Delete != "" || step.SwitchoverTo != "":
+		if ok, held := c.rolloutSlots.Take(key, c.clock.Now()); !ok {
+			return rollout.Step{Updated: step.Updated, Waiting: fmt.Sprintf(
+				"%d other databases are rolling out, at most %d at once (--max-concurrent-rollouts)", held, c.rolloutSlots.Max)}
+		}
+	}
+	return step
+}
 
 // rolloutPoll is how soon a database is read again while a rollout waits
 // for a replaced instance to serve: the managers report it, no event does.

@@ -187,3 +187,42 @@ func TestStatefulSetOfAnEarlierVersionIsSwitchedToOnDelete(t *testing.T) {
 		}
 	}
 }
+
+func TestRollingUpdateWaitsForASlot(t *testing.T) {
+	db, children, statuses := rolloutState(t)
+	f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
+	f.statuses = statuses
+	c := f.newController()
+	c.rolloutSlots.Max = 1
+	key := cache.ObjectName{Namespace: db.Namespace, Name: db.Name}
+	if ok, _ := c.rolloutSlots.Take("default/other", now); !ok {
+		t.Fatal("no slot for the other database")
+	}
+	if err := c.sync(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range writes(f.kubeClient.Actions()) {
+		if strings.HasPrefix(w, "delete ") {
+			t.Errorf("with every slot taken: %s", w)
+		}
+	}
+	status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
+	if p := meta.FindStatusCondition(status.Conditions, examplev1.ConditionProgressing); p == nil ||
+		!strings.Contains(p.Message, "1 other databases are rolling out, at most 1 at once") {
+		t.Errorf("Progressing %+v", p)
+	}
+
+	c.rolloutSlots.Release("default/other")
+	if err := c.sync(context.Background(), key); err != nil && !strings.Contains(err.Error(), "stale") {
+		t.Fatal(err)
+	}
+	deleted := 0
+	for _, w := range writes(f.kubeClient.Actions()) {
+		if strings.HasPrefix(w, "delete pods ") {
+			deleted++
+		}
+	}
+	if deleted != 1 {
+		t.Errorf("once the slot is free: %d pods deleted, want 1", deleted)
+	}
+}

@@ -81,6 +81,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		// Deleted: the garbage collector removes the children it owned.
 		series.observeInstances(key, nil, nil)
 		c.positions.forget(key)
+		c.rolloutSlots.Release(key.String())
 		return nil
 	}
 	if err != nil {
@@ -182,7 +183,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	}
 	broken := nothingServes(db, &f, decision, c.clock.Now())
 	busy := rolloutBusy(db, hold, broken, decision)
-	step := rollout.Next(c.rolloutInput(db, sts, &f, busy, broken))
+	step := c.boundRollouts(db, rollout.Next(c.rolloutInput(db, sts, &f, busy, broken)))
 	f.rollout = &step
 	if step.Delete != "" || (step.Waiting != "" && busy == "") {
 		// A replaced pod is back, or a replica streams again, well before
