@@ -58,29 +58,42 @@ const rolloutPoll = 2 * time.Second
 // yet must not take it for a pod that still serves and replace another.
 type replacedPods struct {
 	mu   sync.Mutex
-	byDB map[types.UID]types.UID
+	byDB map[cache.ObjectName]types.UID
 }
 
-func (r *replacedPods) get(db types.UID) types.UID {
+func (r *replacedPods) get(db cache.ObjectName) types.UID {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.byDB[db]
 }
 
-func (r *replacedPods) set(db, pod types.UID) {
+func (r *replacedPods) set(db cache.ObjectName, pod types.UID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.byDB == nil {
-		r.byDB = map[types.UID]types.UID{}
+		r.byDB = map[cache.ObjectName]types.UID{}
 	}
 	r.byDB[db] = pod
 }
 
+// forget drops what was remembered of a database that is gone.
+func (r *replacedPods) forget(db cache.ObjectName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.byDB, db)
+}
+
+// rolloutRetryAfterAbort is how long a rollout waits after a switchover
+// was given up before it asks for another: each one keeps writes down
+// until it completes or times out.
+const rolloutRetryAfterAbort = 5 * time.Minute
+
 // rolloutBusy says why the primary role must not be touched by a rollout
 // now ("" when nothing holds it). broken: nothing has served past the
 // failover delay (no failover can help).
-func rolloutBusy(db *examplev1.MyDatabase, hold, broken bool, decision failover.Decision) string {
+func rolloutBusy(db *examplev1.MyDatabase, hold, broken bool, decision failover.Decision, now time.Time) string {
 	s := db.Status
+	aborted := meta.FindStatusCondition(s.Conditions, examplev1.ConditionPrimaryChange)
 	switch {
 	case hold:
 		return "the database hibernates or wakes"
@@ -90,6 +103,9 @@ func rolloutBusy(db *examplev1.MyDatabase, hold, broken bool, decision failover.
 		return fmt.Sprintf("the primary %s does not serve", s.CurrentPrimary)
 	case db.Spec.RestoreFrom != nil && !meta.IsStatusConditionTrue(s.Conditions, examplev1.ConditionRestored):
 		return "the backup is not loaded yet"
+	case aborted != nil && aborted.Reason == failover.ReasonSwitchoverAborted && now.Sub(aborted.LastTransitionTime.Time) < rolloutRetryAfterAbort:
+		return fmt.Sprintf("a switchover was given up at %s; the next is tried %s after it",
+			aborted.LastTransitionTime.UTC().Format(time.RFC3339), rolloutRetryAfterAbort)
 	}
 	return ""
 }
@@ -124,7 +140,7 @@ func (c *Controller) rolloutInput(db *examplev1.MyDatabase, sts *appsv1.Stateful
 	if !in.Observed {
 		return in
 	}
-	replaced := c.replaced.get(db.UID)
+	replaced := c.replaced.get(cache.MetaObjectToName(db))
 	for i, pod := range f.pods {
 		inst := rollout.Instance{
 			Name:        pod.Name,
@@ -169,7 +185,7 @@ func (c *Controller) replacePod(ctx context.Context, db *examplev1.MyDatabase, f
 	if err != nil {
 		return err
 	}
-	c.replaced.set(db.UID, pod.UID)
+	c.replaced.set(cache.MetaObjectToName(db), pod.UID)
 	klog.FromContext(ctx).Info("Replacing a pod for a rolling update", "pod", name, "role", role)
 	c.recorder.Eventf(db, corev1.EventTypeNormal, ReasonRollingUpdate, "Replacing %s %s to run the new template (%d of %d instances updated)",
 		role, name, step.Updated, desiredReplicas(db))

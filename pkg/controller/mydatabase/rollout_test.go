@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/failover"
@@ -224,5 +225,31 @@ func TestRollingUpdateWaitsForASlot(t *testing.T) {
 	}
 	if deleted != 1 {
 		t.Errorf("once the slot is free: %d pods deleted, want 1", deleted)
+	}
+}
+
+// Each switchover keeps writes down until it completes or times out: after
+// one was given up, the rollout waits before it asks for the next.
+func TestRollingUpdateBacksOffAfterAnAbortedSwitchover(t *testing.T) {
+	for _, tc := range []struct {
+		ago            time.Duration
+		wantSwitchover bool
+	}{{time.Minute, false}, {6 * time.Minute, true}} {
+		db, children, statuses := rolloutState(t, "prod-mysql-1", "prod-mysql-2")
+		meta.SetStatusCondition(&db.Status.Conditions, metav1.Condition{Type: examplev1.ConditionPrimaryChange, Status: metav1.ConditionFalse,
+			Reason: failover.ReasonSwitchoverAborted, LastTransitionTime: metav1.NewTime(now.Add(-tc.ago))})
+		f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
+		f.statuses = statuses
+		if err := f.sync(); err != nil {
+			t.Fatal(err)
+		}
+		status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
+		if got := status.TargetPrimary == "prod-mysql-1"; got != tc.wantSwitchover {
+			t.Errorf("%s after an aborted switchover: target %q, want a switchover %v", tc.ago, status.TargetPrimary, tc.wantSwitchover)
+		}
+		if p := meta.FindStatusCondition(status.Conditions, examplev1.ConditionProgressing); !tc.wantSwitchover &&
+			(p == nil || !strings.Contains(p.Message, "a switchover was given up at")) {
+			t.Errorf("Progressing %+v", p)
+		}
 	}
 }

@@ -82,6 +82,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		series.observeInstances(key, nil, nil)
 		c.positions.forget(key)
 		c.rolloutSlots.Release(key.String())
+		c.replaced.forget(key)
 		return nil
 	}
 	if err != nil {
@@ -182,7 +183,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		again = soon
 	}
 	broken := nothingServes(db, &f, decision, c.clock.Now())
-	busy := rolloutBusy(db, hold, broken, decision)
+	busy := rolloutBusy(db, hold, broken, decision, c.clock.Now())
 	step := c.boundRollouts(db, rollout.Next(c.rolloutInput(db, sts, &f, busy, broken)))
 	f.rollout = &step
 	if step.Delete != "" || (step.Waiting != "" && busy == "") {
