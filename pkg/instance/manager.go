@@ -18,6 +18,11 @@ import (
 type Options struct {
 	// Name is the instance name; the topology's Primary is compared to it.
 	Name string
+	// PodUID is the UID of the pod the manager runs in, reported in its
+	// status: a pod made anew under the same name (and, on some networks,
+	// the same IP) is another instance, and the controller must not take
+	// the old process's answers for it.
+	PodUID string
 	// Engine is the engine's name, for the status.
 	Engine   string
 	DataRoot string

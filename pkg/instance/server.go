@@ -91,6 +91,7 @@ func (m *Manager) status(ctx context.Context, maxAge time.Duration) api.Status {
 
 	s := api.Status{
 		Name:     m.opts.Name,
+		PodUID:   m.opts.PodUID,
 		Engine:   m.opts.Engine,
 		Role:     st.role,
 		Primary:  st.topology.Primary,

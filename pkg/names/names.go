@@ -51,6 +51,10 @@ const (
 	// PausedAnnotation, set to "true" on a MyDatabase, stops the controller
 	// from touching its children until it is removed.
 	PausedAnnotation = "mydb.example.com/paused"
+	// RestartedAtAnnotation on a MyDatabase (kubectl mydb restart sets it
+	// to the time) is copied onto its pod template: a new value is a
+	// rolling restart, primary last.
+	RestartedAtAnnotation = "mydb.example.com/restarted-at"
 
 	// ScheduleLabel marks a backup the schedule of the named database took.
 	ScheduleLabel = "mydb.example.com/schedule"

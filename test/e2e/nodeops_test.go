@@ -274,9 +274,7 @@ func rollOutNewTemplate(t *testing.T, ns, db string, h *replicationHarness, n in
 			t.Errorf("pod %s was not replaced by the rolling update", p.Name)
 		}
 	}
-	if got := eventCount(t, ns, failover.ReasonSwitchoverCompleted) - switchovers; got != 1 {
-		t.Errorf("%d switchovers during the rolling update, want 1", got)
-	}
+	waitEvents(t, ns, failover.ReasonSwitchoverCompleted, switchovers, 1)
 	if got := eventCount(t, ns, failover.ReasonFailoverCompleted) - failovers; got != 0 {
 		t.Errorf("%d failovers during the rolling update, want none", got)
 	}

@@ -127,9 +127,7 @@ func TestParametersLiveAndAtStart(t *testing.T) {
 					t.Errorf("pod %s was not replaced for a start parameter", pod)
 				}
 			}
-			if n := eventCount(t, h.ns, failover.ReasonSwitchoverCompleted) - switchovers; n != 1 {
-				t.Errorf("%d switchovers for a start parameter, want 1", n)
-			}
+			waitEvents(t, h.ns, failover.ReasonSwitchoverCompleted, switchovers, 1)
 			if n := eventCount(t, h.ns, failover.ReasonFailoverCompleted); n != 0 {
 				t.Errorf("%d failovers, want none", n)
 			}

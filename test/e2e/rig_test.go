@@ -362,6 +362,8 @@ func (r *rig) instanceCommand(pod *corev1.Pod, ip, claim, run string) (args, env
 				value = pod.Namespace
 			case ref != nil && ref.FieldPath == "status.podIP":
 				value = ip
+			case ref != nil && ref.FieldPath == "metadata.uid":
+				value = string(pod.UID)
 			default:
 				return nil, nil, fmt.Errorf("environment variable %s: the rig resolves no such source (%+v)", e.Name, e.ValueFrom)
 			}

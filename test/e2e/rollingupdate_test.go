@@ -116,9 +116,7 @@ func TestRollingUpdatePrimaryLast(t *testing.T) {
 				}
 			}
 			r.mu.Unlock()
-			if n := eventCount(t, h.ns, failover.ReasonSwitchoverCompleted) - switchovers; n != 1 {
-				t.Errorf("%d switchovers during the rollout, want 1", n)
-			}
+			waitEvents(t, h.ns, failover.ReasonSwitchoverCompleted, switchovers, 1)
 			if n := eventCount(t, h.ns, failover.ReasonFailoverCompleted); n != 0 {
 				t.Errorf("%d failovers during the rollout, want none", n)
 			}
@@ -137,6 +135,34 @@ func TestRollingUpdatePrimaryLast(t *testing.T) {
 			if missing := w.missingOn(h, status.CurrentPrimary, time.Now()); len(missing) > 0 {
 				t.Errorf("%d acknowledged writes are not on the primary %s after the rollout: %v", len(missing), status.CurrentPrimary, head(missing))
 			}
+
+			// kubectl mydb restart: the same, with nothing in the spec changed.
+			revision, primary := status.UpdateRevision, status.CurrentPrimary
+			if r := kubectlMydb(t, "restart", "shop", "-n", h.ns); r.err != nil || !strings.Contains(r.stdout, "restarting, primary last") {
+				t.Fatal(r)
+			}
+			restarted := time.Now()
+			eventually(t, 5*time.Minute, func() error {
+				db, err := dbs.Get(ctx, "shop", metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				s := db.Status
+				p := meta.FindStatusCondition(s.Conditions, examplev1.ConditionProgressing)
+				if s.UpdateRevision == revision || s.UpdatedReplicas != 3 || p == nil || p.Status != metav1.ConditionFalse {
+					return fmt.Errorf("revision %s (was %s), updated %d of 3, Progressing %s", s.UpdateRevision, revision, s.UpdatedReplicas, conditionMessage(p))
+				}
+				return nil
+			})
+			status = h.waitStreaming(3)
+			t.Logf("%s: kubectl mydb restart done in %s, primary %s -> %s", tc.engine.name, time.Since(restarted).Round(100*time.Millisecond), primary, status.CurrentPrimary)
+			if status.CurrentPrimary == primary {
+				t.Errorf("the primary is still %s after a restart, primary last", primary)
+			}
+			waitEvents(t, h.ns, failover.ReasonSwitchoverCompleted, switchovers, 2)
+			if n := eventCount(t, h.ns, failover.ReasonFailoverCompleted); n != 0 {
+				t.Errorf("%d failovers, want none", n)
+			}
 		})
 	}
 }
@@ -154,6 +180,19 @@ func eventCount(t *testing.T, ns, reason string) int {
 		n += max(int(e.Count), 1)
 	}
 	return n
+}
+
+// waitEvents waits until ns has want more Events of reason than it had
+// (before): an Event is recorded a moment after the status write it tells
+// of.
+func waitEvents(t *testing.T, ns, reason string, before, want int) {
+	t.Helper()
+	eventually(t, 30*time.Second, func() error {
+		if n := eventCount(t, ns, reason) - before; n != want {
+			return fmt.Errorf("%d %s events, want %d", n, reason, want)
+		}
+		return nil
+	})
 }
 
 // podDeletion is a pod seen going, with its role and revision then.

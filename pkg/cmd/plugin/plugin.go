@@ -5,6 +5,7 @@ package plugin
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -14,6 +15,7 @@ import (
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
+	"github.com/mydb-dev/mydb/pkg/names"
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -36,7 +38,7 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	o := &options{flags: flags, streams: streams}
 	cmd.AddCommand(o.backupCommand(), o.backupsCommand(), o.connectCommand(), o.credentialsCommand(), o.clientCommand("mariadb", false),
 		o.clientCommand("psql", true), o.restoreCommand(), o.statusCommand(), o.switchoverCommand(),
-		o.hibernateCommand(true), o.hibernateCommand(false))
+		o.hibernateCommand(true), o.hibernateCommand(false), o.restartCommand())
 	return cmd
 }
 
@@ -354,6 +356,33 @@ func (o *options) hibernateCommand(on bool) *cobra.Command {
 				verb = "waking"
 			}
 			fmt.Fprintf(o.streams.Out, "mydatabase.example.com/%s %s (kubectl get mdb %s shows when it is done)\n", args[0], verb, args[0])
+			return nil
+		},
+	}
+}
+
+// restartCommand asks for a rolling restart: it sets the database's
+// restarted-at annotation, which the controller copies onto the pod
+// template.
+func (o *options) restartCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "restart DATABASE",
+		Short: "Restart every instance of a MyDatabase, primary last: the replicas one at a time, then one switchover, then the old primary",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ns, err := o.client()
+			if err != nil {
+				return err
+			}
+			at := time.Now().UTC().Format(time.RFC3339)
+			patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{names.RestartedAtAnnotation: at}}})
+			if err != nil {
+				return err
+			}
+			if _, err := c.ExampleV1().MyDatabases(ns).Patch(cmd.Context(), args[0], types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+				return err
+			}
+			fmt.Fprintf(o.streams.Out, "mydatabase.example.com/%s restarting, primary last (kubectl get mdb %s: UP-TO-DATE)\n", args[0], args[0])
 			return nil
 		},
 	}

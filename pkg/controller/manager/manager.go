@@ -187,7 +187,7 @@ func New(config Config, own mydbinformers.SharedInformerFactory, loopback *rest.
 		secrets = scope.PerNamespace(byNamespace)
 	}
 
-	broadcaster := record.NewBroadcaster()
+	broadcaster := record.NewBroadcaster(record.WithCorrelatorOptions(record.CorrelatorOptions{SpamKeyFunc: spamKeyByReason}))
 	m := &Manager{
 		config:           config,
 		kubeClient:       kubeClient,
@@ -503,4 +503,14 @@ func (m *Manager) CredentialIssuer() *access.Issuer {
 		Pods:      m.databases.Pods.Lister(),
 		Managers:  &api.Client{},
 	}
+}
+
+// spamKeyByReason is client-go's spam key (source, object, type) with the
+// reason: its filter lets 25 events of a key through, then one per five
+// minutes, and a new database alone makes about 15 Created events; per
+// reason, those cannot crowd out a switchover or a rolling update's
+// events that follow.
+func spamKeyByReason(e *corev1.Event) string {
+	return strings.Join([]string{e.Source.Component, e.Source.Host, e.InvolvedObject.Kind, e.InvolvedObject.Namespace,
+		e.InvolvedObject.Name, string(e.InvolvedObject.UID), e.InvolvedObject.APIVersion, e.Type, e.Reason}, "\x00")
 }

@@ -152,7 +152,7 @@ func NewStatefulSet(db *examplev1.MyDatabase, eng engine.Spec, images engine.Ima
 				WhenScaled:  appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
 			},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: versionedLabels(db)},
+				ObjectMeta: metav1.ObjectMeta{Labels: versionedLabels(db), Annotations: restartedAt(db)},
 				Spec:       podSpec(db, eng, images.Image(eng, db.Spec.Version), instanceImage, restore),
 			},
 			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
@@ -167,6 +167,15 @@ func NewStatefulSet(db *examplev1.MyDatabase, eng engine.Spec, images engine.Ima
 			}},
 		},
 	}
+}
+
+// restartedAt is the pod template's annotation of a restart asked for
+// (nil when none was).
+func restartedAt(db *examplev1.MyDatabase) map[string]string {
+	if at := db.Annotations[names.RestartedAtAnnotation]; at != "" {
+		return map[string]string{names.RestartedAtAnnotation: at}
+	}
+	return nil
 }
 
 // Volumes of a database pod besides its data claim.
@@ -213,6 +222,9 @@ func podSpec(db *examplev1.MyDatabase, eng engine.Spec, image, instanceImage str
 			fieldEnv("POD_NAME", "metadata.name"),
 			fieldEnv("POD_NAMESPACE", "metadata.namespace"),
 			fieldEnv("POD_IP", "status.podIP"),
+			// The manager reports it: a pod made anew under this name (a
+			// rolling update) is told apart from the process of the old one.
+			fieldEnv("POD_UID", "metadata.uid"),
 		},
 		Ports: []corev1.ContainerPort{
 			{Name: eng.Name, ContainerPort: eng.Port, Protocol: corev1.ProtocolTCP},

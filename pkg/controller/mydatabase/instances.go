@@ -132,10 +132,15 @@ func (c *Controller) pollInstances(ctx context.Context, db *examplev1.MyDatabase
 			ctx, cancel := context.WithTimeout(ctx, statusTimeout)
 			defer cancel()
 			s, err := c.statuses.Status(ctx, pod.Status.PodIP, api.Auth{Credentials: creds, Name: pod.Name})
-			if err == nil && s.Name != pod.Name {
+			switch {
+			case err == nil && s.Name != pod.Name:
 				// The pod's IP was another pod's, whose manager still
 				// answers there: its report is not this instance's.
 				s, err = nil, fmt.Errorf("the manager at %s answers as %q", pod.Status.PodIP, s.Name)
+			case err == nil && s.PodUID != "" && s.PodUID != string(pod.UID):
+				// The same name, an older pod: a replaced pod's process
+				// still answers at the new pod's IP.
+				s, err = nil, fmt.Errorf("the manager at %s runs for an earlier pod %s (uid %s)", pod.Status.PodIP, s.Name, s.PodUID)
 			}
 			out[i].Ready, out[i].Message = instanceReadiness(s, err, role, primary)
 			out[i].Fenced = s != nil && s.Fenced

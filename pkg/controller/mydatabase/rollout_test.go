@@ -8,6 +8,7 @@ import (
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/failover"
+	"github.com/mydb-dev/mydb/pkg/names"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -250,6 +251,47 @@ func TestRollingUpdateBacksOffAfterAnAbortedSwitchover(t *testing.T) {
 		if p := meta.FindStatusCondition(status.Conditions, examplev1.ConditionProgressing); !tc.wantSwitchover &&
 			(p == nil || !strings.Contains(p.Message, "a switchover was given up at")) {
 			t.Errorf("Progressing %+v", p)
+		}
+	}
+}
+
+// kubectl mydb restart sets the annotation; the template carries it, so a
+// new value is a new revision, rolled out like any other.
+func TestRestartAnnotationReachesThePodTemplate(t *testing.T) {
+	db := myDatabase(func(d *examplev1.MyDatabase) {
+		d.Annotations = map[string]string{names.RestartedAtAnnotation: "2026-12-05T11:00:00Z"}
+	})
+	f := newFixture(t, []*examplev1.MyDatabase{db})
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	sts := applied[*appsv1.StatefulSet](t, f.kubeClient.Actions(), "statefulsets")
+	if got := sts.Spec.Template.Annotations[names.RestartedAtAnnotation]; got != "2026-12-05T11:00:00Z" {
+		t.Errorf("template annotation %q", got)
+	}
+}
+
+// A replaced pod's process may still answer at the IP of the pod made anew
+// under its name: its report is not the new instance's.
+func TestAReportOfAnEarlierPodIsNotTheInstances(t *testing.T) {
+	db, children, statuses := rolloutState(t, "prod-mysql-2")
+	old := statuses["10.244.0.12"]
+	old.PodUID = "an-earlier-pod"
+	statuses["10.244.0.12"] = old
+	f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
+	f.statuses = statuses
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range writes(f.kubeClient.Actions()) {
+		if strings.HasPrefix(w, "delete ") {
+			t.Errorf("the next replica was replaced on the word of an earlier pod: %s", w)
+		}
+	}
+	status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
+	for _, in := range status.Instances {
+		if in.Name == "prod-mysql-2" && (in.Ready || !strings.Contains(in.Message, "runs for an earlier pod prod-mysql-2 (uid an-earlier-pod)")) {
+			t.Errorf("instance %+v", in)
 		}
 	}
 }

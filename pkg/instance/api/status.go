@@ -15,7 +15,9 @@ const (
 // Status is the JSON body of GET /v1/status: what the instance is, whether
 // it serves its role, and how far its data goes.
 type Status struct {
-	Name   string `json:"name"`
+	Name string `json:"name"`
+	// PodUID is the UID of the pod the manager runs in (when it knows it).
+	PodUID string `json:"podUID,omitempty"`
 	Engine string `json:"engine"`
 	// Role is the role the instance is acting on.
 	Role Role `json:"role"`

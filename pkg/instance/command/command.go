@@ -40,6 +40,7 @@ import (
 type Options struct {
 	Engine           string
 	Name             string
+	PodUID           string
 	DataRoot         string
 	RunDir           string
 	ListenHost       string
@@ -78,6 +79,7 @@ const MinCertificateLifetime = 3 * time.Minute
 func (o *Options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Engine, "engine", env("MYDB_ENGINE", ""), "database engine: postgres, mariadb or mysql ($MYDB_ENGINE)")
 	fs.StringVar(&o.Name, "name", env("MYDB_NAME", env("POD_NAME", "")), "instance name, such as db-1 ($MYDB_NAME, $POD_NAME)")
+	fs.StringVar(&o.PodUID, "pod-uid", env("POD_UID", ""), "the UID of the pod this instance runs in, reported in its status so that a pod made anew under the same name is told apart ($POD_UID)")
 	fs.StringVar(&o.DataRoot, "data-root", env("MYDB_DATA_ROOT", ""), "the data volume's mount point; the data lives in a subdirectory ($MYDB_DATA_ROOT)")
 	fs.StringVar(&o.RunDir, "run-dir", env("MYDB_RUN_DIR", ""), "directory for sockets and scratch files ($MYDB_RUN_DIR)")
 	fs.StringVar(&o.ListenHost, "listen-host", env("MYDB_LISTEN_HOST", env("POD_IP", "")), "address the engine listens on, the pod IP ($MYDB_LISTEN_HOST, $POD_IP)")
@@ -260,7 +262,7 @@ func run(ctx context.Context, o *Options) error {
 		return err
 	}
 	m := instance.NewManager(instance.Options{
-		Name: o.Name, Engine: o.Engine, DataRoot: o.DataRoot, StatusAddress: o.StatusAddress,
+		Name: o.Name, PodUID: o.PodUID, Engine: o.Engine, DataRoot: o.DataRoot, StatusAddress: o.StatusAddress,
 		StopTimeout: o.StopTimeout, MaxReadyLag: o.MaxReadyLag, MaxReadyLagBytes: o.MaxReadyLagBytes,
 		Identity:   identity,
 		Restore:    o.Restore,
