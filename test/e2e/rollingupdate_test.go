@@ -23,7 +23,8 @@ import (
 )
 
 // TestRollingUpdatePrimaryLast, for postgres and mariadb with real engines
-// on the rig: three instances, the primary on the middle pod (so that
+// on the rig: three instances under Sync replication (every acknowledged
+// commit is on a replica), the primary on the middle pod (so that
 // neither the StatefulSet's order, highest ordinal first, nor the lowest
 // first would reach it last by chance), a writer recording every
 // acknowledged write, and a change of spec.resources, which needs new pods.
@@ -39,7 +40,7 @@ func TestRollingUpdatePrimaryLast(t *testing.T) {
 		t.Run(tc.engine.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			dbs, r, h, _ := startShop(t, restConfig(t), tc, failoverDelay, "")
+			dbs, r, h, _ := startShop(t, restConfig(t), tc, failoverDelay, examplev1.ReplicationModeSync)
 			kube := kubeClient(t)
 			if _, err := dbs.Switchover(ctx, "shop", &examplev1.MyDatabaseSwitchover{Spec: examplev1.MyDatabaseSwitchoverSpec{TargetInstance: "shop-1"}}, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
