@@ -514,8 +514,9 @@ func (c *Controller) reconcileStatefulSet(ctx context.Context, db *examplev1.MyD
 		desired.Spec.PodManagementPolicy = existing.Spec.PodManagementPolicy
 		if existing.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType && metav1.IsControlledBy(existing, db) {
 			// Made by an earlier mydb with the StatefulSet's own rolling
-			// update: switched over on its own, before any new template,
-			// which would otherwise restart the primary in ordinal order.
+			// update: changed to OnDelete on its own, before any new
+			// template, which would otherwise restart the primary in
+			// ordinal order.
 			// (Apply cannot unset the rollingUpdate the API defaulted.)
 			patch := []byte(`{"spec":{"updateStrategy":{"type":"OnDelete","rollingUpdate":null}}}`)
 			if existing, err = c.kubeClient.AppsV1().StatefulSets(db.Namespace).Patch(ctx, existing.Name, types.MergePatchType, patch,
