@@ -2,6 +2,7 @@ package mydatabase
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -87,10 +88,5 @@ func parametersApplied(db *examplev1.MyDatabase, f findings, now metav1.Time) *m
 }
 
 func parameterNames(params map[string]string) string {
-	out := make([]string, 0, len(params))
-	for name := range params {
-		out = append(out, name)
-	}
-	slices.Sort(out)
-	return strings.Join(out, ", ")
+	return strings.Join(slices.Sorted(maps.Keys(params)), ", ")
 }
