@@ -94,14 +94,8 @@ func TestRollingUpdateDoesNotReplaceTwoPodsFromAStaleCache(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var deletes []string
-	for _, w := range writes(f.kubeClient.Actions()) {
-		if strings.HasPrefix(w, "delete ") {
-			deletes = append(deletes, w)
-		}
-	}
-	if len(deletes) != 1 {
-		t.Errorf("two syncs from one cache deleted %v, want one pod", deletes)
+	if d := deletes(f); len(d) != 1 {
+		t.Errorf("two syncs from one cache deleted %v, want one pod", d)
 	}
 }
 
@@ -132,10 +126,8 @@ func TestRollingUpdateSwitchesOverBeforeReplacingThePrimary(t *testing.T) {
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range writes(f.kubeClient.Actions()) {
-		if strings.HasPrefix(w, "delete ") {
-			t.Errorf("during the switchover: %s", w)
-		}
+	if d := deletes(f); len(d) > 0 {
+		t.Errorf("during the switchover: %v", d)
 	}
 }
 
@@ -149,10 +141,8 @@ func TestRollingUpdateWaitsForAReplacedReplicaToStream(t *testing.T) {
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range writes(f.kubeClient.Actions()) {
-		if strings.HasPrefix(w, "delete ") {
-			t.Errorf("while the replaced replica does not stream: %s", w)
-		}
+	if d := deletes(f); len(d) > 0 {
+		t.Errorf("while the replaced replica does not stream: %v", d)
 	}
 	status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
 	p := meta.FindStatusCondition(status.Conditions, examplev1.ConditionProgressing)
@@ -203,10 +193,8 @@ func TestRollingUpdateWaitsForASlot(t *testing.T) {
 	if err := c.sync(context.Background(), key); err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range writes(f.kubeClient.Actions()) {
-		if strings.HasPrefix(w, "delete ") {
-			t.Errorf("with every slot taken: %s", w)
-		}
+	if d := deletes(f); len(d) > 0 {
+		t.Errorf("with every slot taken: %v", d)
 	}
 	status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
 	if p := meta.FindStatusCondition(status.Conditions, examplev1.ConditionProgressing); p == nil ||
@@ -218,14 +206,8 @@ func TestRollingUpdateWaitsForASlot(t *testing.T) {
 	if err := c.sync(context.Background(), key); err != nil && !strings.Contains(err.Error(), "stale") {
 		t.Fatal(err)
 	}
-	deleted := 0
-	for _, w := range writes(f.kubeClient.Actions()) {
-		if strings.HasPrefix(w, "delete pods ") {
-			deleted++
-		}
-	}
-	if deleted != 1 {
-		t.Errorf("once the slot is free: %d pods deleted, want 1", deleted)
+	if d := deletes(f); len(d) != 1 {
+		t.Errorf("once the slot is free: deleted %v, want one pod", d)
 	}
 }
 
@@ -283,10 +265,8 @@ func TestAReportOfAnEarlierPodIsNotTheInstances(t *testing.T) {
 	if err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range writes(f.kubeClient.Actions()) {
-		if strings.HasPrefix(w, "delete ") {
-			t.Errorf("the next replica was replaced on the word of an earlier pod: %s", w)
-		}
+	if d := deletes(f); len(d) > 0 {
+		t.Errorf("the next replica was replaced on the word of an earlier pod: %v", d)
 	}
 	status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
 	for _, in := range status.Instances {
@@ -294,4 +274,15 @@ func TestAReportOfAnEarlierPodIsNotTheInstances(t *testing.T) {
 			t.Errorf("instance %+v", in)
 		}
 	}
+}
+
+// deletes are the deletions f's sync sent to the main cluster.
+func deletes(f *fixture) []string {
+	var out []string
+	for _, w := range writes(f.kubeClient.Actions()) {
+		if strings.HasPrefix(w, "delete ") {
+			out = append(out, w)
+		}
+	}
+	return out
 }
