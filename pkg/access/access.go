@@ -63,6 +63,10 @@ func (i *Issuer) Issue(ctx context.Context, db *example.MyDatabase, req api.Cred
 	if err != nil {
 		return nil, unavailable("reading the CA Secret %q: %v", names.CASecret(db.Name), err)
 	}
+	state, err := databaseca.ParseState(ca)
+	if err != nil {
+		return nil, unavailable("%v", err)
+	}
 	creds, err := i.Authority.Credentials(db.Namespace, db.Name)
 	if err != nil {
 		return nil, unavailable("%v", err)
@@ -73,7 +77,7 @@ func (i *Issuer) Issue(ctx context.Context, db *example.MyDatabase, req api.Cred
 	if err != nil {
 		return nil, unavailable("the primary's manager: %v", err)
 	}
-	return &Issued{Credential: *cred, Instance: primary, Database: string(app.Data["database"]), CACertificate: ca.Data[databaseca.KeyCert]}, nil
+	return &Issued{Credential: *cred, Instance: primary, Database: string(app.Data["database"]), CACertificate: state.Bundle()}, nil
 }
 
 // InstanceAddress is where an instance of db serves clients (its pod's

@@ -8,10 +8,12 @@ package databaseca
 import (
 	"crypto/tls"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/utils/clock"
 
@@ -74,9 +76,9 @@ func NewIssuerData(ca *pki.KeyPair, namespace, db string, now time.Time) (map[st
 }
 
 // Authority gives the controllers the credentials they call a database's
-// managers with: the database's root and a client certificate the root
-// signed for the controller (pki.ControllerName), made on first use and
-// again at two thirds of its life, or when the CA Secret changes.
+// managers with: the database's roots and a client certificate the root
+// that signs signed for the controller (pki.ControllerName), made on first
+// use and again at two thirds of its life, or when the CA Secret changes.
 type Authority struct {
 	Secrets corelisters.SecretLister
 	Clock   clock.PassiveClock
@@ -96,6 +98,13 @@ type entry struct {
 // Credentials are those for the managers of database db in namespace.
 func (a *Authority) Credentials(namespace, db string) (*api.Credentials, error) {
 	secret, err := a.Secrets.Secrets(namespace).Get(names.CASecret(db))
+	if apierrors.IsNotFound(err) {
+		// Being made again, mutable, from its copy (an earlier mydb's
+		// immutable one): the copy is the same.
+		if copied, copyErr := a.Secrets.Secrets(namespace).Get(names.CASecretCopy(db)); copyErr == nil {
+			secret, err = copied, nil
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading the database's CA Secret %q: %w", names.CASecret(db), err)
 	}
@@ -105,12 +114,15 @@ func (a *Authority) Credentials(namespace, db string) (*api.Credentials, error) 
 	defer a.mu.Unlock()
 	e := a.entries[key]
 	if e == nil || e.secretVersion != string(secret.UID)+"/"+secret.ResourceVersion {
-		ca, err := ParseCA(secret)
+		state, err := ParseState(secret)
 		if err != nil {
 			return nil, err
 		}
-		e = &entry{secretVersion: string(secret.UID) + "/" + secret.ResourceVersion, ca: ca}
-		e.credentials = &api.Credentials{ID: "controller/" + key + "/" + pki.Fingerprint(ca.Cert), Roots: pki.Pool(ca.Cert),
+		// The client certificate is of the root that signs; the managers'
+		// are verified against every root trusted now (during a rotation,
+		// some hold a certificate of the other).
+		e = &entry{secretVersion: string(secret.UID) + "/" + secret.ResourceVersion, ca: state.Active}
+		e.credentials = &api.Credentials{ID: "controller/" + key + "/" + strings.Join(state.Fingerprints(), "+"), Roots: pki.Pool(state.Trusted()...),
 			Certificate: func() (*tls.Certificate, error) { return a.certificate(e) }}
 		if a.entries == nil {
 			a.entries = map[string]*entry{}

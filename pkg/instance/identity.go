@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -61,8 +62,12 @@ type Identity struct {
 	files   *EngineTLS
 	log     *slog.Logger
 
-	mu      sync.Mutex
-	root    *x509.Certificate
+	mu sync.Mutex
+	// roots are the database's roots the instance trusts (two during a
+	// rotation of its CA); mounted is the Secret's CA bundle and issuer
+	// the current certificate was minted with.
+	roots   []*x509.Certificate
+	mounted string
 	issuer  *x509.Certificate
 	current *tls.Certificate
 	// renewed is called after each renewal (the engine reloads its files).
@@ -116,8 +121,22 @@ func (id *Identity) OnRenew(f func()) {
 	id.renewed = f
 }
 
-// renew mints a certificate with the issuer as mounted now (a Secret the
-// kubelet updated applies at the next renewal).
+// mountedNow is the CA bundle and the issuer's certificate as mounted now.
+func (id *Identity) mountedNow() (string, error) {
+	rootPEM, err := id.secrets.Get(SecretCA)
+	if err != nil {
+		return "", err
+	}
+	certPEM, err := id.secrets.Get(SecretIssuerCert)
+	if err != nil {
+		return "", err
+	}
+	return rootPEM + "\x00" + certPEM, nil
+}
+
+// renew mints a certificate with the issuer as mounted now: at two thirds
+// of the current one's life, and when the kubelet updated the Secret (a
+// rotation of the database's CA).
 func (id *Identity) renew(now time.Time) error {
 	rootPEM, err := id.secrets.Get(SecretCA)
 	if err != nil {
@@ -154,7 +173,7 @@ func (id *Identity) renew(now time.Time) error {
 		}
 	}
 	id.mu.Lock()
-	id.root, id.issuer, id.current = roots[0], issuer.Cert, cert
+	id.roots, id.issuer, id.current, id.mounted = roots, issuer.Cert, cert, rootPEM+"\x00"+certPEM
 	renewed := id.renewed
 	id.mu.Unlock()
 	if renewed != nil {
@@ -200,18 +219,26 @@ func (id *Identity) write(leaf *pki.KeyPair, issuer *x509.Certificate, roots []*
 	return nil
 }
 
-// Run renews the certificate at two thirds of its life until ctx ends; a
+// SecretCheckInterval is how often Run looks for a changed issuer or CA
+// bundle in the mounted Secret.
+var SecretCheckInterval = 5 * time.Second
+
+// Run renews the certificate at two thirds of its life, or as soon as the
+// mounted Secret holds another issuer or CA bundle, until ctx ends; a
 // failed renewal is tried again every minute while the old one holds.
 func (id *Identity) Run(ctx context.Context) {
 	for {
 		id.mu.Lock()
-		at := pki.RenewAt(id.current.Leaf)
+		at, mounted := pki.RenewAt(id.current.Leaf), id.mounted
 		id.mu.Unlock()
-		wait := time.Until(at)
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(wait):
+		case <-time.After(min(time.Until(at), SecretCheckInterval)):
+		}
+		if now, err := id.mountedNow(); time.Now().Before(at) && (err != nil || now == mounted) {
+			// Nothing due; a Secret being rewritten is read again next time.
+			continue
 		}
 		if err := id.renew(time.Now()); err != nil {
 			id.log.Error("renewing the instance's certificate", "err", err)
@@ -233,11 +260,31 @@ func (id *Identity) Certificate() (*tls.Certificate, error) {
 	return id.current, nil
 }
 
-// Roots is a pool of the database's root CA.
+// Roots is a pool of the database's roots.
 func (id *Identity) Roots() *x509.CertPool {
 	id.mu.Lock()
 	defer id.mu.Unlock()
-	return pki.Pool(id.root)
+	return pki.Pool(id.roots...)
+}
+
+// Report is what the instance's status says of its certificates.
+func (id *Identity) Report() *api.Certificates {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	r := &api.Certificates{Issuer: pki.Fingerprint(id.issuer), NotAfter: id.current.Leaf.NotAfter}
+	for _, root := range id.roots {
+		r.Roots = append(r.Roots, pki.Fingerprint(root))
+	}
+	return r
+}
+
+// rootsID names the roots for Credentials.ID.
+func (id *Identity) rootsID() string {
+	var ids []string
+	for _, root := range id.roots {
+		ids = append(ids, pki.Fingerprint(root))
+	}
+	return strings.Join(ids, "+")
 }
 
 // ServerConfig serves HTTPS with the current certificate and verifies the
@@ -264,7 +311,7 @@ func (id *Identity) ServerConfig() *tls.Config {
 func (id *Identity) Credentials() *api.Credentials {
 	id.mu.Lock()
 	defer id.mu.Unlock()
-	return &api.Credentials{ID: "instance/" + id.leaf.CommonName + "/" + pki.Fingerprint(id.root), Roots: pki.Pool(id.root), Certificate: id.Certificate}
+	return &api.Credentials{ID: "instance/" + id.leaf.CommonName + "/" + id.rootsID(), Roots: pki.Pool(id.roots...), Certificate: id.Certificate}
 }
 
 // admit wraps h so only peers of the given roles reach it; anyone else is

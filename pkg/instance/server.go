@@ -103,6 +103,9 @@ func (m *Manager) status(ctx context.Context, maxAge time.Duration) api.Status {
 	if m.opts.ArchiveWAL {
 		s.Archive = m.archive.snapshot()
 	}
+	if m.opts.Identity != nil {
+		s.Certificates = m.opts.Identity.Report()
+	}
 	restoring := restore != nil && restore.Phase == api.OperationRunning
 	s.AwaitingRestore = st.awaitingRestore && !restoring
 	if !st.exitTime.IsZero() {

@@ -55,6 +55,15 @@ const (
 	// to the time) is copied onto its pod template: a new value is a
 	// rolling restart, primary last.
 	RestartedAtAnnotation = "mydb.example.com/restarted-at"
+	// RotateCAAnnotation on a MyDatabase (kubectl mydb rotate-ca sets it
+	// to the time): a new value replaces the database's root CA, without a
+	// restart (pkg/carotation).
+	RotateCAAnnotation = "mydb.example.com/rotate-ca"
+	// CARotationPhaseSinceAnnotation on a database's CA Secret is when the
+	// rotation's phase began; CARotatedForAnnotation the RotateCAAnnotation
+	// value the last rotation began for.
+	CARotationPhaseSinceAnnotation = "mydb.example.com/ca-rotation-phase-since"
+	CARotatedForAnnotation         = "mydb.example.com/ca-rotated-for"
 
 	// ScheduleLabel marks a backup the schedule of the named database took.
 	ScheduleLabel = "mydb.example.com/schedule"
@@ -71,16 +80,19 @@ const (
 var Suffixes = []string{headlessSuffix, readWriteSuffix, readOnlySuffix, anyInstanceSuffix}
 
 const (
-	headlessSuffix    = "-headless"
-	readWriteSuffix   = "-rw"
-	readOnlySuffix    = "-ro"
-	anyInstanceSuffix = "-r"
-	instanceSuffix    = "-instance"
-	secretSuffix      = "-credentials"
-	caSuffix          = "-ca"
-	instanceSecrets   = "-instance-secrets"
-	finalSuffix       = "-final"
-	dataVolume        = "data"
+	headlessSuffix     = "-headless"
+	readWriteSuffix    = "-rw"
+	readOnlySuffix     = "-ro"
+	anyInstanceSuffix  = "-r"
+	instanceSuffix     = "-instance"
+	secretSuffix       = "-credentials"
+	caSuffix           = "-ca"
+	instanceSecrets    = "-instance-secrets"
+	certificatesSuffix = "-certificates"
+	caBundleSuffix     = "-ca-bundle"
+	caCopySuffix       = "-ca-copy"
+	finalSuffix        = "-final"
+	dataVolume         = "data"
 )
 
 // ReservedSuffix returns the suffix of Suffixes that name ends in, or "".
@@ -104,9 +116,23 @@ func Secret(db string) string { return db + secretSuffix }
 // mint their certificates with.
 func InstanceSecret(db string) string { return db + instanceSecrets }
 
+// CertificatesSecret is the issuer the instances mint their certificates
+// with and the roots they trust, as a rotation of the database's CA
+// changes them: only the database's pods mount it, next to the
+// InstanceSecret's passwords, and the kubelet updates it in place.
+func CertificatesSecret(db string) string { return db + certificatesSuffix }
+
+// CABundleSecret is the database's CA bundle (ca.crt) for applications,
+// updated in place through a rotation of the CA.
+func CABundleSecret(db string) string { return db + caBundleSuffix }
+
 // CASecret holds the database's root CA with its key: the controller
 // alone reads it.
 func CASecret(db string) string { return db + caSuffix }
+
+// CASecretCopy stands in for the CA Secret while an immutable one (an
+// earlier mydb's) is made again, mutable.
+func CASecretCopy(db string) string { return db + caCopySuffix }
 
 // HeadlessService gives each pod of the database a DNS name.
 func HeadlessService(db string) string { return db + headlessSuffix }

@@ -97,7 +97,7 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		if r.name == "" || before[r.resource+"/"+r.name] {
 			continue
 		}
-		if r.resource == "secrets" && slices.Contains([]string{names.Secret(db.Name), names.InstanceSecret(db.Name), names.CASecret(db.Name)}, r.name) {
+		if r.resource == "secrets" && slices.Contains([]string{names.Secret(db.Name), names.InstanceSecret(db.Name), names.CASecret(db.Name), names.CertificatesSecret(db.Name)}, r.name) {
 			errs = append(errs, field.Forbidden(r.path, fmt.Sprintf("may not be one of the database's own Secrets (%q)", r.name)))
 			continue
 		}

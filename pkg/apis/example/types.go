@@ -177,21 +177,31 @@ const SkipFinalBackupAnnotation = "mydb.example.com/skip-final-backup"
 
 // MyDatabaseStatus is the observed state of a MyDatabase.
 type MyDatabaseStatus struct {
-	ObservedGeneration  int64
-	Replicas            int32
-	ReadyReplicas       int32
-	Selector            string
-	Endpoint            string
-	Conditions          []metav1.Condition
-	CurrentPrimary      string
-	Instances           []InstanceStatus
-	TargetPrimary       string
-	TargetPrimaryTime   *metav1.MicroTime
-	TargetPrimaryReason string
-	LastScheduleTime    *metav1.Time
-	Recoverability      *Recoverability
-	UpdateRevision      string
-	UpdatedReplicas     int32
+	ObservedGeneration   int64
+	Replicas             int32
+	ReadyReplicas        int32
+	Selector             string
+	Endpoint             string
+	Conditions           []metav1.Condition
+	CurrentPrimary       string
+	Instances            []InstanceStatus
+	TargetPrimary        string
+	TargetPrimaryTime    *metav1.MicroTime
+	TargetPrimaryReason  string
+	LastScheduleTime     *metav1.Time
+	Recoverability       *Recoverability
+	UpdateRevision       string
+	UpdatedReplicas      int32
+	CertificateAuthority *CertificateAuthorityStatus
+}
+
+// CertificateAuthorityStatus is a database's root CA (see v1).
+type CertificateAuthorityStatus struct {
+	Fingerprint      string
+	NotAfter         *metav1.Time
+	Rotation         string
+	Message          string
+	LastRotationTime *metav1.Time
 }
 
 // The reasons status.targetPrimary is set for.

@@ -38,7 +38,7 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	o := &options{flags: flags, streams: streams}
 	cmd.AddCommand(o.backupCommand(), o.backupsCommand(), o.connectCommand(), o.credentialsCommand(), o.clientCommand("mariadb", false),
 		o.clientCommand("psql", true), o.restoreCommand(), o.statusCommand(), o.switchoverCommand(),
-		o.hibernateCommand(true), o.hibernateCommand(false), o.restartCommand())
+		o.hibernateCommand(true), o.hibernateCommand(false), o.restartCommand(), o.rotateCACommand())
 	return cmd
 }
 
@@ -388,6 +388,33 @@ func (o *options) restartCommand() *cobra.Command {
 	}
 }
 
+// rotateCACommand asks for a new root CA: it sets the database's
+// rotate-ca annotation, which starts a rotation without a restart.
+func (o *options) rotateCACommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "rotate-ca DATABASE",
+		Short: "Replace a MyDatabase's root CA without a restart: the new root is trusted everywhere, then signs, then the old one is no longer trusted",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ns, err := o.client()
+			if err != nil {
+				return err
+			}
+			at := time.Now().UTC().Format(time.RFC3339Nano)
+			patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{names.RotateCAAnnotation: at}}})
+			if err != nil {
+				return err
+			}
+			if _, err := c.ExampleV1().MyDatabases(ns).Patch(cmd.Context(), args[0], types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+				return err
+			}
+			fmt.Fprintf(o.streams.Out, "mydatabase.example.com/%s rotating its CA (kubectl mydb status %s shows where it is; "+
+				"applications read the new bundle from Secret %s)\n", args[0], args[0], names.CABundleSecret(args[0]))
+			return nil
+		},
+	}
+}
+
 func (o *options) statusCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "status DATABASE",
@@ -444,6 +471,21 @@ func (o *options) statusCommand() *cobra.Command {
 				}
 				fmt.Fprintf(out, "Recoverable: from %s to before %s (last WAL %s, %d waiting)\n", from,
 					r.LastRecoverableTime.UTC().Format(time.RFC3339), orNone(r.LastArchivedWAL), r.PendingWALFiles)
+			}
+			if ca := db.Status.CertificateAuthority; ca != nil {
+				line := "root " + ca.Fingerprint
+				if ca.NotAfter != nil {
+					line += ", until " + ca.NotAfter.UTC().Format(time.RFC3339)
+				}
+				if ca.Rotation != "" {
+					line += "; rotation " + ca.Rotation
+					if ca.Message != "" {
+						line += ": " + ca.Message
+					}
+				} else if ca.LastRotationTime != nil {
+					line += "; last rotated " + ago(ca.LastRotationTime)
+				}
+				fmt.Fprintf(out, "CA:         %s\n", line)
 			}
 			fmt.Fprintln(out, "Conditions:")
 			for _, c := range db.Status.Conditions {

@@ -36,6 +36,7 @@ type ControllerOptions struct {
 	PrintManagedImagesPolicy bool
 	InstancePollInterval     time.Duration
 	MaxConcurrentRollouts    int
+	CARotationOverlap        time.Duration
 	// EngineImages are ENGINE:VERSION=IMAGE overrides of the pinned
 	// engine images.
 	EngineImages []string
@@ -61,6 +62,9 @@ func NewControllerOptions() *ControllerOptions {
 		InstancePollInterval: 10 * time.Second,
 		// A new mydb is a new template for every database: two at a time.
 		MaxConcurrentRollouts: 2,
+		// Long enough for the kubelet to update a mounted CA bundle (about
+		// a minute) and for clients that read it per connection to do so.
+		CARotationOverlap: 10 * time.Minute,
 		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
 			LeaderElect:       true,
 			LeaseDuration:     metav1.Duration{Duration: 15 * time.Second},
@@ -90,6 +94,8 @@ func (o *ControllerOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.InstancePollInterval, "instance-poll-interval", o.InstancePollInterval, "How often the controller reads every instance manager's status.")
 	fs.IntVar(&o.MaxConcurrentRollouts, "max-concurrent-rollouts", o.MaxConcurrentRollouts,
 		"How many databases may roll out a new pod template at once (replicas, a switchover, then the primary); the others wait their turn. 0: no bound.")
+	fs.DurationVar(&o.CARotationOverlap, "ca-rotation-overlap", o.CARotationOverlap,
+		"How long a rotation of a database's CA trusts the old and the new root before the new one signs: applications that read the CA bundle (the <db>-ca-bundle Secret) must read the new one within it.")
 	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, fs)
 	fs.StringVar(&o.LeaderElectIdentity, "leader-elect-identity", o.LeaderElectIdentity, "This replica's name in the Lease; defaults to the hostname and a random suffix.")
 	fs.StringSliceVar(&o.DatabaseNamespaces, "database-namespaces", o.DatabaseNamespaces,
@@ -125,6 +131,9 @@ func (o *ControllerOptions) Validate(hasMainCluster bool) []error {
 	if o.MaxConcurrentRollouts < 0 {
 		errs = append(errs, fmt.Errorf("--max-concurrent-rollouts may not be negative"))
 	}
+	if o.CARotationOverlap < 0 {
+		errs = append(errs, fmt.Errorf("--ca-rotation-overlap may not be negative"))
+	}
 	if o.InstancePollInterval < time.Second {
 		errs = append(errs, fmt.Errorf("--instance-poll-interval must be at least 1s"))
 	}
@@ -152,7 +161,7 @@ func (o *ControllerOptions) ApplyTo(kubeConfig *rest.Config) *manager.Config {
 		LeaderElection: o.LeaderElection,
 		Identity:       o.LeaderElectIdentity,
 		Databases: mydbcontroller.Config{InstanceImage: o.InstanceImage, EngineImages: images, PollInterval: o.InstancePollInterval,
-			MaxConcurrentRollouts: o.MaxConcurrentRollouts,
+			MaxConcurrentRollouts: o.MaxConcurrentRollouts, CARotationOverlap: o.CARotationOverlap,
 			// mydb runs in the namespace of its Lease.
 			ServerNamespace: o.LeaderElection.ResourceNamespace},
 		Namespaces: o.DatabaseNamespaces,

@@ -93,8 +93,8 @@ func TestAVolumeBackupMakesItsClaimAndADumpServer(t *testing.T) {
 			mounted = append(mounted, "other "+v.Name)
 		}
 	}
-	if !slices.Equal(mounted, []string{"claim prod-mysql-x7k2p-dump", "secret prod-mysql-instance-secrets"}) {
-		t.Errorf("the pod mounts %v, want only its claim and the database's instance Secret", mounted)
+	if !slices.Equal(mounted, []string{"claim prod-mysql-x7k2p-dump", "secret prod-mysql-certificates"}) {
+		t.Errorf("the pod mounts %v, want only its claim and the database's certificates Secret (no password)", mounted)
 	}
 	if args := strings.Join(spec.Containers[0].Args, " "); !strings.HasPrefix(args, "dump-server ") || strings.Contains(args, "--read-only") {
 		t.Errorf("the pod runs %q", args)

@@ -84,7 +84,7 @@ func NewClaim(b *examplev1.MyDatabaseBackup, db *examplev1.MyDatabase, d *exampl
 
 // NewServerPod is a pod that mounts claim (read-only for a restore) and
 // serves its dump to the instances of database db over mutual TLS, with a
-// certificate it mints from the issuer in db's instance Secret (naming the
+// certificate it mints from the issuer in db's certificates Secret (naming the
 // pod), admitting only certificates of that issuer. It mounts no
 // ServiceAccount token: it needs nothing of the API. It is owned by owner,
 // so it goes with it.
@@ -137,8 +137,10 @@ func NewServerPod(name, namespace, db, claim, image string, readOnly bool, owner
 			Volumes: []corev1.Volume{
 				{Name: "dump", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
 					ClaimName: claim, ReadOnly: readOnly}}},
+				// The issuer and the roots, current through a rotation of
+				// the database's CA; none of the passwords.
 				{Name: "credentials", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-					SecretName: names.InstanceSecret(db), DefaultMode: ptr.To[int32](0o440)}}},
+					SecretName: names.CertificatesSecret(db), DefaultMode: ptr.To[int32](0o440)}}},
 			},
 		},
 	}

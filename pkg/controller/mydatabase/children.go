@@ -266,10 +266,7 @@ func podSpec(db *examplev1.MyDatabase, eng engine.Spec, image, instanceImage str
 	}}
 	spec.Volumes = []corev1.Volume{
 		{Name: instanceVolume, VolumeSource: emptyDir},
-		// Every credential and the issuer: readable by the engine's group
-		// only (fsGroup).
-		{Name: secretsVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName: names.InstanceSecret(db.Name), DefaultMode: ptr.To[int32](0o440)}}},
+		{Name: secretsVolume, VolumeSource: secretsVolumeSource(db.Name)},
 		{Name: runVolume, VolumeSource: emptyDir},
 		{Name: tmpVolume, VolumeSource: emptyDir},
 	}
@@ -277,6 +274,24 @@ func podSpec(db *examplev1.MyDatabase, eng engine.Spec, image, instanceImage str
 	withArchive(&spec, db)
 	withStartParameters(&spec, db)
 	return spec
+}
+
+// secretsVolumeSource is every credential and the certificates in one
+// directory, readable by the engine's group only (fsGroup): the passwords
+// of the instance Secret, which never changes, and the issuer and roots of
+// the certificates Secret, which a rotation of the CA changes in place
+// (the kubelet updates a projected volume; the managers see it and mint
+// certificates anew).
+func secretsVolumeSource(db string) corev1.VolumeSource {
+	var passwords []corev1.KeyToPath
+	for _, key := range []string{engine.SecretKeyUsername, engine.SecretKeyPassword, engine.SecretKeyDatabase,
+		engine.SecretKeySuperuserPassword, engine.SecretKeyReplicationPassword} {
+		passwords = append(passwords, corev1.KeyToPath{Key: key, Path: key})
+	}
+	return corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{DefaultMode: ptr.To[int32](0o440), Sources: []corev1.VolumeProjection{
+		{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: names.InstanceSecret(db)}, Items: passwords}},
+		{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: names.CertificatesSecret(db)}}},
+	}}}
 }
 
 func newPodDisruptionBudget(db *examplev1.MyDatabase) *policyv1.PodDisruptionBudget {

@@ -125,6 +125,9 @@ type Config struct {
 	EngineImages engine.ImageOverrides
 	// PollInterval is how often every instance manager is read.
 	PollInterval time.Duration
+	// CARotationOverlap is how long a rotation of a database's CA trusts
+	// both roots before the new one signs (carotation.Input.MinOverlap).
+	CARotationOverlap time.Duration
 	// Statuses reads the instance managers' status, and Restores asks
 	// them for restores; nil is an api.Client, tests fake them.
 	Statuses StatusReader

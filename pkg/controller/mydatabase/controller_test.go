@@ -301,9 +301,15 @@ func convergedState(t *testing.T, db *examplev1.MyDatabase) (*examplev1.MyDataba
 		second.kubeObjects = append(second.kubeObjects, p)
 		second.statuses[p.Status.PodIP] = serving(p, db.Name+"-0")
 	}
-	// The status the controller writes once the StatefulSet is ready.
+	// The status the controller writes once the StatefulSet is ready; the
+	// certificates Secrets, once it reads the CA in its cache.
 	if err := second.sync(); err != nil {
 		t.Fatal(err)
+	}
+	for _, obj := range storedChildren(t, second, db) {
+		if _, ok := obj.(*corev1.Secret); ok {
+			objects = append(objects, obj)
+		}
 	}
 	ready := db.DeepCopy()
 	ready.Status = updated[*examplev1.MyDatabase](t, second.mydbClient.Actions(), "mydatabases", "status").Status
@@ -430,20 +436,36 @@ func TestCreatesChildren(t *testing.T) {
 		string(app.Data["password"]) != string(instance.Data["password"]) || string(app.Data["ca.crt"]) != string(ca.Data["ca.crt"]) {
 		t.Errorf("the credentials Secret holds %v, want the application's user, password and database and the CA", keys)
 	}
-	if len(instance.Data["issuer.key"]) == 0 || len(instance.Data["ca.key"]) != 0 || len(ca.Data["ca.key"]) == 0 {
-		t.Errorf("the instance Secret must hold the issuer and not the CA's key, the CA Secret the CA's key")
+	if len(instance.Data["issuer.key"]) != 0 || len(instance.Data["ca.key"]) != 0 || len(ca.Data["ca.key"]) == 0 {
+		t.Errorf("the instance Secret must hold passwords only (the issuer is the certificates Secret's), the CA Secret the CA's key")
 	}
 	// The Secrets name no owner: a MyDatabase that merely reads as absent
-	// may not take them with it.
+	// may not take them with it. Those with passwords are immutable; the
+	// CA's changes with a rotation.
 	for name, secret := range secrets {
-		if len(secret.OwnerReferences) != 0 || secret.Immutable == nil || !*secret.Immutable {
-			t.Errorf("the Secret %s has owner references %+v and immutable %v, want none and true", name, secret.OwnerReferences, secret.Immutable)
+		if immutable := name != "prod-mysql-ca"; len(secret.OwnerReferences) != 0 || secret.Immutable == nil || *secret.Immutable != immutable {
+			t.Errorf("the Secret %s has owner references %+v and immutable %v, want none and %v", name, secret.OwnerReferences, secret.Immutable, immutable)
 		}
 	}
-	// The pods mount the instance Secret, not the applications'.
+	// The pods mount the instance Secret's passwords and the certificates
+	// Secret, not the applications' Secret.
 	for _, v := range sts.Spec.Template.Spec.Volumes {
-		if v.Secret != nil && v.Secret.SecretName != "prod-mysql-instance-secrets" {
+		if v.Secret != nil {
 			t.Errorf("the pods mount the Secret %s", v.Secret.SecretName)
+		}
+		if v.Projected == nil {
+			continue
+		}
+		var mounted []string
+		for _, source := range v.Projected.Sources {
+			if source.Secret == nil {
+				t.Errorf("the pods' projected volume %s has a source of another kind: %+v", v.Name, source)
+				continue
+			}
+			mounted = append(mounted, source.Secret.Name)
+		}
+		if !slices.Equal(mounted, []string{"prod-mysql-instance-secrets", "prod-mysql-certificates"}) {
+			t.Errorf("the pods mount the Secrets %v", mounted)
 		}
 	}
 	for _, secret := range secrets {
@@ -751,6 +773,8 @@ func TestDeletionDeletesTheDataUnderDeletionPolicyDelete(t *testing.T) {
 		"delete persistentvolumeclaims data-prod-mysql-2",
 		"delete secrets prod-mysql-credentials",
 		"delete secrets prod-mysql-instance-secrets",
+		"delete secrets prod-mysql-certificates",
+		"delete secrets prod-mysql-ca-bundle",
 		"delete secrets prod-mysql-ca",
 	}, []string{"patch mydatabases prod-mysql"})
 	if got := f.storedDatabase("prod-mysql").Finalizers; slices.Contains(got, examplev1.DeleteDataFinalizer) {
@@ -786,8 +810,9 @@ func TestOwnedSecretOfAnOlderVersionIsReported(t *testing.T) {
 				s, ok := o.(*corev1.Secret)
 				if ok && s.Name == "prod-mysql-credentials" {
 					secret = s.DeepCopy()
+					return true
 				}
-				return secret != nil && o == runtime.Object(s)
+				return false
 			})
 			secret.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(
 				myDatabase(func(d *examplev1.MyDatabase) { d.UID = uid }), examplev1.SchemeGroupVersion.WithKind("MyDatabase"))}

@@ -55,7 +55,7 @@ func TestAVolumeRestoreServesTheClaimReadOnly(t *testing.T) {
 		if v.PersistentVolumeClaim != nil {
 			claim = v.PersistentVolumeClaim
 		}
-		if v.Secret != nil && v.Secret.SecretName != "prod-mysql-instance-secrets" {
+		if v.Secret != nil && v.Secret.SecretName != "prod-mysql-certificates" {
 			t.Errorf("the restore's pod mounts the Secret %s, want the restoring database's", v.Secret.SecretName)
 		}
 	}

@@ -230,6 +230,9 @@ func computeStatus(db *examplev1.MyDatabase, eng engine.Spec, sts *appsv1.Statef
 		status.UpdateRevision, status.UpdatedReplicas = sts.Status.UpdateRevision, sts.Status.UpdatedReplicas
 	}
 
+	if f.certificateAuthority != nil {
+		status.CertificateAuthority = f.certificateAuthority
+	}
 	if !paused {
 		status.CurrentPrimary = f.primary
 		status.Instances = withNamedInstances(db, f.instances, f.primary, status.TargetPrimary)

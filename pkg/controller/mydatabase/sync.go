@@ -67,6 +67,10 @@ type findings struct {
 	// rollout is the step of a rolling update taken or waited for (nil:
 	// none was considered).
 	rollout *rollout.Step
+	// certificateAuthority is the database's root and its rotation (nil:
+	// not read); caRotating tells that a rotation is under way.
+	certificateAuthority *examplev1.CertificateAuthorityStatus
+	caRotating           bool
 }
 
 // sync makes the children of one MyDatabase match its spec and reports what
@@ -124,6 +128,9 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if err := c.reconcileSecret(ctx, db, &f); err != nil && !errors.Is(err, errSecretConflict) {
 		return err
 	}
+	if err := c.reconcileCertificates(ctx, db, &f); err != nil {
+		return err
+	}
 	if err := c.reconcileInstanceIdentity(ctx, db, &f); err != nil {
 		return err
 	}
@@ -150,6 +157,9 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		return err
 	}
 	if err := c.reconcileInstances(ctx, db, sts, &f); err != nil {
+		return err
+	}
+	if err := c.rotateCertificateAuthority(ctx, db, &f); err != nil {
 		return err
 	}
 	if err := c.reconcileRestore(ctx, db, &f); err != nil {
@@ -186,6 +196,9 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	busy := rolloutBusy(db, hold, broken, decision, c.clock.Now())
 	step := c.boundRollouts(db, rollout.Next(c.rolloutInput(db, sts, &f, busy, broken)))
 	f.rollout = &step
+	if f.caRotating {
+		again = min(again, caRotationPoll)
+	}
 	if step.Delete != "" || (step.Waiting != "" && busy == "") {
 		// A replaced pod is back, or a replica streams again, well before
 		// the next poll.
@@ -225,13 +238,14 @@ func (c *Controller) owned(db *examplev1.MyDatabase, child metav1.Object, kind s
 	return false
 }
 
-// reconcileSecret makes the database's Secrets, each once: the CA
-// (controller only), the instance Secret (every credential and the issuer,
-// mounted by the database's pods alone) and the credentials Secret
-// applications mount (the application user and the CA bundle). None is
-// ever overwritten, so a password never changes under a running database,
-// and none is made anew for a database that has data: its passwords are
-// the ones the data accepts, its instances' issuer is of its CA.
+// reconcileSecret makes the database's Secrets of credentials, each once:
+// the CA (controller only; a rotation of the CA writes it), the instance
+// Secret (every password, mounted by the database's pods alone) and the
+// credentials Secret applications mount (the application user and the CA
+// bundle). The two with passwords are immutable, so a password never
+// changes under a running database, and none is made anew for a database
+// that has data: its passwords are the ones the data accepts, its
+// instances' issuer is of its CA. reconcileCertificates keeps the rest.
 func (c *Controller) reconcileSecret(ctx context.Context, db *examplev1.MyDatabase, f *findings) error {
 	caSecret, err := c.existingSecret(ctx, db, names.CASecret(db.Name), f)
 	if err != nil {
@@ -264,6 +278,25 @@ func (c *Controller) reconcileSecret(ctx context.Context, db *examplev1.MyDataba
 		}
 	}
 	if caSecret == nil {
+		// An immutable CA Secret being made again, mutable
+		// (migrateCASecret), is its copy's.
+		if copied, err := c.existingSecret(ctx, db, names.CASecretCopy(db.Name), f); err != nil {
+			return err
+		} else if copied != nil {
+			if caSecret, err = c.createSecret(ctx, db, names.CASecret(db.Name), copied.Data, false, f); err != nil {
+				return err
+			}
+		}
+	}
+	if caSecret != nil && (caSecret.Immutable == nil || !*caSecret.Immutable) {
+		if copied, err := c.secretLister.Secrets(db.Namespace).Get(names.CASecretCopy(db.Name)); err == nil && ownsData(db, copied) {
+			err := c.kubeClient.CoreV1().Secrets(db.Namespace).Delete(ctx, copied.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &copied.UID}})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+		}
+	}
+	if caSecret == nil {
 		if instance != nil {
 			// A new CA would not verify the instances, whose issuer is of
 			// the lost one.
@@ -277,19 +310,18 @@ func (c *Controller) reconcileSecret(ctx context.Context, db *examplev1.MyDataba
 		if err != nil {
 			return err
 		}
-		if caSecret, err = c.createSecret(ctx, db, names.CASecret(db.Name), data, f); err != nil {
+		// Mutable: a rotation writes it.
+		if caSecret, err = c.createSecret(ctx, db, names.CASecret(db.Name), data, false, f); err != nil {
 			return err
 		}
 	}
+	state, err := databaseca.ParseState(caSecret)
+	if err != nil {
+		return err
+	}
 	if instance == nil {
-		ca, err := databaseca.ParseCA(caSecret)
-		if err != nil {
-			return err
-		}
-		data, err := databaseca.NewIssuerData(ca, db.Namespace, db.Name, c.clock.Now())
-		if err != nil {
-			return err
-		}
+		// The issuer is the certificates Secret's (reconcileCertificates).
+		data := map[string][]byte{}
 		passwords := []string{engine.SecretKeyPassword, engine.SecretKeySuperuserPassword, engine.SecretKeyReplicationPassword}
 		if legacy {
 			for _, key := range append(passwords, engine.SecretKeyUsername, engine.SecretKeyDatabase) {
@@ -303,18 +335,18 @@ func (c *Controller) reconcileSecret(ctx context.Context, db *examplev1.MyDataba
 				}
 			}
 		}
-		if instance, err = c.createSecret(ctx, db, names.InstanceSecret(db.Name), data, f); err != nil {
+		if instance, err = c.createSecret(ctx, db, names.InstanceSecret(db.Name), data, true, f); err != nil {
 			return err
 		}
 	}
 	if app != nil {
 		return nil
 	}
-	data := map[string][]byte{engine.SecretKeyCA: instance.Data[engine.SecretKeyCA]}
+	data := map[string][]byte{engine.SecretKeyCA: state.Bundle()}
 	for _, key := range []string{engine.SecretKeyUsername, engine.SecretKeyPassword, engine.SecretKeyDatabase} {
 		data[key] = instance.Data[key]
 	}
-	_, err = c.createSecret(ctx, db, names.Secret(db.Name), data, f)
+	_, err = c.createSecret(ctx, db, names.Secret(db.Name), data, true, f)
 	return err
 }
 
@@ -339,14 +371,14 @@ func (c *Controller) existingSecret(ctx context.Context, db *examplev1.MyDatabas
 // is someone else's (recorded as a conflict).
 var errSecretConflict = errors.New("a Secret of the database's is someone else's")
 
-// createSecret creates db's immutable Secret name with data; one that
+// createSecret creates db's Secret name with data, immutable or not; one that
 // exists already (not in the cache, which holds only Secrets labelled as
 // mydb's) is read and adopted instead.
-func (c *Controller) createSecret(ctx context.Context, db *examplev1.MyDatabase, name string, data map[string][]byte, f *findings) (*corev1.Secret, error) {
+func (c *Controller) createSecret(ctx context.Context, db *examplev1.MyDatabase, name string, data map[string][]byte, immutable bool, f *findings) (*corev1.Secret, error) {
 	secret := &corev1.Secret{
 		ObjectMeta: dataChildMeta(db, name),
 		Type:       corev1.SecretTypeOpaque,
-		Immutable:  ptr.To(true),
+		Immutable:  ptr.To(immutable),
 		Data:       data,
 	}
 	created, err := c.kubeClient.CoreV1().Secrets(db.Namespace).Create(ctx, secret, metav1.CreateOptions{FieldManager: FieldManager})
@@ -450,7 +482,8 @@ func (c *Controller) finalize(ctx context.Context, db *examplev1.MyDatabase) err
 		}
 		deleted++
 	}
-	for _, name := range []string{names.Secret(db.Name), names.InstanceSecret(db.Name), names.CASecret(db.Name)} {
+	for _, name := range []string{names.Secret(db.Name), names.InstanceSecret(db.Name), names.CertificatesSecret(db.Name),
+		names.CABundleSecret(db.Name), names.CASecret(db.Name), names.CASecretCopy(db.Name)} {
 		secret, err := c.secretLister.Secrets(db.Namespace).Get(name)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return err

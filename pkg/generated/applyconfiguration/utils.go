@@ -40,6 +40,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &examplev1.BackupPolicyApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("CABundleSource"):
 		return &examplev1.CABundleSourceApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("CertificateAuthorityStatus"):
+		return &examplev1.CertificateAuthorityStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("InstancePosition"):
 		return &examplev1.InstancePositionApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("InstanceStatus"):

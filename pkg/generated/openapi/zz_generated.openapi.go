@@ -39,6 +39,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1.BackupLocation{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_BackupLocation(ref),
 		v1.BackupPolicy{}.OpenAPIModelName():                                schema_pkg_apis_example_v1_BackupPolicy(ref),
 		v1.CABundleSource{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_CABundleSource(ref),
+		v1.CertificateAuthorityStatus{}.OpenAPIModelName():                  schema_pkg_apis_example_v1_CertificateAuthorityStatus(ref),
 		v1.InstancePosition{}.OpenAPIModelName():                            schema_pkg_apis_example_v1_InstancePosition(ref),
 		v1.InstanceStatus{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_InstanceStatus(ref),
 		v1.MyDatabase{}.OpenAPIModelName():                                  schema_pkg_apis_example_v1_MyDatabase(ref),
@@ -524,6 +525,54 @@ func schema_pkg_apis_example_v1_CABundleSource(ref common.ReferenceCallback) com
 				},
 			},
 		},
+	}
+}
+
+func schema_pkg_apis_example_v1_CertificateAuthorityStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "CertificateAuthorityStatus is a database's root CA. A rotation (the mydb.example.com/rotate-ca annotation, or the root at two thirds of its life) replaces it without a restart: the new root is trusted next to the old one everywhere (Introducing), then it signs and every instance takes a certificate of it (Switched), then the old one is no longer trusted.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"fingerprint": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Fingerprint is the hex of the first 8 bytes of the SHA-256 of the root that signs.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"notAfter": {
+						SchemaProps: spec.SchemaProps{
+							Description: "NotAfter is when that root ends.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"rotation": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Rotation is the phase of a rotation under way: Introducing or Switched; empty when none is.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"message": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Message says what a rotation waits for.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"lastRotationTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LastRotationTime is when the last rotation ended.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -1415,11 +1464,17 @@ func schema_pkg_apis_example_v1_MyDatabaseStatus(ref common.ReferenceCallback) c
 							Format:      "int32",
 						},
 					},
+					"certificateAuthority": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CertificateAuthority is the database's root CA, which every certificate of its instances chains to, and its rotation.",
+							Ref:         ref(v1.CertificateAuthorityStatus{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.InstanceStatus{}.OpenAPIModelName(), v1.Recoverability{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), metav1.MicroTime{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+			v1.CertificateAuthorityStatus{}.OpenAPIModelName(), v1.InstanceStatus{}.OpenAPIModelName(), v1.Recoverability{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), metav1.MicroTime{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
 	}
 }
 

@@ -74,4 +74,17 @@ type Status struct {
 	// for were not taken.
 	Parameters      string `json:"parameters,omitempty"`
 	ParametersError string `json:"parametersError,omitempty"`
+	// Certificates are the instance's: a rotation of the database's CA
+	// goes on when every instance took its step.
+	Certificates *Certificates `json:"certificates,omitempty"`
+}
+
+// Certificates is what an instance trusts and holds.
+type Certificates struct {
+	// Roots are the fingerprints (pki.Fingerprint) of the database's roots
+	// it trusts; Issuer that of the issuer its certificate is of.
+	Roots  []string `json:"roots,omitempty"`
+	Issuer string   `json:"issuer,omitempty"`
+	// NotAfter is when its certificate ends.
+	NotAfter time.Time `json:"notAfter"`
 }

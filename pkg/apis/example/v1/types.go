@@ -554,6 +554,41 @@ type MyDatabaseStatus struct {
 	// updateRevision.
 	// +optional
 	UpdatedReplicas int32 `json:"updatedReplicas,omitempty" protobuf:"varint,15,opt,name=updatedReplicas"`
+
+	// CertificateAuthority is the database's root CA, which every
+	// certificate of its instances chains to, and its rotation.
+	// +optional
+	CertificateAuthority *CertificateAuthorityStatus `json:"certificateAuthority,omitempty" protobuf:"bytes,16,opt,name=certificateAuthority"`
+}
+
+// CertificateAuthorityStatus is a database's root CA. A rotation (the
+// mydb.example.com/rotate-ca annotation, or the root at two thirds of its
+// life) replaces it without a restart: the new root is trusted next to
+// the old one everywhere (Introducing), then it signs and every instance
+// takes a certificate of it (Switched), then the old one is no longer
+// trusted.
+type CertificateAuthorityStatus struct {
+	// Fingerprint is the hex of the first 8 bytes of the SHA-256 of the
+	// root that signs.
+	// +optional
+	Fingerprint string `json:"fingerprint,omitempty" protobuf:"bytes,1,opt,name=fingerprint"`
+
+	// NotAfter is when that root ends.
+	// +optional
+	NotAfter *metav1.Time `json:"notAfter,omitempty" protobuf:"bytes,2,opt,name=notAfter"`
+
+	// Rotation is the phase of a rotation under way: Introducing or
+	// Switched; empty when none is.
+	// +optional
+	Rotation string `json:"rotation,omitempty" protobuf:"bytes,3,opt,name=rotation"`
+
+	// Message says what a rotation waits for.
+	// +optional
+	Message string `json:"message,omitempty" protobuf:"bytes,4,opt,name=message"`
+
+	// LastRotationTime is when the last rotation ended.
+	// +optional
+	LastRotationTime *metav1.Time `json:"lastRotationTime,omitempty" protobuf:"bytes,5,opt,name=lastRotationTime"`
 }
 
 // InstanceStatus is one instance of a database as mydb sees it.

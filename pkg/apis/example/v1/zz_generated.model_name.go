@@ -42,6 +42,11 @@ func (in CABundleSource) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in CertificateAuthorityStatus) OpenAPIModelName() string {
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.CertificateAuthorityStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in InstancePosition) OpenAPIModelName() string {
 	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.InstancePosition"
 }

@@ -87,6 +87,24 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: secretName
       type:
         scalar: string
+- name: com.github.mydb-dev.mydb.pkg.apis.example.v1.CertificateAuthorityStatus
+  map:
+    fields:
+    - name: fingerprint
+      type:
+        scalar: string
+    - name: lastRotationTime
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
+    - name: message
+      type:
+        scalar: string
+    - name: notAfter
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
+    - name: rotation
+      type:
+        scalar: string
 - name: com.github.mydb-dev.mydb.pkg.apis.example.v1.InstancePosition
   map:
     fields:
@@ -270,6 +288,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.mydb-dev.mydb.pkg.apis.example.v1.MyDatabaseStatus
   map:
     fields:
+    - name: certificateAuthority
+      type:
+        namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.CertificateAuthorityStatus
     - name: conditions
       type:
         list:

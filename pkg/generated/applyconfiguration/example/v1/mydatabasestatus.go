@@ -75,6 +75,9 @@ type MyDatabaseStatusApplyConfiguration struct {
 	// UpdatedReplicas is the number of database pods that run
 	// updateRevision.
 	UpdatedReplicas *int32 `json:"updatedReplicas,omitempty"`
+	// CertificateAuthority is the database's root CA, which every
+	// certificate of its instances chains to, and its rotation.
+	CertificateAuthority *CertificateAuthorityStatusApplyConfiguration `json:"certificateAuthority,omitempty"`
 }
 
 // MyDatabaseStatusApplyConfiguration constructs a declarative configuration of the MyDatabaseStatus type for use with
@@ -210,5 +213,13 @@ func (b *MyDatabaseStatusApplyConfiguration) WithUpdateRevision(value string) *M
 // If called multiple times, the UpdatedReplicas field is set to the value of the last call.
 func (b *MyDatabaseStatusApplyConfiguration) WithUpdatedReplicas(value int32) *MyDatabaseStatusApplyConfiguration {
 	b.UpdatedReplicas = &value
+	return b
+}
+
+// WithCertificateAuthority sets the CertificateAuthority field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the CertificateAuthority field is set to the value of the last call.
+func (b *MyDatabaseStatusApplyConfiguration) WithCertificateAuthority(value *CertificateAuthorityStatusApplyConfiguration) *MyDatabaseStatusApplyConfiguration {
+	b.CertificateAuthority = value
 	return b
 }
