@@ -61,6 +61,10 @@
 #                         restarts it, before it is killed (see
 #                         start_mydb_apiserver for why it can be slow)
 #   MYDB_TOKEN_DURATION=8760h  lifetime of mydb-apiserver's SA token
+#   MYDB_CA_ROTATION_OVERLAP=30s  how long a rotation of a database's CA
+#                      trusts both roots (the server's default, 10m, gives
+#                      applications time to read a new bundle; a local
+#                      cluster's have none to read)
 #   MYDB_ETCD_MEMBERS=1  1: mydb's etcd is one plain-HTTP member without fsync
 #                      (fast, throwaway). 3: three members on loopback with
 #                      TLS on client and peer ports, client-certificate auth
@@ -563,6 +567,7 @@ start_mydb_apiserver() {
     --authentication-kubeconfig="${MYDB_KUBECONFIG}" \
     --authorization-kubeconfig="${MYDB_KUBECONFIG}" \
     --instance-poll-interval=2s \
+    --ca-rotation-overlap="${MYDB_CA_ROTATION_OVERLAP:-30s}" \
     "${node_flags[@]}" \
     "${AUDIT_FLAGS[@]/@LOG@/mydb-apiserver-audit}"
   if ((STARTED)); then

@@ -25,6 +25,9 @@ const (
 	// Switched: the new root signs (the issuer is of it); the previous one
 	// is still trusted, for certificates it signed that are still in use.
 	Switched Phase = "Switched"
+	// Retiring is no phase of the CA Secret, which trusts the active root
+	// alone again: the instances have yet to see that.
+	Retiring Phase = "Retiring"
 )
 
 // Action is what the controller does next.
@@ -63,9 +66,10 @@ type Input struct {
 	// RenewAt is when the current root is due for replacement (two thirds
 	// of its life).
 	RenewAt time.Time
-	// NewRoot is the fingerprint of the root being introduced
-	// (Introducing); Issuer that of the issuer in the instance Secret.
-	NewRoot, Issuer string
+	// ActiveRoot is the fingerprint of the root that signs; NewRoot that
+	// of the root being introduced (Introducing); Issuer that of the
+	// issuer in the certificates Secret.
+	ActiveRoot, NewRoot, Issuer string
 	// MinOverlap is how long both roots are trusted before the new one
 	// signs: applications that read the CA bundle get this long to read
 	// the new one.
@@ -93,6 +97,12 @@ const (
 func Next(in Input) Step {
 	switch in.Phase {
 	case Idle:
+		// After a rotation, the managers stop trusting the previous root
+		// when they see the bundle without it; the rotation ends then.
+		if msg := waitFor(reported(in.Instances), func(i Instance) bool { return slices.Equal(i.Roots, []string{in.ActiveRoot}) },
+			"stop trusting the previous root"); msg != "" && in.ActiveRoot != "" {
+			return Step{Waiting: msg}
+		}
 		switch {
 		case in.Requested != "" && in.Requested != in.Handled:
 			return Step{Action: Begin, Reason: ReasonRequested}
@@ -115,6 +125,13 @@ func Next(in Input) Step {
 		return Step{Action: Finish}
 	}
 	return Step{}
+}
+
+// reported are the instances whose managers answered (an instance of an
+// earlier mydb, which reports no certificates, does not hold the end of a
+// rotation: it trusts what its pod mounted at its start).
+func reported(instances []Instance) []Instance {
+	return slices.DeleteFunc(slices.Clone(instances), func(i Instance) bool { return !i.Reported })
 }
 
 // waitFor says which instances have not done what (empty: all have).

@@ -26,6 +26,18 @@ func TestNext(t *testing.T) {
 			want: Step{},
 		},
 		{
+			name: "after a rotation, an instance that still trusts the previous root holds its end",
+			in: Input{Now: now, RenewAt: now.Add(time.Hour), Requested: "b", Handled: "b", ActiveRoot: "new",
+				Instances: []Instance{trusting("db-0", "new"), trusting("db-1", "new", "old"), silent}},
+			want: Step{Waiting: "waiting for [db-1] to stop trusting the previous root"},
+		},
+		{
+			name: "after a rotation, every instance that answers trusts the active root alone: done",
+			in: Input{Now: now, RenewAt: now.Add(time.Hour), Requested: "b", Handled: "b", ActiveRoot: "new",
+				Instances: []Instance{trusting("db-0", "new"), silent}},
+			want: Step{},
+		},
+		{
 			name: "a new request begins a rotation",
 			in:   Input{Now: now, RenewAt: now.Add(time.Hour), Requested: "b", Handled: "a"},
 			want: Step{Action: Begin, Reason: ReasonRequested},

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/user"
@@ -66,6 +67,8 @@ type rig struct {
 	waiting map[string]string
 	stop    chan struct{}
 	done    chan struct{}
+	// secretsVersion is the resourceVersions of the Secrets projected last.
+	secretsVersion string
 }
 
 type rigProcess struct {
@@ -157,26 +160,69 @@ func (r *rig) mustChown(path string, mode os.FileMode) {
 	}
 }
 
-// writeSecrets projects the database's instance Secret into files, as
-// the kubelet does for the pod's secret volume.
+// writeSecrets projects the database's Secrets into files, as the
+// kubelet does for the pod's projected volume, and waits until there are
+// some.
 func (r *rig) writeSecrets() {
-	var secret *corev1.Secret
-	eventually(r.t, time.Minute, func() (err error) {
-		secret, err = r.kube.CoreV1().Secrets(r.ns).Get(context.Background(), names.InstanceSecret(r.db), metav1.GetOptions{})
+	eventually(r.t, time.Minute, func() error {
+		_, err := r.projectSecrets()
 		return err
 	})
-	dir := filepath.Join(r.dir, "secrets")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		r.t.Fatal(err)
+}
+
+// projectSecrets writes the instance Secret's passwords and the
+// certificates Secret into a new directory and points the secrets
+// symlink at it, as the kubelet updates a projected volume (a reader sees
+// the old set or the new, never a mix); it does so only when either
+// Secret changed since the last time. It returns its error rather than
+// failing the test: the rig's loop calls it.
+func (r *rig) projectSecrets() (bool, error) {
+	ctx := context.Background()
+	instance, err := r.kube.CoreV1().Secrets(r.ns).Get(ctx, names.InstanceSecret(r.db), metav1.GetOptions{})
+	if err != nil {
+		return false, err
 	}
-	r.mustChown(dir, 0o700)
-	for k, v := range secret.Data {
+	certificates, err := r.kube.CoreV1().Secrets(r.ns).Get(ctx, names.CertificatesSecret(r.db), metav1.GetOptions{})
+	if err != nil {
+		return false, err
+	}
+	version := instance.ResourceVersion + "-" + certificates.ResourceVersion
+	if version == r.secretsVersion {
+		return false, nil
+	}
+	dir := filepath.Join(r.dir, "secrets-"+version)
+	if err := os.Mkdir(dir, 0o700); err != nil && !os.IsExist(err) {
+		return false, err
+	}
+	if err := r.chown(dir, 0o700); err != nil {
+		return false, err
+	}
+	data := map[string][]byte{}
+	for _, key := range []string{engine.SecretKeyUsername, engine.SecretKeyPassword, engine.SecretKeyDatabase,
+		engine.SecretKeySuperuserPassword, engine.SecretKeyReplicationPassword} {
+		data[key] = instance.Data[key]
+	}
+	maps.Copy(data, certificates.Data)
+	for k, v := range data {
 		path := filepath.Join(dir, k)
 		if err := os.WriteFile(path, v, 0o400); err != nil {
-			r.t.Fatal(err)
+			return false, err
 		}
-		r.mustChown(path, 0o400)
+		if err := r.chown(path, 0o400); err != nil {
+			return false, err
+		}
 	}
+	link := filepath.Join(r.dir, "secrets")
+	tmp := link + ".new"
+	_ = os.Remove(tmp)
+	if err := os.Symlink(dir, tmp); err != nil {
+		return false, err
+	}
+	if err := os.Rename(tmp, link); err != nil {
+		return false, err
+	}
+	r.secretsVersion = version
+	return true, nil
 }
 
 // writeKubeconfig gives the instances a token of the database's instance
@@ -221,6 +267,7 @@ func (r *rig) loop() {
 	tick := time.NewTicker(300 * time.Millisecond)
 	defer tick.Stop()
 	selector := labels.SelectorFromSet(labels.Set{"app.kubernetes.io/instance": r.db}).String()
+	lastProjected := time.Now()
 	for {
 		pods, err := r.kube.CoreV1().Pods(r.ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
 		if err == nil {
@@ -244,6 +291,16 @@ func (r *rig) loop() {
 				}
 			}
 			r.mu.Unlock()
+		}
+		if time.Since(lastProjected) > time.Second {
+			// The kubelet updates a projected volume about a minute after
+			// its Secret changes; the rig does it within a second.
+			if changed, err := r.projectSecrets(); err != nil {
+				r.t.Logf("rig %s/%s: projecting the Secrets: %v", r.ns, r.db, err)
+			} else if changed {
+				r.t.Logf("rig %s/%s: the Secrets changed; projected them anew", r.ns, r.db)
+			}
+			lastProjected = time.Now()
 		}
 		select {
 		case <-r.stop:

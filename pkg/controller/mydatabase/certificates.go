@@ -184,7 +184,7 @@ func (c *Controller) rotateCertificateAuthority(ctx context.Context, db *example
 	in := carotation.Input{
 		Now: now, Phase: state.Phase, PhaseSince: state.Since,
 		Requested: db.Annotations[names.RotateCAAnnotation], Handled: state.Handled,
-		RenewAt:    pki.RenewAt(state.Active.Cert),
+		RenewAt:    pki.RenewAt(state.Active.Cert), ActiveRoot: pki.Fingerprint(state.Active.Cert),
 		MinOverlap: c.config.CARotationOverlap,
 	}
 	if state.Next != nil {
@@ -209,10 +209,13 @@ func (c *Controller) rotateCertificateAuthority(ctx context.Context, db *example
 		Rotation:    string(state.Phase),
 		Message:     step.Waiting,
 	}
-	if state.Phase == carotation.Idle && state.Handled != "" && !state.Since.IsZero() {
+	if state.Phase == carotation.Idle && step.Waiting != "" {
+		f.certificateAuthority.Rotation = string(carotation.Retiring)
+	}
+	if state.Phase == carotation.Idle && step.Waiting == "" && state.Handled != "" && !state.Since.IsZero() {
 		f.certificateAuthority.LastRotationTime = &metav1.Time{Time: state.Since}
 	}
-	if state.Phase != carotation.Idle || step.Action != carotation.None {
+	if state.Phase != carotation.Idle || step.Action != carotation.None || step.Waiting != "" {
 		f.caRotating = true
 	}
 	if step.Action == carotation.None {

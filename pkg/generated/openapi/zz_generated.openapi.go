@@ -550,7 +550,7 @@ func schema_pkg_apis_example_v1_CertificateAuthorityStatus(ref common.ReferenceC
 					},
 					"rotation": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Rotation is the phase of a rotation under way: Introducing or Switched; empty when none is.",
+							Description: "Rotation is the phase of a rotation under way: Introducing, Switched, or Retiring (the old root is gone from the Secrets and the instances have yet to drop it); empty when none is.",
 							Type:        []string{"string"},
 							Format:      "",
 						},

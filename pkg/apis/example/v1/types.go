@@ -577,8 +577,9 @@ type CertificateAuthorityStatus struct {
 	// +optional
 	NotAfter *metav1.Time `json:"notAfter,omitempty" protobuf:"bytes,2,opt,name=notAfter"`
 
-	// Rotation is the phase of a rotation under way: Introducing or
-	// Switched; empty when none is.
+	// Rotation is the phase of a rotation under way: Introducing,
+	// Switched, or Retiring (the old root is gone from the Secrets and
+	// the instances have yet to drop it); empty when none is.
 	// +optional
 	Rotation string `json:"rotation,omitempty" protobuf:"bytes,3,opt,name=rotation"`
 

@@ -37,8 +37,9 @@ type CertificateAuthorityStatusApplyConfiguration struct {
 	Fingerprint *string `json:"fingerprint,omitempty"`
 	// NotAfter is when that root ends.
 	NotAfter *metav1.Time `json:"notAfter,omitempty"`
-	// Rotation is the phase of a rotation under way: Introducing or
-	// Switched; empty when none is.
+	// Rotation is the phase of a rotation under way: Introducing,
+	// Switched, or Retiring (the old root is gone from the Secrets and
+	// the instances have yet to drop it); empty when none is.
 	Rotation *string `json:"rotation,omitempty"`
 	// Message says what a rotation waits for.
 	Message *string `json:"message,omitempty"`
