@@ -184,7 +184,7 @@ func (c *Controller) rotateCertificateAuthority(ctx context.Context, db *example
 	in := carotation.Input{
 		Now: now, Phase: state.Phase, PhaseSince: state.Since,
 		Requested: db.Annotations[names.RotateCAAnnotation], Handled: state.Handled,
-		RenewAt:    pki.RenewAt(state.Active.Cert), ActiveRoot: pki.Fingerprint(state.Active.Cert),
+		RenewAt: pki.RenewAt(state.Active.Cert), ActiveRoot: pki.Fingerprint(state.Active.Cert),
 		MinOverlap: c.config.CARotationOverlap,
 	}
 	if state.Next != nil {
