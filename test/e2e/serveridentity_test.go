@@ -67,8 +67,10 @@ func TestServerIdentityIsLeastPrivilege(t *testing.T) {
 		{[]string{"create", "tokenreviews.authentication.k8s.io"}, true},
 		{[]string{"create", "subjectaccessreviews.authorization.k8s.io"}, true},
 		{[]string{"get", "configmaps/extension-apiserver-authentication", "-n", "kube-system"}, true},
-		// Secrets: created once, never written again, in no namespace.
-		{[]string{"update", "secrets", "-n", "kube-system"}, false},
+		// Secrets: RBAC cannot grant by label or name pattern; the
+		// policy lets mydb update only a database's CA Secrets
+		// (TestPolicyLimitsTheServerToWhatItManages). Never patch.
+		{[]string{"update", "secrets", "-n", ns}, true},
 		{[]string{"patch", "secrets", "-n", ns}, false},
 		// Nothing cluster-scoped that takes over the cluster.
 		{[]string{"create", "clusterrolebindings.rbac.authorization.k8s.io"}, false},
@@ -173,16 +175,38 @@ func TestPolicyLimitsTheServerToWhatItManages(t *testing.T) {
 		metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
 		t.Errorf("creating a labelled Secret: %v", err)
 	}
-	// A Secret someone else made: mydb may not update it (RBAC) nor,
-	// since patch is refused by RBAC too, change it any other way.
-	foreign, err := admin.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "foreign"},
+	// A Secret someone else made: mydb may not update it (the policy,
+	// which reads the labels of the object as stored, even named as a
+	// CA's), nor patch it (RBAC); nor a Secret of its own that is not a
+	// database's CA's.
+	for _, name := range []string{"foreign", "foreign-ca"} {
+		foreign, err := admin.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name},
+			StringData: map[string]string{"password": "theirs"}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		foreign.Labels = managed
+		foreign.StringData = map[string]string{"password": "mine"}
+		if _, err := asServer.CoreV1().Secrets(ns).Update(ctx, foreign, metav1.UpdateOptions{}); !forbiddenByPolicy(err) {
+			t.Errorf("updating the foreign Secret %s: %v, want the policy's refusal", name, err)
+		}
+	}
+	own, err := admin.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "shop-credentials", Labels: managed},
 		StringData: map[string]string{"password": "theirs"}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	foreign.StringData = map[string]string{"password": "mine"}
-	if _, err := asServer.CoreV1().Secrets(ns).Update(ctx, foreign, metav1.UpdateOptions{}); !apierrors.IsForbidden(err) {
-		t.Errorf("updating a foreign Secret: %v, want 403", err)
+	own.StringData = map[string]string{"password": "mine"}
+	if _, err := asServer.CoreV1().Secrets(ns).Update(ctx, own, metav1.UpdateOptions{}); !forbiddenByPolicy(err) {
+		t.Errorf("updating the credentials Secret %s: %v, want the policy's refusal", own.Name, err)
+	}
+	own.Name, own.ResourceVersion, own.UID = "shop-ca-bundle", "", ""
+	if own, err = admin.CoreV1().Secrets(ns).Create(ctx, own, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	own.StringData = map[string]string{"ca.crt": "a bundle"}
+	if _, err := asServer.CoreV1().Secrets(ns).Update(ctx, own, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Errorf("updating a CA bundle Secret of its own: %v", err)
 	}
 
 	// Services: RBAC lets mydb patch them; the policy only its own.
