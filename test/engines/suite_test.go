@@ -51,6 +51,7 @@ func runSuite(t *testing.T, spec engineSpec) {
 		{"short-lived users: roles, replicated, expired everywhere", func(t *testing.T) { testCredentials(t, c, p, []*node{r1, r2}, later, fig) }},
 		{"Sync replication: a commit returns once a replica has it, waits with none", func(t *testing.T) { testSync(t, c, p, []*node{r1, r2}, fig) }},
 		{"a renewed certificate is served without a restart", func(t *testing.T) { testCertificateRenewal(t, c, p, r2, fig) }},
+		{"a rotated CA is taken without a restart", func(t *testing.T) { testCARotation(t, c, p, []*node{r1, r2}, fig) }},
 		{"parameters: live ones without a restart, start ones on the command line", func(t *testing.T) { testParameters(t, c, p, r2, fig) }},
 		{"an engine crash is noticed and repaired", func(t *testing.T) { testCrash(t, c, p, []*node{r1, r2}, fig) }},
 		{"a replica whose history the primary purged re-clones", func(t *testing.T) { testPurgedHistory(t, c, p, r2, fig) }},
