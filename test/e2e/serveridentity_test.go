@@ -339,6 +339,14 @@ func TestPolicyLimitsTheServerToWhatItManages(t *testing.T) {
 		"mounting another Secret": func(s *corev1.PodSpec) {
 			s.Volumes = append(s.Volumes, corev1.Volume{Name: "other", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "other-credentials"}}})
 		},
+		"projecting another Secret": func(s *corev1.PodSpec) {
+			s.Volumes = append(s.Volumes, corev1.Volume{Name: "other", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+				Sources: []corev1.VolumeProjection{{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "other-credentials"}}}}}}})
+		},
+		"projecting a ConfigMap": func(s *corev1.PodSpec) {
+			s.Volumes = append(s.Volumes, corev1.Volume{Name: "other", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+				Sources: []corev1.VolumeProjection{{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"}}}}}}})
+		},
 		"with an environment from a Secret": func(s *corev1.PodSpec) {
 			s.Containers[0].Env = append(s.Containers[0].Env, corev1.EnvVar{Name: "X", ValueFrom: &corev1.EnvVarSource{
 				SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "other-credentials"}, Key: "password"}}})
