@@ -64,10 +64,10 @@ func TestSeedExampleLifecycle(t *testing.T) {
 
 	out := mustKubectl(t, "", "get", "mdb", "-n", ns)
 	header := strings.Fields(strings.SplitN(out, "\n", 2)[0])
-	if got := strings.Join(header, " "); got != "NAME ENGINE VERSION REPLICAS READY UP-TO-DATE STORAGE STATUS AGE" {
+	if got := strings.Join(header, " "); got != "NAME ENGINE VERSION REPLICAS READY UP-TO-DATE PRIMARY STORAGE STATUS AGE" {
 		t.Errorf("columns = %q", got)
 	}
-	if !regexp.MustCompile(`prod-mysql\s+mysql\s+9\.7\s+3\s+\d/3\s+\d\s+50Gi\s+\w+`).MatchString(out) {
+	if !regexp.MustCompile(`prod-mysql\s+mysql\s+9\.7\s+3\s+\d/3\s+\d\s+\S+\s+50Gi\s+\w+`).MatchString(out) {
 		t.Errorf("row not as expected:\n%s", out)
 	}
 	if wide := mustKubectl(t, "", "get", "mydatabases", "-n", ns, "-o", "wide"); !strings.Contains(wide, "DELETION POLICY") || !strings.Contains(wide, "Retain") {

@@ -123,8 +123,8 @@ func TestRollingUpdatePrimaryLast(t *testing.T) {
 			}
 			out := mustKubectl(t, "", "get", "mdb", "shop", "-n", h.ns)
 			if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 ||
-				!slices.Equal(strings.Fields(lines[0])[3:6], []string{"REPLICAS", "READY", "UP-TO-DATE"}) ||
-				!slices.Equal(strings.Fields(lines[1])[3:6], []string{"3", "3/3", "3"}) {
+				!slices.Equal(strings.Fields(lines[0])[3:7], []string{"REPLICAS", "READY", "UP-TO-DATE", "PRIMARY"}) ||
+				!slices.Equal(strings.Fields(lines[1])[3:7], []string{"3", "3/3", "3", status.CurrentPrimary}) {
 				t.Errorf("kubectl get mdb after the rollout:\n%s", out)
 			}
 

@@ -184,7 +184,10 @@ func TestSelectableFields(t *testing.T) {
 }
 
 func TestConvertToTable(t *testing.T) {
-	db := myDatabase(func(d *example.MyDatabase) { d.Status.ReadyReplicas, d.Status.UpdatedReplicas = 2, 1 })
+	db := myDatabase(func(d *example.MyDatabase) {
+		d.Status.ReadyReplicas, d.Status.UpdatedReplicas = 2, 1
+		d.Status.CurrentPrimary, d.Status.TargetPrimary = "prod-mysql-0", "prod-mysql-2"
+	})
 	table, err := tableConvertor{}.ConvertToTable(context.Background(), db, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -195,14 +198,14 @@ func TestConvertToTable(t *testing.T) {
 			headers = append(headers, c.Name)
 		}
 	}
-	wantHeaders := []string{"Name", "Engine", "Version", "Replicas", "Ready", "Up-to-date", "Storage", "Status", "Age"}
+	wantHeaders := []string{"Name", "Engine", "Version", "Replicas", "Ready", "Up-to-date", "Primary", "Storage", "Status", "Age"}
 	if diff := cmp.Diff(wantHeaders, headers); diff != "" {
 		t.Errorf("headers (-want +got):\n%s", diff)
 	}
 	if len(table.Rows) != 1 {
 		t.Fatalf("got %d rows, want 1", len(table.Rows))
 	}
-	want := []interface{}{"prod-mysql", "mysql", "8.4", int64(3), "2/3", int64(1), "50Gi", "Ready", "<unknown>",
+	want := []interface{}{"prod-mysql", "mysql", "8.4", int64(3), "2/3", int64(1), "prod-mysql-0->prod-mysql-2", "50Gi", "Ready", "<unknown>",
 		"prod-mysql.default.svc:3306", "<default>", "Retain", "<none>"}
 	if diff := cmp.Diff(want, table.Rows[0].Cells); diff != "" {
 		t.Errorf("cells (-want +got):\n%s", diff)

@@ -19,6 +19,7 @@ var columns = []metav1.TableColumnDefinition{
 	{Name: "Replicas", Type: "integer", Description: "The desired number of replicas."},
 	{Name: "Ready", Type: "string", Description: "Ready replicas out of desired replicas."},
 	{Name: "Up-to-date", Type: "integer", Description: "Replicas that run the current pod template: a rolling update replaces the primary's last."},
+	{Name: "Primary", Type: "string", Description: "The instance that serves writes; during a switchover or failover, the one the role moves to after an arrow."},
 	{Name: "Storage", Type: "string", Description: "The volume size of each replica."},
 	{Name: "Status", Type: "string", Description: "The state the conditions describe."},
 	common.AgeColumn,
@@ -51,6 +52,7 @@ func (tableConvertor) ConvertToTable(_ context.Context, obj runtime.Object, tabl
 			int64(db.Spec.Replicas),
 			fmt.Sprintf("%d/%d", db.Status.ReadyReplicas, db.Spec.Replicas),
 			int64(db.Status.UpdatedReplicas),
+			primary(db),
 			db.Spec.StorageSize.String(),
 			Phase(db),
 			age,
@@ -85,6 +87,18 @@ func Phase(db *example.MyDatabase) string {
 	default:
 		return "Pending"
 	}
+}
+
+// primary is the current primary, and the target of a move under way.
+func primary(db *example.MyDatabase) string {
+	out := db.Status.CurrentPrimary
+	if out == "" {
+		out = "<none>"
+	}
+	if t := db.Status.TargetPrimary; t != "" && t != db.Status.CurrentPrimary {
+		out += "->" + t
+	}
+	return out
 }
 
 // recoverableTo is the end of the recoverability window, with the reason
