@@ -23,6 +23,7 @@ import (
 	"github.com/mydb-dev/mydb/pkg/engine"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/names"
+	"github.com/mydb-dev/mydb/pkg/pki"
 )
 
 // Issued is a credential and where to use it.
@@ -32,8 +33,10 @@ type Issued struct {
 	Instance string
 	// Database is the application's database.
 	Database string
-	// CACertificate verifies the engine's certificate.
+	// CACertificate verifies the engine's certificate, for ServerName when
+	// it is one of the user's own (empty: the database's CA issued it).
 	CACertificate []byte
+	ServerName    string
 }
 
 // ErrUnavailable wraps every reason a credential cannot be made now (no
@@ -77,7 +80,14 @@ func (i *Issuer) Issue(ctx context.Context, db *example.MyDatabase, req api.Cred
 	if err != nil {
 		return nil, unavailable("the primary's manager: %v", err)
 	}
-	return &Issued{Credential: *cred, Instance: primary, Database: string(app.Data["database"]), CACertificate: state.Bundle()}, nil
+	issued := &Issued{Credential: *cred, Instance: primary, Database: string(app.Data["database"]), CACertificate: state.Bundle()}
+	// A server certificate of the user's own, as the engines serve it.
+	if certificates, err := i.Secrets.Secrets(db.Namespace).Get(names.CertificatesSecret(db.Name)); err == nil && len(certificates.Data[databaseca.KeyServerCert]) > 0 {
+		if certs, err := pki.ParseCerts(certificates.Data[databaseca.KeyServerCert]); err == nil {
+			issued.CACertificate, issued.ServerName = certificates.Data[databaseca.KeyServerCA], pki.ServerName(certs[0])
+		}
+	}
+	return issued, nil
 }
 
 // InstanceAddress is where an instance of db serves clients (its pod's

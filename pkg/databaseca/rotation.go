@@ -135,3 +135,13 @@ func (s *State) Advance(secret *corev1.Secret, action carotation.Action, namespa
 	}
 	return data, annotations, nil
 }
+
+// Keys of the certificates Secret that carry a server certificate of the
+// user's own (spec.tls.serverCertificateSecret), which the engines serve in
+// place of the instances' own (pkg/instance reads them under the same
+// names).
+const (
+	KeyServerCert = "server.crt"
+	KeyServerKey  = "server.key"
+	KeyServerCA   = "server-ca.crt"
+)

@@ -26,6 +26,11 @@ const (
 	SecretCA         = "ca.crt"
 	SecretIssuerCert = "issuer.crt"
 	SecretIssuerKey  = "issuer.key"
+	// A server certificate of the user's own (spec.tls), which the engine
+	// serves in place of the instance's: its chain, key and CA.
+	SecretServerCert = "server.crt"
+	SecretServerKey  = "server.key"
+	SecretServerCA   = "server-ca.crt"
 )
 
 // EngineTLS is where the manager writes the engine's certificate files,
@@ -42,13 +47,17 @@ type EngineTLS struct {
 	// certificate against its ssl_ca with the first certificate of CertFile
 	// alone, and refuses ALTER INSTANCE RELOAD TLS when that fails.
 	ChainCAFile string
+	// ServerNameFile holds, while the engine serves a certificate of the
+	// user's own, the name replicas verify it by (pki.ServerName); there
+	// is none while it serves the instance's, verified by its address.
+	ServerNameFile string
 }
 
 // EngineTLSIn is the layout of EngineTLS in the run directory.
 func EngineTLSIn(runDir string) EngineTLS {
 	dir := filepath.Join(runDir, "tls")
 	return EngineTLS{CertFile: filepath.Join(dir, "server.crt"), KeyFile: filepath.Join(dir, "server.key"), CAFile: filepath.Join(dir, "ca.crt"),
-		ChainCAFile: filepath.Join(dir, "chain-ca.crt")}
+		ChainCAFile: filepath.Join(dir, "chain-ca.crt"), ServerNameFile: filepath.Join(dir, "server-name")}
 }
 
 // Identity is an instance's (or a dump server's) certificate: minted at
@@ -131,7 +140,8 @@ func (id *Identity) mountedNow() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return rootPEM + "\x00" + certPEM, nil
+	server, _ := id.secrets.Optional(SecretServerCert)
+	return rootPEM + "\x00" + certPEM + "\x00" + server, nil
 }
 
 // renew mints a certificate with the issuer as mounted now: at two thirds
@@ -167,13 +177,14 @@ func (id *Identity) renew(now time.Time) error {
 		return err
 	}
 	cert := leaf.TLSCertificate(issuer.Cert)
+	server, _ := id.secrets.Optional(SecretServerCert)
 	if id.files != nil {
-		if err := id.write(leaf, issuer.Cert, roots); err != nil {
+		if err := id.write(leaf, issuer.Cert, roots, now); err != nil {
 			return err
 		}
 	}
 	id.mu.Lock()
-	id.roots, id.issuer, id.current, id.mounted = roots, issuer.Cert, cert, rootPEM+"\x00"+certPEM
+	id.roots, id.issuer, id.current, id.mounted = roots, issuer.Cert, cert, rootPEM+"\x00"+certPEM+"\x00"+server
 	renewed := id.renewed
 	id.mu.Unlock()
 	if renewed != nil {
@@ -183,8 +194,10 @@ func (id *Identity) renew(now time.Time) error {
 }
 
 // write replaces the engine's files, each by a rename, so an engine that
-// reads them meanwhile sees the old set or the new.
-func (id *Identity) write(leaf *pki.KeyPair, issuer *x509.Certificate, roots []*x509.Certificate) error {
+// reads them meanwhile sees the old set or the new: the instance's
+// certificate, or a server certificate of the user's own when the Secret
+// holds a usable one.
+func (id *Identity) write(leaf *pki.KeyPair, issuer *x509.Certificate, roots []*x509.Certificate, now time.Time) error {
 	keyPEM, err := leaf.KeyPEM()
 	if err != nil {
 		return err
@@ -192,16 +205,41 @@ func (id *Identity) write(leaf *pki.KeyPair, issuer *x509.Certificate, roots []*
 	if err := os.MkdirAll(filepath.Dir(id.files.KeyFile), 0o700); err != nil {
 		return err
 	}
+	certPEM, caPEM := pki.EncodeCerts(leaf.Cert, issuer), pki.EncodeCerts(roots...)
+	chainPEM, serverName := pki.EncodeCerts(append([]*x509.Certificate{issuer}, roots...)...), ""
+	if server, _ := id.secrets.Optional(SecretServerCert); server != "" {
+		key, _ := id.secrets.Optional(SecretServerKey)
+		ca, _ := id.secrets.Optional(SecretServerCA)
+		name, err := pki.CheckServerCertificate([]byte(server), []byte(key), []byte(ca), now)
+		if err != nil {
+			// The controller copies only a usable one: this is a Secret
+			// being rewritten, or a certificate that expired since.
+			id.log.Error("not serving the server certificate of spec.tls", "err", err)
+		} else {
+			// Secrets.Get took the PEM's last newline.
+			keyPEM, certPEM, caPEM, serverName = []byte(key+"\n"), []byte(server+"\n"), []byte(ca+"\n"), name
+			chainPEM = caPEM
+		}
+	}
+	if id.files.ServerNameFile != "" && serverName == "" {
+		if err := os.Remove(id.files.ServerNameFile); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
 	for _, f := range []struct {
 		path string
 		data []byte
 		mode os.FileMode
 	}{
 		{id.files.KeyFile, keyPEM, 0o600},
-		{id.files.CertFile, pki.EncodeCerts(leaf.Cert, issuer), 0o644},
-		{id.files.CAFile, pki.EncodeCerts(roots...), 0o644},
-		{id.files.ChainCAFile, pki.EncodeCerts(append([]*x509.Certificate{issuer}, roots...)...), 0o644},
+		{id.files.CertFile, certPEM, 0o644},
+		{id.files.CAFile, caPEM, 0o644},
+		{id.files.ChainCAFile, chainPEM, 0o644},
+		{id.files.ServerNameFile, []byte(serverName), 0o644},
 	} {
+		if f.path == id.files.ServerNameFile && serverName == "" {
+			continue
+		}
 		if f.path == "" {
 			continue
 		}

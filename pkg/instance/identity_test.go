@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -107,5 +108,68 @@ func TestRenewalReplacesTheEngineFilesAndTellsTheEngine(t *testing.T) {
 	}
 	if at := pki.RenewAt(certs[0]); time.Until(at) < 59*24*time.Hour {
 		t.Errorf("renewal due at %s, want two thirds into 90 days", at)
+	}
+}
+
+// TestAServerCertificateOfTheUsersOwnIsTheEnginesWhileMounted: with a
+// usable server certificate of the user's own in the Secret, the engine's
+// files are it, its key and its CA, and the server-name file says what
+// replicas verify; the manager's own HTTPS keeps the instance's
+// certificate. Gone from the Secret (or unusable), the engine's files are
+// the instance's again.
+func TestAServerCertificateOfTheUsersOwnIsTheEnginesWhileMounted(t *testing.T) {
+	dir := t.TempDir()
+	if err := testDatabase.WriteSecrets(dir); err != nil {
+		t.Fatal(err)
+	}
+	corporate, err := pki.NewCA("corporate CA", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := corporate.Issue(pki.Leaf{CommonName: "db.example.com", DNSNames: []string{"*.db.example.com", "db.example.com"},
+		Lifetime: time.Hour, Server: true}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := server.KeyPEM()
+	write := func(name string, data []byte) {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(SecretServerCert, server.CertPEM())
+	write(SecretServerKey, key)
+	write(SecretServerCA, corporate.CertPEM())
+	files := EngineTLSIn(t.TempDir())
+	id, err := NewIdentity(Secrets{Dir: dir}, InstanceLeaf("db-0", "db", "ns", "10.0.0.9"), &files, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(path string) string {
+		b, _ := os.ReadFile(path)
+		return string(b)
+	}
+	if read(files.CertFile) != string(server.CertPEM()) || read(files.KeyFile) != string(key) || read(files.CAFile) != string(corporate.CertPEM()) ||
+		read(files.ServerNameFile) != "db.example.com" {
+		t.Errorf("the engine's files are not the user's certificate, key, CA and name (name %q)", read(files.ServerNameFile))
+	}
+	if own, _ := id.Certificate(); own.Leaf.Subject.CommonName != "db-0" {
+		t.Errorf("the manager serves %q, want the instance's own certificate", own.Leaf.Subject.CommonName)
+	}
+	// An expired one, or none, is not served.
+	for _, name := range []string{SecretServerCert, SecretServerKey, SecretServerCA} {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := id.renew(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	certs, err := pki.ParseCerts([]byte(read(files.CertFile)))
+	if err != nil || certs[0].Subject.CommonName != "db-0" {
+		t.Errorf("without the user's certificate the engine's file holds %v (%v), want the instance's", certs, err)
+	}
+	if _, err := os.Stat(files.ServerNameFile); !os.IsNotExist(err) {
+		t.Errorf("the server-name file is still there: %v", err)
 	}
 }

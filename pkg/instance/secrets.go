@@ -1,7 +1,9 @@
 package instance
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,6 +34,16 @@ func (s Secrets) Get(key string) (string, error) {
 		return "", fmt.Errorf("secret %s is empty", key)
 	}
 	return v, nil
+}
+
+// Optional is Get of a key the Secret may not hold: "" and no error when
+// it does not.
+func (s Secrets) Optional(key string) (string, error) {
+	v, err := s.Get(key)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	return v, err
 }
 
 // CleanEnv is the environment for child processes: the manager's own minus

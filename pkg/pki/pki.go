@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"strings"
 	"time"
 )
 
@@ -283,4 +284,44 @@ func PeerRole(state *tls.ConnectionState) (Role, string) {
 		}
 	}
 	return RoleNone, ""
+}
+
+// CheckServerCertificate tells whether a server certificate of a user's
+// own can be served: its key is its own, it chains (through the
+// certificates after it in certPEM) to a certificate of caPEM for server
+// use now, and it has a DNS name. It returns ServerName of it.
+func CheckServerCertificate(certPEM, keyPEM, caPEM []byte, now time.Time) (string, error) {
+	kp, err := ParseKeyPair(certPEM, keyPEM)
+	if err != nil {
+		return "", fmt.Errorf("tls.crt and tls.key: %w", err)
+	}
+	chain, _ := ParseCerts(certPEM)
+	roots, err := ParseCerts(caPEM)
+	if err != nil {
+		return "", fmt.Errorf("ca.crt (the CA that signed the certificate, which replicas verify their primary against): %w", err)
+	}
+	if _, err := kp.Cert.Verify(x509.VerifyOptions{Roots: Pool(roots...), Intermediates: Pool(chain[1:]...), CurrentTime: now,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+		return "", fmt.Errorf("the certificate does not verify against ca.crt for a server now: %w", err)
+	}
+	name := ServerName(kp.Cert)
+	if name == "" {
+		return "", errors.New("the certificate names no DNS name: replicas verify their primary by one")
+	}
+	return name, nil
+}
+
+// ServerName is the name a server certificate of a user's own is
+// verified for by replicas: its first DNS name that is no wildcard, else
+// a name the first wildcard matches ("" when it has none).
+func ServerName(cert *x509.Certificate) string {
+	for _, name := range cert.DNSNames {
+		if !strings.HasPrefix(name, "*.") {
+			return name
+		}
+	}
+	for _, name := range cert.DNSNames {
+		return "replication" + strings.TrimPrefix(name, "*")
+	}
+	return ""
 }

@@ -58,12 +58,20 @@ type reference struct {
 
 // references lists what db's spec names that mydb reads for it.
 func references(db *example.MyDatabase) []reference {
-	if db == nil || db.Spec.Backup == nil || db.Spec.Backup.Destination == nil || db.Spec.Backup.Destination.S3 == nil {
+	if db == nil {
 		return nil
+	}
+	var refs []reference
+	if tls := db.Spec.TLS; tls != nil && tls.ServerCertificateSecret != "" {
+		// Its key is copied where the database's pods read it.
+		refs = append(refs, reference{"secrets", tls.ServerCertificateSecret, field.NewPath("spec", "tls", "serverCertificateSecret")})
+	}
+	if db.Spec.Backup == nil || db.Spec.Backup.Destination == nil || db.Spec.Backup.Destination.S3 == nil {
+		return refs
 	}
 	s3 := db.Spec.Backup.Destination.S3
 	path := field.NewPath("spec", "backup", "destination", "s3")
-	refs := []reference{{"secrets", s3.CredentialsSecret.Name, path.Child("credentialsSecret", "name")}}
+	refs = append(refs, reference{"secrets", s3.CredentialsSecret.Name, path.Child("credentialsSecret", "name")})
 	if ca := s3.CABundle; ca != nil {
 		if ca.SecretName != "" {
 			refs = append(refs, reference{"secrets", ca.SecretName, path.Child("caBundle", "secretName")})

@@ -33,9 +33,15 @@ func withS3(secret string, ca *example.CABundleSource) *example.MyDatabase {
 	return db
 }
 
+func withServerCertificate(secret string) *example.MyDatabase {
+	db := &example.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: "ns"}}
+	db.Spec.TLS = &example.TLSSpec{ServerCertificateSecret: secret}
+	return db
+}
+
 func TestANamedSecretMustBeReadableByItsWriter(t *testing.T) {
 	p := NewPlugin()
-	p.SetAuthorizer(readable("secrets/s3", "configmaps/ca"))
+	p.SetAuthorizer(readable("secrets/s3", "configmaps/ca", "secrets/shop-tls"))
 	if err := p.ValidateInitialization(); err != nil {
 		t.Fatal(err)
 	}
@@ -58,6 +64,8 @@ func TestANamedSecretMustBeReadableByItsWriter(t *testing.T) {
 		{name: "an update that names an unreadable Secret", old: withS3("s3", nil), db: withS3("orders-credentials", nil),
 			wantPath: "spec.backup.destination.s3.credentialsSecret.name"},
 		{name: "no backup destination", db: &example.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: "ns"}}},
+		{name: "a server certificate Secret that is readable", db: withServerCertificate("shop-tls")},
+		{name: "a server certificate Secret that is not", db: withServerCertificate("orders-tls"), wantPath: "spec.tls.serverCertificateSecret"},
 		{name: "the status subresource", old: withS3("s3", nil), db: withS3("orders-credentials", nil), sub: "status"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -72,6 +72,12 @@ type MyDatabaseSpec struct {
 	Replication      *ReplicationSpec
 	Hibernate        bool
 	Parameters       map[string]string
+	TLS              *TLSSpec
+}
+
+// TLSSpec is how a database's engines serve TLS to clients (see v1).
+type TLSSpec struct {
+	ServerCertificateSecret string
 }
 
 // ReplicationSpec says how the primary replicates to the other instances.
@@ -446,4 +452,5 @@ type MyDatabaseCredentialRequestStatus struct {
 	Port                int32
 	CACertificate       string
 	Instance            string
+	ServerName          string
 }

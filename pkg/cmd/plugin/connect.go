@@ -134,14 +134,28 @@ func serveTunnels(ctx context.Context, ln net.Listener, dial func(context.Contex
 // localPort is the port the session listens on.
 func (s *session) localPort() int { return s.listener.Addr().(*net.TCPAddr).Port }
 
+// pgHost is where libpq connects and what it verifies: localhost, which
+// the certificates of the database's CA carry for port-forwards; or, when
+// the engine serves a certificate of the user's own, its name, reached at
+// the local port (hostaddr).
+func (s *session) pgHost() (host, hostaddr string) {
+	if s.status.ServerName != "" {
+		return s.status.ServerName, "127.0.0.1"
+	}
+	return "localhost", ""
+}
+
 // connectionString is what a client needs, verifying the server with the
-// database's CA by the name localhost (which the engines' certificates
-// carry for port-forwards).
+// CA the credential came with (pgHost).
 func (s *session) connectionString() string {
 	st := s.status
 	if s.postgres {
-		return fmt.Sprintf("host=localhost port=%d user=%s password=%s dbname=%s sslmode=verify-full sslrootcert=%s",
-			s.localPort(), st.Username, st.Password, st.Database, s.caFile)
+		host, hostaddr := s.pgHost()
+		if hostaddr != "" {
+			host += " hostaddr=" + hostaddr
+		}
+		return fmt.Sprintf("host=%s port=%d user=%s password=%s dbname=%s sslmode=verify-full sslrootcert=%s",
+			host, s.localPort(), st.Username, st.Password, st.Database, s.caFile)
 	}
 	return fmt.Sprintf("mariadb --protocol=TCP -h localhost -P %d --ssl-ca=%s --ssl-verify-server-cert -u %s -p%s %s",
 		s.localPort(), s.caFile, st.Username, st.Password, st.Database)
@@ -151,8 +165,13 @@ func (s *session) connectionString() string {
 func (s *session) clientEnv() []string {
 	st := s.status
 	if s.postgres {
-		return []string{"PGHOST=localhost", fmt.Sprintf("PGPORT=%d", s.localPort()), "PGUSER=" + st.Username, "PGPASSWORD=" + st.Password,
+		host, hostaddr := s.pgHost()
+		env := []string{"PGHOST=" + host, fmt.Sprintf("PGPORT=%d", s.localPort()), "PGUSER=" + st.Username, "PGPASSWORD=" + st.Password,
 			"PGDATABASE=" + st.Database, "PGSSLMODE=verify-full", "PGSSLROOTCERT=" + s.caFile}
+		if hostaddr != "" {
+			env = append(env, "PGHOSTADDR="+hostaddr)
+		}
+		return env
 	}
 	return []string{"MYSQL_PWD=" + st.Password}
 }

@@ -65,7 +65,13 @@ func printCredential(out io.Writer, engine examplev1.Engine, s examplev1.MyDatab
 	fmt.Fprintf(out, "# %s logs in until %s (primary %s)\n", s.Username, s.ExpirationTimestamp.UTC().Format(time.RFC3339), s.Instance)
 	var vars [][2]string
 	if engine == examplev1.EnginePostgres {
-		vars = [][2]string{{"PGHOST", s.Host}, {"PGPORT", fmt.Sprint(s.Port)}, {"PGUSER", s.Username}, {"PGPASSWORD", s.Password},
+		host := s.Host
+		if s.ServerName != "" {
+			// The engine serves a certificate of the user's own, for this
+			// name (spec.tls.serverCertificateSecret).
+			host = s.ServerName
+		}
+		vars = [][2]string{{"PGHOST", host}, {"PGPORT", fmt.Sprint(s.Port)}, {"PGUSER", s.Username}, {"PGPASSWORD", s.Password},
 			{"PGDATABASE", s.Database}, {"PGSSLMODE", "verify-full"}, {"PGSSLROOTCERT", caFile}}
 	} else {
 		vars = [][2]string{{"MYSQL_HOST", s.Host}, {"MYSQL_TCP_PORT", fmt.Sprint(s.Port)}, {"MYSQL_USER", s.Username},

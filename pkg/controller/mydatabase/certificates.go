@@ -91,6 +91,9 @@ func (c *Controller) reconcileCertificates(ctx context.Context, db *examplev1.My
 		}
 		want[databaseca.KeyIssuerCert], want[databaseca.KeyIssuerKey] = issuer[databaseca.KeyIssuerCert], issuer[databaseca.KeyIssuerKey]
 	}
+	if err := c.serverCertificate(ctx, db, certificates, want, f); err != nil {
+		return err
+	}
 	if err := c.writeSecret(ctx, db, certificates, names.CertificatesSecret(db.Name), want, f); err != nil {
 		return err
 	}
@@ -116,6 +119,43 @@ func (c *Controller) reconcileCertificates(ctx context.Context, db *examplev1.My
 		return err
 	}
 	klog.FromContext(ctx).V(2).Info("Deleted the credentials Secret for a new CA bundle; it is made again", "secret", app.Name)
+	return nil
+}
+
+// serverCertificate adds to want (the certificates Secret's data) the
+// server certificate of the user's own that spec.tls names, as the engines
+// read it (databaseca.KeyServer*); one that is not usable is reported and
+// the one served before, if any, is kept.
+func (c *Controller) serverCertificate(ctx context.Context, db *examplev1.MyDatabase, certificates *corev1.Secret, want map[string][]byte, f *findings) error {
+	if db.Spec.TLS == nil || db.Spec.TLS.ServerCertificateSecret == "" {
+		return nil
+	}
+	keep := func(problem string) error {
+		f.serverCertificateProblem = problem
+		c.recorder.Event(db, corev1.EventTypeWarning, ReasonServerCertificateInvalid, problem)
+		if certificates != nil {
+			for _, key := range []string{databaseca.KeyServerCert, databaseca.KeyServerKey, databaseca.KeyServerCA} {
+				if v, ok := certificates.Data[key]; ok {
+					want[key] = v
+				}
+			}
+		}
+		return nil
+	}
+	name := db.Spec.TLS.ServerCertificateSecret
+	// Not in the cache, which holds mydb's own Secrets only.
+	secret, err := c.kubeClient.CoreV1().Secrets(db.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return keep(fmt.Sprintf("Secret %q (spec.tls.serverCertificateSecret) does not exist", name))
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := pki.CheckServerCertificate(secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey], secret.Data[engine.SecretKeyCA], c.clock.Now()); err != nil {
+		return keep(fmt.Sprintf("Secret %q (spec.tls.serverCertificateSecret): %v", name, err))
+	}
+	want[databaseca.KeyServerCert], want[databaseca.KeyServerKey], want[databaseca.KeyServerCA] =
+		secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey], secret.Data[engine.SecretKeyCA]
 	return nil
 }
 

@@ -36,6 +36,9 @@ const (
 	ReasonReplicasBehind      = "ReplicasNotStreaming"
 	ReasonNoInstances         = "NoInstances"
 	ReasonCredentialsMissing  = "CredentialsMissing"
+	// ReasonServerCertificateInvalid: spec.tls.serverCertificateSecret
+	// names no usable certificate; the engines serve the one they had.
+	ReasonServerCertificateInvalid = "ServerCertificateInvalid"
 )
 
 // A new database goes without a status while it comes up without a
@@ -339,6 +342,8 @@ func computeStatus(db *examplev1.MyDatabase, eng engine.Spec, sts *appsv1.Statef
 		set(examplev1.ConditionDegraded, metav1.ConditionTrue, f.blockages[0].reason, strings.Join(messages, "; "))
 	case len(f.storageProblems) > 0:
 		set(examplev1.ConditionDegraded, metav1.ConditionTrue, ReasonStorageNotExpanding, strings.Join(f.storageProblems, "; "))
+	case f.serverCertificateProblem != "":
+		set(examplev1.ConditionDegraded, metav1.ConditionTrue, ReasonServerCertificateInvalid, f.serverCertificateProblem)
 	default:
 		set(examplev1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "no problems found")
 	}

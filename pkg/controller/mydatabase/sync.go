@@ -71,6 +71,9 @@ type findings struct {
 	// not read); caRotating tells that a rotation is under way.
 	certificateAuthority *examplev1.CertificateAuthorityStatus
 	caRotating           bool
+	// serverCertificateProblem says why spec.tls.serverCertificateSecret
+	// is not served.
+	serverCertificateProblem string
 }
 
 // sync makes the children of one MyDatabase match its spec and reports what

@@ -74,6 +74,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &examplev1.S3DestinationApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("S3Location"):
 		return &examplev1.S3LocationApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("TLSSpec"):
+		return &examplev1.TLSSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("VolumeDestination"):
 		return &examplev1.VolumeDestinationApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("VolumeLocation"):

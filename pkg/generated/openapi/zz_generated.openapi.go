@@ -65,6 +65,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1.S3CredentialsSecret{}.OpenAPIModelName():                         schema_pkg_apis_example_v1_S3CredentialsSecret(ref),
 		v1.S3Destination{}.OpenAPIModelName():                               schema_pkg_apis_example_v1_S3Destination(ref),
 		v1.S3Location{}.OpenAPIModelName():                                  schema_pkg_apis_example_v1_S3Location(ref),
+		v1.TLSSpec{}.OpenAPIModelName():                                     schema_pkg_apis_example_v1_TLSSpec(ref),
 		v1.VolumeDestination{}.OpenAPIModelName():                           schema_pkg_apis_example_v1_VolumeDestination(ref),
 		v1.VolumeLocation{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_VolumeLocation(ref),
 		autoscalingv1.ContainerResourceMetricSource{}.OpenAPIModelName():    schema_k8sio_api_autoscaling_v1_ContainerResourceMetricSource(ref),
@@ -1153,6 +1154,13 @@ func schema_pkg_apis_example_v1_MyDatabaseCredentialRequestStatus(ref common.Ref
 							Format:      "",
 						},
 					},
+					"serverName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ServerName is the name the engine's certificate is verified for when it is one of the user's own (spec.tls.serverCertificateSecret); empty when the database's CA issued it, whose certificates name the Services, the pods and localhost.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 				},
 				Required: []string{"username", "password", "expirationTimestamp", "database", "host", "port"},
 			},
@@ -1316,12 +1324,18 @@ func schema_pkg_apis_example_v1_MyDatabaseSpec(ref common.ReferenceCallback) com
 							},
 						},
 					},
+					"tls": {
+						SchemaProps: spec.SchemaProps{
+							Description: "TLS is how the engines serve TLS to clients. Without it they serve a certificate of the database's own CA (status.certificateAuthority).",
+							Ref:         ref(v1.TLSSpec{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"engine", "storageSize"},
 			},
 		},
 		Dependencies: []string{
-			v1.BackupPolicy{}.OpenAPIModelName(), v1.ReplicationSpec{}.OpenAPIModelName(), v1.RestoreSource{}.OpenAPIModelName(), corev1.ResourceRequirements{}.OpenAPIModelName(), resource.Quantity{}.OpenAPIModelName(), metav1.Duration{}.OpenAPIModelName()},
+			v1.BackupPolicy{}.OpenAPIModelName(), v1.ReplicationSpec{}.OpenAPIModelName(), v1.RestoreSource{}.OpenAPIModelName(), v1.TLSSpec{}.OpenAPIModelName(), corev1.ResourceRequirements{}.OpenAPIModelName(), resource.Quantity{}.OpenAPIModelName(), metav1.Duration{}.OpenAPIModelName()},
 	}
 }
 
@@ -1910,6 +1924,26 @@ func schema_pkg_apis_example_v1_S3Location(ref common.ReferenceCallback) common.
 		},
 		Dependencies: []string{
 			v1.CABundleSource{}.OpenAPIModelName(), v1.S3CredentialsSecret{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_TLSSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "TLSSpec is how a database's engines serve TLS to clients.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"serverCertificateSecret": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ServerCertificateSecret names a Secret of the database's namespace (type kubernetes.io/tls, as cert-manager writes them: tls.crt, tls.key and ca.crt, the CA that signed it) whose certificate every engine serves to clients in place of the one mydb issues: a certificate of your own PKI, for the names your clients use. The writer must be allowed to get the Secret. mydb copies it into the database's certificates Secret; a renewed certificate is served without a restart. Replicas verify their primary against its ca.crt and the certificate's first DNS name. PostgreSQL only: a MariaDB or MySQL replica verifies its primary by the pod address, which a certificate of your own does not name.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+			},
+		},
 	}
 }
 

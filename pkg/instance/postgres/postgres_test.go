@@ -162,3 +162,29 @@ func TestTheSuperuserNeverLogsInOverTheNetwork(t *testing.T) {
 
 // The engines read a renewed certificate without a restart.
 var _ instance.TLSReloader = (*Driver)(nil)
+
+// TestConninfoVerifiesTheNameOfAServerCertificateOfTheUsersOwn: while the
+// database serves a certificate of the user's own (which names no pod),
+// replicas verify the primary for that certificate's name, reached at its
+// address.
+func TestConninfoVerifiesTheNameOfAServerCertificateOfTheUsersOwn(t *testing.T) {
+	dir := t.TempDir()
+	d := &Driver{cfg: instance.DriverConfig{Name: "db-1", RunDir: dir, TLS: instance.EngineTLSIn(dir)}}
+	primary := instance.Topology{PrimaryHost: "10.0.0.4", PrimaryPort: 5432}
+	if ci := d.conninfo(primary); !strings.HasPrefix(ci, "host=10.0.0.4 port=5432 ") {
+		t.Errorf("with the instances' certificates: %s", ci)
+	}
+	if err := os.MkdirAll(filepath.Dir(d.cfg.TLS.ServerNameFile), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(d.cfg.TLS.ServerNameFile, []byte("db.example.com"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if ci := d.conninfo(primary); !strings.HasPrefix(ci, "host=db.example.com hostaddr=10.0.0.4 port=5432 ") || !strings.Contains(ci, "sslmode=verify-full") {
+		t.Errorf("with a certificate of the user's own: %s", ci)
+	}
+	// A primary known by a name (not an address) is verified by it.
+	if ci := d.conninfo(instance.Topology{PrimaryHost: "db-0.db-headless", PrimaryPort: 5432}); !strings.HasPrefix(ci, "host=db-0.db-headless port") {
+		t.Errorf("a primary by name: %s", ci)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"regexp"
 	"strings"
 
@@ -31,14 +33,49 @@ func SlotName(name string) string {
 // never hold it. Over TLS, the primary must prove it is the host named
 // (its certificate names its pod IP), with a certificate of the database's
 // CA: the password goes to no one else.
+//
+// While the database serves a certificate of the user's own (spec.tls),
+// which names no pod, the primary must prove it is the name that
+// certificate is for (the server-name file), reached at its address
+// (hostaddr), with a certificate of the user's CA.
 func (d *Driver) conninfo(t instance.Topology) string {
+	host := "host=" + conninfoValue(t.PrimaryHost)
+	if name := d.verifiedName(t); name != "" {
+		host = "host=" + conninfoValue(name) + " hostaddr=" + conninfoValue(t.PrimaryHost)
+	}
+	return host + " " + d.conninfoRest(t)
+}
+
+// verifiedName is the name the primary's certificate is verified for when
+// it is not its address (a certificate of the user's own).
+func (d *Driver) verifiedName(t instance.Topology) string {
+	if !d.cfg.TLSEnabled() || net.ParseIP(t.PrimaryHost) == nil {
+		return ""
+	}
+	return d.serverName()
+}
+
+// conninfoRest is conninfo but for the host.
+func (d *Driver) conninfoRest(t instance.Topology) string {
 	ssl := "sslmode=prefer"
 	if d.cfg.TLSEnabled() {
 		ssl = "sslmode=verify-full sslrootcert=" + conninfoValue(d.cfg.TLS.CAFile)
 	}
-	return fmt.Sprintf("host=%s port=%d user=%s passfile=%s application_name=%s %s connect_timeout=5",
-		conninfoValue(t.PrimaryHost), t.PrimaryPort, api.ReplicationUser,
-		conninfoValue(d.passfile()), conninfoValue(d.cfg.Name), ssl)
+	return fmt.Sprintf("port=%d user=%s passfile=%s application_name=%s %s connect_timeout=5",
+		t.PrimaryPort, api.ReplicationUser, conninfoValue(d.passfile()), conninfoValue(d.cfg.Name), ssl)
+}
+
+// serverName is the name of the server certificate of the user's own the
+// database serves ("" when it serves the instances' own).
+func (d *Driver) serverName() string {
+	if d.cfg.TLS.ServerNameFile == "" {
+		return ""
+	}
+	b, err := os.ReadFile(d.cfg.TLS.ServerNameFile)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // conninfoValue quotes a libpq connection string value when needed.
@@ -167,9 +204,20 @@ func (d *Driver) primaryState(ctx context.Context, t instance.Topology) (string,
 }
 
 func (d *Driver) replicationConn(ctx context.Context, t instance.Topology) (*pgconn.PgConn, error) {
-	cfg, err := pgconn.ParseConfig(d.conninfo(t) + " replication=true")
+	// pgx knows no hostaddr: it dials the address and verifies the name.
+	cfg, err := pgconn.ParseConfig("host=" + conninfoValue(t.PrimaryHost) + " " + d.conninfoRest(t) + " replication=true")
 	if err != nil {
 		return nil, err
+	}
+	if name := d.verifiedName(t); name != "" {
+		if cfg.TLSConfig != nil {
+			cfg.TLSConfig.ServerName = name
+		}
+		for _, f := range cfg.Fallbacks {
+			if f.TLSConfig != nil {
+				f.TLSConfig.ServerName = name
+			}
+		}
 	}
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {

@@ -95,6 +95,8 @@ func (m *S3Destination) Reset() { *m = S3Destination{} }
 
 func (m *S3Location) Reset() { *m = S3Location{} }
 
+func (m *TLSSpec) Reset() { *m = TLSSpec{} }
+
 func (m *VolumeDestination) Reset() { *m = VolumeDestination{} }
 
 func (m *VolumeLocation) Reset() { *m = VolumeLocation{} }
@@ -902,6 +904,11 @@ func (m *MyDatabaseCredentialRequestStatus) MarshalToSizedBuffer(dAtA []byte) (i
 	_ = i
 	var l int
 	_ = l
+	i -= len(m.ServerName)
+	copy(dAtA[i:], m.ServerName)
+	i = encodeVarintGenerated(dAtA, i, uint64(len(m.ServerName)))
+	i--
+	dAtA[i] = 0x52
 	i -= len(m.Instance)
 	copy(dAtA[i:], m.Instance)
 	i = encodeVarintGenerated(dAtA, i, uint64(len(m.Instance)))
@@ -1020,6 +1027,18 @@ func (m *MyDatabaseSpec) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	if m.TLS != nil {
+		{
+			size, err := m.TLS.MarshalToSizedBuffer(dAtA[:i])
+			if err != nil {
+				return 0, err
+			}
+			i -= size
+			i = encodeVarintGenerated(dAtA, i, uint64(size))
+		}
+		i--
+		dAtA[i] = 0x72
+	}
 	if len(m.Parameters) > 0 {
 		keysForParameters := make([]string, 0, len(m.Parameters))
 		for k := range m.Parameters {
@@ -1842,6 +1861,34 @@ func (m *S3Location) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	return len(dAtA) - i, nil
 }
 
+func (m *TLSSpec) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *TLSSpec) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *TLSSpec) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	i -= len(m.ServerCertificateSecret)
+	copy(dAtA[i:], m.ServerCertificateSecret)
+	i = encodeVarintGenerated(dAtA, i, uint64(len(m.ServerCertificateSecret)))
+	i--
+	dAtA[i] = 0xa
+	return len(dAtA) - i, nil
+}
+
 func (m *VolumeDestination) Marshal() (dAtA []byte, err error) {
 	size := m.Size()
 	dAtA = make([]byte, size)
@@ -2221,6 +2268,8 @@ func (m *MyDatabaseCredentialRequestStatus) Size() (n int) {
 	n += 1 + l + sovGenerated(uint64(l))
 	l = len(m.Instance)
 	n += 1 + l + sovGenerated(uint64(l))
+	l = len(m.ServerName)
+	n += 1 + l + sovGenerated(uint64(l))
 	return n
 }
 
@@ -2288,6 +2337,10 @@ func (m *MyDatabaseSpec) Size() (n int) {
 			mapEntrySize := 1 + len(k) + sovGenerated(uint64(len(k))) + 1 + len(v) + sovGenerated(uint64(len(v)))
 			n += mapEntrySize + 1 + sovGenerated(uint64(mapEntrySize))
 		}
+	}
+	if m.TLS != nil {
+		l = m.TLS.Size()
+		n += 1 + l + sovGenerated(uint64(l))
 	}
 	return n
 }
@@ -2539,6 +2592,17 @@ func (m *S3Location) Size() (n int) {
 	return n
 }
 
+func (m *TLSSpec) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	l = len(m.ServerCertificateSecret)
+	n += 1 + l + sovGenerated(uint64(l))
+	return n
+}
+
 func (m *VolumeDestination) Size() (n int) {
 	if m == nil {
 		return 0
@@ -2784,6 +2848,7 @@ func (this *MyDatabaseCredentialRequestStatus) String() string {
 		`Port:` + fmt.Sprintf("%v", this.Port) + `,`,
 		`CACertificate:` + fmt.Sprintf("%v", this.CACertificate) + `,`,
 		`Instance:` + fmt.Sprintf("%v", this.Instance) + `,`,
+		`ServerName:` + fmt.Sprintf("%v", this.ServerName) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -2832,6 +2897,7 @@ func (this *MyDatabaseSpec) String() string {
 		`Replication:` + strings.Replace(this.Replication.String(), "ReplicationSpec", "ReplicationSpec", 1) + `,`,
 		`Hibernate:` + fmt.Sprintf("%v", this.Hibernate) + `,`,
 		`Parameters:` + mapStringForParameters + `,`,
+		`TLS:` + strings.Replace(this.TLS.String(), "TLSSpec", "TLSSpec", 1) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -3004,6 +3070,16 @@ func (this *S3Location) String() string {
 		`Key:` + fmt.Sprintf("%v", this.Key) + `,`,
 		`CredentialsSecret:` + strings.Replace(strings.Replace(this.CredentialsSecret.String(), "S3CredentialsSecret", "S3CredentialsSecret", 1), `&`, ``, 1) + `,`,
 		`CABundle:` + strings.Replace(this.CABundle.String(), "CABundleSource", "CABundleSource", 1) + `,`,
+		`}`,
+	}, "")
+	return s
+}
+func (this *TLSSpec) String() string {
+	if this == nil {
+		return "nil"
+	}
+	s := strings.Join([]string{`&TLSSpec{`,
+		`ServerCertificateSecret:` + fmt.Sprintf("%v", this.ServerCertificateSecret) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -5881,6 +5957,38 @@ func (m *MyDatabaseCredentialRequestStatus) Unmarshal(dAtA []byte) error {
 			}
 			m.Instance = string(dAtA[iNdEx:postIndex])
 			iNdEx = postIndex
+		case 10:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ServerName", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.ServerName = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
 			skippy, err := skipGenerated(dAtA[iNdEx:])
@@ -6553,6 +6661,42 @@ func (m *MyDatabaseSpec) Unmarshal(dAtA []byte) error {
 				}
 			}
 			m.Parameters[mapkey] = mapvalue
+			iNdEx = postIndex
+		case 14:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field TLS", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.TLS == nil {
+				m.TLS = &TLSSpec{}
+			}
+			if err := m.TLS.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
 			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
@@ -8861,6 +9005,88 @@ func (m *S3Location) Unmarshal(dAtA []byte) error {
 			if err := m.CABundle.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipGenerated(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *TLSSpec) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowGenerated
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: TLSSpec: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: TLSSpec: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ServerCertificateSecret", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.ServerCertificateSecret = string(dAtA[iNdEx:postIndex])
 			iNdEx = postIndex
 		default:
 			iNdEx = preIndex

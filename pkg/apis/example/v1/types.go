@@ -205,6 +205,28 @@ type MyDatabaseSpec struct {
 	// last. The condition ParametersApplied says which, and when.
 	// +optional
 	Parameters map[string]string `json:"parameters,omitempty" protobuf:"bytes,13,rep,name=parameters"`
+
+	// TLS is how the engines serve TLS to clients. Without it they serve a
+	// certificate of the database's own CA (status.certificateAuthority).
+	// +optional
+	TLS *TLSSpec `json:"tls,omitempty" protobuf:"bytes,14,opt,name=tls"`
+}
+
+// TLSSpec is how a database's engines serve TLS to clients.
+type TLSSpec struct {
+	// ServerCertificateSecret names a Secret of the database's namespace
+	// (type kubernetes.io/tls, as cert-manager writes them: tls.crt, tls.key
+	// and ca.crt, the CA that signed it) whose certificate every engine
+	// serves to clients in place of the one mydb issues: a certificate of
+	// your own PKI, for the names your clients use. The writer must be
+	// allowed to get the Secret. mydb copies it into the database's
+	// certificates Secret; a renewed certificate is served without a
+	// restart. Replicas verify their primary against its ca.crt and the
+	// certificate's first DNS name. PostgreSQL only: a MariaDB or MySQL
+	// replica verifies its primary by the pod address, which a certificate
+	// of your own does not name.
+	// +optional
+	ServerCertificateSecret string `json:"serverCertificateSecret,omitempty" protobuf:"bytes,1,opt,name=serverCertificateSecret"`
 }
 
 // ReplicationSpec says how the primary replicates to the other instances.
@@ -829,6 +851,12 @@ type MyDatabaseCredentialRequestStatus struct {
 	// Instance is the primary that made the user.
 	// +optional
 	Instance string `json:"instance,omitempty" protobuf:"bytes,9,opt,name=instance"`
+	// ServerName is the name the engine's certificate is verified for when
+	// it is one of the user's own (spec.tls.serverCertificateSecret);
+	// empty when the database's CA issued it, whose certificates name
+	// the Services, the pods and localhost.
+	// +optional
+	ServerName string `json:"serverName,omitempty" protobuf:"bytes,10,opt,name=serverName"`
 }
 
 // BackupPhase is where a backup is in its life.

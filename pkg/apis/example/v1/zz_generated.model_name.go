@@ -172,6 +172,11 @@ func (in S3Location) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in TLSSpec) OpenAPIModelName() string {
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.TLSSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in VolumeDestination) OpenAPIModelName() string {
 	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.VolumeDestination"
 }

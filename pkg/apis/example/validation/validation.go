@@ -78,6 +78,30 @@ func ValidateMyDatabase(db *example.MyDatabase) field.ErrorList {
 	allErrs = append(allErrs, validateLabelsSize(db.Labels, field.NewPath("metadata", "labels"))...)
 	allErrs = append(allErrs, validateMetadataTimes(&db.ObjectMeta, field.NewPath("metadata"))...)
 	allErrs = append(allErrs, validateSpec(&db.Spec, field.NewPath("spec"))...)
+	allErrs = append(allErrs, validateTLS(db.Name, &db.Spec, field.NewPath("spec", "tls"))...)
+	return allErrs
+}
+
+// validateTLS checks spec.tls: a server certificate of the user's own
+// names a Secret that may hold one, for PostgreSQL.
+func validateTLS(db string, spec *example.MyDatabaseSpec, fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	if spec.TLS == nil || spec.TLS.ServerCertificateSecret == "" {
+		return nil
+	}
+	p := fldPath.Child("serverCertificateSecret")
+	name := spec.TLS.ServerCertificateSecret
+	for _, msg := range apimachineryvalidation.NameIsDNSSubdomain(name, false) {
+		allErrs = append(allErrs, field.Invalid(p, name, msg))
+	}
+	if slices.Contains([]string{names.Secret(db), names.InstanceSecret(db), names.CASecret(db), names.CertificatesSecret(db),
+		names.CABundleSecret(db), names.CASecretCopy(db)}, name) {
+		allErrs = append(allErrs, field.Invalid(p, name, "may not be one of the database's own Secrets, which mydb makes"))
+	}
+	if spec.Engine != example.EnginePostgres {
+		allErrs = append(allErrs, field.Forbidden(p, fmt.Sprintf("is supported for postgres only: a %s replica verifies its primary by the pod's address, "+
+			"which a certificate of your own does not name", spec.Engine)))
+	}
 	return allErrs
 }
 
@@ -88,6 +112,7 @@ func ValidateMyDatabaseUpdate(db, old *example.MyDatabase) field.ErrorList {
 	allErrs = append(allErrs, validateMetadataTimes(&db.ObjectMeta, field.NewPath("metadata"))...)
 	specPath := field.NewPath("spec")
 	allErrs = append(allErrs, validateSpec(&db.Spec, specPath)...)
+	allErrs = append(allErrs, validateTLS(db.Name, &db.Spec, specPath.Child("tls"))...)
 	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(db.Spec.Engine, old.Spec.Engine, specPath.Child("engine"))...)
 	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(db.Spec.StorageClassName, old.Spec.StorageClassName, specPath.Child("storageClassName"))...)
 	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(db.Spec.RestoreFrom, old.Spec.RestoreFrom, specPath.Child("restoreFrom"))...)

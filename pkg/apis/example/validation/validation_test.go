@@ -76,6 +76,21 @@ func TestValidateMyDatabase(t *testing.T) {
 			d.Spec.Resources.Limits[corev1.ResourceEphemeralStorage] = resource.MustParse("1Gi")
 		})},
 
+		{name: "a server certificate of the user's own, postgres", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Engine, d.Spec.Version = example.EnginePostgres, "17"
+			d.Spec.TLS = &example.TLSSpec{ServerCertificateSecret: "prod-tls"}
+		})},
+		{name: "a server certificate of the user's own, mysql", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.TLS = &example.TLSSpec{ServerCertificateSecret: "prod-tls"}
+		}), want: []errorSummary{{field.ErrorTypeForbidden, "spec.tls.serverCertificateSecret"}}},
+		{name: "a server certificate Secret of mydb's own", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Engine, d.Spec.Version = example.EnginePostgres, "17"
+			d.Spec.TLS = &example.TLSSpec{ServerCertificateSecret: d.Name + "-certificates"}
+		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.tls.serverCertificateSecret"}}},
+		{name: "a server certificate Secret of a bad name", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Engine, d.Spec.Version = example.EnginePostgres, "17"
+			d.Spec.TLS = &example.TLSSpec{ServerCertificateSecret: "Prod_TLS"}
+		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.tls.serverCertificateSecret"}}},
 		{name: "missing name", db: myDatabase(func(d *example.MyDatabase) { d.Name = "" }),
 			want: []errorSummary{{field.ErrorTypeRequired, "metadata.name"}}},
 		{name: "missing namespace", db: myDatabase(func(d *example.MyDatabase) { d.Namespace = "" }),

@@ -282,6 +282,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: storageSize
       type:
         namedType: io.k8s.apimachinery.pkg.api.resource.Quantity
+    - name: tls
+      type:
+        namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.TLSSpec
     - name: version
       type:
         scalar: string
@@ -466,6 +469,12 @@ var schemaYAML = typed.YAMLObject(`types:
         scalar: string
       default: ""
     - name: region
+      type:
+        scalar: string
+- name: com.github.mydb-dev.mydb.pkg.apis.example.v1.TLSSpec
+  map:
+    fields:
+    - name: serverCertificateSecret
       type:
         scalar: string
 - name: com.github.mydb-dev.mydb.pkg.apis.example.v1.VolumeDestination

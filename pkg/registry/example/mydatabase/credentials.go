@@ -137,5 +137,6 @@ func (r *CredentialsREST) Create(ctx context.Context, name string, obj runtime.O
 	answer.Status.Instance = issued.Instance
 	answer.Status.Database = issued.Database
 	answer.Status.CACertificate = string(issued.CACertificate)
+	answer.Status.ServerName = issued.ServerName
 	return answer, nil
 }

@@ -85,6 +85,9 @@ type MyDatabaseSpecApplyConfiguration struct {
 	// a restart; one it reads only at start is a rolling update, primary
 	// last. The condition ParametersApplied says which, and when.
 	Parameters map[string]string `json:"parameters,omitempty"`
+	// TLS is how the engines serve TLS to clients. Without it they serve a
+	// certificate of the database's own CA (status.certificateAuthority).
+	TLS *TLSSpecApplyConfiguration `json:"tls,omitempty"`
 }
 
 // MyDatabaseSpecApplyConfiguration constructs a declarative configuration of the MyDatabaseSpec type for use with
@@ -200,5 +203,13 @@ func (b *MyDatabaseSpecApplyConfiguration) WithParameters(entries map[string]str
 	for k, v := range entries {
 		b.Parameters[k] = v
 	}
+	return b
+}
+
+// WithTLS sets the TLS field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the TLS field is set to the value of the last call.
+func (b *MyDatabaseSpecApplyConfiguration) WithTLS(value *TLSSpecApplyConfiguration) *MyDatabaseSpecApplyConfiguration {
+	b.TLS = value
 	return b
 }
