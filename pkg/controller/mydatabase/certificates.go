@@ -34,10 +34,13 @@ const caRotationPoll = 2 * time.Second
 
 // caState is the database's CA Secret as read, nil with the reason when
 // it cannot be (reconcileSecret reports a lost one).
-func (c *Controller) caState(db *examplev1.MyDatabase) (*corev1.Secret, *databaseca.State, error) {
-	secret, err := c.secretLister.Secrets(db.Namespace).Get(names.CASecret(db.Name))
-	if err != nil {
-		return nil, nil, err
+func (c *Controller) caState(db *examplev1.MyDatabase, f *findings) (*corev1.Secret, *databaseca.State, error) {
+	secret := f.caSecret
+	if secret == nil {
+		var err error
+		if secret, err = c.secretLister.Secrets(db.Namespace).Get(names.CASecret(db.Name)); err != nil {
+			return nil, nil, err
+		}
 	}
 	if !ownsData(db, secret) {
 		return nil, nil, fmt.Errorf("the CA Secret %q is not the database's", secret.Name)
@@ -58,7 +61,7 @@ func (c *Controller) caState(db *examplev1.MyDatabase) (*corev1.Secret, *databas
 // and made again for a new bundle (from the instance Secret, as for a
 // lost one).
 func (c *Controller) reconcileCertificates(ctx context.Context, db *examplev1.MyDatabase, f *findings) error {
-	caSecret, state, err := c.caState(db)
+	caSecret, state, err := c.caState(db, f)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -216,7 +219,7 @@ func (c *Controller) migrateCASecret(ctx context.Context, db *examplev1.MyDataba
 // database's CA (pkg/carotation), from the instances' reports, and says
 // where it is in findings.
 func (c *Controller) rotateCertificateAuthority(ctx context.Context, db *examplev1.MyDatabase, f *findings) error {
-	caSecret, state, err := c.caState(db)
+	caSecret, state, err := c.caState(db, f)
 	if err != nil || (caSecret.Immutable != nil && *caSecret.Immutable) {
 		return nil
 	}

@@ -22,6 +22,7 @@ import (
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/names"
+	"github.com/mydb-dev/mydb/pkg/pki"
 	"github.com/mydb-dev/mydb/pkg/scope"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -360,6 +361,8 @@ func TestCreatesChildren(t *testing.T) {
 		"create secrets prod-mysql-ca",
 		"create secrets prod-mysql-instance-secrets",
 		"create secrets prod-mysql-credentials",
+		"create secrets prod-mysql-certificates",
+		"create secrets prod-mysql-ca-bundle",
 		"apply serviceaccounts prod-mysql-instance",
 		"apply roles prod-mysql-instance",
 		"apply rolebindings prod-mysql-instance",
@@ -439,11 +442,22 @@ func TestCreatesChildren(t *testing.T) {
 	if len(instance.Data["issuer.key"]) != 0 || len(instance.Data["ca.key"]) != 0 || len(ca.Data["ca.key"]) == 0 {
 		t.Errorf("the instance Secret must hold passwords only (the issuer is the certificates Secret's), the CA Secret the CA's key")
 	}
+	// The instances' issuer is of the CA; the bundles hold the CA alone.
+	certificates, bundle := secrets["prod-mysql-certificates"], secrets["prod-mysql-ca-bundle"]
+	if certificates == nil || bundle == nil {
+		t.Fatalf("created the Secrets %v, want the certificates and the CA bundle too", slices.Collect(maps.Keys(secrets)))
+	}
+	if issuer, err := pki.ParseCerts(certificates.Data["issuer.crt"]); err != nil || issuer[0].CheckSignatureFrom(mustParse(t, ca.Data["ca.crt"])) != nil ||
+		len(certificates.Data["issuer.key"]) == 0 || string(certificates.Data["ca.crt"]) != string(ca.Data["ca.crt"]) ||
+		string(bundle.Data["ca.crt"]) != string(ca.Data["ca.crt"]) || len(bundle.Data) != 1 {
+		t.Errorf("the certificates Secret holds no issuer of the CA and the CA, or the bundle more than the CA (%v)", err)
+	}
 	// The Secrets name no owner: a MyDatabase that merely reads as absent
 	// may not take them with it. Those with passwords are immutable; the
-	// CA's changes with a rotation.
+	// CA's change with a rotation.
 	for name, secret := range secrets {
-		if immutable := name != "prod-mysql-ca"; len(secret.OwnerReferences) != 0 || secret.Immutable == nil || *secret.Immutable != immutable {
+		immutable := !slices.Contains([]string{"prod-mysql-ca", "prod-mysql-certificates", "prod-mysql-ca-bundle"}, name)
+		if len(secret.OwnerReferences) != 0 || secret.Immutable == nil || *secret.Immutable != immutable {
 			t.Errorf("the Secret %s has owner references %+v and immutable %v, want none and %v", name, secret.OwnerReferences, secret.Immutable, immutable)
 		}
 	}

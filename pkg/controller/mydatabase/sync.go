@@ -74,6 +74,9 @@ type findings struct {
 	// serverCertificateProblem says why spec.tls.serverCertificateSecret
 	// is not served.
 	serverCertificateProblem string
+	// caSecret is the database's CA Secret, as reconcileSecret found or
+	// made it (nil: none).
+	caSecret *corev1.Secret
 }
 
 // sync makes the children of one MyDatabase match its spec and reports what
@@ -322,6 +325,9 @@ func (c *Controller) reconcileSecret(ctx context.Context, db *examplev1.MyDataba
 	if err != nil {
 		return err
 	}
+	// The caches may not hold a CA Secret just made: the rest of the sync
+	// reads it from here.
+	f.caSecret = caSecret
 	if instance == nil {
 		// The issuer is the certificates Secret's (reconcileCertificates).
 		data := map[string][]byte{}
