@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	core "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
@@ -171,4 +172,57 @@ func mustParse(t *testing.T, data []byte) *x509.Certificate {
 		t.Fatal(err)
 	}
 	return certs[0]
+}
+
+// TestAnImmutableCASecretIsMadeAgainMutable: an earlier mydb's CA Secret,
+// immutable, cannot record a rotation: it is copied, deleted and made
+// again, mutable, from the copy, which then goes; meanwhile the managers
+// are called with the copy's root, and no sync makes a new CA.
+func TestAnImmutableCASecretIsMadeAgainMutable(t *testing.T) {
+	db, children, statuses := convergedState(t, myDatabase())
+	var original []byte
+	for _, o := range children {
+		if s, ok := o.(*corev1.Secret); ok && s.Name == "prod-mysql-ca" {
+			s.Immutable = ptr.To(true)
+			original = s.Data["ca.key"]
+		}
+	}
+	secretsGVR := schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	step := func(wantKube []string) *fixture {
+		t.Helper()
+		f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
+		f.statuses = statuses
+		if err := f.sync(); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(wantKube, writes(f.kubeClient.Actions())); diff != "" {
+			t.Errorf("writes to the main cluster (-want +got):\n%s", diff)
+		}
+		list, err := f.kubeClient.Tracker().List(secretsGVR, corev1.SchemeGroupVersion.WithKind("Secret"), db.Namespace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		children = slices.DeleteFunc(children, func(o runtime.Object) bool { _, ok := o.(*corev1.Secret); return ok })
+		for i := range list.(*corev1.SecretList).Items {
+			children = append(children, &list.(*corev1.SecretList).Items[i])
+		}
+		return f
+	}
+	step([]string{"create secrets prod-mysql-ca-copy", "delete secrets prod-mysql-ca"})
+	// The CA Secret gone, its copy there: the managers are still read,
+	// with the copy's root, and no new CA is made.
+	f := step([]string{"create secrets prod-mysql-ca", "delete secrets prod-mysql-ca-copy"})
+	// Every instance answered as before: no status to write.
+	if got := writes(f.mydbClient.Actions()); len(got) != 0 {
+		t.Errorf("writes to mydb %v, want none: the instances answered with the copy's root", got)
+	}
+	for _, a := range f.kubeClient.Actions() {
+		if c, ok := a.(core.CreateAction); ok && c.GetObject().(*corev1.Secret).Name == "prod-mysql-ca" {
+			made := c.GetObject().(*corev1.Secret)
+			if made.Immutable == nil || *made.Immutable || string(made.Data["ca.key"]) != string(original) {
+				t.Errorf("the CA Secret made again: immutable %v, the same key %v", made.Immutable, string(made.Data["ca.key"]) == string(original))
+			}
+		}
+	}
+	step(nil)
 }
