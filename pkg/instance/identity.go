@@ -263,8 +263,10 @@ var SecretCheckInterval = 5 * time.Second
 
 // Run renews the certificate at two thirds of its life, or as soon as the
 // mounted Secret holds another issuer or CA bundle, until ctx ends; a
-// failed renewal is tried again every minute while the old one holds.
+// failed renewal is tried again every SecretCheckInterval while the old
+// one holds.
 func (id *Identity) Run(ctx context.Context) {
+	var lastError time.Time
 	for {
 		id.mu.Lock()
 		at, mounted := pki.RenewAt(id.current.Leaf), id.mounted
@@ -279,13 +281,19 @@ func (id *Identity) Run(ctx context.Context) {
 			continue
 		}
 		if err := id.renew(time.Now()); err != nil {
-			id.log.Error("renewing the instance's certificate", "err", err)
+			// A Secret caught while it was being rewritten reads well a
+			// moment later; one that stays broken is logged once a minute.
+			if time.Since(lastError) >= time.Minute {
+				id.log.Error("renewing the instance's certificate", "err", err)
+				lastError = time.Now()
+			}
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(time.Minute):
+			case <-time.After(SecretCheckInterval):
 			}
 		} else {
+			lastError = time.Time{}
 			id.log.Info("renewed the instance's certificate")
 		}
 	}

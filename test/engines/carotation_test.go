@@ -85,7 +85,9 @@ func testCARotation(t *testing.T, c *cluster, p *node, replicas []*node, fig *fi
 	// of it, and the engines serve them. The controller meanwhile trusts
 	// both roots.
 	oldController := c.controller
-	c.controller = &api.Credentials{ID: "rotation/both-roots", Roots: pki.Pool(old.CA.Cert, next.CA.Cert), Certificate: oldController.Certificate}
+	// IDs name the roots: the managers' client keeps a connection per ID,
+	// across the suites of every engine.
+	c.controller = &api.Credentials{ID: "rotation/both-roots/" + oldRoot + "+" + newRoot, Roots: pki.Pool(old.CA.Cert, next.CA.Cert), Certificate: oldController.Certificate}
 	write(next.Issuer, next.CA.Cert, old.CA.Cert)
 	switched := waitAll("a certificate of the new issuer", func(c *api.Certificates) bool { return c.Issuer == pki.Fingerprint(next.Issuer.Cert) })
 	c.ca, c.controller = next, next.Controller()
@@ -111,7 +113,7 @@ func testCARotation(t *testing.T, c *cluster, p *node, replicas []*node, fig *fi
 
 	// The old root's controller certificate, presented to a manager this
 	// client verifies against the new root: the manager refuses it.
-	stale := &api.Credentials{ID: "rotation/old-certificate", Roots: pki.Pool(next.CA.Cert), Certificate: oldController.Certificate}
+	stale := &api.Credentials{ID: "rotation/old-certificate/" + oldRoot + "+" + newRoot, Roots: pki.Pool(next.CA.Cert), Certificate: oldController.Certificate}
 	if code := getAs(p.statusAddr, p.name, api.PathStatus, c.ca, stale); code != 0 {
 		t.Errorf("GET %s with the old root's controller certificate: %d, want the handshake refused", api.PathStatus, code)
 	}
