@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/pki"
 )
 
@@ -81,6 +82,10 @@ func testServerCertificateOfTheUsersOwn(t *testing.T, c *cluster, p *node, repli
 		}
 	}
 	checkReplicationOverVerifiedTLS(t, c, p, replicas)
+	// And they read ready: following the primary's address, streaming.
+	for _, r := range replicas {
+		r.waitReady(time.Minute, api.RoleReplica)
+	}
 	reconnected := time.Since(reconnect)
 
 	// Taken away: the instances' own again.

@@ -188,3 +188,19 @@ func TestConninfoVerifiesTheNameOfAServerCertificateOfTheUsersOwn(t *testing.T) 
 		t.Errorf("a primary by name: %s", ci)
 	}
 }
+
+// TestUpstreamIsTheAddressConnectedTo: a walreceiver that verifies a name
+// at an address follows the address (what the topology names).
+func TestUpstreamIsTheAddressConnectedTo(t *testing.T) {
+	ci := "user=replicator passfile=/run/pgpass host=db.example.com hostaddr=10.0.0.4 port=5432 sslmode=verify-full"
+	if got := upstreamHost("db.example.com", &ci); got != "10.0.0.4" {
+		t.Errorf("with hostaddr: %s", got)
+	}
+	plain := "user=replicator host=10.0.0.4 port=5432"
+	if got := upstreamHost("10.0.0.4", &plain); got != "10.0.0.4" {
+		t.Errorf("without: %s", got)
+	}
+	if got := upstreamHost("10.0.0.4", nil); got != "10.0.0.4" {
+		t.Errorf("no conninfo: %s", got)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"regexp"
+	"strings"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
 )
@@ -44,6 +46,7 @@ func (d *Driver) Probe(ctx context.Context) (instance.Probe, error) {
 	// last heard it (latest_end_lsn).
 	var (
 		position, status, host *string
+		conninfo               *string
 		port                   *int
 		received               *uint32
 		checkpoint             uint32
@@ -53,12 +56,12 @@ func (d *Driver) Probe(ctx context.Context) (instance.Probe, error) {
 	err = pool.QueryRow(ctx, `
 		SELECT greatest(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())::text,
 		       r.received_tli::int, (SELECT timeline_id FROM pg_control_checkpoint())::int,
-		       r.status, r.sender_host, r.sender_port,
+		       r.status, r.sender_host, r.sender_port, r.conninfo,
 		       greatest(pg_wal_lsn_diff(r.latest_end_lsn, pg_last_wal_replay_lsn()), 0)::bigint,
 		       CASE WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0
 		            ELSE extract(epoch FROM now() - pg_last_xact_replay_timestamp()) END::float8
 		FROM (SELECT 1) one LEFT JOIN pg_stat_wal_receiver r ON true`).
-		Scan(&position, &received, &checkpoint, &status, &host, &port, &lagBytes, &lagSeconds)
+		Scan(&position, &received, &checkpoint, &status, &host, &port, &conninfo, &lagBytes, &lagSeconds)
 	if err != nil {
 		return p, err
 	}
@@ -68,10 +71,25 @@ func (d *Driver) Probe(ctx context.Context) (instance.Probe, error) {
 	p.Position.Timeline = d.standbyTimeline(received, checkpoint)
 	p.Streaming = status != nil && *status == "streaming"
 	if host != nil && port != nil {
-		p.Upstream = net.JoinHostPort(*host, fmt.Sprint(*port))
+		p.Upstream = net.JoinHostPort(upstreamHost(*host, conninfo), fmt.Sprint(*port))
 	}
 	p.LagBytes, p.LagSeconds = lagBytes, lagSeconds
 	return p, nil
+}
+
+// hostaddrIn finds hostaddr in a walreceiver's conninfo.
+var hostaddrIn = regexp.MustCompile(`(?:^|\s)hostaddr=(\S+)`)
+
+// upstreamHost is the address a walreceiver connects to: its host, or,
+// when it verifies a name at an address (a server certificate of the
+// user's own: host=<name> hostaddr=<address>), the address.
+func upstreamHost(host string, conninfo *string) string {
+	if conninfo != nil {
+		if m := hostaddrIn.FindStringSubmatch(*conninfo); m != nil {
+			return strings.Trim(m[1], "'")
+		}
+	}
+	return host
 }
 
 // standbyTimeline is the timeline of a standby's position: the
