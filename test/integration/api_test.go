@@ -504,7 +504,7 @@ func TestTable(t *testing.T) {
 	if diff := cmp.Diff(want, headers); diff != "" {
 		t.Errorf("columns (-want +got):\n%s", diff)
 	}
-	if len(table.Rows) != 1 || fmt.Sprint(table.Rows[0].Cells[:8]) != "[tabled mysql 9.7 3 0/3 0 50Gi Pending]" {
+	if len(table.Rows) != 1 || fmt.Sprint(table.Rows[0].Cells[:9]) != "[tabled mysql 9.7 3 0/3 0 <none> 50Gi Pending]" {
 		t.Errorf("rows = %v", table.Rows)
 	}
 }
