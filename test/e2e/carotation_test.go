@@ -263,23 +263,6 @@ func TestCARotationWithoutARestart(t *testing.T) {
 	}
 }
 
-// credentialsOf are a controller's credentials made with the root of the
-// CA Secret data.
-func credentialsOf(t *testing.T, data map[string][]byte) *api.Credentials {
-	t.Helper()
-	ca, err := pki.ParseKeyPair(data["ca.crt"], data["ca.key"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := ca.Issue(pki.Leaf{CommonName: pki.ControllerName, Lifetime: time.Hour, Client: true}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert := leaf.TLSCertificate()
-	return &api.Credentials{ID: "e2e/rotation/" + pki.Fingerprint(ca.Cert) + "/" + pki.Fingerprint(leaf.Cert), Roots: pki.Pool(ca.Cert),
-		Certificate: func() (*tls.Certificate, error) { return cert, nil }}
-}
-
 // managerReports are the instances' managers' statuses, read with creds.
 func managerReports(t *testing.T, instances []examplev1.InstanceStatus, creds *api.Credentials) map[string]*api.Status {
 	t.Helper()

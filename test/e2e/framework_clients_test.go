@@ -182,21 +182,34 @@ func rv(t *testing.T, body []byte) string {
 
 // controllerCredentials are what mydb's controller calls database db's
 // instance managers with: a client certificate its CA (the CA Secret)
-// signed for the controller. Cached per CA.
+// signed for the controller. Cached per CA Secret, as it is now.
 func controllerCredentials(t *testing.T, ns, db string) *api.Credentials {
 	t.Helper()
 	secret, err := kubeClient(t).CoreV1().Secrets(ns).Get(context.Background(), names.CASecret(db), metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the CA Secret of %s/%s: %v", ns, db, err)
 	}
-	// A database made again under its name has a CA of its own.
-	key := ns + "/" + db + "/" + string(secret.UID)
+	// A database made again under its name has a CA of its own, and a
+	// rotation changes the Secret.
+	key := ns + "/" + db + "/" + string(secret.UID) + "/" + secret.ResourceVersion
 	controllerCreds.Lock()
 	defer controllerCreds.Unlock()
 	if c, ok := controllerCreds.m[key]; ok {
 		return c
 	}
-	ca, err := pki.ParseKeyPair(secret.Data["ca.crt"], secret.Data["ca.key"])
+	c := credentialsOf(t, secret.Data)
+	if controllerCreds.m == nil {
+		controllerCreds.m = map[string]*api.Credentials{}
+	}
+	controllerCreds.m[key] = c
+	return c
+}
+
+// credentialsOf are a controller's credentials made with the root of the
+// CA Secret data.
+func credentialsOf(t *testing.T, data map[string][]byte) *api.Credentials {
+	t.Helper()
+	ca, err := pki.ParseKeyPair(data["ca.crt"], data["ca.key"])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,13 +218,8 @@ func controllerCredentials(t *testing.T, ns, db string) *api.Credentials {
 		t.Fatal(err)
 	}
 	cert := leaf.TLSCertificate()
-	c := &api.Credentials{ID: "e2e/" + key + "/" + pki.Fingerprint(ca.Cert), Roots: pki.Pool(ca.Cert),
+	return &api.Credentials{ID: "e2e/controller/" + pki.Fingerprint(ca.Cert) + "/" + pki.Fingerprint(leaf.Cert), Roots: pki.Pool(ca.Cert),
 		Certificate: func() (*tls.Certificate, error) { return cert, nil }}
-	if controllerCreds.m == nil {
-		controllerCreds.m = map[string]*api.Credentials{}
-	}
-	controllerCreds.m[key] = c
-	return c
 }
 
 var controllerCreds struct {

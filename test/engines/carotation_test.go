@@ -5,7 +5,6 @@ package engines
 import (
 	"context"
 	"crypto/x509"
-	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,8 +12,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/go-sql-driver/mysql"
 
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/pki"
@@ -158,9 +155,7 @@ func endReplicationConnections(t *testing.T, c *cluster, p *node) {
 			t.Fatal(err)
 		}
 	case "mariadb":
-		cfg := mysql.NewConfig()
-		cfg.User, cfg.Net, cfg.Addr = "root", "unix", filepath.Join(p.runDir, "mariadbd.sock")
-		db, err := sql.Open("mysql", cfg.FormatDSN())
+		db, err := mariadbRoot(p)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -35,9 +35,7 @@ func mariadbSpec() engineSpec {
 			},
 			replicaHas: func(t *testing.T, r *node) func(string) (bool, error) {
 				// As root over the replica's socket: SHOW SLAVE STATUS.
-				cfg := mysql.NewConfig()
-				cfg.User, cfg.Net, cfg.Addr = "root", "unix", filepath.Join(r.runDir, "mariadbd.sock")
-				db, err := sql.Open("mysql", cfg.FormatDSN())
+				db, err := mariadbRoot(r)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -75,9 +73,7 @@ func mariadbSpec() engineSpec {
 		purgeHistory: func(t *testing.T, p *node) {
 			t.Helper()
 			// As root over the primary's socket (unix_socket authentication).
-			cfg := mysql.NewConfig()
-			cfg.User, cfg.Net, cfg.Addr = "root", "unix", filepath.Join(p.runDir, "mariadbd.sock")
-			db, err := sql.Open("mysql", cfg.FormatDSN())
+			db, err := mariadbRoot(p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -246,4 +242,12 @@ func gtidHeld(pos, gtid string) bool {
 		}
 	}
 	return false
+}
+
+// mariadbRoot is a pool as MariaDB's root on n, over its socket
+// (unix_socket authentication).
+func mariadbRoot(n *node) (*sql.DB, error) {
+	cfg := mysql.NewConfig()
+	cfg.User, cfg.Net, cfg.Addr = "root", "unix", filepath.Join(n.runDir, "mariadbd.sock")
+	return sql.Open("mysql", cfg.FormatDSN())
 }

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/instance/mysqlfamily"
 	"github.com/mydb-dev/mydb/test/stats"
@@ -540,9 +539,7 @@ func checkReplicationOverVerifiedTLS(t *testing.T, c *cluster, p *node, replicas
 		}
 	case "mariadb":
 		for _, r := range replicas {
-			cfg := mysql.NewConfig()
-			cfg.User, cfg.Net, cfg.Addr = "root", "unix", filepath.Join(r.runDir, "mariadbd.sock")
-			db, err := sql.Open("mysql", cfg.FormatDSN())
+			db, err := mariadbRoot(r)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -190,9 +189,7 @@ func mariadbReplicaStatus(c *cluster, r *node) string {
 	if c.spec.name != "mariadb" {
 		return ""
 	}
-	cfg := mysql.NewConfig()
-	cfg.User, cfg.Net, cfg.Addr = "root", "unix", filepath.Join(r.runDir, "mariadbd.sock")
-	db, err := sql.Open("mysql", cfg.FormatDSN())
+	db, err := mariadbRoot(r)
 	if err != nil {
 		return err.Error()
 	}

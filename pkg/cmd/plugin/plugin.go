@@ -365,35 +365,30 @@ func (o *options) hibernateCommand(on bool) *cobra.Command {
 // restarted-at annotation, which the controller copies onto the pod
 // template.
 func (o *options) restartCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "restart DATABASE",
-		Short: "Restart every instance of a MyDatabase, primary last: the replicas one at a time, then one switchover, then the old primary",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ns, err := o.client()
-			if err != nil {
-				return err
-			}
-			at := time.Now().UTC().Format(time.RFC3339)
-			patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{names.RestartedAtAnnotation: at}}})
-			if err != nil {
-				return err
-			}
-			if _, err := c.ExampleV1().MyDatabases(ns).Patch(cmd.Context(), args[0], types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-				return err
-			}
-			fmt.Fprintf(o.streams.Out, "mydatabase.example.com/%s restarting, primary last (kubectl get mdb %s: UP-TO-DATE)\n", args[0], args[0])
-			return nil
-		},
-	}
+	return o.annotateNowCommand("restart DATABASE",
+		"Restart every instance of a MyDatabase, primary last: the replicas one at a time, then one switchover, then the old primary",
+		names.RestartedAtAnnotation, func(db string) string {
+			return fmt.Sprintf("mydatabase.example.com/%s restarting, primary last (kubectl get mdb %s: UP-TO-DATE)", db, db)
+		})
 }
 
 // rotateCACommand asks for a new root CA: it sets the database's
 // rotate-ca annotation, which starts a rotation without a restart.
 func (o *options) rotateCACommand() *cobra.Command {
+	return o.annotateNowCommand("rotate-ca DATABASE",
+		"Replace a MyDatabase's root CA without a restart: the new root is trusted everywhere, then signs, then the old one is no longer trusted",
+		names.RotateCAAnnotation, func(db string) string {
+			return fmt.Sprintf("mydatabase.example.com/%s rotating its CA (kubectl mydb status %s shows where it is; "+
+				"applications read the new bundle from Secret %s)", db, db, names.CABundleSecret(db))
+		})
+}
+
+// annotateNowCommand asks the controller for something by setting
+// annotation on the database to the time: a new value is a new request.
+func (o *options) annotateNowCommand(use, short, annotation string, said func(db string) string) *cobra.Command {
 	return &cobra.Command{
-		Use:   "rotate-ca DATABASE",
-		Short: "Replace a MyDatabase's root CA without a restart: the new root is trusted everywhere, then signs, then the old one is no longer trusted",
+		Use:   use,
+		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, ns, err := o.client()
@@ -401,15 +396,14 @@ func (o *options) rotateCACommand() *cobra.Command {
 				return err
 			}
 			at := time.Now().UTC().Format(time.RFC3339Nano)
-			patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{names.RotateCAAnnotation: at}}})
+			patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{annotation: at}}})
 			if err != nil {
 				return err
 			}
 			if _, err := c.ExampleV1().MyDatabases(ns).Patch(cmd.Context(), args[0], types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 				return err
 			}
-			fmt.Fprintf(o.streams.Out, "mydatabase.example.com/%s rotating its CA (kubectl mydb status %s shows where it is; "+
-				"applications read the new bundle from Secret %s)\n", args[0], args[0], names.CABundleSecret(args[0]))
+			fmt.Fprintln(o.streams.Out, said(args[0]))
 			return nil
 		},
 	}

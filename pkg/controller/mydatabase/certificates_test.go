@@ -18,6 +18,47 @@ import (
 	"github.com/mydb-dev/mydb/pkg/pki"
 )
 
+// syncs runs one sync of a database at a time, each on the objects the
+// one before left: its Secrets as the fake API server holds them after,
+// its status as the sync wrote it.
+type syncs struct {
+	t        *testing.T
+	db       *examplev1.MyDatabase
+	children []runtime.Object
+	statuses fakeStatuses
+	last     *fixture
+}
+
+// step syncs once, checks the writes to the main cluster, and answers the
+// database's status.
+func (s *syncs) step(wantKube []string) examplev1.MyDatabaseStatus {
+	s.t.Helper()
+	f := newFixture(s.t, []*examplev1.MyDatabase{s.db}, s.children...)
+	f.statuses = s.statuses
+	if err := f.sync(); err != nil {
+		s.t.Fatal(err)
+	}
+	if diff := cmp.Diff(wantKube, writes(f.kubeClient.Actions())); diff != "" {
+		s.t.Errorf("writes to the main cluster (-want +got):\n%s", diff)
+	}
+	list, err := f.kubeClient.Tracker().List(schema.GroupVersionResource{Version: "v1", Resource: "secrets"},
+		corev1.SchemeGroupVersion.WithKind("Secret"), s.db.Namespace)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.children = slices.DeleteFunc(s.children, func(o runtime.Object) bool { _, ok := o.(*corev1.Secret); return ok })
+	for i := range list.(*corev1.SecretList).Items {
+		s.children = append(s.children, &list.(*corev1.SecretList).Items[i])
+	}
+	s.last = f
+	for _, a := range f.mydbClient.Actions() {
+		if u, ok := a.(core.UpdateAction); ok && a.GetSubresource() == "status" {
+			s.db.Status = u.GetObject().(*examplev1.MyDatabase).Status
+		}
+	}
+	return s.db.Status
+}
+
 // TestCARotationTakesEachStepWhenEveryInstanceTookTheLast drives a
 // rotation of a database's CA through the controller, one sync at a time
 // on the objects the previous one left: the CA Secret changes only when
@@ -28,39 +69,10 @@ import (
 func TestCARotationTakesEachStepWhenEveryInstanceTookTheLast(t *testing.T) {
 	db, children, statuses := convergedState(t, myDatabase())
 	db.Annotations = map[string]string{names.RotateCAAnnotation: "2026-12-05T12:00:00Z"}
-	secretsGVR := schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
-
-	var last *fixture
-	// step syncs once and keeps the Secrets as the fake API server holds
-	// them after.
-	step := func(wantKube []string) examplev1.MyDatabaseStatus {
-		t.Helper()
-		f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
-		f.statuses = statuses
-		if err := f.sync(); err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(wantKube, writes(f.kubeClient.Actions())); diff != "" {
-			t.Errorf("writes to the main cluster (-want +got):\n%s", diff)
-		}
-		list, err := f.kubeClient.Tracker().List(secretsGVR, corev1.SchemeGroupVersion.WithKind("Secret"), db.Namespace)
-		if err != nil {
-			t.Fatal(err)
-		}
-		children = slices.DeleteFunc(children, func(o runtime.Object) bool { _, ok := o.(*corev1.Secret); return ok })
-		for i := range list.(*corev1.SecretList).Items {
-			children = append(children, &list.(*corev1.SecretList).Items[i])
-		}
-		last = f
-		for _, a := range f.mydbClient.Actions() {
-			if u, ok := a.(core.UpdateAction); ok && a.GetSubresource() == "status" {
-				db.Status = u.GetObject().(*examplev1.MyDatabase).Status
-			}
-		}
-		return db.Status
-	}
+	run := &syncs{t: t, db: db, children: children, statuses: statuses}
+	step := run.step
 	secret := func(name string) *corev1.Secret {
-		for _, o := range children {
+		for _, o := range run.children {
 			if s, ok := o.(*corev1.Secret); ok && s.Name == name {
 				return s
 			}
@@ -95,7 +107,7 @@ func TestCARotationTakesEachStepWhenEveryInstanceTookTheLast(t *testing.T) {
 
 	// A new annotation: the new root is made, trusted next to the old.
 	status := step([]string{"update secrets prod-mysql-ca"})
-	expectEvent(t, last.recorder, "Normal CARotationStarted")
+	expectEvent(t, run.last.recorder, "Normal CARotationStarted")
 	if len(secret("prod-mysql-ca").Data["next-ca.key"]) == 0 || secret("prod-mysql-ca").Annotations[names.CARotatedForAnnotation] != "2026-12-05T12:00:00Z" {
 		t.Fatalf("the CA Secret holds no next root or not the request it began for: %v", secret("prod-mysql-ca").Annotations)
 	}
@@ -131,7 +143,7 @@ func TestCARotationTakesEachStepWhenEveryInstanceTookTheLast(t *testing.T) {
 	// All do: the new root signs.
 	report(func(_ string, c *api.Certificates) { c.Roots = []string{oldRoot, newRoot} })
 	step([]string{"update secrets prod-mysql-ca"})
-	expectEvent(t, last.recorder, "Normal CARotationSwitched")
+	expectEvent(t, run.last.recorder, "Normal CARotationSwitched")
 	status = step([]string{"update secrets prod-mysql-certificates", "update secrets prod-mysql-ca-bundle", "delete secrets prod-mysql-credentials"})
 	issuer := mustParse(t, secret("prod-mysql-certificates").Data["issuer.crt"])
 	if got := roots("prod-mysql-certificates"); !slices.Equal(got, []string{newRoot, oldRoot}) || pki.Fingerprint(mustParse(t, secret("prod-mysql-ca").Data["ca.crt"])) != newRoot {
@@ -148,7 +160,7 @@ func TestCARotationTakesEachStepWhenEveryInstanceTookTheLast(t *testing.T) {
 	// leaves the bundles; the rotation ends when no instance trusts it.
 	report(func(_ string, c *api.Certificates) { c.Issuer = pki.Fingerprint(issuer) })
 	step([]string{"create secrets prod-mysql-credentials", "update secrets prod-mysql-ca"})
-	expectEvent(t, last.recorder, "Normal CARotated")
+	expectEvent(t, run.last.recorder, "Normal CARotated")
 	status = step([]string{"update secrets prod-mysql-certificates", "update secrets prod-mysql-ca-bundle", "delete secrets prod-mysql-credentials"})
 	if got := roots("prod-mysql-ca-bundle"); !slices.Equal(got, []string{newRoot}) {
 		t.Errorf("the CA bundle holds %v, want the new root alone", got)
@@ -187,27 +199,8 @@ func TestAnImmutableCASecretIsMadeAgainMutable(t *testing.T) {
 			original = s.Data["ca.key"]
 		}
 	}
-	secretsGVR := schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
-	step := func(wantKube []string) *fixture {
-		t.Helper()
-		f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
-		f.statuses = statuses
-		if err := f.sync(); err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(wantKube, writes(f.kubeClient.Actions())); diff != "" {
-			t.Errorf("writes to the main cluster (-want +got):\n%s", diff)
-		}
-		list, err := f.kubeClient.Tracker().List(secretsGVR, corev1.SchemeGroupVersion.WithKind("Secret"), db.Namespace)
-		if err != nil {
-			t.Fatal(err)
-		}
-		children = slices.DeleteFunc(children, func(o runtime.Object) bool { _, ok := o.(*corev1.Secret); return ok })
-		for i := range list.(*corev1.SecretList).Items {
-			children = append(children, &list.(*corev1.SecretList).Items[i])
-		}
-		return f
-	}
+	run := &syncs{t: t, db: db, children: children, statuses: statuses}
+	step := func(wantKube []string) *fixture { run.step(wantKube); return run.last }
 	step([]string{"create secrets prod-mysql-ca-copy", "delete secrets prod-mysql-ca"})
 	// The CA Secret gone, its copy there: the managers are still read,
 	// with the copy's root, and no new CA is made.
