@@ -27,3 +27,15 @@ func KeepMetadata(meta *metav1.ObjectMeta, old *metav1.ObjectMeta) {
 	*meta = *old.DeepCopy()
 	meta.ManagedFields = managedFields
 }
+
+// DropZeroManagedFieldsTimes clears the time of the managedFields entries
+// that carry the zero time (protobuf can say so): JSON writes it as null,
+// which reads back as no time, so an object stored with one would change
+// each time a client read it as JSON and wrote it back.
+func DropZeroManagedFieldsTimes(meta *metav1.ObjectMeta) {
+	for i := range meta.ManagedFields {
+		if t := meta.ManagedFields[i].Time; t != nil && t.IsZero() {
+			meta.ManagedFields[i].Time = nil
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/apis/example/validation"
 	"github.com/mydb-dev/mydb/pkg/apiserver"
+	"github.com/mydb-dev/mydb/pkg/registry/common"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -238,9 +239,11 @@ func storable(db *example.MyDatabase) bool {
 // asTheFieldManagerWrites returns db with its metadata.managedFields as the
 // server's field manager turns them before any write: it decodes them and
 // writes them again, and entries that do not decode it replaces with the
-// stored object's (none on a create).
+// stored object's (none on a create); and the strategy drops zero times
+// (common.DropZeroManagedFieldsTimes).
 func asTheFieldManagerWrites(t *testing.T, db *example.MyDatabase) *example.MyDatabase {
 	db = db.DeepCopy()
+	common.DropZeroManagedFieldsTimes(&db.ObjectMeta)
 	if managedfields.ValidateManagedFields(db.ManagedFields) != nil {
 		db.ManagedFields = nil
 		return db

@@ -66,6 +66,7 @@ func (strategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
 // before) defaults first.
 func (strategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
 	db := obj.(*example.MyDatabase)
+	common.DropZeroManagedFieldsTimes(&db.ObjectMeta)
 	db.Status = example.MyDatabaseStatus{}
 	db.Generation = 1
 	examplev1.SetDefaultResources(&db.Spec.Resources)
@@ -77,6 +78,7 @@ func (strategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
 // and only when, the spec changes.
 func (strategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	db, oldDB := obj.(*example.MyDatabase), old.(*example.MyDatabase)
+	common.DropZeroManagedFieldsTimes(&db.ObjectMeta)
 	db.Status = oldDB.Status
 	examplev1.SetDefaultResources(&db.Spec.Resources)
 	if !apiequality.Semantic.DeepEqual(db.Spec, oldDB.Spec) {
@@ -163,6 +165,7 @@ func (statusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
 // the status fields this write changed.
 func (statusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	db, oldDB := obj.(*example.MyDatabase), old.(*example.MyDatabase)
+	common.DropZeroManagedFieldsTimes(&db.ObjectMeta)
 	common.KeepMetadata(&db.ObjectMeta, &oldDB.ObjectMeta)
 	db.Spec = oldDB.Spec
 }

@@ -327,3 +327,22 @@ func TestDeleteDataFinalizer(t *testing.T) {
 		t.Errorf("switching to Retain during deletion left finalizers %v", changedMind.Finalizers)
 	}
 }
+
+// TestZeroManagedFieldsTimesAreDropped: a managedFields entry with the zero
+// time (protobuf can carry one) is stored without a time, as JSON reads it
+// back; a real time is kept.
+func TestZeroManagedFieldsTimesAreDropped(t *testing.T) {
+	now := metav1.Now()
+	db := myDatabase(func(d *example.MyDatabase) {
+		d.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "zero", Time: &metav1.Time{}}, {Manager: "real", Time: &now}}
+	})
+	newStrategy(t).PrepareForCreate(context.Background(), db)
+	if db.ManagedFields[0].Time != nil || db.ManagedFields[1].Time == nil {
+		t.Errorf("times after create: %v, %v; want none and the real one", db.ManagedFields[0].Time, db.ManagedFields[1].Time)
+	}
+	update := myDatabase(func(d *example.MyDatabase) { d.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "zero", Time: &metav1.Time{}}} })
+	NewStatusStrategy(newStrategy(t)).PrepareForUpdate(context.Background(), update, myDatabase())
+	if update.ManagedFields[0].Time != nil {
+		t.Errorf("a /status write keeps the zero time")
+	}
+}

@@ -52,6 +52,7 @@ func (strategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
 // the controller deletes the backup's dump before the backup goes.
 func (strategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
 	b := obj.(*example.MyDatabaseBackup)
+	common.DropZeroManagedFieldsTimes(&b.ObjectMeta)
 	b.Status = example.MyDatabaseBackupStatus{}
 	b.Generation = 1
 	if !slices.Contains(b.Finalizers, example.BackupFinalizer) {
@@ -61,7 +62,9 @@ func (strategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
 
 // PrepareForUpdate keeps the stored status.
 func (strategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
-	obj.(*example.MyDatabaseBackup).Status = old.(*example.MyDatabaseBackup).Status
+	b := obj.(*example.MyDatabaseBackup)
+	b.Status = old.(*example.MyDatabaseBackup).Status
+	common.DropZeroManagedFieldsTimes(&b.ObjectMeta)
 }
 
 func (strategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList {
@@ -96,6 +99,7 @@ func (statusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
 // PrepareForUpdate keeps the stored spec and metadata but managedFields.
 func (statusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	b, oldB := obj.(*example.MyDatabaseBackup), old.(*example.MyDatabaseBackup)
+	common.DropZeroManagedFieldsTimes(&b.ObjectMeta)
 	common.KeepMetadata(&b.ObjectMeta, &oldB.ObjectMeta)
 	b.Spec = oldB.Spec
 }
