@@ -340,7 +340,9 @@ func TestZeroManagedFieldsTimesAreDropped(t *testing.T) {
 	if db.ManagedFields[0].Time != nil || db.ManagedFields[1].Time == nil {
 		t.Errorf("times after create: %v, %v; want none and the real one", db.ManagedFields[0].Time, db.ManagedFields[1].Time)
 	}
-	update := myDatabase(func(d *example.MyDatabase) { d.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "zero", Time: &metav1.Time{}}} })
+	update := myDatabase(func(d *example.MyDatabase) {
+		d.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "zero", Time: &metav1.Time{}}}
+	})
 	NewStatusStrategy(newStrategy(t)).PrepareForUpdate(context.Background(), update, myDatabase())
 	if update.ManagedFields[0].Time != nil {
 		t.Errorf("a /status write keeps the zero time")
