@@ -94,6 +94,13 @@ func (c *Controller) reconcileCertificates(ctx context.Context, db *examplev1.My
 		}
 		want[databaseca.KeyIssuerCert], want[databaseca.KeyIssuerKey] = issuer[databaseca.KeyIssuerCert], issuer[databaseca.KeyIssuerKey]
 	}
+	// What the instances must hold a certificate of, once they read this
+	// write: the cache may not show it yet to the rotation below.
+	issuer, err := pki.ParseCerts(want[databaseca.KeyIssuerCert])
+	if err != nil {
+		return fmt.Errorf("the issuer: %w", err)
+	}
+	f.caSecret, f.caState, f.issuer = caSecret, state, pki.Fingerprint(issuer[0])
 	if err := c.serverCertificate(ctx, db, certificates, want, f); err != nil {
 		return err
 	}
@@ -219,10 +226,12 @@ func (c *Controller) migrateCASecret(ctx context.Context, db *examplev1.MyDataba
 // database's CA (pkg/carotation), from the instances' reports, and says
 // where it is in findings.
 func (c *Controller) rotateCertificateAuthority(ctx context.Context, db *examplev1.MyDatabase, f *findings) error {
-	caSecret, state, err := c.caState(db, f)
-	if err != nil || (caSecret.Immutable != nil && *caSecret.Immutable) {
+	state := f.caState
+	if state == nil {
+		// No CA, or one reconcileCertificates is making mutable.
 		return nil
 	}
+	caSecret := f.caSecret
 	now := c.clock.Now()
 	in := carotation.Input{
 		Now: now, Phase: state.Phase, PhaseSince: state.Since,
@@ -233,11 +242,10 @@ func (c *Controller) rotateCertificateAuthority(ctx context.Context, db *example
 	if state.Next != nil {
 		in.NewRoot = pki.Fingerprint(state.Next.Cert)
 	}
-	if certificates, err := c.secretLister.Secrets(db.Namespace).Get(names.CertificatesSecret(db.Name)); err == nil {
-		if certs, err := pki.ParseCerts(certificates.Data[databaseca.KeyIssuerCert]); err == nil {
-			in.Issuer = pki.Fingerprint(certs[0])
-		}
-	}
+	// The issuer reconcileCertificates wrote, not the cache's: right
+	// after the switch the cache may still hold the old one, which every
+	// instance holds a certificate of.
+	in.Issuer = f.issuer
 	for i, pod := range f.pods {
 		inst := carotation.Instance{Name: pod.Name}
 		if i < len(f.reports) && f.reports[i] != nil && f.reports[i].Certificates != nil {

@@ -141,7 +141,9 @@ func TestCARotationTakesEachStepWhenEveryInstanceTookTheLast(t *testing.T) {
 	}
 
 	// All do: the new root signs.
-	report(func(_ string, c *api.Certificates) { c.Roots = []string{oldRoot, newRoot} })
+	// They hold a certificate of the old issuer, as real managers say.
+	oldIssuer := pki.Fingerprint(mustParse(t, secret("prod-mysql-certificates").Data["issuer.crt"]))
+	report(func(_ string, c *api.Certificates) { c.Roots, c.Issuer = []string{oldRoot, newRoot}, oldIssuer })
 	step([]string{"update secrets prod-mysql-ca"})
 	expectEvent(t, run.last.recorder, "Normal CARotationSwitched")
 	status = step([]string{"update secrets prod-mysql-certificates", "update secrets prod-mysql-ca-bundle", "delete secrets prod-mysql-credentials"})

@@ -75,8 +75,12 @@ type findings struct {
 	// is not served.
 	serverCertificateProblem string
 	// caSecret is the database's CA Secret, as reconcileSecret found or
-	// made it (nil: none).
+	// made it (nil: none); caState is what it says and issuer the
+	// fingerprint of the issuer the certificates Secret holds, as
+	// reconcileCertificates wrote them (nil, "": not written this sync).
 	caSecret *corev1.Secret
+	caState  *databaseca.State
+	issuer   string
 }
 
 // sync makes the children of one MyDatabase match its spec and reports what
