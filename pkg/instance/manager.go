@@ -28,6 +28,9 @@ type Options struct {
 	DataRoot string
 	// StatusAddress is where the HTTP server listens (":8000", api.Port).
 	StatusAddress string
+	// MetricsAddress is where the metrics server listens (":9187",
+	// api.MetricsPort); empty: no metrics server.
+	MetricsAddress string
 	// StopTimeout bounds the engine's clean shutdown before it is killed.
 	StopTimeout time.Duration
 	// MaxReadyLag and MaxReadyLagBytes bound a ready replica's lag.
@@ -90,6 +93,8 @@ type Manager struct {
 	runCtx context.Context
 	// probes shares the engine probes of status reads over HTTP.
 	probes probeShare
+	// metrics shares the reads of the engine's figures of /metrics scrapes.
+	metrics metricsShare
 	// archive is the WAL archive's state, under its own lock.
 	archive walArchive
 }
@@ -154,6 +159,13 @@ func (m *Manager) Run(ctx context.Context) error {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
+	if m.opts.MetricsAddress != "" && m.opts.Identity != nil {
+		metrics, err := m.serveMetrics()
+		if err != nil {
+			return err
+		}
+		defer metrics.Close()
+	}
 
 	go m.expireCredentials(ctx)
 	if m.opts.LocalSocket != "" {

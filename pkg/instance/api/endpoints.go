@@ -3,6 +3,14 @@ package api
 // Port is where every instance manager serves the endpoints.
 const Port = 8000
 
+// MetricsPort is where every instance manager serves PathMetrics, over TLS
+// to anyone (Prometheus' text format): postgres_exporter's port, which
+// scrape configurations know.
+const MetricsPort = 9187
+
+// PathMetrics is the metrics server's one endpoint.
+const PathMetrics = "/metrics"
+
 // The endpoints' paths (the package doc tells what each takes and answers).
 const (
 	PathHealthz = "/healthz"

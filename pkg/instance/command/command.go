@@ -47,6 +47,7 @@ type Options struct {
 	ListenLoopback   bool
 	Port             int
 	StatusAddress    string
+	MetricsAddress   string
 	SecretsDir       string
 	BinDir           string
 	TopologyFile     string
@@ -86,6 +87,7 @@ func (o *Options) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.ListenLoopback, "listen-loopback", false, "the engine listens on 127.0.0.1 too, where kubectl port-forward connects (a pod's own loopback; not where instances share one)")
 	fs.IntVar(&o.Port, "port", 0, "engine port (default: the engine's usual port)")
 	fs.StringVar(&o.StatusAddress, "status-address", env("MYDB_STATUS_ADDRESS", fmt.Sprintf(":%d", api.Port)), "address of the status HTTP server ($MYDB_STATUS_ADDRESS)")
+	fs.StringVar(&o.MetricsAddress, "metrics-address", env("MYDB_METRICS_ADDRESS", ""), "address of the metrics server (GET /metrics over TLS, Prometheus' text format); empty: none ($MYDB_METRICS_ADDRESS)")
 	fs.StringVar(&o.SecretsDir, "secrets-dir", env("MYDB_SECRETS_DIR", ""), "the mounted instance Secret: the credentials (username, password, database, superuser-password, replication-password) and the database's CA and issuer (ca.crt, issuer.crt, issuer.key) ($MYDB_SECRETS_DIR)")
 	fs.StringVar(&o.BinDir, "bin-dir", env("MYDB_BIN_DIR", ""), "directory of the engine's binaries (default: PATH) ($MYDB_BIN_DIR)")
 	fs.StringVar(&o.TopologyFile, "topology-file", env("MYDB_TOPOLOGY_FILE", ""), "JSON file with the desired topology, re-read when it changes ($MYDB_TOPOLOGY_FILE)")
@@ -262,7 +264,7 @@ func run(ctx context.Context, o *Options) error {
 		return err
 	}
 	m := instance.NewManager(instance.Options{
-		Name: o.Name, PodUID: o.PodUID, Engine: o.Engine, DataRoot: o.DataRoot, StatusAddress: o.StatusAddress,
+		Name: o.Name, PodUID: o.PodUID, Engine: o.Engine, DataRoot: o.DataRoot, StatusAddress: o.StatusAddress, MetricsAddress: o.MetricsAddress,
 		StopTimeout: o.StopTimeout, MaxReadyLag: o.MaxReadyLag, MaxReadyLagBytes: o.MaxReadyLagBytes,
 		Identity:   identity,
 		Restore:    o.Restore,

@@ -28,6 +28,8 @@ type Conn interface {
 	// QueryRow returns the first row of query as column -> value (NULL
 	// columns absent), or nil when there is no row.
 	QueryRow(ctx context.Context, query string) (map[string]string, error)
+	// QueryRows returns every row of query, each as QueryRow's.
+	QueryRows(ctx context.Context, query string) ([]map[string]string, error)
 	Ping(ctx context.Context) error
 	Close() error
 }
@@ -41,6 +43,11 @@ func (c SQLConn) Exec(ctx context.Context, stmts ...string) error { return Exec(
 // QueryRow implements Conn.
 func (c SQLConn) QueryRow(ctx context.Context, query string) (map[string]string, error) {
 	return QueryRowMap(ctx, c.DB, query)
+}
+
+// QueryRows implements Conn.
+func (c SQLConn) QueryRows(ctx context.Context, query string) ([]map[string]string, error) {
+	return QueryRowsMap(ctx, c.DB, query)
 }
 
 // Ping implements Conn.
@@ -94,6 +101,21 @@ func Exec(ctx context.Context, db *sql.DB, stmts ...string) error {
 // QueryRowMap returns the single row of a SHOW statement as column ->
 // value, or nil when there is none.
 func QueryRowMap(ctx context.Context, db *sql.DB, query string) (map[string]string, error) {
+	rows, err := queryRows(ctx, db, query, 1)
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	return rows[0], nil
+}
+
+// QueryRowsMap returns every row of query as column -> value (NULL
+// columns absent).
+func QueryRowsMap(ctx context.Context, db *sql.DB, query string) ([]map[string]string, error) {
+	return queryRows(ctx, db, query, 0)
+}
+
+// queryRows reads up to limit rows (0: all).
+func queryRows(ctx context.Context, db *sql.DB, query string, limit int) ([]map[string]string, error) {
 	rows, err := db.QueryContext(ctx, query)
 	if err != nil {
 		return nil, err
@@ -103,22 +125,23 @@ func QueryRowMap(ctx context.Context, db *sql.DB, query string) (map[string]stri
 	if err != nil {
 		return nil, err
 	}
-	if !rows.Next() {
-		return nil, rows.Err()
-	}
-	vals := make([]sql.NullString, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	if err := rows.Scan(ptrs...); err != nil {
-		return nil, err
-	}
-	m := make(map[string]string, len(cols))
-	for i, c := range cols {
-		if vals[i].Valid {
-			m[c] = vals[i].String
+	var out []map[string]string
+	for (limit == 0 || len(out) < limit) && rows.Next() {
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
 		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		m := make(map[string]string, len(cols))
+		for i, c := range cols {
+			if vals[i].Valid {
+				m[c] = vals[i].String
+			}
+		}
+		out = append(out, m)
 	}
-	return m, rows.Err()
+	return out, rows.Err()
 }

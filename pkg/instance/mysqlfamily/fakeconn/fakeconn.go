@@ -16,6 +16,8 @@ type Conn struct {
 	closed   bool
 	// Row answers a query (nil: no row).
 	Row func(query string) map[string]string
+	// Rows answers a query of every row (nil: none).
+	Rows func(query string) []map[string]string
 	// Fail, when set, makes the statement it returns an error for fail;
 	// the statements after it in the same Exec do not run.
 	Fail func(stmt string) error
@@ -50,6 +52,17 @@ func (c *Conn) QueryRow(_ context.Context, query string) (map[string]string, err
 		return nil, nil
 	}
 	return c.Row(query), nil
+}
+
+// QueryRows implements mysqlfamily.Conn.
+func (c *Conn) QueryRows(_ context.Context, query string) ([]map[string]string, error) {
+	c.mu.Lock()
+	c.queries = append(c.queries, query)
+	c.mu.Unlock()
+	if c.Rows == nil {
+		return nil, nil
+	}
+	return c.Rows(query), nil
 }
 
 // Ping implements mysqlfamily.Conn.
