@@ -44,6 +44,9 @@ const (
 	// StatusPortName names the instance manager's port (pkg/instance/api's
 	// Port) in pod specs.
 	StatusPortName = "status"
+	// MetricsPortName names the instance manager's metrics port
+	// (pkg/instance/api's MetricsPort) in pod specs, for PodMonitors.
+	MetricsPortName = "metrics"
 )
 
 // InitDirectory is where both engines' images load *.sql files when they

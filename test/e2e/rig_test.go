@@ -370,7 +370,7 @@ func (r *rig) startProcess(pod *corev1.Pod, ip string) {
 // instanceCommand is what the kubelet would run for pod's database
 // container, on the rig: the container's own arguments, with the flags
 // that name the pod's volumes pointing at the rig's directories and the
-// status address at ip; --listen-loopback dropped (the rig's instances share
+// status and metrics addresses at ip; --listen-loopback dropped (the rig's instances share
 // the host's loopback, a pod has its own); the service account token given
 // as a kubeconfig (--kubeconfig); and the engine's binaries where the host
 // keeps them (--bin-dir, where they are not on PATH). The environment is
@@ -393,7 +393,7 @@ func (r *rig) instanceCommand(pod *corev1.Pod, ip, claim, run string) (args, env
 			arg = flag + "=" + run
 		case "--secrets-dir":
 			arg = flag + "=" + filepath.Join(r.dir, "secrets")
-		case "--status-address":
+		case "--status-address", "--metrics-address":
 			_, port, err := net.SplitHostPort(value)
 			if err != nil {
 				return nil, nil, fmt.Errorf("%s: %w", arg, err)

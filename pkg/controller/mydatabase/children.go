@@ -215,6 +215,7 @@ func podSpec(db *examplev1.MyDatabase, eng engine.Spec, image, instanceImage str
 			"--run-dir=" + engine.RunDir,
 			"--secrets-dir=" + engine.SecretsDir,
 			fmt.Sprintf("--status-address=:%d", api.Port),
+			fmt.Sprintf("--metrics-address=:%d", api.MetricsPort),
 			// The pod's loopback is its own: kubectl port-forward connects there.
 			"--listen-loopback",
 		},
@@ -229,6 +230,7 @@ func podSpec(db *examplev1.MyDatabase, eng engine.Spec, image, instanceImage str
 		Ports: []corev1.ContainerPort{
 			{Name: eng.Name, ContainerPort: eng.Port, Protocol: corev1.ProtocolTCP},
 			{Name: engine.StatusPortName, ContainerPort: api.Port, Protocol: corev1.ProtocolTCP},
+			{Name: engine.MetricsPortName, ContainerPort: api.MetricsPort, Protocol: corev1.ProtocolTCP},
 		},
 		// Ready means the instance serves its role: a primary accepts
 		// writes, a replica streams within the lag bound.
@@ -369,7 +371,7 @@ func livenessProbe(handler corev1.ProbeHandler, delay time.Duration) *corev1.Pro
 // admits, on the managers' port, only the database's own instances and
 // mydb's namespace (the controller), and on the engine's port the
 // instances and any client (as without a policy: applications live where
-// their owners put them); the dump servers' admits only the database's
+// their owners put them), as on the metrics port; the dump servers' admits only the database's
 // instances and mydb. Policies add up: to let more in, or to narrow the
 // engine's port, a user adds a policy of their own (docs/security.md).
 // The kubelet's probes come from the node, which NetworkPolicy
@@ -400,6 +402,9 @@ func newNetworkPolicies(db *examplev1.MyDatabase, eng engine.Spec, serverNamespa
 		policy(names.NetworkPolicy(db.Name), SelectorLabels(db), []networkingv1.NetworkPolicyIngressRule{
 			{Ports: []networkingv1.NetworkPolicyPort{port(api.Port)}, From: controller},
 			{Ports: []networkingv1.NetworkPolicyPort{port(eng.Port)}},
+			// Prometheus, wherever it runs: the figures hold no secret, and
+			// the managers answer a flood from figures a second old.
+			{Ports: []networkingv1.NetworkPolicyPort{port(api.MetricsPort)}},
 		}),
 		policy(names.DumpNetworkPolicy(db.Name), map[string]string{names.LabelComponent: dump.Component, dump.LabelOf: db.Name},
 			[]networkingv1.NetworkPolicyIngressRule{{Ports: []networkingv1.NetworkPolicyPort{port(api.Port)}, From: controller}}),
