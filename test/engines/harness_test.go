@@ -88,9 +88,11 @@ type node struct {
 	host       string
 	port       int
 	statusAddr string
-	dataRoot   string
-	runDir     string
-	logPath    string
+	// metricsAddr is where the manager serves /metrics.
+	metricsAddr string
+	dataRoot    string
+	runDir      string
+	logPath     string
 	// extraArgs are more mydb-instance flags (--restore).
 	extraArgs []string
 
@@ -155,10 +157,11 @@ func newClusterIn(t *testing.T, spec engineSpec, dir, ipPrefix string, n int) *c
 		host := fmt.Sprintf("%s%d", ipPrefix, i+1)
 		nd := &node{
 			c: c, name: name, host: host, port: freePort(t, host),
-			statusAddr: net.JoinHostPort(host, strconv.Itoa(freePort(t, host))),
-			dataRoot:   filepath.Join(c.dir, name, "data"),
-			runDir:     filepath.Join(c.dir, name, "run"),
-			logPath:    filepath.Join(c.dir, name+".log"),
+			statusAddr:  net.JoinHostPort(host, strconv.Itoa(freePort(t, host))),
+			metricsAddr: net.JoinHostPort(host, strconv.Itoa(freePort(t, host))),
+			dataRoot:    filepath.Join(c.dir, name, "data"),
+			runDir:      filepath.Join(c.dir, name, "run"),
+			logPath:     filepath.Join(c.dir, name+".log"),
 		}
 		c.mkdir(filepath.Join(c.dir, name), 0o755)
 		c.mkdir(nd.dataRoot, 0o700)
@@ -271,6 +274,7 @@ func (n *node) start() {
 		"--listen-host", n.host,
 		"--port", strconv.Itoa(n.port),
 		"--status-address", n.statusAddr,
+		"--metrics-address", n.metricsAddr,
 		"--secrets-dir", filepath.Join(n.c.dir, "secrets"),
 		"--topology-file", n.c.topology,
 		"--stop-timeout", "25s",
