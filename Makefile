@@ -52,7 +52,7 @@ E2E_PARALLEL ?= 4
 .PHONY: e2e
 e2e: ## End-to-end tests through a real kube-apiserver's aggregation layer (starts or reuses make local-up with kwok's nodes, whose loopback pod IPs the rig serves on).
 	MYDB_NODE=kwok hack/local-up.sh
-	hack/build-tools.sh weed etcdutl
+	hack/build-tools.sh weed etcdutl prometheus
 	go build -o $(BIN)/kubectl-mydb ./cmd/kubectl-mydb
 	go build -o $(BIN)/mydb-instance ./cmd/mydb-instance
 	GOTEST_LOG=$(OUTPUT)/logs/e2e.log hack/gotest.sh $(GOFLAGS_TEST) -parallel $(E2E_PARALLEL) -v -timeout 30m -tags e2e ./test/e2e/...

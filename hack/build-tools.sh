@@ -2,8 +2,8 @@
 # Builds the control-plane binaries that local-up and the e2e suite run
 # (etcd, etcdutl, kube-apiserver, kube-controller-manager, kube-scheduler,
 # kubectl, kwok), the real node's (kubelet, kube-proxy, coredns,
-# local-path-provisioner), and the S3 server the backup tests store to (weed,
-# SeaweedFS), from the Go module proxy at pinned versions, once per machine: each binary is
+# local-path-provisioner), the S3 server the backup tests store to (weed,
+# SeaweedFS), and the Prometheus server that scrapes the instances' metrics, from the Go module proxy at pinned versions, once per machine: each binary is
 # cached under _output/bin/<name>-<version> and skipped when present.
 # With arguments, builds only the named binaries (hack/build-tools.sh etcd).
 set -o errexit -o nounset -o pipefail
@@ -22,6 +22,10 @@ COREDNS_MODULE=github.com/coredns/coredns
 COREDNS_VERSION=v1.15.0
 LOCAL_PATH_MODULE=github.com/rancher/local-path-provisioner
 LOCAL_PATH_VERSION=v0.0.30
+# Prometheus, its own main module (its go.work is for its own development),
+# with Kubernetes discovery alone (Debian's package has none).
+PROMETHEUS_MODULE=github.com/prometheus/prometheus
+PROMETHEUS_VERSION=v0.316.0
 mkdir -p "${BIN_DIR}"
 log() { printf '[build-tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -71,7 +75,7 @@ kube_ldflags() {
 }
 
 wanted=("$@")
-[[ ${#wanted[@]} -gt 0 ]] || wanted=(etcd etcdutl kube-apiserver kube-controller-manager kube-scheduler kubectl kwok weed kubelet kube-proxy coredns local-path-provisioner)
+[[ ${#wanted[@]} -gt 0 ]] || wanted=(etcd etcdutl kube-apiserver kube-controller-manager kube-scheduler kubectl kwok weed kubelet kube-proxy coredns local-path-provisioner prometheus)
 for name in "${wanted[@]}"; do
   case "${name}" in
     etcd) build "${ROOT}/hack/tools" go.etcd.io/etcd/server/v3 etcd "${ETCD_VERSION}" ;;
@@ -85,6 +89,9 @@ for name in "${wanted[@]}"; do
       GOFLAGS=-mod=mod build "$(module_dir "${COREDNS_MODULE}" "${COREDNS_VERSION}")" . coredns "${COREDNS_VERSION}" ;;
     local-path-provisioner) cached local-path-provisioner "${LOCAL_PATH_VERSION}" ||
       GOFLAGS=-mod=mod build "$(module_dir "${LOCAL_PATH_MODULE}" "${LOCAL_PATH_VERSION}")" . local-path-provisioner "${LOCAL_PATH_VERSION}" ;;
+    prometheus) cached prometheus "${PROMETHEUS_VERSION}" ||
+      GOWORK=off GOFLAGS="-mod=mod -tags=remove_all_sd,enable_kubernetes_sd" \
+        build "$(module_dir "${PROMETHEUS_MODULE}" "${PROMETHEUS_VERSION}")" ./cmd/prometheus prometheus "${PROMETHEUS_VERSION}" ;;
     *) echo "unknown tool ${name}" >&2; exit 2 ;;
   esac
 done

@@ -93,7 +93,8 @@ var nodeEngines = []nodeEngine{
 // DNS name and reads what it wrote through <name>-ro; from the host,
 // `kubectl port-forward svc/<name>-rw` and the engine's own client with the
 // generated credentials reach the primary, verifying its certificate with
-// the Secret's CA (the README's quick start).
+// the Secret's CA (the README's quick start); kubectl mydb status prints
+// each instance's live figures.
 func TestNodeDatabases(t *testing.T) {
 	for _, e := range nodeEngines {
 		t.Run(e.engine, func(t *testing.T) {
@@ -139,6 +140,9 @@ spec:
 			t.Errorf("Ready while instance %s is not: %+v", in.Name, in)
 		}
 	}
+
+	// Each instance's live figures, through kube-apiserver's pod proxy.
+	checkLiveFigures(t, ns, db.Status.CurrentPrimary)
 
 	// A client pod, by the Services' DNS names, with the Secret's
 	// credentials. Ready comes from the managers' reports; the Service
