@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
 )
 
 // NewCommand returns "kubectl mydb" with its subcommands.
@@ -455,6 +456,9 @@ func (o *options) statusCommand() *cobra.Command {
 				}
 				fmt.Fprintf(out, "  %-16s %-8s %-10s %-17s %s\n", in.Name, strings.ToLower(string(in.Role)), ready, template, in.Message)
 			}
+			if len(db.Status.Instances) > 0 {
+				o.printFigures(cmd.Context(), db)
+			}
 			if db.Spec.Backup != nil {
 				fmt.Fprintf(out, "Schedule:   %q, keeping %d\n", db.Spec.Backup.Schedule, ptrValue(db.Spec.Backup.Retention))
 			}
@@ -496,6 +500,33 @@ func (o *options) statusCommand() *cobra.Command {
 			printBackups(out, backups)
 			return nil
 		},
+	}
+}
+
+// printFigures prints each instance's live figures, read from its /metrics
+// through kube-apiserver's pod proxy; an instance that cannot be read (no
+// get on pods/proxy, or it does not answer) says why.
+func (o *options) printFigures(ctx context.Context, db *examplev1.MyDatabase) {
+	out := o.streams.Out
+	fmt.Fprintln(out, "Live figures (each instance's /metrics, through the API server's pod proxy):")
+	cfg, err := o.flags.ToRESTConfig()
+	var kube kubernetes.Interface
+	if err == nil {
+		kube, err = kubernetes.NewForConfig(cfg)
+	}
+	for _, in := range db.Status.Instances {
+		line := ""
+		if err == nil {
+			fams, ferr := instanceFigures(ctx, kube, db.Namespace, in.Name)
+			if ferr != nil {
+				line = "<unavailable: " + ferr.Error() + ">"
+			} else {
+				line = figuresLine(db.Spec.Engine, fams)
+			}
+		} else {
+			line = "<unavailable: " + err.Error() + ">"
+		}
+		fmt.Fprintf(out, "  %-16s %s\n", in.Name, line)
 	}
 }
 
