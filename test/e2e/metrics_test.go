@@ -315,7 +315,7 @@ func checkLiveFigures(t *testing.T, ns, primary string) {
 	}
 	for _, line := range lines[1:4] {
 		fields := strings.Fields(line)
-		if len(fields) < 2 || !strings.Contains(line, "connections") || !strings.Contains(line, "commits") ||
+		if len(fields) < 2 || !strings.Contains(line, "connection") || !strings.Contains(line, "commit") ||
 			(fields[0] == primary) == strings.Contains(line, "lag ") {
 			t.Errorf("kubectl mydb status's figures line %q (the primary is %s)", line, primary)
 		}

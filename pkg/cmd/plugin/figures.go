@@ -49,10 +49,10 @@ func figuresLine(engine examplev1.Engine, fams map[string]*dto.MetricFamily) str
 		connections, commits, size, commitLabel = "pg_stat_database_numbackends", "pg_stat_database_xact_commit", "pg_database_size_bytes", nil
 	}
 	if n, ok := sum(fams, connections, nil); ok {
-		parts = append(parts, fmt.Sprintf("%.0f connections", n))
+		parts = append(parts, count(n, "connection"))
 	}
 	if n, ok := sum(fams, commits, commitLabel); ok {
-		parts = append(parts, fmt.Sprintf("%.0f commits", n))
+		parts = append(parts, count(n, "commit"))
 	}
 	if n, ok := sum(fams, size, nil); ok {
 		parts = append(parts, "databases "+bytesText(n))
@@ -63,12 +63,20 @@ func figuresLine(engine examplev1.Engine, fams map[string]*dto.MetricFamily) str
 		parts = append(parts, fmt.Sprintf("volume %.0f%% used", 100*used/total))
 	}
 	if restarts, ok := sum(fams, "mydb_engine_restarts_total", nil); ok && restarts > 0 {
-		parts = append(parts, fmt.Sprintf("%.0f engine restarts", restarts))
+		parts = append(parts, count(restarts, "engine restart"))
 	}
 	if len(parts) == 0 {
 		return "<no figures>"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// count is "n things", or "1 thing".
+func count(n float64, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%.0f %ss", n, thing)
 }
 
 // sum adds the values of name's series whose labels include want's.

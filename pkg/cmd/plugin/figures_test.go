@@ -41,7 +41,7 @@ mysql_global_status_handlers_total{handler="commit"} 40
 mysql_global_status_handlers_total{handler="rollback"} 2
 # TYPE mydb_engine_restarts_total counter
 mydb_engine_restarts_total 1
-`, "4 connections, 40 commits, 1 engine restarts"},
+`, "4 connections, 40 commits, 1 engine restart"},
 		{examplev1.EngineMySQL, "", "<no figures>"},
 	} {
 		parser := expfmt.NewTextParser(model.LegacyValidation)
