@@ -9,6 +9,7 @@ import (
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	"github.com/mydb-dev/mydb/pkg/controller/manager"
 	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
+	"github.com/mydb-dev/mydb/pkg/livelag"
 	"github.com/mydb-dev/mydb/pkg/registry/example/mydatabase"
 	"github.com/mydb-dev/mydb/pkg/registry/example/mydatabasebackup"
 	"github.com/mydb-dev/mydb/pkg/storagewrap"
@@ -150,6 +151,7 @@ func (c completedConfig) installController(s *genericapiserver.GenericAPIServer,
 	issuer := controllers.CredentialIssuer()
 	dbStorage.Credentials.SetIssuer(issuer)
 	dbStorage.Connect.SetTarget(issuer)
+	dbStorage.SetLiveLag(&livelag.Reader{Credentials: issuer.Authority.Credentials, Managers: issuer.Managers})
 	return s.AddPostStartHook("start-mydb-controllers", func(ctx genericapiserver.PostStartHookContext) error {
 		go controllers.Run(ctx)
 		return nil

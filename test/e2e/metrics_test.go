@@ -37,7 +37,9 @@ import (
 //   - every query of the shipped Grafana dashboard
 //     (artifacts/monitoring/grafana-dashboard.json) is valid PromQL and
 //     returns figures for one of the engines, except those of point-in-time
-//     recovery, which these databases do not use.
+//     recovery, which these databases do not use;
+//   - kubectl get mdb -o wide shows each replica's lag, read from its
+//     manager at the time of the read.
 //
 // (kubectl mydb status's live figures come through kube-apiserver's pod
 // proxy, which refuses the rig's loopback pod IPs: TestNodeDatabases checks
@@ -164,6 +166,25 @@ func TestMetricsScrapedByPrometheus(t *testing.T) {
 			t.Errorf("%s: the primary by mydb_instance_primary: %v, %v; want %s", db.engine, series, err, db.primary)
 		}
 	}
+
+	// kubectl get mdb -o wide: each replica's lag, read from its manager at
+	// the time of the read; and what that costs a read (figures, not
+	// bounds: a rig measurement).
+	for _, db := range dbs {
+		eventually(t, 10*time.Second, func() error {
+			out, err := kubectl(t, "", "get", "mdb", "shop", "-n", db.ns, "-o", "wide").stdout, error(nil)
+			for _, r := range db.replicas {
+				if !strings.Contains(out, r+"=") || strings.Contains(out, r+"=?") {
+					err = fmt.Errorf("kubectl get mdb -o wide shows no lag of %s:\n%s", r, out)
+				}
+			}
+			if err == nil {
+				t.Logf("%s: kubectl get mdb -o wide:\n%s", db.engine, out)
+			}
+			return err
+		})
+	}
+	timeReads(t, dbs[0].ns)
 
 	// The dashboard's queries, for each database as its variables choose,
 	// once every target has been scraped a few times (rates need two
@@ -321,4 +342,32 @@ func checkLiveFigures(t *testing.T, ns, primary string) {
 		}
 	}
 	t.Logf("kubectl mydb status's live figures:%s", strings.Join(lines[:4], "\n"))
+}
+
+// timeReads logs the median time of a GET of the database "shop" of ns
+// through the aggregation layer as a Table (with the Replica Lag column,
+// its answers kept or asked anew) and as JSON, in one run.
+func timeReads(t *testing.T, ns string) {
+	t.Helper()
+	rc := mydbClient(t, restConfig(t)).ExampleV1().RESTClient()
+	median := func(n int, accept string, pause time.Duration) time.Duration {
+		var took []time.Duration
+		for range n {
+			start := time.Now()
+			if err := rc.Get().Namespace(ns).Resource("mydatabases").Name("shop").SetHeader("Accept", accept).Do(context.Background()).Error(); err != nil {
+				t.Fatal(err)
+			}
+			took = append(took, time.Since(start))
+			time.Sleep(pause)
+		}
+		slices.Sort(took)
+		return took[len(took)/2]
+	}
+	const table = "application/json;as=Table;v=v1;g=meta.k8s.io"
+	warm := median(30, table, 0)
+	// Past the answers' TTL, each read asks the managers again.
+	fresh := median(11, table, 2100*time.Millisecond)
+	plain := median(30, "application/json", 0)
+	t.Logf("GET mydatabases/shop through the aggregator, median: JSON %s (30 reads); Table with the replicas' lag kept %s (30), asked anew %s (11)",
+		plain.Round(10*time.Microsecond), warm.Round(10*time.Microsecond), fresh.Round(10*time.Microsecond))
 }

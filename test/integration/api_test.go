@@ -500,7 +500,7 @@ func TestTable(t *testing.T) {
 	for _, c := range table.ColumnDefinitions {
 		headers = append(headers, c.Name)
 	}
-	want := []string{"Name", "Engine", "Version", "Replicas", "Ready", "Up-to-date", "Primary", "Storage", "Status", "Age", "Endpoint", "Storage Class", "Deletion Policy", "Recoverable To"}
+	want := []string{"Name", "Engine", "Version", "Replicas", "Ready", "Up-to-date", "Primary", "Storage", "Status", "Age", "Endpoint", "Storage Class", "Deletion Policy", "Recoverable To", "Replica Lag"}
 	if diff := cmp.Diff(want, headers); diff != "" {
 		t.Errorf("columns (-want +got):\n%s", diff)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/mydb-dev/mydb/pkg/apis/example"
+	"github.com/mydb-dev/mydb/pkg/livelag"
 	"github.com/mydb-dev/mydb/pkg/registry/common"
 	"github.com/mydb-dev/mydb/pkg/scaled"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -32,12 +33,19 @@ type Storage struct {
 	Credentials *CredentialsREST
 	// Connect tunnels to the primary; its target is set with the issuer.
 	Connect *ConnectREST
+
+	table *tableConvertor
 }
+
+// SetLiveLag gives the tables the replicas' lag, read from their managers
+// (the Replica Lag column of kubectl get mdb -o wide).
+func (s Storage) SetLiveLag(r *livelag.Reader) { s.table.lag.Store(r) }
 
 // NewStorage returns the REST storage of MyDatabase, backed by the store
 // that optsGetter configures (etcd with a watch cache).
 func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (Storage, error) {
 	s := NewStrategy(scheme)
+	table := &tableConvertor{}
 	store := &genericregistry.Store{
 		NewFunc:                   func() runtime.Object { return &example.MyDatabase{} },
 		NewListFunc:               func() runtime.Object { return &example.MyDatabaseList{} },
@@ -50,7 +58,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (S
 		DeleteStrategy:      s,
 		ResetFieldsStrategy: s,
 
-		TableConvertor: tableConvertor{},
+		TableConvertor: table,
 	}
 	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter, AttrFunc: GetAttrs}); err != nil {
 		return Storage{}, err
@@ -68,6 +76,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (S
 		Switchover:  &SwitchoverREST{status: &statusStore, clock: clock.RealClock{}},
 		Credentials: &CredentialsREST{databases: store, clock: clock.RealClock{}},
 		Connect:     &ConnectREST{databases: store},
+		table:       table,
 	}, nil
 }
 

@@ -137,7 +137,7 @@ func BenchmarkConvertToTable(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				t, err := (tableConvertor{}).ConvertToTable(ctx, c.obj, &metav1.TableOptions{})
+				t, err := (&tableConvertor{}).ConvertToTable(ctx, c.obj, &metav1.TableOptions{})
 				if err != nil || len(t.Rows) == 0 {
 					b.Fatal(err)
 				}

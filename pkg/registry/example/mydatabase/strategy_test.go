@@ -10,6 +10,8 @@ import (
 	"github.com/mydb-dev/mydb/pkg/apis/example"
 	"github.com/mydb-dev/mydb/pkg/apis/example/install"
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
+	"github.com/mydb-dev/mydb/pkg/livelag"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -188,7 +190,7 @@ func TestConvertToTable(t *testing.T) {
 		d.Status.ReadyReplicas, d.Status.UpdatedReplicas = 2, 1
 		d.Status.CurrentPrimary, d.Status.TargetPrimary = "prod-mysql-0", "prod-mysql-2"
 	})
-	table, err := tableConvertor{}.ConvertToTable(context.Background(), db, nil)
+	table, err := (&tableConvertor{}).ConvertToTable(context.Background(), db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,10 +208,38 @@ func TestConvertToTable(t *testing.T) {
 		t.Fatalf("got %d rows, want 1", len(table.Rows))
 	}
 	want := []interface{}{"prod-mysql", "mysql", "8.4", int64(3), "2/3", int64(1), "prod-mysql-0->prod-mysql-2", "50Gi", "Ready", "<unknown>",
-		"prod-mysql.default.svc:3306", "<default>", "Retain", "<none>"}
+		"prod-mysql.default.svc:3306", "<default>", "Retain", "<none>", "<unknown>"}
 	if diff := cmp.Diff(want, table.Rows[0].Cells); diff != "" {
 		t.Errorf("cells (-want +got):\n%s", diff)
 	}
+
+	// With the managers' answers: each replica's lag, read at the time.
+	lag := 0.25
+	convertor := &tableConvertor{}
+	convertor.lag.Store(&livelag.Reader{
+		Credentials: func(string, string) (*api.Credentials, error) { return &api.Credentials{}, nil },
+		Managers: statusFunc(func(host string) (*api.Status, error) {
+			return &api.Status{Name: map[string]string{"10.0.0.2": "prod-mysql-1", "10.0.0.3": "prod-mysql-2"}[host], Streaming: true, LagSeconds: &lag}, nil
+		}),
+	})
+	db.Status.Instances = []example.InstanceStatus{
+		{Name: "prod-mysql-0", Role: example.InstanceRolePrimary, Address: "10.0.0.1"},
+		{Name: "prod-mysql-1", Role: example.InstanceRoleReplica, Address: "10.0.0.2"},
+		{Name: "prod-mysql-2", Role: example.InstanceRoleReplica, Address: "10.0.0.3"},
+	}
+	table, err = convertor.ConvertToTable(context.Background(), &example.MyDatabaseList{Items: []example.MyDatabase{*db}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := table.Rows[0].Cells[len(table.Rows[0].Cells)-1]; got != "prod-mysql-1=0.25s prod-mysql-2=0.25s" {
+		t.Errorf("Replica Lag = %q", got)
+	}
+}
+
+type statusFunc func(host string) (*api.Status, error)
+
+func (f statusFunc) Status(_ context.Context, host string, _ api.Auth) (*api.Status, error) {
+	return f(host)
 }
 
 func TestRecoverableTo(t *testing.T) {
