@@ -178,9 +178,13 @@ func (s *mydbService) roll(grace time.Duration) rollout {
 }
 
 // outage stops every replica (out of the rotation first, then SIGTERM),
-// waits for gap, and starts one new replica; it answers how long no
-// replica was in the rotation.
-func (s *mydbService) outage(gap time.Duration) time.Duration {
+// waits for gap once the last has exited, and starts one new replica. It
+// answers how long no replica was in the rotation, and how long none ran
+// at all: an old replica serves what it already holds (the aggregator's
+// open connections, the tunnels through it) until it exits, for up to its
+// grace period, so only the second is a time a new request cannot be
+// served.
+func (s *mydbService) outage(gap time.Duration) (outOfRotation, noneRunning time.Duration) {
 	s.t.Helper()
 	s.mu.Lock()
 	old := s.replicas
@@ -199,13 +203,14 @@ func (s *mydbService) outage(gap time.Duration) time.Duration {
 		}()
 	}
 	wg.Wait()
-	time.Sleep(time.Until(start.Add(gap)))
+	exited := time.Now()
+	time.Sleep(gap)
 	fresh := s.startReplica()
 	s.mu.Lock()
 	s.replicas = append(s.replicas, fresh)
 	s.mu.Unlock()
 	s.proxy.Add(fresh.addr())
-	return time.Since(start)
+	return time.Since(start), time.Since(exited)
 }
 
 // restoreLocal stops the proxy and the replicas and brings make local-up's
