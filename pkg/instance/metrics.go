@@ -7,13 +7,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 )
@@ -54,39 +52,9 @@ type MetricsReader interface {
 // them a second, on one of the admin connections.
 const metricsReadAge = time.Second
 
-// metricsShare is probeShare's twin for the engine's figures.
-type metricsShare struct {
-	group singleflight.Group
-	mu    sync.Mutex
-	last  []Sample
-	err   error
-	at    time.Time
-}
-
-func (s *metricsShare) read(ctx context.Context, r MetricsReader) ([]Sample, error) {
-	s.mu.Lock()
-	last, err, at := s.last, s.err, s.at
-	s.mu.Unlock()
-	if !at.IsZero() && time.Since(at) <= metricsReadAge {
-		return last, err
-	}
-	ch := s.group.DoChan("metrics", func() (any, error) {
-		rctx, cancel := context.WithTimeout(context.Background(), statusProbeTimeout)
-		defer cancel()
-		samples, err := r.Metrics(rctx)
-		s.mu.Lock()
-		s.last, s.err, s.at = samples, err, time.Now()
-		s.mu.Unlock()
-		return samples, err
-	})
-	select {
-	case res := <-ch:
-		samples, _ := res.Val.([]Sample)
-		return samples, res.Err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
+// metricsShare shares the reads of the engine's figures: each scrape gets
+// figures at most metricsReadAge old.
+type metricsShare = sharedRead[[]Sample]
 
 // upMetric is the exporter's name for "the engine answered the scrape".
 func upMetric(engine string) string {
@@ -112,7 +80,7 @@ func (m *Manager) samples(ctx context.Context) []Sample {
 	}
 	up := Sample{Name: upMetric(m.opts.Engine), Help: "Whether the engine answered the last read of its figures (1) or not (0)."}
 	if s.EngineRunning {
-		engine, err := m.metrics.read(ctx, reader)
+		engine, err := m.metrics.read(ctx, metricsReadAge, reader.Metrics)
 		if err == nil {
 			up.Value = 1
 			out = append(out, engine...)

@@ -69,7 +69,7 @@ func TestAFloodOfScrapesReadsTheEngineOnceASecond(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			samples, err := share.read(context.Background(), reader)
+			samples, err := share.read(context.Background(), metricsReadAge, reader.Metrics)
 			if err != nil || len(samples) != 1 {
 				t.Errorf("read: %v, %v", samples, err)
 			}
@@ -81,7 +81,7 @@ func TestAFloodOfScrapesReadsTheEngineOnceASecond(t *testing.T) {
 	}
 	time.Sleep(metricsReadAge + 10*time.Millisecond)
 	reader.err = errors.New("engine gone")
-	if _, err := share.read(context.Background(), reader); err == nil || reader.reads.Load() != 2 {
+	if _, err := share.read(context.Background(), metricsReadAge, reader.Metrics); err == nil || reader.reads.Load() != 2 {
 		t.Errorf("a scrape after a second: err %v, reads %d; want a new read and its error", err, reader.reads.Load())
 	}
 }

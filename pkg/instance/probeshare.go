@@ -8,60 +8,63 @@ import (
 	"golang.org/x/sync/singleflight"
 )
 
-// statusProbeTimeout bounds the engine probe behind a status read.
+// statusProbeTimeout bounds the engine probe behind a status read, and the
+// read of the engine's figures behind a scrape.
 const statusProbeTimeout = 2 * time.Second
 
-// probeShare lets every reader of the status over HTTP (the kubelet's
-// probes, the controller, anyone else who can reach the pod) share one
-// engine probe at a time. However many ask at once, the engine sees at most
-// one of their probes in flight, on one of the admin pool's connections,
-// so a flood of status requests can neither exhaust the connections the
-// control loop needs nor slow the probes until the primary reads unready
-// and is failed over. A reader that arrives while a probe runs gets that
-// probe's result, which is at most one probe's duration older than its
-// request.
-type probeShare struct {
+// sharedRead lets every reader of something the engine answers (its state
+// for the status over HTTP: the kubelet's probes, the controller, anyone
+// else who can reach the pod; its figures for /metrics) share one read at
+// a time. However many ask at once, the engine sees at most one of their
+// reads in flight, on one of the admin pool's connections, so a flood of
+// requests can neither exhaust the connections the control loop needs nor
+// slow the probes until the primary reads unready and is failed over. A
+// reader that arrives while a read runs gets that read's result, which is
+// at most one read's duration older than its request; one that accepts a
+// result of a bounded age gets the last one within it.
+type sharedRead[T any] struct {
 	group singleflight.Group
 
-	// The last probe's result and when it ended, for readers that accept
-	// one of a bounded age (the kubelet's readiness probe, which anyone who
-	// reaches the pod can send too).
 	mu      sync.Mutex
-	last    Probe
+	last    T
 	lastErr error
 	lastAt  time.Time
 }
 
+// probeShare shares the engine's probes.
+type probeShare = sharedRead[Probe]
+
 // cachedProbeAge is how old a probe result /readyz may answer with.
 const cachedProbeAge = time.Second
 
-// probe runs driver's probe, or joins the one in flight, or, with maxAge
-// set, answers with the last result when it ended no more than maxAge ago.
-// The probe is not bound to ctx (a reader that goes away does not fail the
-// others); ctx bounds only this reader's wait.
-func (s *probeShare) probe(ctx context.Context, driver Driver, maxAge time.Duration) (Probe, error) {
+// read runs read, or joins the one in flight, or, with maxAge set, answers
+// with the last result when it ended no more than maxAge ago. The read is
+// not bound to ctx (a reader that goes away does not fail the others); ctx
+// bounds only this reader's wait.
+func (s *sharedRead[T]) read(ctx context.Context, maxAge time.Duration, read func(context.Context) (T, error)) (T, error) {
 	if maxAge > 0 {
 		s.mu.Lock()
-		p, err, at := s.last, s.lastErr, s.lastAt
+		v, err, at := s.last, s.lastErr, s.lastAt
 		s.mu.Unlock()
 		if !at.IsZero() && time.Since(at) <= maxAge {
-			return p, err
+			return v, err
 		}
 	}
-	ch := s.group.DoChan("probe", func() (any, error) {
-		pctx, cancel := context.WithTimeout(context.Background(), statusProbeTimeout)
+	ch := s.group.DoChan("read", func() (any, error) {
+		rctx, cancel := context.WithTimeout(context.Background(), statusProbeTimeout)
 		defer cancel()
-		p, err := driver.Probe(pctx)
+		v, err := read(rctx)
 		s.mu.Lock()
-		s.last, s.lastErr, s.lastAt = p, err, time.Now()
+		s.last, s.lastErr, s.lastAt = v, err, time.Now()
 		s.mu.Unlock()
-		return p, err
+		return v, err
 	})
 	select {
 	case r := <-ch:
-		p, _ := r.Val.(Probe)
-		return p, r.Err
+		v, _ := r.Val.(T)
+		return v, r.Err
 	case <-ctx.Done():
-		return Probe{}, ctx.Err()
+		var zero T
+		return zero, ctx.Err()
 	}
 }

@@ -163,7 +163,7 @@ func (m *Manager) status(ctx context.Context, maxAge time.Duration) api.Status {
 		}
 		return s
 	}
-	p, err := m.probes.probe(ctx, m.driver, maxAge)
+	p, err := m.probes.read(ctx, maxAge, m.driver.Probe)
 	if err != nil {
 		s.Reason = "probe: " + err.Error()
 		return s
