@@ -162,7 +162,20 @@ type transformedWatch struct {
 
 func (w *transformedWatch) run(transform func(runtime.Object)) {
 	defer close(w.out)
-	for e := range w.in.ResultChan() {
+	for {
+		// Once stopped, neither waits: a watch whose result channel stays
+		// open after its Stop (as watch.ProxyWatcher's does) would
+		// otherwise hold this goroutine, and the reader, for good.
+		var e watch.Event
+		select {
+		case next, open := <-w.in.ResultChan():
+			if !open {
+				return
+			}
+			e = next
+		case <-w.stop:
+			return
+		}
 		switch e.Type {
 		case watch.Added, watch.Modified, watch.Deleted:
 			obj := e.Object
