@@ -56,6 +56,8 @@ type Reader struct {
 	answers map[string]answer
 	asking  map[string]chan struct{}
 	slots   chan struct{}
+	// swept is when answers were last swept of the old ones.
+	swept time.Time
 }
 
 type answer struct {
@@ -157,13 +159,18 @@ func (r *Reader) ask(in replica) chan struct{} {
 	go func() {
 		text := r.read(in)
 		r.mu.Lock()
-		r.answers[in.key] = answer{text: text, at: r.now()}
+		now := r.now()
+		r.answers[in.key] = answer{text: text, at: now}
 		delete(r.asking, in.key)
-		// Forget the replicas nobody asked about for long (deleted
-		// databases, replaced pods).
-		for key, a := range r.answers {
-			if r.now().Sub(a.at) > time.Minute {
-				delete(r.answers, key)
+		// Forget, once a minute, the replicas nobody asked about for a
+		// minute (deleted databases, replaced pods): a sweep per answer
+		// would cost a list of n replicas n^2.
+		if now.Sub(r.swept) > time.Minute {
+			r.swept = now
+			for key, a := range r.answers {
+				if now.Sub(a.at) > time.Minute {
+					delete(r.answers, key)
+				}
 			}
 		}
 		r.mu.Unlock()

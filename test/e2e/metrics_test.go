@@ -106,6 +106,7 @@ func TestMetricsScrapedByPrometheus(t *testing.T) {
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
+		log.Close()
 		if t.Failed() {
 			out, _ := os.ReadFile(log.Name())
 			lines := strings.Split(strings.TrimSpace(string(out)), "\n")

@@ -45,9 +45,7 @@ func (c *Conn) Exec(_ context.Context, stmts ...string) error {
 
 // QueryRow implements mysqlfamily.Conn.
 func (c *Conn) QueryRow(_ context.Context, query string) (map[string]string, error) {
-	c.mu.Lock()
-	c.queries = append(c.queries, query)
-	c.mu.Unlock()
+	c.record(query)
 	if c.Row == nil {
 		return nil, nil
 	}
@@ -56,13 +54,17 @@ func (c *Conn) QueryRow(_ context.Context, query string) (map[string]string, err
 
 // QueryRows implements mysqlfamily.Conn.
 func (c *Conn) QueryRows(_ context.Context, query string) ([]map[string]string, error) {
-	c.mu.Lock()
-	c.queries = append(c.queries, query)
-	c.mu.Unlock()
+	c.record(query)
 	if c.Rows == nil {
 		return nil, nil
 	}
 	return c.Rows(query), nil
+}
+
+func (c *Conn) record(query string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.queries = append(c.queries, query)
 }
 
 // Ping implements mysqlfamily.Conn.
