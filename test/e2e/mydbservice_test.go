@@ -18,6 +18,7 @@ import (
 
 	"github.com/mydb-dev/mydb/test/tcpproxy"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // mydbService stands, for the length of a test, for a Deployment of
@@ -29,6 +30,13 @@ import (
 // replicas run local-up's command line on ports of their own, each with a
 // leader-election identity of its own. When the test ends, local-up's
 // mydb-apiserver is back, serving through the aggregator.
+//
+// A real Service's EndpointSlices change when its ready pods do, and that
+// change makes the aggregator recheck the APIService at once; an
+// ExternalName Service has no endpoints, so after a failed check the
+// aggregator would retry only on its own backoff (up to 30 s).
+// endpointsChanged stands for that event: each change of the rotation
+// annotates the Service with the replicas in it.
 type mydbService struct {
 	t        *testing.T
 	localDir string
@@ -74,6 +82,7 @@ func startMydbService(t *testing.T, n int) *mydbService {
 		s.proxy, err = tcpproxy.Listen(fmt.Sprintf("127.0.0.1:%d", port), s.addrs()...)
 		return err
 	})
+	s.endpointsChanged()
 	waitAggregated(t, 2*time.Minute)
 	return s
 }
@@ -170,6 +179,7 @@ func (s *mydbService) roll(grace time.Duration) rollout {
 	s.mu.Unlock()
 	ro.old, ro.new = old.name, fresh.name
 	s.proxy.Remove(old.addr())
+	s.endpointsChanged()
 	ro.oldRemoved = time.Now()
 	ro.oldKilled = old.terminate(grace)
 	ro.oldExited = time.Now()
@@ -193,6 +203,7 @@ func (s *mydbService) outage(gap time.Duration) (outOfRotation, noneRunning time
 	for _, r := range old {
 		s.proxy.Remove(r.addr())
 	}
+	s.endpointsChanged()
 	start := time.Now()
 	var wg sync.WaitGroup
 	for _, r := range old {
@@ -210,7 +221,24 @@ func (s *mydbService) outage(gap time.Duration) (outOfRotation, noneRunning time
 	s.replicas = append(s.replicas, fresh)
 	s.mu.Unlock()
 	s.proxy.Add(fresh.addr())
+	s.endpointsChanged()
 	return time.Since(start), time.Since(exited)
+}
+
+// endpointsChanged annotates the APIService's Service with the replicas in
+// the rotation, as the EndpointSlice controller's update of a real
+// Service's endpoints would tell the aggregator (see mydbService).
+func (s *mydbService) endpointsChanged() {
+	s.t.Helper()
+	addrs := strings.Join(s.addrs(), ",")
+	if s.proxy == nil {
+		addrs = "local-up"
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{"e2e.mydb.dev/endpoints": addrs}}})
+	if _, err := kubeClient(s.t).CoreV1().Services("mydb-system").Patch(context.Background(), "mydb-apiserver",
+		types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		s.t.Errorf("annotating the Service mydb-system/mydb-apiserver with its endpoints: %v", err)
+	}
 }
 
 // restoreLocal stops the proxy and the replicas and brings make local-up's
@@ -227,6 +255,8 @@ func (s *mydbService) restoreLocal() {
 		r.terminate(10 * time.Second)
 	}
 	s.local.ensureRunning(t)
+	s.proxy = nil
+	s.endpointsChanged()
 	waitAggregated(t, 2*time.Minute)
 }
 

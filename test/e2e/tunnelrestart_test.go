@@ -128,8 +128,26 @@ func TestTunnelsThroughRestartsOfMydb(t *testing.T) {
 		time.Sleep(2 * time.Second)
 	}
 	outage, dark := svc.outage(5 * time.Second)
+	back := time.Now()
 	t.Logf("outage: no mydb-apiserver in the rotation for %s, none running for the last %s of it, then %s ready",
 		outage.Round(10*time.Millisecond), dark.Round(10*time.Millisecond), svc.addrs())
+	// The clients that waited through the outage get their tunnels once
+	// the aggregator finds the new replica: it rechecks the APIService when
+	// its Service's endpoints change, and access.Redial retries at least
+	// every 2 s.
+	deadline := back.Add(15 * time.Second)
+	for {
+		if wait, end, ok := waits.firstEndedAfter(back); ok {
+			t.Logf("the first tunnel after the outage: made %s after the new replica was ready, after a wait of %s",
+				end.Sub(back).Round(10*time.Millisecond), wait.Round(10*time.Millisecond))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("no tunnel was made in the 15 s after a mydb-apiserver was back: clients still wait")
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	time.Sleep(10 * time.Second)
 	stop()
 	wg.Wait()
@@ -147,15 +165,32 @@ func TestTunnelsThroughRestartsOfMydb(t *testing.T) {
 	}
 }
 
+// waitLog records each wait for a tunnel when it ends, with the time it
+// ended.
 type waitLog struct {
 	mu    sync.Mutex
 	waits []time.Duration
+	ends  []time.Time
 }
 
 func (w *waitLog) add(d time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.waits = append(w.waits, d)
+	w.ends = append(w.ends, time.Now())
+}
+
+// firstEndedAfter is the first wait that ended after t: how long it
+// lasted and when it ended.
+func (w *waitLog) firstEndedAfter(t time.Time) (time.Duration, time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, end := range w.ends {
+		if end.After(t) {
+			return w.waits[i], end, true
+		}
+	}
+	return 0, time.Time{}, false
 }
 
 func (w *waitLog) summary() (p50, max time.Duration) {
@@ -164,6 +199,7 @@ func (w *waitLog) summary() (p50, max time.Duration) {
 	if len(w.waits) == 0 {
 		return 0, 0
 	}
-	sort.Slice(w.waits, func(i, j int) bool { return w.waits[i] < w.waits[j] })
-	return w.waits[len(w.waits)/2].Round(time.Millisecond), w.waits[len(w.waits)-1].Round(time.Millisecond)
+	sorted := append([]time.Duration(nil), w.waits...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+	return sorted[len(sorted)/2].Round(time.Millisecond), sorted[len(sorted)-1].Round(time.Millisecond)
 }
