@@ -30,6 +30,14 @@ const (
 	SecretKeyCA = "ca.crt"
 )
 
+// ApplicationUser and ApplicationDatabase are the application's user and
+// database mydb makes in every new database (the credentials Secret names
+// them).
+const (
+	ApplicationUser     = "app"
+	ApplicationDatabase = "app"
+)
+
 // Where the instance manager lives and works in every database pod.
 const (
 	// InstanceDirectory is the emptyDir an init container copies

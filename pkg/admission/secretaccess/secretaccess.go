@@ -1,9 +1,11 @@
 // Package secretaccess closes a confused deputy: a MyDatabase names the
-// Secret its S3 access key is read from and the Secret or ConfigMap of its
-// CA bundle, and mydb's controllers, which may read them, send the key to
-// the endpoint the same spec names. A user who may write MyDatabases but not
-// read Secrets could otherwise have mydb read any Secret of the namespace
-// (another database's credentials) and send it wherever they like. At
+// Secret its S3 access key is read from, the Secret or ConfigMap of its
+// CA bundle and the Secrets of its roles' passwords, and mydb's
+// controllers, which may read them, send the key to the endpoint the same
+// spec names, or make a role that logs in with the password. A user who
+// may write MyDatabases but not read Secrets could otherwise have mydb
+// read any Secret of the namespace (another database's credentials) and
+// send it wherever they like, or log in with it. At
 // admission the plugin asks the server's authorizer whether the requesting
 // user may get each object the spec newly names, and refuses with 403 when
 // not; and it refuses the database's own credentials Secret as an S3 key.
@@ -65,6 +67,13 @@ func references(db *example.MyDatabase) []reference {
 	if tls := db.Spec.TLS; tls != nil && tls.ServerCertificateSecret != "" {
 		// Its key is copied where the database's pods read it.
 		refs = append(refs, reference{"secrets", tls.ServerCertificateSecret, field.NewPath("spec", "tls", "serverCertificateSecret")})
+	}
+	for i, r := range db.Spec.Roles {
+		// Its password is set on the role, which anyone who may write
+		// the spec can then log in as.
+		if r.PasswordSecret != nil && r.Ensure != example.EnsureAbsent {
+			refs = append(refs, reference{"secrets", r.PasswordSecret.Name, field.NewPath("spec", "roles").Index(i).Child("passwordSecret", "name")})
+		}
 	}
 	if db.Spec.Backup == nil || db.Spec.Backup.Destination == nil || db.Spec.Backup.Destination.S3 == nil {
 		return refs

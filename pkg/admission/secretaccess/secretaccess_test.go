@@ -41,7 +41,7 @@ func withServerCertificate(secret string) *example.MyDatabase {
 
 func TestANamedSecretMustBeReadableByItsWriter(t *testing.T) {
 	p := NewPlugin()
-	p.SetAuthorizer(readable("secrets/s3", "configmaps/ca", "secrets/shop-tls"))
+	p.SetAuthorizer(readable("secrets/s3", "configmaps/ca", "secrets/shop-tls", "secrets/alice-password"))
 	if err := p.ValidateInitialization(); err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +66,9 @@ func TestANamedSecretMustBeReadableByItsWriter(t *testing.T) {
 		{name: "no backup destination", db: &example.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: "ns"}}},
 		{name: "a server certificate Secret that is readable", db: withServerCertificate("shop-tls")},
 		{name: "a server certificate Secret that is not", db: withServerCertificate("orders-tls"), wantPath: "spec.tls.serverCertificateSecret"},
+		{name: "a role's password Secret that is readable", db: withRole("alice-password", example.EnsurePresent)},
+		{name: "a role's password Secret that is not", db: withRole("orders-credentials", example.EnsurePresent), wantPath: "spec.roles[0].passwordSecret.name"},
+		{name: "a role to drop: its Secret is not read", db: withRole("orders-credentials", example.EnsureAbsent)},
 		{name: "the status subresource", old: withS3("s3", nil), db: withS3("orders-credentials", nil), sub: "status"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -91,4 +94,10 @@ func TestANamedSecretMustBeReadableByItsWriter(t *testing.T) {
 			}
 		})
 	}
+}
+
+func withRole(secret string, ensure example.Ensure) *example.MyDatabase {
+	return &example.MyDatabase{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: "ns"}, Spec: example.MyDatabaseSpec{
+		Roles: []example.RoleSpec{{Name: "alice", Ensure: ensure, PasswordSecret: &example.SecretKeySelector{Name: secret, Key: "password"}}},
+	}}
 }

@@ -40,6 +40,9 @@ const (
 	// ConditionParametersApplied says whether every instance runs
 	// spec.parameters.
 	ConditionParametersApplied = "ParametersApplied"
+	// ConditionRolesAndDatabasesApplied says whether the primary runs
+	// spec.roles and spec.databases.
+	ConditionRolesAndDatabasesApplied = "RolesAndDatabasesApplied"
 	// ConditionPrimaryChange says how the primary last moved, or why it
 	// does not.
 	ConditionPrimaryChange = "PrimaryChange"
@@ -73,7 +76,58 @@ type MyDatabaseSpec struct {
 	Hibernate        bool
 	Parameters       map[string]string
 	TLS              *TLSSpec
+	Databases        []DatabaseSpec
+	Roles            []RoleSpec
 }
+
+// Ensure says whether a database or role of the spec is to exist.
+type Ensure string
+
+// The values of ensure.
+const (
+	EnsurePresent Ensure = "Present"
+	EnsureAbsent  Ensure = "Absent"
+)
+
+// DatabaseSpec is a database mydb keeps on the primary (see v1).
+type DatabaseSpec struct {
+	Name         string
+	Owner        string
+	CharacterSet string
+	Collation    string
+	Ensure       Ensure
+}
+
+// RoleSpec is a user mydb keeps on the primary (see v1).
+type RoleSpec struct {
+	Name            string
+	PasswordSecret  *SecretKeySelector
+	Privileges      []DatabasePrivilege
+	ConnectionLimit *int32
+	Ensure          Ensure
+}
+
+// SecretKeySelector is a key of a Secret of the database's namespace.
+type SecretKeySelector struct {
+	Name string
+	Key  string
+}
+
+// DatabasePrivilege is a role's access to one database.
+type DatabasePrivilege struct {
+	Database string
+	Access   DatabaseAccess
+}
+
+// DatabaseAccess is a level of access to a database.
+type DatabaseAccess string
+
+// The levels of access.
+const (
+	DatabaseAccessReadOnly  DatabaseAccess = "ReadOnly"
+	DatabaseAccessReadWrite DatabaseAccess = "ReadWrite"
+	DatabaseAccessAll       DatabaseAccess = "All"
+)
 
 // TLSSpec is how a database's engines serve TLS to clients (see v1).
 type TLSSpec struct {
@@ -199,6 +253,27 @@ type MyDatabaseStatus struct {
 	UpdateRevision       string
 	UpdatedReplicas      int32
 	CertificateAuthority *CertificateAuthorityStatus
+	Databases            []ManagedObjectStatus
+	Roles                []ManagedObjectStatus
+}
+
+// ManagedObjectState is where a database or role of the spec is.
+type ManagedObjectState string
+
+// The states of a database or role of the spec.
+const (
+	ManagedObjectPresent ManagedObjectState = "Present"
+	ManagedObjectAbsent  ManagedObjectState = "Absent"
+	ManagedObjectPending ManagedObjectState = "Pending"
+	ManagedObjectFailed  ManagedObjectState = "Failed"
+)
+
+// ManagedObjectStatus is one database or role of the spec on the primary.
+type ManagedObjectStatus struct {
+	Name                  string
+	State                 ManagedObjectState
+	Message               string
+	PasswordSecretVersion string
 }
 
 // CertificateAuthorityStatus is a database's root CA (see v1).

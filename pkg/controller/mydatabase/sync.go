@@ -341,7 +341,7 @@ func (c *Controller) reconcileSecret(ctx context.Context, db *examplev1.MyDataba
 				data[key] = app.Data[key]
 			}
 		} else {
-			data[engine.SecretKeyUsername], data[engine.SecretKeyDatabase] = []byte("app"), []byte("app")
+			data[engine.SecretKeyUsername], data[engine.SecretKeyDatabase] = []byte(engine.ApplicationUser), []byte(engine.ApplicationDatabase)
 			for _, key := range passwords {
 				if data[key], err = randomPassword(); err != nil {
 					return err

@@ -42,10 +42,16 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &examplev1.CABundleSourceApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("CertificateAuthorityStatus"):
 		return &examplev1.CertificateAuthorityStatusApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("DatabasePrivilege"):
+		return &examplev1.DatabasePrivilegeApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("DatabaseSpec"):
+		return &examplev1.DatabaseSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("InstancePosition"):
 		return &examplev1.InstancePositionApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("InstanceStatus"):
 		return &examplev1.InstanceStatusApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("ManagedObjectStatus"):
+		return &examplev1.ManagedObjectStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("MyDatabase"):
 		return &examplev1.MyDatabaseApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("MyDatabaseBackup"):
@@ -68,12 +74,16 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &examplev1.ReplicationSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("RestoreSource"):
 		return &examplev1.RestoreSourceApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("RoleSpec"):
+		return &examplev1.RoleSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("S3CredentialsSecret"):
 		return &examplev1.S3CredentialsSecretApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("S3Destination"):
 		return &examplev1.S3DestinationApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("S3Location"):
 		return &examplev1.S3LocationApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("SecretKeySelector"):
+		return &examplev1.SecretKeySelectorApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("TLSSpec"):
 		return &examplev1.TLSSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("VolumeDestination"):

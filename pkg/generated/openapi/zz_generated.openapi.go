@@ -40,8 +40,11 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1.BackupPolicy{}.OpenAPIModelName():                                schema_pkg_apis_example_v1_BackupPolicy(ref),
 		v1.CABundleSource{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_CABundleSource(ref),
 		v1.CertificateAuthorityStatus{}.OpenAPIModelName():                  schema_pkg_apis_example_v1_CertificateAuthorityStatus(ref),
+		v1.DatabasePrivilege{}.OpenAPIModelName():                           schema_pkg_apis_example_v1_DatabasePrivilege(ref),
+		v1.DatabaseSpec{}.OpenAPIModelName():                                schema_pkg_apis_example_v1_DatabaseSpec(ref),
 		v1.InstancePosition{}.OpenAPIModelName():                            schema_pkg_apis_example_v1_InstancePosition(ref),
 		v1.InstanceStatus{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_InstanceStatus(ref),
+		v1.ManagedObjectStatus{}.OpenAPIModelName():                         schema_pkg_apis_example_v1_ManagedObjectStatus(ref),
 		v1.MyDatabase{}.OpenAPIModelName():                                  schema_pkg_apis_example_v1_MyDatabase(ref),
 		v1.MyDatabaseBackup{}.OpenAPIModelName():                            schema_pkg_apis_example_v1_MyDatabaseBackup(ref),
 		v1.MyDatabaseBackupList{}.OpenAPIModelName():                        schema_pkg_apis_example_v1_MyDatabaseBackupList(ref),
@@ -62,9 +65,11 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1.RecoveryTarget{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_RecoveryTarget(ref),
 		v1.ReplicationSpec{}.OpenAPIModelName():                             schema_pkg_apis_example_v1_ReplicationSpec(ref),
 		v1.RestoreSource{}.OpenAPIModelName():                               schema_pkg_apis_example_v1_RestoreSource(ref),
+		v1.RoleSpec{}.OpenAPIModelName():                                    schema_pkg_apis_example_v1_RoleSpec(ref),
 		v1.S3CredentialsSecret{}.OpenAPIModelName():                         schema_pkg_apis_example_v1_S3CredentialsSecret(ref),
 		v1.S3Destination{}.OpenAPIModelName():                               schema_pkg_apis_example_v1_S3Destination(ref),
 		v1.S3Location{}.OpenAPIModelName():                                  schema_pkg_apis_example_v1_S3Location(ref),
+		v1.SecretKeySelector{}.OpenAPIModelName():                           schema_pkg_apis_example_v1_SecretKeySelector(ref),
 		v1.TLSSpec{}.OpenAPIModelName():                                     schema_pkg_apis_example_v1_TLSSpec(ref),
 		v1.VolumeDestination{}.OpenAPIModelName():                           schema_pkg_apis_example_v1_VolumeDestination(ref),
 		v1.VolumeLocation{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_VolumeLocation(ref),
@@ -577,6 +582,88 @@ func schema_pkg_apis_example_v1_CertificateAuthorityStatus(ref common.ReferenceC
 	}
 }
 
+func schema_pkg_apis_example_v1_DatabasePrivilege(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DatabasePrivilege is a role's access to one database.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"database": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Database is the application's database or one of spec.databases.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"access": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Access is ReadOnly (read every table), ReadWrite (read and change rows, no schema changes) or All (everything, schema changes too).\n\nPossible enum values:\n - `\"All\"`\n - `\"ReadOnly\"`\n - `\"ReadWrite\"`",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"All", "ReadOnly", "ReadWrite"},
+						},
+					},
+				},
+				Required: []string{"database", "access"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_example_v1_DatabaseSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DatabaseSpec is a database mydb keeps on the primary.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name is the database's name: lowercase letters, digits and underscores, starting with a letter or an underscore, at most 63 characters; not the application's database nor one of the engine's or mydb's own.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"owner": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Owner is the role of spec.roles that owns the database (PostgreSQL's owner; in MariaDB and MySQL, which have none, the role gets all privileges on it). Defaults to the application user.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"characterSet": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CharacterSet is PostgreSQL's encoding (default UTF8) or the MySQL family's character set (default utf8mb4). It is given when the database is made and may not change.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"collation": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Collation is PostgreSQL's locale (LC_COLLATE and LC_CTYPE, such as \"C\" or \"C.UTF-8\"; default the instance's) or the MySQL family's collation (default the character set's). It is given when the database is made and may not change.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"ensure": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Ensure is Present (the default) or Absent, which drops the database and all its data.\n\nPossible enum values:\n - `\"Absent\"` drops the object: a database with all its data, a role with its sessions (what it owns goes to the database's owner).\n - `\"Present\"` makes the object, or keeps it as the spec says.",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Absent", "Present"},
+						},
+					},
+				},
+				Required: []string{"name"},
+			},
+		},
+	}
+}
+
 func schema_pkg_apis_example_v1_InstancePosition(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -680,6 +767,50 @@ func schema_pkg_apis_example_v1_InstanceStatus(ref common.ReferenceCallback) com
 		},
 		Dependencies: []string{
 			v1.InstancePosition{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_ManagedObjectStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ManagedObjectStatus is one database or role of the spec on the primary.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name is the database's or role's name.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"state": {
+						SchemaProps: spec.SchemaProps{
+							Description: "State is Present, Absent, Pending or Failed.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"message": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Message says why a database or role is Pending or Failed.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"passwordSecretVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PasswordSecretVersion is the resourceVersion of a role's password Secret whose password the role has.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"name", "state"},
+			},
+		},
 	}
 }
 
@@ -1330,12 +1461,54 @@ func schema_pkg_apis_example_v1_MyDatabaseSpec(ref common.ReferenceCallback) com
 							Ref:         ref(v1.TLSSpec{}.OpenAPIModelName()),
 						},
 					},
+					"databases": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"name",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Databases are databases mydb keeps on the primary besides the application's own, reconciled by its instance manager (status databases says how each went). Taking one out of the list leaves it as it is, with its data; only ensure: Absent drops it.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1.DatabaseSpec{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"roles": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"name",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Roles are users mydb keeps on the primary, each logging in with the password of a Secret of the database's namespace (the writer must be allowed to get it), with the access to databases it lists and none to the others mydb keeps. A change of the Secret's password is applied within a poll. Taking one out of the list leaves it as it is; only ensure: Absent drops it.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1.RoleSpec{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
 				},
 				Required: []string{"engine", "storageSize"},
 			},
 		},
 		Dependencies: []string{
-			v1.BackupPolicy{}.OpenAPIModelName(), v1.ReplicationSpec{}.OpenAPIModelName(), v1.RestoreSource{}.OpenAPIModelName(), v1.TLSSpec{}.OpenAPIModelName(), corev1.ResourceRequirements{}.OpenAPIModelName(), resource.Quantity{}.OpenAPIModelName(), metav1.Duration{}.OpenAPIModelName()},
+			v1.BackupPolicy{}.OpenAPIModelName(), v1.DatabaseSpec{}.OpenAPIModelName(), v1.ReplicationSpec{}.OpenAPIModelName(), v1.RestoreSource{}.OpenAPIModelName(), v1.RoleSpec{}.OpenAPIModelName(), v1.TLSSpec{}.OpenAPIModelName(), corev1.ResourceRequirements{}.OpenAPIModelName(), resource.Quantity{}.OpenAPIModelName(), metav1.Duration{}.OpenAPIModelName()},
 	}
 }
 
@@ -1484,11 +1657,53 @@ func schema_pkg_apis_example_v1_MyDatabaseStatus(ref common.ReferenceCallback) c
 							Ref:         ref(v1.CertificateAuthorityStatus{}.OpenAPIModelName()),
 						},
 					},
+					"databases": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"name",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Databases are spec.databases as the primary's manager last reconciled them.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1.ManagedObjectStatus{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"roles": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"name",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Roles are spec.roles as the primary's manager last reconciled them.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1.ManagedObjectStatus{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.CertificateAuthorityStatus{}.OpenAPIModelName(), v1.InstanceStatus{}.OpenAPIModelName(), v1.Recoverability{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), metav1.MicroTime{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+			v1.CertificateAuthorityStatus{}.OpenAPIModelName(), v1.InstanceStatus{}.OpenAPIModelName(), v1.ManagedObjectStatus{}.OpenAPIModelName(), v1.Recoverability{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), metav1.MicroTime{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -1774,6 +1989,72 @@ func schema_pkg_apis_example_v1_RestoreSource(ref common.ReferenceCallback) comm
 	}
 }
 
+func schema_pkg_apis_example_v1_RoleSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "RoleSpec is a user mydb keeps on the primary.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name is the role's name: lowercase letters, digits and underscores, starting with a letter or an underscore, at most 32 characters; not a name of the engine's, mydb's, or the application user's.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"passwordSecret": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PasswordSecret is the key of a Secret of the database's namespace that holds the role's password. Required unless ensure is Absent.",
+							Ref:         ref(v1.SecretKeySelector{}.OpenAPIModelName()),
+						},
+					},
+					"privileges": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"database",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Privileges are the role's access to databases: the application's or one of spec.databases. It has none to the other databases of spec.databases (those it owns aside).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1.DatabasePrivilege{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"connectionLimit": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ConnectionLimit is how many sessions the role may hold at once, from 1 to 100000. Unlimited when unset.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"ensure": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Ensure is Present (the default) or Absent, which ends the role's sessions and drops it.\n\nPossible enum values:\n - `\"Absent\"` drops the object: a database with all its data, a role with its sessions (what it owns goes to the database's owner).\n - `\"Present\"` makes the object, or keeps it as the spec says.",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Absent", "Present"},
+						},
+					},
+				},
+				Required: []string{"name"},
+			},
+		},
+		Dependencies: []string{
+			v1.DatabasePrivilege{}.OpenAPIModelName(), v1.SecretKeySelector{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_example_v1_S3CredentialsSecret(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -1924,6 +2205,35 @@ func schema_pkg_apis_example_v1_S3Location(ref common.ReferenceCallback) common.
 		},
 		Dependencies: []string{
 			v1.CABundleSource{}.OpenAPIModelName(), v1.S3CredentialsSecret{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_SecretKeySelector(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "SecretKeySelector is a key of a Secret of the database's namespace.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name is the Secret's name.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"key": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Key is the key of the Secret that holds the value. Defaults to \"password\".",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"name"},
+			},
+		},
 	}
 }
 

@@ -44,6 +44,24 @@ var Funcs = func(codecs runtimeserializer.CodecFactory) []interface{} {
 			s.Resources.Requests = withComputeResources(s.Resources.Requests, c)
 			s.Resources.Limits = withComputeResources(s.Resources.Limits, c)
 		},
+		func(d *example.DatabaseSpec, c randfill.Continue) {
+			c.FillNoCustom(d)
+			if d.Ensure == "" {
+				d.Ensure = example.EnsurePresent
+			}
+		},
+		func(r *example.RoleSpec, c randfill.Continue) {
+			c.FillNoCustom(r)
+			if r.Ensure == "" {
+				r.Ensure = example.EnsurePresent
+			}
+		},
+		func(s *example.SecretKeySelector, c randfill.Continue) {
+			c.FillNoCustom(s)
+			if s.Key == "" {
+				s.Key = "password"
+			}
+		},
 		func(s *example.MyDatabaseBackupSpec, c randfill.Continue) {
 			c.FillNoCustom(s)
 			if s.Target == "" {

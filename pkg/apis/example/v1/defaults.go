@@ -157,6 +157,32 @@ func SetDefaults_CABundleSource(s *CABundleSource) {
 	}
 }
 
+// DefaultPasswordKey is the key of a role's password Secret when the
+// spec names none.
+const DefaultPasswordKey = "password"
+
+// SetDefaults_SecretKeySelector fills in the key of a role's password.
+func SetDefaults_SecretKeySelector(s *SecretKeySelector) {
+	if s.Key == "" {
+		s.Key = DefaultPasswordKey
+	}
+}
+
+// SetDefaults_DatabaseSpec keeps a database of the spec unless told to
+// drop it.
+func SetDefaults_DatabaseSpec(d *DatabaseSpec) {
+	if d.Ensure == "" {
+		d.Ensure = EnsurePresent
+	}
+}
+
+// SetDefaults_RoleSpec keeps a role of the spec unless told to drop it.
+func SetDefaults_RoleSpec(r *RoleSpec) {
+	if r.Ensure == "" {
+		r.Ensure = EnsurePresent
+	}
+}
+
 // SetDefaults_MyDatabaseBackupSpec backs up a replica unless told otherwise:
 // a backup reads the whole database, which on the primary competes with
 // the application's writes.

@@ -91,6 +91,12 @@ const (
 	// rolled out primary last), False while they are applied or when an
 	// engine refused one (reason ParameterRefused, naming it).
 	ConditionParametersApplied = "ParametersApplied"
+
+	// ConditionRolesAndDatabasesApplied is set on a database with
+	// spec.roles or spec.databases: True once the primary's manager has
+	// reconciled every one of them as the spec says, False with reason
+	// Applying (what it waits for) or Failed (which the engine refused).
+	ConditionRolesAndDatabasesApplied = "RolesAndDatabasesApplied"
 )
 
 // ReasonFailoverWouldLoseWrites is the PrimaryChange condition's reason
@@ -210,7 +216,136 @@ type MyDatabaseSpec struct {
 	// certificate of the database's own CA (status.certificateAuthority).
 	// +optional
 	TLS *TLSSpec `json:"tls,omitempty" protobuf:"bytes,14,opt,name=tls"`
+
+	// Databases are databases mydb keeps on the primary besides the
+	// application's own, reconciled by its instance manager (status
+	// databases says how each went). Taking one out of the list leaves it
+	// as it is, with its data; only ensure: Absent drops it.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Databases []DatabaseSpec `json:"databases,omitempty" protobuf:"bytes,15,rep,name=databases"`
+
+	// Roles are users mydb keeps on the primary, each logging in with the
+	// password of a Secret of the database's namespace (the writer must
+	// be allowed to get it), with the access to databases it lists and
+	// none to the others mydb keeps. A change of the Secret's password is
+	// applied within a poll. Taking one out of the list leaves it as it
+	// is; only ensure: Absent drops it.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Roles []RoleSpec `json:"roles,omitempty" protobuf:"bytes,16,rep,name=roles"`
 }
+
+// Ensure says whether a database or role of the spec is to exist.
+// +enum
+type Ensure string
+
+// The values of ensure.
+const (
+	// EnsurePresent makes the object, or keeps it as the spec says.
+	EnsurePresent Ensure = "Present"
+	// EnsureAbsent drops the object: a database with all its data, a role
+	// with its sessions (what it owns goes to the database's owner).
+	EnsureAbsent Ensure = "Absent"
+)
+
+// DatabaseSpec is a database mydb keeps on the primary.
+type DatabaseSpec struct {
+	// Name is the database's name: lowercase letters, digits and
+	// underscores, starting with a letter or an underscore, at most 63
+	// characters; not the application's database nor one of the engine's
+	// or mydb's own.
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
+
+	// Owner is the role of spec.roles that owns the database (PostgreSQL's
+	// owner; in MariaDB and MySQL, which have none, the role gets all
+	// privileges on it). Defaults to the application user.
+	// +optional
+	Owner string `json:"owner,omitempty" protobuf:"bytes,2,opt,name=owner"`
+
+	// CharacterSet is PostgreSQL's encoding (default UTF8) or the MySQL
+	// family's character set (default utf8mb4). It is given when the
+	// database is made and may not change.
+	// +optional
+	CharacterSet string `json:"characterSet,omitempty" protobuf:"bytes,3,opt,name=characterSet"`
+
+	// Collation is PostgreSQL's locale (LC_COLLATE and LC_CTYPE, such as
+	// "C" or "C.UTF-8"; default the instance's) or the MySQL family's
+	// collation (default the character set's). It is given when the
+	// database is made and may not change.
+	// +optional
+	Collation string `json:"collation,omitempty" protobuf:"bytes,4,opt,name=collation"`
+
+	// Ensure is Present (the default) or Absent, which drops the database
+	// and all its data.
+	// +optional
+	Ensure Ensure `json:"ensure,omitempty" protobuf:"bytes,5,opt,name=ensure,casttype=Ensure"`
+}
+
+// RoleSpec is a user mydb keeps on the primary.
+type RoleSpec struct {
+	// Name is the role's name: lowercase letters, digits and underscores,
+	// starting with a letter or an underscore, at most 32 characters; not
+	// a name of the engine's, mydb's, or the application user's.
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
+
+	// PasswordSecret is the key of a Secret of the database's namespace
+	// that holds the role's password. Required unless ensure is Absent.
+	// +optional
+	PasswordSecret *SecretKeySelector `json:"passwordSecret,omitempty" protobuf:"bytes,2,opt,name=passwordSecret"`
+
+	// Privileges are the role's access to databases: the application's
+	// or one of spec.databases. It has none to the other databases of
+	// spec.databases (those it owns aside).
+	// +optional
+	// +listType=map
+	// +listMapKey=database
+	Privileges []DatabasePrivilege `json:"privileges,omitempty" protobuf:"bytes,3,rep,name=privileges"`
+
+	// ConnectionLimit is how many sessions the role may hold at once, from
+	// 1 to 100000. Unlimited when unset.
+	// +optional
+	ConnectionLimit *int32 `json:"connectionLimit,omitempty" protobuf:"varint,4,opt,name=connectionLimit"`
+
+	// Ensure is Present (the default) or Absent, which ends the role's
+	// sessions and drops it.
+	// +optional
+	Ensure Ensure `json:"ensure,omitempty" protobuf:"bytes,5,opt,name=ensure,casttype=Ensure"`
+}
+
+// SecretKeySelector is a key of a Secret of the database's namespace.
+type SecretKeySelector struct {
+	// Name is the Secret's name.
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
+
+	// Key is the key of the Secret that holds the value. Defaults to
+	// "password".
+	// +optional
+	Key string `json:"key,omitempty" protobuf:"bytes,2,opt,name=key"`
+}
+
+// DatabasePrivilege is a role's access to one database.
+type DatabasePrivilege struct {
+	// Database is the application's database or one of spec.databases.
+	Database string `json:"database" protobuf:"bytes,1,opt,name=database"`
+
+	// Access is ReadOnly (read every table), ReadWrite (read and change
+	// rows, no schema changes) or All (everything, schema changes too).
+	Access DatabaseAccess `json:"access" protobuf:"bytes,2,opt,name=access,casttype=DatabaseAccess"`
+}
+
+// DatabaseAccess is a level of access to a database.
+// +enum
+type DatabaseAccess string
+
+// The levels of access.
+const (
+	DatabaseAccessReadOnly  DatabaseAccess = "ReadOnly"
+	DatabaseAccessReadWrite DatabaseAccess = "ReadWrite"
+	DatabaseAccessAll       DatabaseAccess = "All"
+)
 
 // TLSSpec is how a database's engines serve TLS to clients.
 type TLSSpec struct {
@@ -581,6 +716,53 @@ type MyDatabaseStatus struct {
 	// certificate of its instances chains to, and its rotation.
 	// +optional
 	CertificateAuthority *CertificateAuthorityStatus `json:"certificateAuthority,omitempty" protobuf:"bytes,16,opt,name=certificateAuthority"`
+
+	// Databases are spec.databases as the primary's manager last
+	// reconciled them.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Databases []ManagedObjectStatus `json:"databases,omitempty" protobuf:"bytes,17,rep,name=databases"`
+
+	// Roles are spec.roles as the primary's manager last reconciled them.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Roles []ManagedObjectStatus `json:"roles,omitempty" protobuf:"bytes,18,rep,name=roles"`
+}
+
+// ManagedObjectState is where a database or role of the spec is.
+type ManagedObjectState string
+
+// The states of a database or role of the spec.
+const (
+	// ManagedObjectPresent: it exists as the spec says.
+	ManagedObjectPresent ManagedObjectState = "Present"
+	// ManagedObjectAbsent: it does not exist, as ensure: Absent says.
+	ManagedObjectAbsent ManagedObjectState = "Absent"
+	// ManagedObjectPending: not reconciled yet (the message says what it
+	// waits for).
+	ManagedObjectPending ManagedObjectState = "Pending"
+	// ManagedObjectFailed: the engine refused it (the message says why).
+	ManagedObjectFailed ManagedObjectState = "Failed"
+)
+
+// ManagedObjectStatus is one database or role of the spec on the primary.
+type ManagedObjectStatus struct {
+	// Name is the database's or role's name.
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
+
+	// State is Present, Absent, Pending or Failed.
+	State ManagedObjectState `json:"state" protobuf:"bytes,2,opt,name=state,casttype=ManagedObjectState"`
+
+	// Message says why a database or role is Pending or Failed.
+	// +optional
+	Message string `json:"message,omitempty" protobuf:"bytes,3,opt,name=message"`
+
+	// PasswordSecretVersion is the resourceVersion of a role's password
+	// Secret whose password the role has.
+	// +optional
+	PasswordSecretVersion string `json:"passwordSecretVersion,omitempty" protobuf:"bytes,4,opt,name=passwordSecretVersion"`
 }
 
 // CertificateAuthorityStatus is a database's root CA. A rotation (the

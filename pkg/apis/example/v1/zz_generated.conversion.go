@@ -88,6 +88,26 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.AddGeneratedConversionFunc((*DatabasePrivilege)(nil), (*example.DatabasePrivilege)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1_DatabasePrivilege_To_example_DatabasePrivilege(a.(*DatabasePrivilege), b.(*example.DatabasePrivilege), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*example.DatabasePrivilege)(nil), (*DatabasePrivilege)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_example_DatabasePrivilege_To_v1_DatabasePrivilege(a.(*example.DatabasePrivilege), b.(*DatabasePrivilege), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*DatabaseSpec)(nil), (*example.DatabaseSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1_DatabaseSpec_To_example_DatabaseSpec(a.(*DatabaseSpec), b.(*example.DatabaseSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*example.DatabaseSpec)(nil), (*DatabaseSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_example_DatabaseSpec_To_v1_DatabaseSpec(a.(*example.DatabaseSpec), b.(*DatabaseSpec), scope)
+	}); err != nil {
+		return err
+	}
 	if err := s.AddGeneratedConversionFunc((*InstancePosition)(nil), (*example.InstancePosition)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_v1_InstancePosition_To_example_InstancePosition(a.(*InstancePosition), b.(*example.InstancePosition), scope)
 	}); err != nil {
@@ -105,6 +125,16 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}
 	if err := s.AddGeneratedConversionFunc((*example.InstanceStatus)(nil), (*InstanceStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_example_InstanceStatus_To_v1_InstanceStatus(a.(*example.InstanceStatus), b.(*InstanceStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ManagedObjectStatus)(nil), (*example.ManagedObjectStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1_ManagedObjectStatus_To_example_ManagedObjectStatus(a.(*ManagedObjectStatus), b.(*example.ManagedObjectStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*example.ManagedObjectStatus)(nil), (*ManagedObjectStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_example_ManagedObjectStatus_To_v1_ManagedObjectStatus(a.(*example.ManagedObjectStatus), b.(*ManagedObjectStatus), scope)
 	}); err != nil {
 		return err
 	}
@@ -308,6 +338,16 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.AddGeneratedConversionFunc((*RoleSpec)(nil), (*example.RoleSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1_RoleSpec_To_example_RoleSpec(a.(*RoleSpec), b.(*example.RoleSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*example.RoleSpec)(nil), (*RoleSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_example_RoleSpec_To_v1_RoleSpec(a.(*example.RoleSpec), b.(*RoleSpec), scope)
+	}); err != nil {
+		return err
+	}
 	if err := s.AddGeneratedConversionFunc((*S3CredentialsSecret)(nil), (*example.S3CredentialsSecret)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_v1_S3CredentialsSecret_To_example_S3CredentialsSecret(a.(*S3CredentialsSecret), b.(*example.S3CredentialsSecret), scope)
 	}); err != nil {
@@ -335,6 +375,16 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}
 	if err := s.AddGeneratedConversionFunc((*example.S3Location)(nil), (*S3Location)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_example_S3Location_To_v1_S3Location(a.(*example.S3Location), b.(*S3Location), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*SecretKeySelector)(nil), (*example.SecretKeySelector)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1_SecretKeySelector_To_example_SecretKeySelector(a.(*SecretKeySelector), b.(*example.SecretKeySelector), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*example.SecretKeySelector)(nil), (*SecretKeySelector)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_example_SecretKeySelector_To_v1_SecretKeySelector(a.(*example.SecretKeySelector), b.(*SecretKeySelector), scope)
 	}); err != nil {
 		return err
 	}
@@ -488,6 +538,46 @@ func Convert_example_CertificateAuthorityStatus_To_v1_CertificateAuthorityStatus
 	return autoConvert_example_CertificateAuthorityStatus_To_v1_CertificateAuthorityStatus(in, out, s)
 }
 
+func autoConvert_v1_DatabasePrivilege_To_example_DatabasePrivilege(in *DatabasePrivilege, out *example.DatabasePrivilege, s conversion.Scope) error {
+	*out = *(*example.DatabasePrivilege)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1_DatabasePrivilege_To_example_DatabasePrivilege is an autogenerated conversion function.
+func Convert_v1_DatabasePrivilege_To_example_DatabasePrivilege(in *DatabasePrivilege, out *example.DatabasePrivilege, s conversion.Scope) error {
+	return autoConvert_v1_DatabasePrivilege_To_example_DatabasePrivilege(in, out, s)
+}
+
+func autoConvert_example_DatabasePrivilege_To_v1_DatabasePrivilege(in *example.DatabasePrivilege, out *DatabasePrivilege, s conversion.Scope) error {
+	*out = *(*DatabasePrivilege)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_example_DatabasePrivilege_To_v1_DatabasePrivilege is an autogenerated conversion function.
+func Convert_example_DatabasePrivilege_To_v1_DatabasePrivilege(in *example.DatabasePrivilege, out *DatabasePrivilege, s conversion.Scope) error {
+	return autoConvert_example_DatabasePrivilege_To_v1_DatabasePrivilege(in, out, s)
+}
+
+func autoConvert_v1_DatabaseSpec_To_example_DatabaseSpec(in *DatabaseSpec, out *example.DatabaseSpec, s conversion.Scope) error {
+	*out = *(*example.DatabaseSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1_DatabaseSpec_To_example_DatabaseSpec is an autogenerated conversion function.
+func Convert_v1_DatabaseSpec_To_example_DatabaseSpec(in *DatabaseSpec, out *example.DatabaseSpec, s conversion.Scope) error {
+	return autoConvert_v1_DatabaseSpec_To_example_DatabaseSpec(in, out, s)
+}
+
+func autoConvert_example_DatabaseSpec_To_v1_DatabaseSpec(in *example.DatabaseSpec, out *DatabaseSpec, s conversion.Scope) error {
+	*out = *(*DatabaseSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_example_DatabaseSpec_To_v1_DatabaseSpec is an autogenerated conversion function.
+func Convert_example_DatabaseSpec_To_v1_DatabaseSpec(in *example.DatabaseSpec, out *DatabaseSpec, s conversion.Scope) error {
+	return autoConvert_example_DatabaseSpec_To_v1_DatabaseSpec(in, out, s)
+}
+
 func autoConvert_v1_InstancePosition_To_example_InstancePosition(in *InstancePosition, out *example.InstancePosition, s conversion.Scope) error {
 	*out = *(*example.InstancePosition)(unsafe.Pointer(in))
 	return nil
@@ -526,6 +616,26 @@ func autoConvert_example_InstanceStatus_To_v1_InstanceStatus(in *example.Instanc
 // Convert_example_InstanceStatus_To_v1_InstanceStatus is an autogenerated conversion function.
 func Convert_example_InstanceStatus_To_v1_InstanceStatus(in *example.InstanceStatus, out *InstanceStatus, s conversion.Scope) error {
 	return autoConvert_example_InstanceStatus_To_v1_InstanceStatus(in, out, s)
+}
+
+func autoConvert_v1_ManagedObjectStatus_To_example_ManagedObjectStatus(in *ManagedObjectStatus, out *example.ManagedObjectStatus, s conversion.Scope) error {
+	*out = *(*example.ManagedObjectStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1_ManagedObjectStatus_To_example_ManagedObjectStatus is an autogenerated conversion function.
+func Convert_v1_ManagedObjectStatus_To_example_ManagedObjectStatus(in *ManagedObjectStatus, out *example.ManagedObjectStatus, s conversion.Scope) error {
+	return autoConvert_v1_ManagedObjectStatus_To_example_ManagedObjectStatus(in, out, s)
+}
+
+func autoConvert_example_ManagedObjectStatus_To_v1_ManagedObjectStatus(in *example.ManagedObjectStatus, out *ManagedObjectStatus, s conversion.Scope) error {
+	*out = *(*ManagedObjectStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_example_ManagedObjectStatus_To_v1_ManagedObjectStatus is an autogenerated conversion function.
+func Convert_example_ManagedObjectStatus_To_v1_ManagedObjectStatus(in *example.ManagedObjectStatus, out *ManagedObjectStatus, s conversion.Scope) error {
+	return autoConvert_example_ManagedObjectStatus_To_v1_ManagedObjectStatus(in, out, s)
 }
 
 func autoConvert_v1_MyDatabase_To_example_MyDatabase(in *MyDatabase, out *example.MyDatabase, s conversion.Scope) error {
@@ -831,6 +941,8 @@ func autoConvert_v1_MyDatabaseSpec_To_example_MyDatabaseSpec(in *MyDatabaseSpec,
 	out.Hibernate = in.Hibernate
 	out.Parameters = *(*map[string]string)(unsafe.Pointer(&in.Parameters))
 	out.TLS = (*example.TLSSpec)(unsafe.Pointer(in.TLS))
+	out.Databases = *(*[]example.DatabaseSpec)(unsafe.Pointer(&in.Databases))
+	out.Roles = *(*[]example.RoleSpec)(unsafe.Pointer(&in.Roles))
 	return nil
 }
 
@@ -864,6 +976,8 @@ func autoConvert_example_MyDatabaseSpec_To_v1_MyDatabaseSpec(in *example.MyDatab
 	out.Hibernate = in.Hibernate
 	out.Parameters = *(*map[string]string)(unsafe.Pointer(&in.Parameters))
 	out.TLS = (*TLSSpec)(unsafe.Pointer(in.TLS))
+	out.Databases = *(*[]DatabaseSpec)(unsafe.Pointer(&in.Databases))
+	out.Roles = *(*[]RoleSpec)(unsafe.Pointer(&in.Roles))
 	return nil
 }
 
@@ -1064,6 +1178,26 @@ func Convert_example_RestoreSource_To_v1_RestoreSource(in *example.RestoreSource
 	return autoConvert_example_RestoreSource_To_v1_RestoreSource(in, out, s)
 }
 
+func autoConvert_v1_RoleSpec_To_example_RoleSpec(in *RoleSpec, out *example.RoleSpec, s conversion.Scope) error {
+	*out = *(*example.RoleSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1_RoleSpec_To_example_RoleSpec is an autogenerated conversion function.
+func Convert_v1_RoleSpec_To_example_RoleSpec(in *RoleSpec, out *example.RoleSpec, s conversion.Scope) error {
+	return autoConvert_v1_RoleSpec_To_example_RoleSpec(in, out, s)
+}
+
+func autoConvert_example_RoleSpec_To_v1_RoleSpec(in *example.RoleSpec, out *RoleSpec, s conversion.Scope) error {
+	*out = *(*RoleSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_example_RoleSpec_To_v1_RoleSpec is an autogenerated conversion function.
+func Convert_example_RoleSpec_To_v1_RoleSpec(in *example.RoleSpec, out *RoleSpec, s conversion.Scope) error {
+	return autoConvert_example_RoleSpec_To_v1_RoleSpec(in, out, s)
+}
+
 func autoConvert_v1_S3CredentialsSecret_To_example_S3CredentialsSecret(in *S3CredentialsSecret, out *example.S3CredentialsSecret, s conversion.Scope) error {
 	*out = *(*example.S3CredentialsSecret)(unsafe.Pointer(in))
 	return nil
@@ -1122,6 +1256,26 @@ func autoConvert_example_S3Location_To_v1_S3Location(in *example.S3Location, out
 // Convert_example_S3Location_To_v1_S3Location is an autogenerated conversion function.
 func Convert_example_S3Location_To_v1_S3Location(in *example.S3Location, out *S3Location, s conversion.Scope) error {
 	return autoConvert_example_S3Location_To_v1_S3Location(in, out, s)
+}
+
+func autoConvert_v1_SecretKeySelector_To_example_SecretKeySelector(in *SecretKeySelector, out *example.SecretKeySelector, s conversion.Scope) error {
+	*out = *(*example.SecretKeySelector)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1_SecretKeySelector_To_example_SecretKeySelector is an autogenerated conversion function.
+func Convert_v1_SecretKeySelector_To_example_SecretKeySelector(in *SecretKeySelector, out *example.SecretKeySelector, s conversion.Scope) error {
+	return autoConvert_v1_SecretKeySelector_To_example_SecretKeySelector(in, out, s)
+}
+
+func autoConvert_example_SecretKeySelector_To_v1_SecretKeySelector(in *example.SecretKeySelector, out *SecretKeySelector, s conversion.Scope) error {
+	*out = *(*SecretKeySelector)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_example_SecretKeySelector_To_v1_SecretKeySelector is an autogenerated conversion function.
+func Convert_example_SecretKeySelector_To_v1_SecretKeySelector(in *example.SecretKeySelector, out *SecretKeySelector, s conversion.Scope) error {
+	return autoConvert_example_SecretKeySelector_To_v1_SecretKeySelector(in, out, s)
 }
 
 func autoConvert_v1_TLSSpec_To_example_TLSSpec(in *TLSSpec, out *example.TLSSpec, s conversion.Scope) error {

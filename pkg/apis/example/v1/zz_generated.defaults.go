@@ -49,6 +49,17 @@ func SetObjectDefaults_MyDatabase(in *MyDatabase) {
 			}
 		}
 	}
+	for i := range in.Spec.Databases {
+		a := &in.Spec.Databases[i]
+		SetDefaults_DatabaseSpec(a)
+	}
+	for i := range in.Spec.Roles {
+		a := &in.Spec.Roles[i]
+		SetDefaults_RoleSpec(a)
+		if a.PasswordSecret != nil {
+			SetDefaults_SecretKeySelector(a.PasswordSecret)
+		}
+	}
 }
 
 func SetObjectDefaults_MyDatabaseBackup(in *MyDatabaseBackup) {

@@ -47,6 +47,16 @@ func (in CertificateAuthorityStatus) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DatabasePrivilege) OpenAPIModelName() string {
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.DatabasePrivilege"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DatabaseSpec) OpenAPIModelName() string {
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.DatabaseSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in InstancePosition) OpenAPIModelName() string {
 	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.InstancePosition"
 }
@@ -54,6 +64,11 @@ func (in InstancePosition) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in InstanceStatus) OpenAPIModelName() string {
 	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.InstanceStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ManagedObjectStatus) OpenAPIModelName() string {
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.ManagedObjectStatus"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
@@ -157,6 +172,11 @@ func (in RestoreSource) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in RoleSpec) OpenAPIModelName() string {
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.RoleSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in S3CredentialsSecret) OpenAPIModelName() string {
 	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.S3CredentialsSecret"
 }
@@ -169,6 +189,11 @@ func (in S3Destination) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in S3Location) OpenAPIModelName() string {
 	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.S3Location"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in SecretKeySelector) OpenAPIModelName() string {
+	return "com.github.mydb-dev.mydb.pkg.apis.example.v1.SecretKeySelector"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.

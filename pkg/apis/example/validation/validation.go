@@ -79,6 +79,7 @@ func ValidateMyDatabase(db *example.MyDatabase) field.ErrorList {
 	allErrs = append(allErrs, validateMetadataTimes(&db.ObjectMeta, field.NewPath("metadata"))...)
 	allErrs = append(allErrs, validateSpec(&db.Spec, field.NewPath("spec"))...)
 	allErrs = append(allErrs, validateTLS(db.Name, &db.Spec, field.NewPath("spec", "tls"))...)
+	allErrs = append(allErrs, validateRolesAndDatabases(db.Name, &db.Spec, field.NewPath("spec"))...)
 	return allErrs
 }
 
@@ -113,6 +114,8 @@ func ValidateMyDatabaseUpdate(db, old *example.MyDatabase) field.ErrorList {
 	specPath := field.NewPath("spec")
 	allErrs = append(allErrs, validateSpec(&db.Spec, specPath)...)
 	allErrs = append(allErrs, validateTLS(db.Name, &db.Spec, specPath.Child("tls"))...)
+	allErrs = append(allErrs, validateRolesAndDatabases(db.Name, &db.Spec, specPath)...)
+	allErrs = append(allErrs, validateRolesAndDatabasesUpdate(&db.Spec, &old.Spec, specPath)...)
 	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(db.Spec.Engine, old.Spec.Engine, specPath.Child("engine"))...)
 	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(db.Spec.StorageClassName, old.Spec.StorageClassName, specPath.Child("storageClassName"))...)
 	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(db.Spec.RestoreFrom, old.Spec.RestoreFrom, specPath.Child("restoreFrom"))...)

@@ -105,6 +105,36 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: rotation
       type:
         scalar: string
+- name: com.github.mydb-dev.mydb.pkg.apis.example.v1.DatabasePrivilege
+  map:
+    fields:
+    - name: access
+      type:
+        scalar: string
+      default: ""
+    - name: database
+      type:
+        scalar: string
+      default: ""
+- name: com.github.mydb-dev.mydb.pkg.apis.example.v1.DatabaseSpec
+  map:
+    fields:
+    - name: characterSet
+      type:
+        scalar: string
+    - name: collation
+      type:
+        scalar: string
+    - name: ensure
+      type:
+        scalar: string
+    - name: name
+      type:
+        scalar: string
+      default: ""
+    - name: owner
+      type:
+        scalar: string
 - name: com.github.mydb-dev.mydb.pkg.apis.example.v1.InstancePosition
   map:
     fields:
@@ -145,6 +175,23 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: role
       type:
         scalar: string
+- name: com.github.mydb-dev.mydb.pkg.apis.example.v1.ManagedObjectStatus
+  map:
+    fields:
+    - name: message
+      type:
+        scalar: string
+    - name: name
+      type:
+        scalar: string
+      default: ""
+    - name: passwordSecretVersion
+      type:
+        scalar: string
+    - name: state
+      type:
+        scalar: string
+      default: ""
 - name: com.github.mydb-dev.mydb.pkg.apis.example.v1.MyDatabase
   map:
     fields:
@@ -245,6 +292,14 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: backup
       type:
         namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.BackupPolicy
+    - name: databases
+      type:
+        list:
+          elementType:
+            namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.DatabaseSpec
+          elementRelationship: associative
+          keys:
+          - name
     - name: deletionPolicy
       type:
         scalar: string
@@ -276,6 +331,14 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: restoreFrom
       type:
         namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.RestoreSource
+    - name: roles
+      type:
+        list:
+          elementType:
+            namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.RoleSpec
+          elementRelationship: associative
+          keys:
+          - name
     - name: storageClassName
       type:
         scalar: string
@@ -305,6 +368,14 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: currentPrimary
       type:
         scalar: string
+    - name: databases
+      type:
+        list:
+          elementType:
+            namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.ManagedObjectStatus
+          elementRelationship: associative
+          keys:
+          - name
     - name: endpoint
       type:
         scalar: string
@@ -331,6 +402,14 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: replicas
       type:
         scalar: numeric
+    - name: roles
+      type:
+        list:
+          elementType:
+            namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.ManagedObjectStatus
+          elementRelationship: associative
+          keys:
+          - name
     - name: selector
       type:
         scalar: string
@@ -409,6 +488,30 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: pointInTime
       type:
         namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.RecoveryTarget
+- name: com.github.mydb-dev.mydb.pkg.apis.example.v1.RoleSpec
+  map:
+    fields:
+    - name: connectionLimit
+      type:
+        scalar: numeric
+    - name: ensure
+      type:
+        scalar: string
+    - name: name
+      type:
+        scalar: string
+      default: ""
+    - name: passwordSecret
+      type:
+        namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.SecretKeySelector
+    - name: privileges
+      type:
+        list:
+          elementType:
+            namedType: com.github.mydb-dev.mydb.pkg.apis.example.v1.DatabasePrivilege
+          elementRelationship: associative
+          keys:
+          - database
 - name: com.github.mydb-dev.mydb.pkg.apis.example.v1.S3CredentialsSecret
   map:
     fields:
@@ -471,6 +574,16 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: region
       type:
         scalar: string
+- name: com.github.mydb-dev.mydb.pkg.apis.example.v1.SecretKeySelector
+  map:
+    fields:
+    - name: key
+      type:
+        scalar: string
+    - name: name
+      type:
+        scalar: string
+      default: ""
 - name: com.github.mydb-dev.mydb.pkg.apis.example.v1.TLSSpec
   map:
     fields:

@@ -88,6 +88,18 @@ type MyDatabaseSpecApplyConfiguration struct {
 	// TLS is how the engines serve TLS to clients. Without it they serve a
 	// certificate of the database's own CA (status.certificateAuthority).
 	TLS *TLSSpecApplyConfiguration `json:"tls,omitempty"`
+	// Databases are databases mydb keeps on the primary besides the
+	// application's own, reconciled by its instance manager (status
+	// databases says how each went). Taking one out of the list leaves it
+	// as it is, with its data; only ensure: Absent drops it.
+	Databases []DatabaseSpecApplyConfiguration `json:"databases,omitempty"`
+	// Roles are users mydb keeps on the primary, each logging in with the
+	// password of a Secret of the database's namespace (the writer must
+	// be allowed to get it), with the access to databases it lists and
+	// none to the others mydb keeps. A change of the Secret's password is
+	// applied within a poll. Taking one out of the list leaves it as it
+	// is; only ensure: Absent drops it.
+	Roles []RoleSpecApplyConfiguration `json:"roles,omitempty"`
 }
 
 // MyDatabaseSpecApplyConfiguration constructs a declarative configuration of the MyDatabaseSpec type for use with
@@ -211,5 +223,31 @@ func (b *MyDatabaseSpecApplyConfiguration) WithParameters(entries map[string]str
 // If called multiple times, the TLS field is set to the value of the last call.
 func (b *MyDatabaseSpecApplyConfiguration) WithTLS(value *TLSSpecApplyConfiguration) *MyDatabaseSpecApplyConfiguration {
 	b.TLS = value
+	return b
+}
+
+// WithDatabases adds the given value to the Databases field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Databases field.
+func (b *MyDatabaseSpecApplyConfiguration) WithDatabases(values ...*DatabaseSpecApplyConfiguration) *MyDatabaseSpecApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithDatabases")
+		}
+		b.Databases = append(b.Databases, *values[i])
+	}
+	return b
+}
+
+// WithRoles adds the given value to the Roles field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Roles field.
+func (b *MyDatabaseSpecApplyConfiguration) WithRoles(values ...*RoleSpecApplyConfiguration) *MyDatabaseSpecApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithRoles")
+		}
+		b.Roles = append(b.Roles, *values[i])
+	}
 	return b
 }

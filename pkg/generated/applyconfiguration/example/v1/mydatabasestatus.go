@@ -78,6 +78,11 @@ type MyDatabaseStatusApplyConfiguration struct {
 	// CertificateAuthority is the database's root CA, which every
 	// certificate of its instances chains to, and its rotation.
 	CertificateAuthority *CertificateAuthorityStatusApplyConfiguration `json:"certificateAuthority,omitempty"`
+	// Databases are spec.databases as the primary's manager last
+	// reconciled them.
+	Databases []ManagedObjectStatusApplyConfiguration `json:"databases,omitempty"`
+	// Roles are spec.roles as the primary's manager last reconciled them.
+	Roles []ManagedObjectStatusApplyConfiguration `json:"roles,omitempty"`
 }
 
 // MyDatabaseStatusApplyConfiguration constructs a declarative configuration of the MyDatabaseStatus type for use with
@@ -221,5 +226,31 @@ func (b *MyDatabaseStatusApplyConfiguration) WithUpdatedReplicas(value int32) *M
 // If called multiple times, the CertificateAuthority field is set to the value of the last call.
 func (b *MyDatabaseStatusApplyConfiguration) WithCertificateAuthority(value *CertificateAuthorityStatusApplyConfiguration) *MyDatabaseStatusApplyConfiguration {
 	b.CertificateAuthority = value
+	return b
+}
+
+// WithDatabases adds the given value to the Databases field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Databases field.
+func (b *MyDatabaseStatusApplyConfiguration) WithDatabases(values ...*ManagedObjectStatusApplyConfiguration) *MyDatabaseStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithDatabases")
+		}
+		b.Databases = append(b.Databases, *values[i])
+	}
+	return b
+}
+
+// WithRoles adds the given value to the Roles field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Roles field.
+func (b *MyDatabaseStatusApplyConfiguration) WithRoles(values ...*ManagedObjectStatusApplyConfiguration) *MyDatabaseStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithRoles")
+		}
+		b.Roles = append(b.Roles, *values[i])
+	}
 	return b
 }
