@@ -97,6 +97,9 @@ type Manager struct {
 	metrics metricsShare
 	// archive is the WAL archive's state, under its own lock.
 	archive walArchive
+	// objects is the spec's databases and roles as last asked and
+	// reconciled, under its own lock.
+	objects objectsState
 }
 
 // managerState is the part of the status the loop owns.

@@ -60,6 +60,7 @@ func (m *Manager) serve() (*http.Server, error) {
 	m.handleBackups(mux)
 	m.handleCredentials(mux)
 	m.handleArchive(mux)
+	m.handleObjects(mux)
 	ln, err := net.Listen("tcp", m.opts.StatusAddress)
 	if err != nil {
 		return nil, fmt.Errorf("status server: %w", err)
@@ -106,6 +107,7 @@ func (m *Manager) status(ctx context.Context, maxAge time.Duration) api.Status {
 	if m.opts.Identity != nil {
 		s.Certificates = m.opts.Identity.Report()
 	}
+	s.Objects = m.objects.snapshot()
 	restoring := restore != nil && restore.Phase == api.OperationRunning
 	s.AwaitingRestore = st.awaitingRestore && !restoring
 	if !st.exitTime.IsZero() {

@@ -77,6 +77,9 @@ type Status struct {
 	// Certificates are the instance's: a rotation of the database's CA
 	// goes on when every instance took its step.
 	Certificates *Certificates `json:"certificates,omitempty"`
+	// Objects is the last reconciliation of the spec's databases and
+	// roles (POST /v1/objects), on a primary that was given them.
+	Objects *ObjectsReport `json:"objects,omitempty"`
 }
 
 // Certificates is what an instance trusts and holds.

@@ -113,6 +113,16 @@ func (Dialect) CreateUserStatement(account, password string) string {
 	return fmt.Sprintf("CREATE USER %s IDENTIFIED BY PASSWORD %s", account, mysqlfamily.QuoteString(mysqlfamily.NativePasswordHash(password)))
 }
 
+// AlterPasswordStatement implements mysqlfamily.Dialect.
+func (Dialect) AlterPasswordStatement(account, password string) string {
+	return fmt.Sprintf("ALTER USER %s IDENTIFIED BY PASSWORD %s", account, mysqlfamily.QuoteString(mysqlfamily.NativePasswordHash(password)))
+}
+
+// PasswordIs implements mysqlfamily.Dialect: the native hash has no salt.
+func (Dialect) PasswordIs(stored, password string) bool {
+	return stored == mysqlfamily.NativePasswordHash(password)
+}
+
 // ReloadTLSStatement implements mysqlfamily.Dialect (MariaDB 10.4 and
 // later). NO_WRITE_TO_BINLOG: a FLUSH is binlogged by default, and on a
 // replica that is a transaction of its own (an errant GTID) which stops

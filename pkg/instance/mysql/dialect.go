@@ -232,5 +232,16 @@ func (Dialect) CreateUserStatement(account, password string) string {
 	return fmt.Sprintf("CREATE USER %s IDENTIFIED WITH caching_sha2_password BY %s", account, mysqlfamily.QuoteString(password))
 }
 
+// AlterPasswordStatement implements mysqlfamily.Dialect.
+func (Dialect) AlterPasswordStatement(account, password string) string {
+	return fmt.Sprintf("ALTER USER %s IDENTIFIED WITH caching_sha2_password BY %s", account, mysqlfamily.QuoteString(password))
+}
+
+// PasswordIs implements mysqlfamily.Dialect: caching_sha2_password's
+// stored hash is salted and iterated in a way mydb does not compute, so
+// the password is set again each time (sessions stay; the server's cache
+// of the account's authentication is cleared).
+func (Dialect) PasswordIs(stored, password string) bool { return false }
+
 // ReloadTLSStatement implements mysqlfamily.Dialect.
 func (Dialect) ReloadTLSStatement() string { return "ALTER INSTANCE RELOAD TLS" }

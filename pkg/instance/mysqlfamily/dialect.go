@@ -58,6 +58,12 @@ type Dialect interface {
 	// CreateUserStatement creates account (QuoteString'd user@host) logging
 	// in with password, in the way the engine's logs never show it.
 	CreateUserStatement(account, password string) string
+	// AlterPasswordStatement gives account password, as
+	// CreateUserStatement does.
+	AlterPasswordStatement(account, password string) string
+	// PasswordIs tells whether an account's stored authentication_string
+	// is password's (false when the engine's hash cannot be checked here).
+	PasswordIs(stored, password string) bool
 	// ReloadTLSStatement has the server read its certificate files again.
 	ReloadTLSStatement() string
 	// MustReclone tells whether the stopped IO thread's error number means
