@@ -192,7 +192,7 @@ func validateObjectsRequest(req api.ObjectsRequest) error {
 		if !r.Absent && r.Password == "" {
 			return fmt.Errorf("role %q: no password", r.Name)
 		}
-		if !printableASCII(r.Password) {
+		if !PrintableASCII(r.Password) {
 			return fmt.Errorf("role %q: the password must be printable ASCII", r.Name)
 		}
 		for db, access := range r.Privileges {
@@ -206,10 +206,10 @@ func validateObjectsRequest(req api.ObjectsRequest) error {
 	return nil
 }
 
-// printableASCII tells whether s holds only printable ASCII characters:
+// PrintableASCII tells whether s holds only printable ASCII characters:
 // the passwords every engine and client hash alike (PostgreSQL's SCRAM
 // normalizes others first, which the manager does not).
-func printableASCII(s string) bool {
+func PrintableASCII(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] < 0x20 || s[i] > 0x7e {
 			return false

@@ -137,6 +137,9 @@ type Config struct {
 	// nil is S3ArchivePruner.
 	Archives ArchiveSetter
 	Pruner   ArchivePruner
+	// Objects gives the primaries' managers the spec's databases and
+	// roles; nil is an api.Client.
+	Objects ObjectsReconciler
 	// Authority gives the credentials the managers are called with; nil
 	// is one of the controller's own.
 	Authority *databaseca.Authority
@@ -202,6 +205,9 @@ type Controller struct {
 	restores RestoreStarter
 	archives ArchiveSetter
 	pruner   ArchivePruner
+	objects  ObjectsReconciler
+	// passwords keeps the roles' password Secrets as last read.
+	passwords passwordSecrets
 	// archivePrunes paces the pruning of each database's archive.
 	archivePrunes pruneTimes
 	authority     *databaseca.Authority
@@ -237,6 +243,10 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, mydbCli
 	if pruner == nil {
 		pruner = S3ArchivePruner{}
 	}
+	objects := config.Objects
+	if objects == nil {
+		objects = &api.Client{}
+	}
 	c := &Controller{
 		kubeClient:   kubeClient,
 		rolloutSlots: &rollout.Slots{Max: config.MaxConcurrentRollouts, Stale: rolloutSlotStale},
@@ -264,6 +274,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, mydbCli
 		statuses:  statuses,
 		restores:  restores,
 		archives:  archives,
+		objects:   objects,
 		pruner:    pruner,
 		authority: config.Authority,
 	}

@@ -69,6 +69,7 @@ type fixture struct {
 	restores RestoreStarter
 	archives ArchiveSetter
 	pruner   ArchivePruner
+	objects  *fakeObjects
 	// store stands for mydb's store guard (nil: none).
 	store StoreCoverage
 	// namespaces are where the controller serves (nil: everywhere).
@@ -76,7 +77,7 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, dbs []*examplev1.MyDatabase, kubeObjects ...runtime.Object) *fixture {
-	return &fixture{t: t, dbs: dbs, kubeObjects: kubeObjects, statuses: fakeStatuses{}}
+	return &fixture{t: t, dbs: dbs, kubeObjects: kubeObjects, statuses: fakeStatuses{}, objects: &fakeObjects{}}
 }
 
 // fakeStatuses are instance managers' answers by address.
@@ -162,7 +163,7 @@ func (f *fixture) newController() *Controller {
 	mydbInf := mydbinformers.NewSharedInformerFactory(f.mydbClient, 0)
 	informers := NewInformers(kubeInf, kubeInf, mydbInf)
 	c, err := NewController(context.Background(), f.kubeClient, f.mydbClient, informers, f.recorder, clocktesting.NewFakePassiveClock(now),
-		Config{InstanceImage: "mydb:test", PollInterval: 10 * time.Second, Statuses: f.statuses, Restores: f.restores, Archives: f.archives, Pruner: f.pruner, Store: f.store, Namespaces: f.namespaces})
+		Config{InstanceImage: "mydb:test", PollInterval: 10 * time.Second, Statuses: f.statuses, Restores: f.restores, Archives: f.archives, Pruner: f.pruner, Objects: f.objects, Store: f.store, Namespaces: f.namespaces})
 	if err != nil {
 		f.t.Fatal(err)
 	}

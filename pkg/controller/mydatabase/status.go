@@ -320,6 +320,16 @@ func computeStatus(db *examplev1.MyDatabase, eng engine.Spec, sts *appsv1.Statef
 	if f.recoverability != nil {
 		status.Recoverability = f.recoverability
 	}
+	switch {
+	case paused || db.Spec.Hibernate:
+	case f.objects != nil:
+		var c *metav1.Condition
+		status.Databases, status.Roles, c = objectsStatus(db, f.objects, f.objectsReport, now)
+		set(c.Type, c.Status, c.Reason, c.Message)
+	default:
+		status.Databases, status.Roles = nil, nil
+		meta.RemoveStatusCondition(&status.Conditions, examplev1.ConditionRolesAndDatabasesApplied)
+	}
 	switch c := parametersApplied(db, f, now); {
 	case paused || db.Spec.Hibernate:
 		// Nothing runs to say: the last word stands.

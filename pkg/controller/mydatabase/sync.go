@@ -81,6 +81,11 @@ type findings struct {
 	caSecret *corev1.Secret
 	caState  *databaseca.State
 	issuer   string
+	// objects are spec.databases and spec.roles as the primary is to have
+	// them (nil: the spec has none), and objectsReport the primary's
+	// report of them (nil: none).
+	objects       *desiredObjects
+	objectsReport *api.ObjectsReport
 }
 
 // sync makes the children of one MyDatabase match its spec and reports what
@@ -180,6 +185,9 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		return err
 	}
 	c.archiveEvent(db, f.archiving)
+	if err := c.reconcileObjects(ctx, db, &f); err != nil {
+		return err
+	}
 	if f.blockages, err = c.blockages(ctx, db, sts); err != nil {
 		return err
 	}
