@@ -53,6 +53,7 @@ func runSuite(t *testing.T, spec engineSpec) {
 		{"replicas clone and stream", func(t *testing.T) { testReplicas(t, c, p, []*node{r1, r2}, fig) }},
 		{"metrics: the engine's figures under the exporters' names", func(t *testing.T) { testMetrics(t, c, p, []*node{r1, r2}, fig) }},
 		{"short-lived users: roles, replicated, expired everywhere", func(t *testing.T) { testCredentials(t, c, p, []*node{r1, r2}, later, fig) }},
+		{"roles and databases: made, changed and dropped as asked", func(t *testing.T) { testObjects(t, c, p, []*node{r1, r2}, fig) }},
 		{"Sync replication: a commit returns once a replica has it, waits with none", func(t *testing.T) { testSync(t, c, p, []*node{r1, r2}, fig) }},
 		{"a renewed certificate is served without a restart", func(t *testing.T) { testCertificateRenewal(t, c, p, r2, fig) }},
 		{"a rotated CA is taken without a restart", func(t *testing.T) { testCARotation(t, c, p, []*node{r1, r2}, fig) }},

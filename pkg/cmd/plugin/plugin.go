@@ -485,6 +485,8 @@ func (o *options) statusCommand() *cobra.Command {
 				}
 				fmt.Fprintf(out, "CA:         %s\n", line)
 			}
+			printObjects(out, "Databases:", db.Status.Databases)
+			printObjects(out, "Roles:", db.Status.Roles)
 			fmt.Fprintln(out, "Conditions:")
 			for _, c := range db.Status.Conditions {
 				fmt.Fprintf(out, "  %-12s %-6s %-24s %s\n", c.Type, c.Status, c.Reason, c.Message)
@@ -549,4 +551,22 @@ func ptrValue(p *int32) int32 {
 		return 0
 	}
 	return *p
+}
+
+// printObjects prints status.databases or status.roles, one a line.
+func printObjects(out io.Writer, title string, objects []examplev1.ManagedObjectStatus) {
+	if len(objects) == 0 {
+		return
+	}
+	fmt.Fprintln(out, title)
+	for _, o := range objects {
+		line := fmt.Sprintf("  %-20s %-8s", o.Name, o.State)
+		if o.PasswordSecretVersion != "" {
+			line += " password of Secret version " + o.PasswordSecretVersion
+		}
+		if o.Message != "" {
+			line += " " + o.Message
+		}
+		fmt.Fprintln(out, strings.TrimRight(line, " "))
+	}
 }
