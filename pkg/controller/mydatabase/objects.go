@@ -15,6 +15,7 @@ import (
 	"github.com/mydb-dev/mydb/pkg/instance"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -315,6 +316,23 @@ func objectsStatus(db *examplev1.MyDatabase, want *desiredObjects, report *api.O
 		c.Message = fmt.Sprintf("%d databases and %d roles are as the spec says", len(databases), len(roles))
 	}
 	return databases, roles, c
+}
+
+// objectsEvent tells of a change of RolesAndDatabasesApplied to Failed (a
+// Warning with the engine's words) or to Applied.
+func (c *Controller) objectsEvent(db *examplev1.MyDatabase, f findings) {
+	if f.objects == nil {
+		return
+	}
+	_, _, cond := objectsStatus(db, f.objects, f.objectsReport, metav1.NewTime(c.clock.Now()))
+	old := meta.FindStatusCondition(db.Status.Conditions, examplev1.ConditionRolesAndDatabasesApplied)
+	switch {
+	case old != nil && old.Reason == cond.Reason && old.Message == cond.Message:
+	case cond.Reason == ReasonObjectsFailed:
+		c.recorder.Event(db, corev1.EventTypeWarning, "RolesAndDatabasesFailed", cond.Message)
+	case cond.Reason == ReasonObjectsApplied && (old == nil || old.Reason != ReasonObjectsApplied):
+		c.recorder.Event(db, corev1.EventTypeNormal, "RolesAndDatabasesApplied", cond.Message)
+	}
 }
 
 // resourceVersion is the resourceVersion of a "uid/resourceVersion".

@@ -122,6 +122,14 @@ func TestRolesAndDatabasesReachTheReadyPrimary(t *testing.T) {
 	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != ReasonObjectsFailed || !strings.Contains(c.Message, "database orders: invalid locale") {
 		t.Errorf("condition after a refusal: %+v", c)
 	}
+	select {
+	case e := <-f.recorder.Events:
+		if !strings.HasPrefix(e, "Warning RolesAndDatabasesFailed") || !strings.Contains(e, "invalid locale") {
+			t.Errorf("event %q, want a Warning RolesAndDatabasesFailed with the engine's words", e)
+		}
+	default:
+		t.Errorf("no event for the refusal")
+	}
 }
 
 func TestObjectsDue(t *testing.T) {

@@ -188,6 +188,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if err := c.reconcileObjects(ctx, db, &f); err != nil {
 		return err
 	}
+	c.objectsEvent(db, f)
 	if f.blockages, err = c.blockages(ctx, db, sts); err != nil {
 		return err
 	}
