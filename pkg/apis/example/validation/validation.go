@@ -127,6 +127,15 @@ func ValidateMyDatabaseUpdate(db, old *example.MyDatabase) field.ErrorList {
 		allErrs = append(allErrs, field.Forbidden(specPath.Child("version"),
 			fmt.Sprintf("may not be downgraded from %s: %s cannot read data written by a newer version", old.Spec.Version, db.Spec.Engine)))
 	}
+	if db.Spec.Engine == example.EnginePostgres && old.Spec.Engine == example.EnginePostgres && compareVersions(db.Spec.Version, old.Spec.Version) > 0 {
+		// A new major's server refuses the old major's data directory, and
+		// a standby cannot stream across majors: the rolling update would
+		// stop every instance for good, and going back is a downgrade.
+		allErrs = append(allErrs, field.Forbidden(specPath.Child("version"),
+			fmt.Sprintf("may not change from %s to %s on an existing database: PostgreSQL %s cannot start on data of %s and mydb runs no pg_upgrade yet; "+
+				"make a database of version %s and copy the data with pg_dump and pg_restore (docs/operations.md#major-versions)",
+				old.Spec.Version, db.Spec.Version, db.Spec.Version, old.Spec.Version, db.Spec.Version)))
+	}
 	if db.Spec.Replicas > 1 {
 		for _, name := range parameters.Lowered(string(db.Spec.Engine), old.Spec.Parameters, db.Spec.Parameters) {
 			allErrs = append(allErrs, field.Forbidden(specPath.Child("parameters").Key(name),

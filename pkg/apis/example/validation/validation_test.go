@@ -369,9 +369,11 @@ func TestValidateMyDatabaseUpdate(t *testing.T) {
 		{name: "grow storage", old: myDatabase(), db: myDatabase(func(d *example.MyDatabase) { d.Spec.StorageSize = resource.MustParse("100Gi") })},
 		{name: "same storage in other units", old: myDatabase(), db: myDatabase(func(d *example.MyDatabase) { d.Spec.StorageSize = resource.MustParse("51200Mi") })},
 		{name: "upgrade version", old: myDatabase(func(d *example.MyDatabase) { d.Spec.Version = "8.0" }), db: myDatabase()},
-		{name: "upgrade postgres across majors",
-			old: myDatabase(func(d *example.MyDatabase) { d.Spec.Engine, d.Spec.Version = example.EnginePostgres, "15" }),
-			db:  myDatabase(func(d *example.MyDatabase) { d.Spec.Engine, d.Spec.Version = example.EnginePostgres, "17" })},
+		{name: "upgrade postgres across majors: no pg_upgrade yet",
+			old:  myDatabase(func(d *example.MyDatabase) { d.Spec.Engine, d.Spec.Version = example.EnginePostgres, "15" }),
+			db:   myDatabase(func(d *example.MyDatabase) { d.Spec.Engine, d.Spec.Version = example.EnginePostgres, "17" }),
+			want: []errorSummary{{field.ErrorTypeForbidden, "spec.version"}}},
+		{name: "postgres keeps its version", old: myDatabase(asPostgres), db: myDatabase(asPostgres, func(d *example.MyDatabase) { d.Spec.Replicas = 5 })},
 		{name: "change deletion policy", old: myDatabase(), db: myDatabase(func(d *example.MyDatabase) { d.Spec.DeletionPolicy = example.DeletionPolicyDelete })},
 		{name: "change resources", old: myDatabase(), db: myDatabase(func(d *example.MyDatabase) {
 			d.Spec.Resources.Limits[corev1.ResourceMemory] = resource.MustParse("4Gi")
