@@ -51,6 +51,21 @@ func (m *Manager) handleCredentials(mux *http.ServeMux) {
 	}, pki.RoleController))
 }
 
+// writablePrimary tells whether the instance is a primary that takes
+// writes; when not, it answers 409 saying it cannot do what now.
+func (m *Manager) writablePrimary(w http.ResponseWriter, r *http.Request, what string) bool {
+	s := m.status(r.Context(), 0)
+	if s.Role == api.RolePrimary && s.Ready {
+		return true
+	}
+	reason := s.Reason
+	if s.Role != api.RolePrimary {
+		reason = "not the primary"
+	}
+	http.Error(w, fmt.Sprintf("%s cannot %s now: %s", m.opts.Name, what, reason), http.StatusConflict)
+	return false
+}
+
 func (m *Manager) postCredential(w http.ResponseWriter, r *http.Request, issuer CredentialIssuer) {
 	var req api.CredentialRequest
 	if !decodeJSON(w, r, &req) {
@@ -62,12 +77,7 @@ func (m *Manager) postCredential(w http.ResponseWriter, r *http.Request, issuer 
 	}
 	// Only a primary that takes writes makes users: the replicas get them
 	// by replication, and a fenced or stopping one must write nothing.
-	if s := m.status(r.Context(), 0); s.Role != api.RolePrimary || !s.Ready {
-		reason := s.Reason
-		if s.Role != api.RolePrimary {
-			reason = "not the primary"
-		}
-		http.Error(w, fmt.Sprintf("%s cannot make users now: %s", m.opts.Name, reason), http.StatusConflict)
+	if !m.writablePrimary(w, r, "make users") {
 		return
 	}
 	password, err := newPassword()

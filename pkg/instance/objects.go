@@ -65,12 +65,7 @@ func (m *Manager) postObjects(w http.ResponseWriter, r *http.Request, rec Object
 	}
 	// Only a primary that takes writes changes them: the replicas get
 	// them by replication.
-	if s := m.status(r.Context(), 0); s.Role != api.RolePrimary || !s.Ready {
-		reason := s.Reason
-		if s.Role != api.RolePrimary {
-			reason = "not the primary"
-		}
-		http.Error(w, fmt.Sprintf("%s cannot change databases and roles now: %s", m.opts.Name, reason), http.StatusConflict)
+	if !m.writablePrimary(w, r, "change databases and roles") {
 		return
 	}
 	o := &m.objects

@@ -38,22 +38,7 @@ func newCredential(t *testing.T, p *node, who string, role api.CredentialRole, l
 // openConn is one session of user on n, as a client holding it open.
 func openConn(t *testing.T, n *node, cred *api.Credential) (*sql.Conn, error) {
 	t.Helper()
-	db, err := n.c.spec.openApp(n.host, n.port, cred.User, cred.Password, n.c.secrets[instance.SecretDatabase])
-	if err != nil {
-		return nil, err
-	}
-	t.Cleanup(func() { db.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := conn.PingContext(ctx); err != nil {
-		conn.Close()
-		return nil, err
-	}
-	return conn, nil
+	return login(t, n, cred.User, cred.Password, n.c.secrets[instance.SecretDatabase])
 }
 
 // canLogIn tells whether cred logs in on n, holding no connection after.

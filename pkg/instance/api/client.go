@@ -176,30 +176,19 @@ func (c *Client) Restore(ctx context.Context, host string, auth Auth) (*Operatio
 
 // SetArchive is PUT /v1/archive.
 func (c *Client) SetArchive(ctx context.Context, host string, auth Auth, req ArchiveRequest) (*ArchiveStatus, error) {
-	resp, err := c.send(ctx, http.MethodPut, host, PathArchive, auth, req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	limited := http.MaxBytesReader(nil, resp.Body, maxAnswer)
-	switch resp.StatusCode {
-	case http.StatusOK:
-	case http.StatusUnprocessableEntity, http.StatusNotImplemented:
-		return nil, fmt.Errorf("%w: %s", ErrRefused, readMessage(limited))
-	default:
-		return nil, fmt.Errorf("PUT %s answered %s: %s", PathArchive, resp.Status, readMessage(limited))
-	}
-	var s ArchiveStatus
-	if err := json.NewDecoder(limited).Decode(&s); err != nil {
-		return nil, fmt.Errorf("reading the answer of PUT %s: %w", PathArchive, err)
-	}
-	return &s, nil
+	return call[ArchiveStatus](ctx, c, http.MethodPut, host, PathArchive, auth, req)
 }
 
 // operation calls one of the backup and restore endpoints, which answer an
-// Operation, and turns the answers that mean something into the errors
-// above.
+// Operation.
 func (c *Client) operation(ctx context.Context, method, host, path string, auth Auth, body any) (*Operation, error) {
+	return call[Operation](ctx, c, method, host, path, auth, body)
+}
+
+// call sends body to the endpoint and reads its answer, a T, turning the
+// answers that mean something into the errors above: 404
+// ErrUnknownOperation, 409 and 503 ErrBusy, 422 and 501 ErrRefused.
+func call[T any](ctx context.Context, c *Client, method, host, path string, auth Auth, body any) (*T, error) {
 	resp, err := c.send(ctx, method, host, path, auth, body)
 	if err != nil {
 		return nil, err
@@ -207,21 +196,21 @@ func (c *Client) operation(ctx context.Context, method, host, path string, auth 
 	defer resp.Body.Close()
 	limited := http.MaxBytesReader(nil, resp.Body, maxAnswer)
 	switch resp.StatusCode {
-	case http.StatusOK, http.StatusAccepted:
+	case http.StatusOK, http.StatusCreated, http.StatusAccepted:
 	case http.StatusNotFound:
 		return nil, ErrUnknownOperation
-	case http.StatusConflict:
+	case http.StatusConflict, http.StatusServiceUnavailable:
 		return nil, fmt.Errorf("%w: %s", ErrBusy, readMessage(limited))
 	case http.StatusUnprocessableEntity, http.StatusNotImplemented:
 		return nil, fmt.Errorf("%w: %s", ErrRefused, readMessage(limited))
 	default:
 		return nil, fmt.Errorf("%s %s answered %s: %s", method, path, resp.Status, readMessage(limited))
 	}
-	var op Operation
-	if err := json.NewDecoder(limited).Decode(&op); err != nil {
+	var answer T
+	if err := json.NewDecoder(limited).Decode(&answer); err != nil {
 		return nil, fmt.Errorf("reading the answer of %s %s: %w", method, path, err)
 	}
-	return &op, nil
+	return &answer, nil
 }
 
 // send sends a request with body as JSON to the manager auth names.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -67,26 +66,7 @@ type Credential struct {
 // ErrBusy (409) means the instance is not a running primary; ErrRefused
 // (422, 501) a request it will never take.
 func (c *Client) CreateCredential(ctx context.Context, host string, auth Auth, req CredentialRequest) (*Credential, error) {
-	resp, err := c.send(ctx, http.MethodPost, host, PathCredentials, auth, req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	limited := http.MaxBytesReader(nil, resp.Body, maxAnswer)
-	switch resp.StatusCode {
-	case http.StatusCreated:
-	case http.StatusConflict, http.StatusServiceUnavailable:
-		return nil, fmt.Errorf("%w: %s", ErrBusy, readMessage(limited))
-	case http.StatusUnprocessableEntity, http.StatusNotImplemented:
-		return nil, fmt.Errorf("%w: %s", ErrRefused, readMessage(limited))
-	default:
-		return nil, fmt.Errorf("POST %s answered %s: %s", PathCredentials, resp.Status, readMessage(limited))
-	}
-	var cred Credential
-	if err := json.NewDecoder(limited).Decode(&cred); err != nil {
-		return nil, fmt.Errorf("reading the answer of POST %s: %w", PathCredentials, err)
-	}
-	return &cred, nil
+	return call[Credential](ctx, c, http.MethodPost, host, PathCredentials, auth, req)
 }
 
 // CredentialUser is the database user name for a credential of the

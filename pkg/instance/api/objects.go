@@ -2,8 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"time"
 )
@@ -101,26 +99,8 @@ func (r *ObjectsReport) Failed() bool {
 	return false
 }
 
-// ReconcileObjects is POST /v1/objects.
+// ReconcileObjects is POST /v1/objects. ErrBusy (409) means the instance
+// is not a ready primary, or reconciles another request.
 func (c *Client) ReconcileObjects(ctx context.Context, host string, auth Auth, req ObjectsRequest) (*ObjectsReport, error) {
-	resp, err := c.send(ctx, http.MethodPost, host, PathObjects, auth, req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	limited := http.MaxBytesReader(nil, resp.Body, maxAnswer)
-	switch resp.StatusCode {
-	case http.StatusOK, http.StatusAccepted:
-	case http.StatusConflict:
-		return nil, fmt.Errorf("%w: %s", ErrBusy, readMessage(limited))
-	case http.StatusUnprocessableEntity, http.StatusNotImplemented:
-		return nil, fmt.Errorf("%w: %s", ErrRefused, readMessage(limited))
-	default:
-		return nil, fmt.Errorf("POST %s answered %s: %s", PathObjects, resp.Status, readMessage(limited))
-	}
-	var r ObjectsReport
-	if err := json.NewDecoder(limited).Decode(&r); err != nil {
-		return nil, fmt.Errorf("reading the answer of POST %s: %w", PathObjects, err)
-	}
-	return &r, nil
+	return call[ObjectsReport](ctx, c, http.MethodPost, host, PathObjects, auth, req)
 }
