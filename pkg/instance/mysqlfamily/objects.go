@@ -77,7 +77,7 @@ func (s *Server) ReconcileObjects(ctx context.Context, req api.ObjectsRequest) [
 // connections.
 func (s *Server) keepRole(ctx context.Context, c Conn, r api.RoleObject) error {
 	account := Account(r.Name, "%")
-	row, err := c.QueryRow(ctx, "SELECT authentication_string AS stored FROM mysql.user WHERE user = "+QuoteString(r.Name)+" AND host = '%'")
+	row, err := c.QueryRow(ctx, "SELECT authentication_string FROM mysql.user WHERE user = "+QuoteString(r.Name)+" AND host = '%'")
 	if err != nil {
 		return err
 	}
@@ -85,7 +85,7 @@ func (s *Server) keepRole(ctx context.Context, c Conn, r api.RoleObject) error {
 	switch {
 	case row == nil:
 		stmts = append(stmts, s.Dialect.CreateUserStatement(account, r.Password))
-	case !s.Dialect.PasswordIs(row["stored"], r.Password):
+	case !s.Dialect.PasswordIs(row["authentication_string"], r.Password):
 		stmts = append(stmts, s.Dialect.AlterPasswordStatement(account, r.Password))
 	}
 	stmts = append(stmts, fmt.Sprintf("ALTER USER %s WITH MAX_USER_CONNECTIONS %d", account, r.ConnectionLimit))
