@@ -96,9 +96,10 @@ type MyDatabaseSpecApplyConfiguration struct {
 	// Roles are users mydb keeps on the primary, each logging in with the
 	// password of a Secret of the database's namespace (the writer must
 	// be allowed to get it), with the access to databases it lists and
-	// none to the others mydb keeps. A change of the Secret's password is
-	// applied within a poll. Taking one out of the list leaves it as it
-	// is; only ensure: Absent drops it.
+	// none to the others mydb keeps. mydb reads each Secret at most every
+	// 30 seconds: a new password is applied within that and a poll.
+	// Taking one out of the list leaves it as it is; only ensure: Absent
+	// drops it.
 	Roles []RoleSpecApplyConfiguration `json:"roles,omitempty"`
 }
 
