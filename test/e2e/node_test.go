@@ -258,6 +258,11 @@ echo "shop-ro never showed %[6]d rows (last: $n)"; exit 1
 	}
 	t.Logf("a readonly credential from mydatabases/credentials (%s, made by %s) read %d rows and wrote nothing", s.Username, s.Instance, rows)
 
+	// A role of spec.roles, with its password from a Secret of the test's,
+	// made by the primary's manager in its container: it reads and writes
+	// nothing.
+	checkSpecRole(t, ns, e, credPort, credCA, string(secret.Data["database"]), rows)
+
 	// The README's three lines without the Secret: the example Role, a
 	// binding for alice, and kubectl mydb psql (or mariadb) as alice, who
 	// gets a user of her own and tunnels through the API server
@@ -359,4 +364,48 @@ func startPortForward(ns, target string, remote int) (port int, stop func(), err
 		stop()
 		return 0, nil, fmt.Errorf("kubectl port-forward %s printed no local port: %s", target, stderr.String())
 	}
+}
+
+// checkSpecRole gives shop a role of spec.roles, ReadOnly on the
+// application's database, and reads through the port-forward at port with
+// it once the status says it is Present.
+func checkSpecRole(t *testing.T, ns string, e nodeEngine, port int, caFile, database string, rows int) {
+	t.Helper()
+	ctx := context.Background()
+	kube := kubeClient(t)
+	password := "reporting-" + strings.ReplaceAll(ns, "-", "")
+	if _, err := kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "reporting-password"},
+		StringData: map[string]string{"password": password}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	mustKubectl(t, "", "patch", "mdb/shop", "-n", ns, "--type=merge", "-p",
+		`{"spec":{"roles":[{"name":"reporting","passwordSecret":{"name":"reporting-password"},"privileges":[{"database":"`+database+`","access":"ReadOnly"}]}]}}`)
+	mydb := mydbClient(t, restConfig(t))
+	eventually(t, 2*time.Minute, func() error {
+		db, err := mydb.ExampleV1().MyDatabases(ns).Get(ctx, "shop", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if len(db.Status.Roles) != 1 || db.Status.Roles[0].State != examplev1.ManagedObjectPresent {
+			return fmt.Errorf("status.roles %+v", db.Status.Roles)
+		}
+		return nil
+	})
+	made := time.Since(start)
+	for _, tc := range []struct {
+		statement string
+		succeeds  bool
+	}{{e.count, true}, {e.insert, false}} {
+		cmd, env := e.host(port, "reporting", password, database, caFile, tc.statement)
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		switch {
+		case tc.succeeds && (err != nil || strings.TrimSpace(string(out)) != fmt.Sprint(rows)):
+			t.Errorf("the role reporting of spec.roles: %s: %v\n%s", tc.statement, err, out)
+		case !tc.succeeds && err == nil:
+			t.Errorf("the ReadOnly role reporting wrote: %s", tc.statement)
+		}
+	}
+	t.Logf("a role of spec.roles (ReadOnly, password from a Secret) Present %s after the patch, read %d rows and wrote nothing", made.Round(100*time.Millisecond), rows)
 }
