@@ -91,7 +91,7 @@ func (p *passwordSecrets) get(ctx context.Context, c *Controller, key types.Name
 	defer cancel()
 	secret, err := c.kubeClient.CoreV1().Secrets(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) {
-		return nil, err // not kept: the next poll asks again
+		return nil, err // not kept: the next sync asks again
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -110,15 +110,12 @@ func (p *passwordSecrets) get(ctx context.Context, c *Controller, key types.Name
 // desiredObjects reads the roles' passwords and makes the request. A role
 // whose password cannot be read is left out (pending), and so is a
 // database it owns.
-func (c *Controller) desiredObjects(ctx context.Context, db *examplev1.MyDatabase) (desiredObjects, error) {
+func (c *Controller) desiredObjects(ctx context.Context, db *examplev1.MyDatabase) desiredObjects {
 	d := desiredObjects{versions: map[string]string{}, pending: map[api.ObjectKind]map[string]string{api.ObjectDatabase: {}, api.ObjectRole: {}}}
 	for _, r := range db.Spec.Roles {
 		o := api.RoleObject{Name: r.Name, Absent: r.Ensure == examplev1.EnsureAbsent}
 		if !o.Absent {
-			password, version, why, err := c.rolePassword(ctx, db.Namespace, r)
-			if err != nil {
-				return d, err
-			}
+			password, version, why := c.rolePassword(ctx, db.Namespace, r)
 			if why != "" {
 				d.pending[api.ObjectRole][r.Name] = why
 				continue
@@ -146,33 +143,35 @@ func (c *Controller) desiredObjects(ctx context.Context, db *examplev1.MyDatabas
 		d.request.Databases = append(d.request.Databases, o)
 	}
 	d.request.Hash = objectsHash(d.request, d.versions)
-	return d, nil
+	return d
 }
 
 // rolePassword reads r's password: with the Secret's resourceVersion, or
 // why it cannot be had.
-func (c *Controller) rolePassword(ctx context.Context, namespace string, r examplev1.RoleSpec) (password, version, why string, err error) {
+func (c *Controller) rolePassword(ctx context.Context, namespace string, r examplev1.RoleSpec) (password, version, why string) {
 	ref := r.PasswordSecret
 	if ref == nil {
-		return "", "", "no passwordSecret", nil
+		return "", "", "no passwordSecret"
 	}
 	secret, err := c.passwords.get(ctx, c, types.NamespacedName{Namespace: namespace, Name: ref.Name})
 	switch {
 	case apierrors.IsNotFound(err):
-		return "", "", fmt.Sprintf("Secret %q does not exist", ref.Name), nil
+		return "", "", fmt.Sprintf("Secret %q does not exist", ref.Name)
 	case apierrors.IsForbidden(err):
-		return "", "", fmt.Sprintf("mydb may not read Secret %q: %v", ref.Name, err), nil
+		return "", "", fmt.Sprintf("mydb may not read Secret %q: %v", ref.Name, err)
 	case err != nil:
-		return "", "", "", err
+		// The role waits for the next sync; the rest of this one (the
+		// primary's health, a failover) does not wait for a Secret.
+		return "", "", fmt.Sprintf("reading Secret %q: %v", ref.Name, err)
 	}
 	value := strings.TrimRight(string(secret.Data[ref.Key]), "\r\n")
 	switch {
 	case value == "":
-		return "", "", fmt.Sprintf("Secret %q has no key %q, or it is empty", ref.Name, ref.Key), nil
+		return "", "", fmt.Sprintf("Secret %q has no key %q, or it is empty", ref.Name, ref.Key)
 	case !instance.PrintableASCII(value):
-		return "", "", fmt.Sprintf("the password in Secret %q, key %q, must be printable ASCII characters", ref.Name, ref.Key), nil
+		return "", "", fmt.Sprintf("the password in Secret %q, key %q, must be printable ASCII characters", ref.Name, ref.Key)
 	}
-	return value, string(secret.UID) + "/" + secret.ResourceVersion, "", nil
+	return value, string(secret.UID) + "/" + secret.ResourceVersion, ""
 }
 
 // objectsHash names a request by its databases and roles and the versions
@@ -209,15 +208,13 @@ func objectsDue(r *api.ObjectsReport, want string, now time.Time) bool {
 }
 
 // reconcileObjects gives the primary's manager spec.databases and
-// spec.roles when due, and notes in f how they stand.
-func (c *Controller) reconcileObjects(ctx context.Context, db *examplev1.MyDatabase, f *findings) error {
+// spec.roles when due, and notes in f how they stand. Nothing it meets
+// stops the sync: the primary's health and a failover come after it.
+func (c *Controller) reconcileObjects(ctx context.Context, db *examplev1.MyDatabase, f *findings) {
 	if len(db.Spec.Databases) == 0 && len(db.Spec.Roles) == 0 {
-		return nil
+		return
 	}
-	want, err := c.desiredObjects(ctx, db)
-	if err != nil {
-		return err
-	}
+	want := c.desiredObjects(ctx, db)
 	f.objects = &want
 	var report *api.Status
 	var primary *examplev1.InstanceStatus
@@ -227,23 +224,22 @@ func (c *Controller) reconcileObjects(ctx context.Context, db *examplev1.MyDatab
 		}
 	}
 	if primary == nil || report == nil || !primary.Ready || db.Spec.Hibernate {
-		return nil
+		return
 	}
 	f.objectsReport = report.Objects
 	if !objectsDue(report.Objects, want.request.Hash, c.clock.Now()) {
-		return nil
+		return
 	}
 	creds, err := c.authority.Credentials(db.Namespace, db.Name)
 	if err != nil {
-		return nil // the CA comes first; the next sync tries again
+		return // the CA comes first; the next sync tries again
 	}
 	r, err := c.objects.ReconcileObjects(ctx, primary.Address, api.Auth{Credentials: creds, Name: primary.Name}, want.request)
 	if err != nil {
 		klog.FromContext(ctx).Info("giving the primary its databases and roles", "instance", primary.Name, "err", err)
-		return nil
+		return
 	}
 	f.objectsReport = r
-	return nil
 }
 
 // objectsStatus is status.databases, status.roles and the

@@ -11,9 +11,13 @@ import (
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 )
 
 // fakeObjects is the primaries' managers' POST /v1/objects: it records
@@ -166,5 +170,28 @@ func TestObjectsHashFollowsTheSecretNotThePassword(t *testing.T) {
 	}
 	if c := objectsHash(req, map[string]string{"alice": "uid/2"}); c == a {
 		t.Errorf("a new version of the Secret did not")
+	}
+}
+
+// TestASecretThatCannotBeReadStopsNothingElse: a failed read of a password
+// Secret leaves the role waiting with why, and the sync (the primary's
+// health, a failover) goes on.
+func TestASecretThatCannotBeReadStopsNothingElse(t *testing.T) {
+	db, children, statuses := convergedState(t, myDatabase(withObjects))
+	f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
+	f.statuses = statuses
+	c := f.newController()
+	f.kubeClient.PrependReactor("get", "secrets", func(a core.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewServiceUnavailable("etcd is away")
+	})
+	if err := c.sync(context.Background(), cache.ObjectName{Namespace: db.Namespace, Name: db.Name}); err != nil {
+		t.Fatalf("the sync failed for a Secret: %v", err)
+	}
+	status := db.Status
+	if len(writes(f.mydbClient.Actions())) > 0 {
+		status = updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
+	}
+	if len(status.Roles) == 0 || status.Roles[0].State != examplev1.ManagedObjectPending || !strings.Contains(status.Roles[0].Message, "etcd is away") {
+		t.Errorf("status.roles %+v, want alice Pending with the read's error", status.Roles)
 	}
 }

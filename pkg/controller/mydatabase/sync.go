@@ -185,9 +185,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		return err
 	}
 	c.archiveEvent(db, f.archiving)
-	if err := c.reconcileObjects(ctx, db, &f); err != nil {
-		return err
-	}
+	c.reconcileObjects(ctx, db, &f)
 	c.objectsEvent(db, f)
 	if f.blockages, err = c.blockages(ctx, db, sts); err != nil {
 		return err
