@@ -82,23 +82,32 @@ func (d *Driver) ReconcileObjects(ctx context.Context, req api.ObjectsRequest) [
 }
 
 // keepRole makes the role, or makes it as the request says: it logs in
-// with the password (set only when it differs, so its sessions and the
-// catalog are left alone otherwise), holds no power over the server and
-// the connection limit.
+// with the password, holds no power over the server and has the
+// connection limit. A role that is so already is not written (the stored
+// SCRAM verifier is checked against the password).
 func (d *Driver) keepRole(ctx context.Context, pool *pgxpool.Pool, r api.RoleObject) error {
 	name := pgx.Identifier{r.Name}.Sanitize()
 	limit := int64(-1)
 	if r.ConnectionLimit > 0 {
 		limit = int64(r.ConnectionLimit)
 	}
-	var stored *string
-	err := pool.QueryRow(ctx, "SELECT rolpassword FROM pg_authid WHERE rolname = $1", r.Name).Scan(&stored)
+	var (
+		stored *string
+		as     bool
+	)
+	// as: the role already has every attribute below.
+	err := pool.QueryRow(ctx, `SELECT rolpassword, COALESCE(rolcanlogin AND NOT rolsuper AND NOT rolcreatedb AND NOT rolcreaterole
+		AND NOT rolreplication AND NOT rolbypassrls AND rolinherit AND rolconnlimit = $2 AND rolvaliduntil = 'infinity', false)
+		FROM pg_authid WHERE rolname = $1`, r.Name, limit).Scan(&stored, &as)
 	exists := err == nil
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return err
 	}
 	attrs := fmt.Sprintf("LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS INHERIT CONNECTION LIMIT %d VALID UNTIL 'infinity'", limit)
 	if exists && stored != nil && scramMatches(*stored, r.Password) {
+		if as {
+			return nil // nothing written
+		}
 		_, err := pool.Exec(ctx, "ALTER ROLE "+name+" "+attrs)
 		return err
 	}
