@@ -261,7 +261,7 @@ echo "shop-ro never showed %[6]d rows (last: $n)"; exit 1
 	// A role of spec.roles, with its password from a Secret of the test's,
 	// made by the primary's manager in its container: it reads and writes
 	// nothing.
-	checkSpecRole(t, ns, e, credPort, credCA, string(secret.Data["database"]), rows)
+	checkSpecRole(t, ns, e, credCA, string(secret.Data["database"]), rows)
 
 	// The README's three lines without the Secret: the example Role, a
 	// binding for alice, and kubectl mydb psql (or mariadb) as alice, who
@@ -367,9 +367,10 @@ func startPortForward(ns, target string, remote int) (port int, stop func(), err
 }
 
 // checkSpecRole gives shop a role of spec.roles, ReadOnly on the
-// application's database, and reads through the port-forward at port with
-// it once the status says it is Present.
-func checkSpecRole(t *testing.T, ns string, e nodeEngine, port int, caFile, database string, rows int) {
+// application's database, and reads with it through a port-forward of its
+// own (one a PostgreSQL session ended may have exited) once the status
+// says it is Present.
+func checkSpecRole(t *testing.T, ns string, e nodeEngine, caFile, database string, rows int) {
 	t.Helper()
 	ctx := context.Background()
 	kube := kubeClient(t)
@@ -393,6 +394,8 @@ func checkSpecRole(t *testing.T, ns string, e nodeEngine, port int, caFile, data
 		return nil
 	})
 	made := time.Since(start)
+	port := portForward(t, ns, "svc/shop-rw", e.port)
+	failed := false
 	for _, tc := range []struct {
 		statement string
 		succeeds  bool
@@ -403,9 +406,14 @@ func checkSpecRole(t *testing.T, ns string, e nodeEngine, port int, caFile, data
 		switch {
 		case tc.succeeds && (err != nil || strings.TrimSpace(string(out)) != fmt.Sprint(rows)):
 			t.Errorf("the role reporting of spec.roles: %s: %v\n%s", tc.statement, err, out)
+			failed = true
 		case !tc.succeeds && err == nil:
 			t.Errorf("the ReadOnly role reporting wrote: %s", tc.statement)
+			failed = true
 		}
+	}
+	if failed {
+		return
 	}
 	t.Logf("a role of spec.roles (ReadOnly, password from a Secret) Present %s after the patch, read %d rows and wrote nothing", made.Round(100*time.Millisecond), rows)
 }
