@@ -41,7 +41,7 @@ func (s *Server) ReconcileObjects(ctx context.Context, req api.ObjectsRequest) [
 		case db.Owner != "" && results.Failed(api.ObjectRole, db.Owner):
 			results.Fail(api.ObjectDatabase, db.Name, fmt.Errorf("its owner %q could not be made", db.Owner))
 		default:
-			results.Fail(api.ObjectDatabase, db.Name, c.Exec(ctx, CreateDatabaseStatement(db)))
+			results.Fail(api.ObjectDatabase, db.Name, keepDatabase(ctx, c, db))
 		}
 	}
 	for _, g := range Grants(app, req) {
@@ -74,10 +74,11 @@ func (s *Server) ReconcileObjects(ctx context.Context, req api.ObjectsRequest) [
 
 // keepRole makes the role, or makes it as the request says: its password
 // (set only when the engine cannot tell it is the same) and its limit of
-// connections.
+// connections (set only when it differs), so a resend of a role that is
+// as asked writes nothing (MySQL's password aside).
 func (s *Server) keepRole(ctx context.Context, c Conn, r api.RoleObject) error {
 	account := Account(r.Name, "%")
-	row, err := c.QueryRow(ctx, "SELECT authentication_string FROM mysql.user WHERE user = "+QuoteString(r.Name)+" AND host = '%'")
+	row, err := c.QueryRow(ctx, "SELECT authentication_string, max_user_connections FROM mysql.user WHERE user = "+QuoteString(r.Name)+" AND host = '%'")
 	if err != nil {
 		return err
 	}
@@ -88,8 +89,23 @@ func (s *Server) keepRole(ctx context.Context, c Conn, r api.RoleObject) error {
 	case !s.Dialect.PasswordIs(row["authentication_string"], r.Password):
 		stmts = append(stmts, s.Dialect.AlterPasswordStatement(account, r.Password))
 	}
-	stmts = append(stmts, fmt.Sprintf("ALTER USER %s WITH MAX_USER_CONNECTIONS %d", account, r.ConnectionLimit))
+	if limit := fmt.Sprint(r.ConnectionLimit); row == nil || row["max_user_connections"] != limit {
+		stmts = append(stmts, fmt.Sprintf("ALTER USER %s WITH MAX_USER_CONNECTIONS %s", account, limit))
+	}
+	if len(stmts) == 0 {
+		return nil
+	}
 	return c.Exec(ctx, stmts...)
+}
+
+// keepDatabase makes db unless it exists: CREATE DATABASE IF NOT EXISTS
+// is binlogged even when it changes nothing.
+func keepDatabase(ctx context.Context, c Conn, db api.DatabaseObject) error {
+	row, err := c.QueryRow(ctx, "SELECT 1 AS found FROM information_schema.schemata WHERE schema_name = "+QuoteString(db.Name))
+	if err != nil || row != nil {
+		return err
+	}
+	return c.Exec(ctx, CreateDatabaseStatement(db))
 }
 
 // CreateDatabaseStatement makes db, with its character set and collation,
