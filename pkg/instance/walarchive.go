@@ -75,6 +75,19 @@ func ArchiveURL(o api.S3Object) string {
 	return strings.TrimSuffix(o.Endpoint, "/") + "/" + o.Bucket + "/" + o.Key
 }
 
+// ArchiveCredentials is a digest of what o's uploads authenticate and
+// trust with (region, access key, CA bundle), so the controller can tell a
+// manager that holds a rotated-out key without anyone sending the key
+// back. 128 bits of SHA-256 over a domain-separated encoding.
+func ArchiveCredentials(o api.S3Object) string {
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte("mydb archive credentials v1"), []byte(o.Region), []byte(o.AccessKeyID), []byte(o.SecretAccessKey), o.CABundle} {
+		fmt.Fprintf(h, "%d:", len(part))
+		h.Write(part)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
 // WALKey is the object key of WAL file name in the archive at prefix.
 func WALKey(prefix, name string) string { return prefix + "/wal/" + name }
 
@@ -140,12 +153,18 @@ func (m *Manager) putArchive(w http.ResponseWriter, r *http.Request) {
 	a := &m.archive
 	a.mu.Lock()
 	d := req.Destination
-	if a.dest == nil || where(api.Destination{S3: a.dest}) != where(api.Destination{S3: &d}) {
+	credentials := ArchiveCredentials(d)
+	switch {
+	case a.dest == nil || where(api.Destination{S3: a.dest}) != where(api.Destination{S3: &d}):
 		m.log.Info("archiving WAL", "to", where(api.Destination{S3: &d}))
+	case a.status.Credentials != credentials:
+		// Uploads under way finish with the store they began with.
+		m.log.Info("archiving WAL with new credentials", "to", where(api.Destination{S3: &d}))
 	}
 	a.dest, a.store = &d, store
 	a.status.Configured = true
 	a.status.Prefix = ArchiveURL(d)
+	a.status.Credentials = credentials
 	s := a.status
 	a.mu.Unlock()
 	writeJSON(w, http.StatusOK, s)

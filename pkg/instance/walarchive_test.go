@@ -3,9 +3,12 @@ package instance
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -236,5 +239,69 @@ func TestArchiveUploadsAheadOfTheEngine(t *testing.T) {
 	}
 	if s := m.archive.snapshot(); s.Archived != 6 || s.LastArchived != "000000010000000000000006" {
 		t.Errorf("status %+v", *s)
+	}
+}
+
+func (s *memWALStore) Put(_ context.Context, key string, r io.Reader) (objectstore.Object, error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return objectstore.Object{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.objects[key] = b
+	s.puts++
+	n, sum, _ := digestOf(bytes.NewReader(b))
+	return objectstore.Object{Key: key, Size: n, SHA256: sum}, nil
+}
+
+// A rotated key sent to the same archive replaces the one uploads use,
+// and the status names the new credentials by their digest only.
+func TestArchiveTakesRotatedCredentials(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	stores := map[string]*memWALStore{}
+	m := NewManager(Options{Name: "db-0", ArchiveWAL: true, DataRoot: dir, OpenStore: func(o api.S3Object) (ObjectStore, error) {
+		if stores[o.AccessKeyID] == nil {
+			stores[o.AccessKeyID] = &memWALStore{objects: map[string][]byte{}}
+		}
+		return stores[o.AccessKeyID], nil
+	}}, nil, nil)
+	put := func(id, secret string) api.ArchiveStatus {
+		t.Helper()
+		body, _ := json.Marshal(api.ArchiveRequest{Destination: api.S3Object{Endpoint: "http://127.0.0.1:9000", Bucket: "b", Key: "prod/shop", AccessKeyID: id, SecretAccessKey: secret}})
+		rec := httptest.NewRecorder()
+		m.putArchive(rec, httptest.NewRequest(http.MethodPut, api.PathArchive, bytes.NewReader(body)))
+		var st api.ArchiveStatus
+		if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &st) != nil {
+			t.Fatalf("PUT %s: %d %s", api.PathArchive, rec.Code, rec.Body)
+		}
+		if strings.Contains(rec.Body.String(), secret) {
+			t.Fatalf("the status holds the secret key: %s", rec.Body)
+		}
+		return st
+	}
+	archive := func(seg string) {
+		t.Helper()
+		p := filepath.Join(dir, seg)
+		if err := os.WriteFile(p, []byte("wal "+seg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.archiveFile(ctx, p, seg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := put("OLD", "old-secret")
+	archive("000000010000000000000001")
+	second := put("NEW", "new-secret")
+	archive("000000010000000000000002")
+	if first.Credentials == "" || first.Credentials == second.Credentials || first.Prefix != second.Prefix {
+		t.Errorf("credentials %q then %q, prefix %q then %q: want other credentials, the same prefix", first.Credentials, second.Credentials, first.Prefix, second.Prefix)
+	}
+	if len(stores["OLD"].objects) != 1 || len(stores["NEW"].objects) != 1 || stores["NEW"].objects["prod/shop/wal/000000010000000000000002"] == nil {
+		t.Errorf("uploads: %d with the old key, %d with the new; want the second file with the new key", len(stores["OLD"].objects), len(stores["NEW"].objects))
+	}
+	if s := m.archive.snapshot(); s.Archived != 2 {
+		t.Errorf("the counts did not survive the rotation: %+v", *s)
 	}
 }

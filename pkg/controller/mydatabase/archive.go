@@ -85,9 +85,16 @@ func pointInTimeRecovery(db *examplev1.MyDatabase) *examplev1.PointInTimeRecover
 	return nil
 }
 
+// archiveCredentialsCheck is how often the controller reads a database's
+// archive credentials to find a rotated key: the bound on how long the
+// managers upload with the old one (a GET of the user's Secret, which is
+// not watched, each time).
+const archiveCredentialsCheck = time.Minute
+
 // reconcileArchive tells every instance that archives and does not know
-// where (a new or restarted manager) the database's archive, and says in
-// f how the primary's archiving stands.
+// where (a new or restarted manager), or that uploads with credentials the
+// user's Secret no longer holds, the database's archive; and says in f how
+// the primary's archiving stands.
 func (c *Controller) reconcileArchive(ctx context.Context, db *examplev1.MyDatabase, f *findings) error {
 	if pointInTimeRecovery(db) == nil {
 		return nil
@@ -95,36 +102,63 @@ func (c *Controller) reconcileArchive(ctx context.Context, db *examplev1.MyDatab
 	dest := db.Spec.Backup.Destination.S3
 	prefix := ArchivePrefix(dest, db)
 	want := instance.ArchiveURL(api.S3Object{Endpoint: dest.Endpoint, Bucket: dest.Bucket, Key: prefix})
-	var object *api.S3Object
-	for i, report := range f.reports {
-		if report == nil || report.Archive == nil || report.Archive.Configured && report.Archive.Prefix == want {
-			continue
+	unconfigured := false
+	for _, report := range f.reports {
+		if report != nil && report.Archive != nil && (!report.Archive.Configured || report.Archive.Prefix != want) {
+			unconfigured = true
 		}
-		if object == nil {
-			o, err := s3location.Object(ctx, c.kubeClient, db.Namespace, &examplev1.S3Location{
-				Endpoint: dest.Endpoint, Region: dest.Region, Bucket: dest.Bucket, Key: prefix,
-				CredentialsSecret: dest.CredentialsSecret, CABundle: dest.CABundle,
-			})
-			if err != nil {
-				f.archiving = archivingCondition(metav1.ConditionFalse, ReasonArchiveNotConfigured, "the archive's credentials: "+err.Error())
-				return nil
-			}
-			object = o
+	}
+	now := c.clock.Now()
+	check := c.archiveCredentialChecks.due(db.UID, now, archiveCredentialsCheck)
+	if unconfigured || check {
+		object, err := s3location.Object(ctx, c.kubeClient, db.Namespace, &examplev1.S3Location{
+			Endpoint: dest.Endpoint, Region: dest.Region, Bucket: dest.Bucket, Key: prefix,
+			CredentialsSecret: dest.CredentialsSecret, CABundle: dest.CABundle,
+		})
+		switch {
+		case err != nil && unconfigured:
+			f.archiving = archivingCondition(metav1.ConditionFalse, ReasonArchiveNotConfigured, "the archive's credentials: "+err.Error())
+			return nil
+		case err != nil:
+			// The managers keep the credentials they have; the next check
+			// reads again.
+			klog.FromContext(ctx).Info("reading the archive's credentials", "err", err)
+		default:
+			c.archiveCredentialChecks.done(db.UID, now)
+			c.sendArchive(ctx, db, f, *object)
+		}
+	}
+	f.archiving, f.recoverability = c.archiveState(db, f)
+	return c.pruneArchive(ctx, db, prefix)
+}
+
+// sendArchive sends object to every archiving instance that archives
+// elsewhere or with other credentials.
+func (c *Controller) sendArchive(ctx context.Context, db *examplev1.MyDatabase, f *findings, object api.S3Object) {
+	want, credentials := instance.ArchiveURL(object), instance.ArchiveCredentials(object)
+	for i, report := range f.reports {
+		// A manager too old to report its credentials is left as it is
+		// (it gets them again when its pod is updated).
+		if report == nil || report.Archive == nil || report.Archive.Configured && report.Archive.Prefix == want &&
+			(report.Archive.Credentials == "" || report.Archive.Credentials == credentials) {
+			continue
 		}
 		in := f.instances[i]
 		creds, err := c.authority.Credentials(db.Namespace, db.Name)
 		if err != nil {
-			return nil // the CA comes first; the next sync tries again
+			return // the CA comes first; the next sync tries again
 		}
-		st, err := c.archives.SetArchive(ctx, in.Address, api.Auth{Credentials: creds, Name: in.Name}, api.ArchiveRequest{Destination: *object})
+		st, err := c.archives.SetArchive(ctx, in.Address, api.Auth{Credentials: creds, Name: in.Name}, api.ArchiveRequest{Destination: object})
 		if err != nil {
 			klog.FromContext(ctx).Info("telling an instance where its archive is", "instance", in.Name, "err", err)
 			continue
 		}
+		if report.Archive.Configured && report.Archive.Prefix == want {
+			c.recorder.Eventf(db, corev1.EventTypeNormal, "ArchiveCredentialsChanged",
+				"%s archives with the credentials Secret %q as it is now", in.Name, db.Spec.Backup.Destination.S3.CredentialsSecret.Name)
+		}
 		report.Archive = st
 	}
-	f.archiving, f.recoverability = c.archiveState(db, f)
-	return c.pruneArchive(ctx, db, prefix)
 }
 
 // ArchivePruner deletes the archived WAL files of archive (S3Object.Key
@@ -147,7 +181,7 @@ func (c *Controller) pruneArchive(ctx context.Context, db *examplev1.MyDatabase,
 		return nil
 	}
 	now := c.clock.Now()
-	if !c.archivePrunes.due(db.UID, now) {
+	if !c.archivePrunes.due(db.UID, now, archivePruneInterval) {
 		return nil
 	}
 	backups, err := c.backupLister.MyDatabaseBackups(db.Namespace).List(labels.Everything())
@@ -188,20 +222,21 @@ func (c *Controller) pruneArchive(ctx context.Context, db *examplev1.MyDatabase,
 	return nil
 }
 
-// pruneTimes remembers when each database's archive was last pruned.
-type pruneTimes struct {
+// paceTimes remembers when something was last done for each database, to
+// do it at most once an interval.
+type paceTimes struct {
 	mu   sync.Mutex
 	last map[types.UID]time.Time
 }
 
-func (p *pruneTimes) due(uid types.UID, now time.Time) bool {
+func (p *paceTimes) due(uid types.UID, now time.Time, every time.Duration) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	last, ok := p.last[uid]
-	return !ok || now.Sub(last) >= archivePruneInterval
+	return !ok || now.Sub(last) >= every
 }
 
-func (p *pruneTimes) done(uid types.UID, now time.Time) {
+func (p *paceTimes) done(uid types.UID, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.last == nil {

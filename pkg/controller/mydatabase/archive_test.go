@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/instance"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/test/s3server"
 	appsv1 "k8s.io/api/apps/v1"
@@ -16,19 +17,93 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 )
 
-// fakeArchives records PUT /v1/archive and answers configured.
+// fakeArchives records PUT /v1/archive and answers configured: with
+// counts of kept, if set, as a manager keeps its counts.
 type fakeArchives struct {
 	requests []api.ArchiveRequest
 	to       []string
+	kept     *api.ArchiveStatus
 }
 
 func (f *fakeArchives) SetArchive(_ context.Context, address string, auth api.Auth, req api.ArchiveRequest) (*api.ArchiveStatus, error) {
 	f.requests = append(f.requests, req)
 	f.to = append(f.to, address+" "+auth.Name)
-	return &api.ArchiveStatus{Configured: true, Prefix: req.Destination.Endpoint + "/" + req.Destination.Bucket + "/" + req.Destination.Key}, nil
+	st := &api.ArchiveStatus{}
+	if f.kept != nil {
+		*st = *f.kept
+	}
+	st.Configured, st.Prefix, st.Credentials = true, instance.ArchiveURL(req.Destination), instance.ArchiveCredentials(req.Destination)
+	return st, nil
+}
+
+// A key rotated in the user's Secret reaches the managers within
+// archiveCredentialsCheck, at the cost of one read of the Secret per
+// database per check, not per sync.
+func TestRotatedArchiveCredentialsAreSentWithinACheck(t *testing.T) {
+	db, children, statuses := convergedState(t, myDatabase(withPointInTimeRecovery))
+	archived := now.Add(-30 * time.Second).UTC()
+	primary := statuses["10.244.0.10"]
+	primary.Archive = &api.ArchiveStatus{Archived: 1, LastArchived: "000000010000000000000001", LastArchivedTime: &archived}
+	statuses["10.244.0.10"] = primary
+	f := newFixture(t, []*examplev1.MyDatabase{db}, append(children, runtime.Object(s3Secret()))...)
+	f.statuses = statuses
+	archives := &fakeArchives{}
+	f.archives = archives
+	c := f.newController()
+	clk := clocktesting.NewFakePassiveClock(now)
+	c.clock = clk
+	key := cache.ObjectName{Namespace: db.Namespace, Name: db.Name}
+	secretReads := func() int {
+		n := 0
+		for _, a := range f.kubeClient.Actions() {
+			if a.GetVerb() == "get" && a.GetResource().Resource == "secrets" {
+				n++
+			}
+		}
+		return n
+	}
+	// The manager answers with what it was last sent.
+	syncAnswering := func() {
+		t.Helper()
+		if n := len(archives.requests); n > 0 {
+			primary.Archive.Configured, primary.Archive.Prefix = true, instance.ArchiveURL(archives.requests[n-1].Destination)
+			primary.Archive.Credentials = instance.ArchiveCredentials(archives.requests[n-1].Destination)
+			statuses["10.244.0.10"] = primary
+		}
+		if err := c.sync(context.Background(), key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	syncAnswering()
+	if len(archives.requests) != 1 || secretReads() != 1 {
+		t.Fatalf("first sync: %d archive requests, %d Secret reads; want 1, 1", len(archives.requests), secretReads())
+	}
+	rotated := s3Secret()
+	rotated.Data["key"] = []byte("n3w")
+	if _, err := f.kubeClient.CoreV1().Secrets("default").Update(context.Background(), rotated, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	clk.SetTime(now.Add(archiveCredentialsCheck / 2))
+	syncAnswering()
+	if len(archives.requests) != 1 || secretReads() != 1 {
+		t.Fatalf("within the check interval: %d archive requests, %d Secret reads; want 1, 1 (no read per sync)", len(archives.requests), secretReads())
+	}
+	clk.SetTime(now.Add(archiveCredentialsCheck))
+	syncAnswering()
+	if len(archives.requests) != 2 || archives.requests[1].Destination.SecretAccessKey != "n3w" {
+		t.Fatalf("after the check interval: requests %+v, want the rotated key sent", archives.requests)
+	}
+	expectEvent(t, f.recorder, "Normal ArchiveCredentialsChanged")
+	clk.SetTime(now.Add(2 * archiveCredentialsCheck))
+	syncAnswering()
+	if len(archives.requests) != 2 {
+		t.Fatalf("a manager holding the Secret's key was sent it again: %d requests", len(archives.requests))
+	}
 }
 
 func withPointInTimeRecovery(d *examplev1.MyDatabase) {
@@ -78,6 +153,14 @@ func TestArchiveIsSentAndItsWindowReported(t *testing.T) {
 		{name: "lagging", archive: &api.ArchiveStatus{Configured: true, Prefix: "http://127.0.0.1:9000/backups/prod/default/prod-mysql/uid-1",
 			Archived: 12, LastArchived: "000000010000000000000009", LastArchivedTime: ptr.To(now.Add(-10 * time.Minute).UTC()), LastRecoverableTime: &recoverable, Pending: 9},
 			wantStatus: metav1.ConditionFalse, wantReason: ReasonArchiveLagging, wantEvent: "Warning ArchiveLagging"},
+		{name: "a manager uploading with a rotated-out key", archive: &api.ArchiveStatus{Configured: true, Prefix: "http://127.0.0.1:9000/backups/prod/default/prod-mysql/uid-1",
+			Credentials: instance.ArchiveCredentials(api.S3Object{AccessKeyID: "AKID", SecretAccessKey: "old"}),
+			Archived:    12, LastArchived: "000000010000000000000009", LastArchivedTime: &archived, LastRecoverableTime: &recoverable}, wantSent: true,
+			wantStatus: metav1.ConditionTrue, wantReason: ReasonArchiving, wantEvent: "Normal ArchiveCredentialsChanged"},
+		{name: "a manager uploading with the Secret's key", archive: &api.ArchiveStatus{Configured: true, Prefix: "http://127.0.0.1:9000/backups/prod/default/prod-mysql/uid-1",
+			Credentials: instance.ArchiveCredentials(api.S3Object{Endpoint: "http://127.0.0.1:9000", Bucket: "backups", Key: "prod/default/prod-mysql/uid-1", AccessKeyID: "AKID", SecretAccessKey: "s3cret"}),
+			Archived:    12, LastArchived: "000000010000000000000009", LastArchivedTime: &archived, LastRecoverableTime: &recoverable},
+			wantStatus: metav1.ConditionTrue, wantReason: ReasonArchiving},
 		{name: "a primary without --wal-archive yet", wantStatus: metav1.ConditionFalse, wantReason: ReasonArchiveNotConfigured},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -87,7 +170,7 @@ func TestArchiveIsSentAndItsWindowReported(t *testing.T) {
 			statuses["10.244.0.10"] = primary
 			f := newFixture(t, []*examplev1.MyDatabase{db}, append(children, runtime.Object(s3Secret()))...)
 			f.statuses = statuses
-			archives := &fakeArchives{}
+			archives := &fakeArchives{kept: tc.archive}
 			f.archives = archives
 			if err := f.sync(); err != nil {
 				t.Fatal(err)

@@ -209,8 +209,11 @@ type Controller struct {
 	// passwords keeps the roles' password Secrets as last read.
 	passwords passwordSecrets
 	// archivePrunes paces the pruning of each database's archive.
-	archivePrunes pruneTimes
-	authority     *databaseca.Authority
+	archivePrunes paceTimes
+	// archiveCredentialChecks paces the reads of each database's archive
+	// credentials, which find a rotated key.
+	archiveCredentialChecks paceTimes
+	authority               *databaseca.Authority
 	// incidents remembers the primaries that are not ready, for failover.
 	incidents incidents
 	// positions are the instances' last reported positions.

@@ -22,6 +22,11 @@ type ArchiveStatus struct {
 	// Prefix is the archive's endpoint, bucket and key prefix,
 	// https://host/bucket/prefix.
 	Prefix string `json:"prefix,omitempty"`
+	// Credentials is a digest of the access key and CA bundle the manager
+	// uploads with (instance.ArchiveCredentials), never the key itself:
+	// the controller sends the archive again when the user's Secret holds
+	// others (a rotated key).
+	Credentials string `json:"credentials,omitempty"`
 	// Archived counts the files this manager uploaded (or found already
 	// there, identical); Failed the attempts that failed.
 	Archived int64 `json:"archived"`
