@@ -75,7 +75,12 @@ type Input struct {
 	Reports   []*api.Status
 	// Incident is the one remembered since the last poll, or nil.
 	Incident *Incident
-	Now      time.Time
+	// LostSince is when this controller learned, between polls, that an
+	// instance was lost (its health stream broke or said it was unready),
+	// for those it has not seen ready since: a primary's incident starts
+	// then, not at the poll that confirms it.
+	LostSince map[string]time.Time
+	Now       time.Time
 }
 
 // Event is an Event to record on the database.
@@ -168,7 +173,11 @@ func decide(in Input, p Policy) Decision {
 	}
 	incident := in.Incident
 	if incident == nil || incident.Primary != s.CurrentPrimary {
-		incident = &Incident{Primary: s.CurrentPrimary, Since: in.Now}
+		since := in.Now
+		if lost, ok := in.LostSince[s.CurrentPrimary]; ok && lost.Before(since) {
+			since = lost
+		}
+		incident = &Incident{Primary: s.CurrentPrimary, Since: since}
 	} else {
 		copied := *incident
 		incident = &copied

@@ -26,6 +26,8 @@ type fixture struct {
 	reports   []*api.Status
 	incident  *Incident
 	warnings  []Event
+	// lost is what the health streams say between polls.
+	lost map[string]time.Time
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -67,7 +69,7 @@ func (f *fixture) step(d time.Duration) { f.now = f.now.Add(d) }
 
 // decide is one poll's decision: the change, nil when there is none.
 func (f *fixture) decide() *Change {
-	d := Decide(Input{Database: f.db, Instances: f.instances, Reports: f.reports, Incident: f.incident, Now: f.now}, f.policy)
+	d := Decide(Input{Database: f.db, Instances: f.instances, Reports: f.reports, Incident: f.incident, LostSince: f.lost, Now: f.now}, f.policy)
 	f.incident = d.Incident
 	f.warnings = append(f.warnings, d.Warnings...)
 	return d.Change
@@ -206,6 +208,37 @@ func TestFailoverAfterTheDelayPromotesTheMostAdvancedReplica(t *testing.T) {
 	f.step(time.Minute)
 	if d := f.decide(); d != nil {
 		t.Errorf("a second promotion: %+v", d)
+	}
+}
+
+// failoverDelay counts from when the health stream lost the primary, not
+// from the poll that confirmed it: the poll may come up to an interval (and
+// a status timeout) later.
+func TestFailoverDelayCountsFromTheLoss(t *testing.T) {
+	f := newFixture(t)
+	f.decide()
+	lost := f.now
+	f.step(2500 * time.Millisecond) // the poll the stream's break caused
+	f.lost = map[string]time.Time{"shop-0": lost, "shop-1": lost.Add(-time.Hour)}
+	f.set("shop-0", false, nil)
+	d := Decide(Input{Database: f.db, Instances: f.instances, Reports: f.reports, Incident: f.incident, LostSince: f.lost, Now: f.now}, f.policy)
+	if d.Change != nil || d.Incident == nil || !d.Incident.Since.Equal(lost) || d.Requeue != f.policy.PollInterval {
+		t.Fatalf("first unready poll: %+v, want an incident since the loss", d)
+	}
+	f.decide()
+	f.step(30*time.Second - 2500*time.Millisecond)
+	if c := f.decide(); c == nil || said(c) != ReasonFailoverCompleted || c.Duration != 30*time.Second {
+		t.Fatalf("failoverDelay after the loss: %+v", c)
+	}
+
+	// A loss the stream says is later than the poll (clocks read in
+	// another order) starts nothing earlier than the poll.
+	g := newFixture(t)
+	g.set("shop-0", false, nil)
+	g.lost = map[string]time.Time{"shop-0": g.now.Add(time.Second)}
+	g.decide()
+	if g.incident == nil || !g.incident.Since.Equal(g.now) {
+		t.Errorf("incident %+v, want since the poll", g.incident)
 	}
 }
 

@@ -37,6 +37,9 @@ func (m *Manager) serve() (*http.Server, error) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(m.Status(r.Context()))
 	}, pki.RoleController, pki.RoleInstance))
+	// The controller only: each stream reads a probe at most
+	// cachedProbeAge old, so any number of them costs the engine no more.
+	mux.HandleFunc("GET "+api.PathHealth, admit(m.streamHealth, pki.RoleController))
 	if cs, ok := m.driver.(CloneServer); ok {
 		sem := make(chan struct{}, 1)
 		// Only another instance of the database clones.
@@ -77,6 +80,33 @@ func (m *Manager) serve() (*http.Server, error) {
 		}
 	}()
 	return srv, nil
+}
+
+// streamHealth sends the instance's health every api.HealthInterval until
+// the client goes or the manager stops.
+func (m *Manager) streamHealth(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	// The server's read deadline would end the request's context while
+	// the stream runs; the write deadline bounds each line instead.
+	_ = rc.SetReadDeadline(time.Time{})
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	tick := time.NewTicker(api.HealthInterval)
+	defer tick.Stop()
+	for {
+		_ = rc.SetWriteDeadline(time.Now().Add(api.HealthDeadline))
+		if enc.Encode(api.HealthOf(m.status(r.Context(), cachedProbeAge))) != nil || rc.Flush() != nil {
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-m.runContext().Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // Status is the instance's current status; it probes the engine (or joins

@@ -155,11 +155,14 @@ func head(ids []int) []int {
 }
 
 // failoverDelay is the spec.failoverDelay of the failover tests' database,
-// and failoverBound what a failover may take on top of it: the
-// controller's poll interval (2s in local-up) to see the primary unready,
-// one more poll to decide, a status timeout (2s) for the dead manager, and
-// the promotion.
+// and failoverBound what a failover may take on top of it: the controller
+// learns of a killed manager at once (its health stream breaks) and counts
+// the delay from then; a manager that stops answering without closing its
+// connection (a frozen process) is lost once its stream misses a line for
+// api.HealthDeadline (1.5 s); then the promotion, and margin for a loaded
+// machine. (Before the health streams: a poll interval, a status timeout
+// and a poll, 8 s.)
 const (
 	failoverDelay = 5 * time.Second
-	failoverBound = 8 * time.Second
+	failoverBound = 4 * time.Second
 )

@@ -216,6 +216,9 @@ type Controller struct {
 	authority               *databaseca.Authority
 	// incidents remembers the primaries that are not ready, for failover.
 	incidents incidents
+	// health streams each instance's health, to look at a database as
+	// soon as an instance changes or is lost.
+	health healthWatches
 	// positions are the instances' last reported positions.
 	positions positionMemory
 	// replaced are the pods a rolling update deleted last, and
@@ -284,6 +287,9 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, mydbCli
 	if c.authority == nil {
 		c.authority = &databaseca.Authority{Secrets: c.secretLister, Clock: clk}
 	}
+	c.health.client, _ = statuses.(HealthWatcher)
+	c.health.now = func() time.Time { return c.clock.Now() }
+	c.health.enqueue = func(key cache.ObjectName) { c.queue.Add(key) }
 
 	logger := klog.FromContext(ctx)
 	if err := c.handlers.Add(informers.MyDatabases.Informer(), cache.ResourceEventHandlerFuncs{
@@ -331,6 +337,7 @@ func (c *Controller) Close() {
 // Run waits for the informers to sync, then reconciles with workers
 // goroutines until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) error {
+	c.health.start(ctx)
 	return runner.Run(ctx, c.queue, workers, c.timedSync, func() ([]cache.ObjectName, error) {
 		dbs, err := c.dbLister.List(labels.Everything())
 		return runner.Keys(dbs), err

@@ -47,6 +47,7 @@ func (c *Controller) reconcileInstances(ctx context.Context, db *examplev1.MyDat
 	f.pods = pods
 	f.primary = choosePrimary(db, pods)
 	if f.primary == "" {
+		c.health.polled(cache.MetaObjectToName(db), pods, nil)
 		return nil
 	}
 	for _, pod := range pods {
@@ -64,6 +65,11 @@ func (c *Controller) reconcileInstances(ctx context.Context, db *examplev1.MyDat
 		}
 	}
 	f.instances, f.reports = c.pollInstances(ctx, db, pods, f.primary)
+	ready := map[string]bool{}
+	for _, in := range f.instances {
+		ready[in.Name] = in.Ready
+	}
+	c.health.polled(cache.MetaObjectToName(db), pods, ready)
 	c.positions.carry(db, f.instances)
 	series.observeInstances(cache.MetaObjectToName(db), f.instances, f.reports)
 	return nil
@@ -126,6 +132,7 @@ func (c *Controller) pollInstances(ctx context.Context, db *examplev1.MyDatabase
 			out[i].Message = "cannot authenticate to the instance manager: " + credsErr.Error()
 			continue
 		}
+		c.health.watch(cache.MetaObjectToName(db), pod, api.Auth{Credentials: creds, Name: pod.Name})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

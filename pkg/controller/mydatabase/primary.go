@@ -57,7 +57,7 @@ func (s *incidents) set(db types.UID, in *failover.Incident) {
 func (c *Controller) decidePrimary(db *examplev1.MyDatabase, instances []examplev1.InstanceStatus, reports []*api.Status) failover.Decision {
 	d := failover.Decide(failover.Input{
 		Database: db, Instances: instances, Reports: reports,
-		Incident: c.incidents.get(db.UID), Now: c.clock.Now(),
+		Incident: c.incidents.get(db.UID), LostSince: c.health.lostSince(cache.MetaObjectToName(db)), Now: c.clock.Now(),
 	}, failover.Policy{PollInterval: c.config.PollInterval, SwitchoverTimeout: c.config.SwitchoverTimeout})
 	c.incidents.set(db.UID, d.Incident)
 	for _, e := range d.Warnings {

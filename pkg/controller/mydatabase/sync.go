@@ -100,6 +100,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		// Deleted: the garbage collector removes the children it owned.
 		series.observeInstances(key, nil, nil)
 		c.positions.forget(key)
+		c.health.polled(key, nil, nil)
 		c.rolloutSlots.Release(key.String())
 		c.replaced.forget(key)
 		return nil

@@ -219,6 +219,15 @@ func (c *Client) send(ctx context.Context, method, host, path string, auth Auth,
 	if err != nil {
 		return nil, err
 	}
+	req, err := c.request(ctx, method, host, path, body)
+	if err != nil {
+		return nil, err
+	}
+	return h.Do(req)
+}
+
+// request is a request of body as JSON to path of the manager at host.
+func (c *Client) request(ctx context.Context, method, host, path string, body any) (*http.Request, error) {
 	var r io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -242,7 +251,7 @@ func (c *Client) send(ctx context.Context, method, host, path string, auth Auth,
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	return h.Do(req)
+	return req, nil
 }
 
 // readMessage is the start of an error answer's body.

@@ -1,0 +1,198 @@
+package mydatabase
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/mydb-dev/mydb/pkg/instance/api"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// HealthWatcher streams an instance manager's health (GET /v1/health):
+// *api.Client. A StatusReader that is not one (a test's fake) leaves the
+// controller to its polls.
+type HealthWatcher interface {
+	WatchHealth(ctx context.Context, host string, auth api.Auth, seen func(api.Health)) error
+}
+
+// A broken health stream is opened again after healthRetry, and one that
+// could not be opened after twice as long each time, up to
+// healthRetryMax (a manager that is down, or too old to stream).
+const (
+	healthRetry    = time.Second
+	healthRetryMax = 8 * time.Second
+)
+
+// healthWatches keeps one health stream open to each instance of the
+// databases this controller leads, and makes the controller look at a
+// database at once when one of its instances changes or is lost, instead
+// of at its next poll. The polls stay the source of truth: a stream only
+// says when to poll, and since when an instance has been lost (lostSince),
+// so failoverDelay counts from the loss, not from the poll that saw it.
+type healthWatches struct {
+	client  HealthWatcher
+	now     func() time.Time
+	enqueue func(cache.ObjectName)
+
+	mu  sync.Mutex
+	ctx context.Context
+	// byDB are each database's streams, by pod name.
+	byDB map[cache.ObjectName]map[string]*healthWatch
+}
+
+// healthWatch is one pod's stream.
+type healthWatch struct {
+	address string
+	uid     types.UID
+	cancel  context.CancelFunc
+	// lost is when the stream last broke or said the instance was not
+	// ready, after it was last known ready (zero: not lost).
+	lost time.Time
+}
+
+// start makes the streams live until ctx ends (the controller stops
+// leading): they are opened from then on, and all closed then.
+func (h *healthWatches) start(ctx context.Context) {
+	h.mu.Lock()
+	h.ctx = ctx
+	h.mu.Unlock()
+	go func() {
+		<-ctx.Done()
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for _, pods := range h.byDB {
+			for _, w := range pods {
+				w.cancel()
+			}
+		}
+		h.byDB, h.ctx = nil, nil
+	}()
+}
+
+// watch keeps a stream open to pod's manager at its address, as auth.
+func (h *healthWatches) watch(db cache.ObjectName, pod *corev1.Pod, auth api.Auth) {
+	if h.client == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ctx == nil {
+		return
+	}
+	w := h.byDB[db][pod.Name]
+	if w != nil && w.address == pod.Status.PodIP && w.uid == pod.UID {
+		return
+	}
+	if w != nil {
+		w.cancel()
+	}
+	ctx, cancel := context.WithCancel(h.ctx)
+	w = &healthWatch{address: pod.Status.PodIP, uid: pod.UID, cancel: cancel}
+	if h.byDB == nil {
+		h.byDB = map[cache.ObjectName]map[string]*healthWatch{}
+	}
+	if h.byDB[db] == nil {
+		h.byDB[db] = map[string]*healthWatch{}
+	}
+	h.byDB[db][pod.Name] = w
+	go h.run(ctx, db, pod.Name, w, auth)
+}
+
+// run reads w's stream, again and again until ctx ends.
+func (h *healthWatches) run(ctx context.Context, db cache.ObjectName, pod string, w *healthWatch, auth api.Auth) {
+	logger := klog.FromContext(ctx).WithValues("mydatabase", db.String(), "instance", pod)
+	var last *api.Health
+	retry := healthRetry
+	for ctx.Err() == nil {
+		err := h.client.WatchHealth(ctx, w.address, auth, func(health api.Health) {
+			if !health.Ready {
+				h.markLost(w)
+			} else {
+				h.markFound(w)
+			}
+			if last == nil || health.Changed(*last) {
+				if last != nil || !health.Ready {
+					h.enqueue(db)
+				}
+				last = &health
+			}
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		if last != nil {
+			// It answered, and now it does not: look at once.
+			logger.V(2).Info("health stream lost", "err", err)
+			h.markLost(w)
+			h.enqueue(db)
+			last, retry = nil, healthRetry
+		} else {
+			retry = min(2*retry, healthRetryMax)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(retry):
+		}
+	}
+}
+
+func (h *healthWatches) markLost(w *healthWatch) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if w.lost.IsZero() {
+		w.lost = h.now()
+	}
+}
+
+func (h *healthWatches) markFound(w *healthWatch) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	w.lost = time.Time{}
+}
+
+// polled tells the streams what a poll of db found: an instance that
+// answered ready is not lost, whatever its stream said; and the streams of
+// pods no longer in pods are closed.
+func (h *healthWatches) polled(db cache.ObjectName, pods []*corev1.Pod, ready map[string]bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	keep := map[string]bool{}
+	for _, p := range pods {
+		keep[p.Name] = true
+	}
+	for name, w := range h.byDB[db] {
+		switch {
+		case !keep[name]:
+			w.cancel()
+			delete(h.byDB[db], name)
+		case ready[name]:
+			w.lost = time.Time{}
+		}
+	}
+	if len(h.byDB[db]) == 0 {
+		delete(h.byDB, db)
+	}
+}
+
+// lostSince is when each of db's instances that its stream says is lost
+// was lost.
+func (h *healthWatches) lostSince(db cache.ObjectName) map[string]time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out map[string]time.Time
+	for name, w := range h.byDB[db] {
+		if w.lost.IsZero() {
+			continue
+		}
+		if out == nil {
+			out = map[string]time.Time{}
+		}
+		out[name] = w.lost
+	}
+	return out
+}
