@@ -164,5 +164,5 @@ func head(ids []int) []int {
 // and a poll, 8 s.)
 const (
 	failoverDelay = 5 * time.Second
-	failoverBound = 4 * time.Second
+	failoverBound = 5 * time.Second
 )
