@@ -105,12 +105,17 @@ func (h *healthWatches) watch(db cache.ObjectName, pod *corev1.Pod, auth api.Aut
 // run reads w's stream, again and again until ctx ends.
 func (h *healthWatches) run(ctx context.Context, db cache.ObjectName, pod string, w *healthWatch, auth api.Auth) {
 	logger := klog.FromContext(ctx).WithValues("mydatabase", db.String(), "instance", pod)
-	var last *api.Health
+	var (
+		last *api.Health
+		// lineAt is when the last line came.
+		lineAt time.Time
+	)
 	retry := healthRetry
 	for ctx.Err() == nil {
 		err := h.client.WatchHealth(ctx, w.address, auth, func(health api.Health) {
+			lineAt = h.now()
 			if !health.Ready {
-				h.markLost(w)
+				h.markLost(w, lineAt)
 			} else {
 				h.markFound(w)
 			}
@@ -125,9 +130,12 @@ func (h *healthWatches) run(ctx context.Context, db cache.ObjectName, pod string
 			return
 		}
 		if last != nil {
-			// It answered, and now it does not: look at once.
+			// It answered, and now it does not: look at once. It was
+			// lost when its next line was due, if that is earlier than
+			// now: a stream that went quiet is noticed only
+			// api.HealthDeadline after its last line.
 			logger.V(2).Info("health stream lost", "err", err)
-			h.markLost(w)
+			h.markLost(w, minTime(h.now(), lineAt.Add(api.HealthInterval)))
 			h.enqueue(db)
 			last, retry = nil, healthRetry
 		} else {
@@ -141,12 +149,20 @@ func (h *healthWatches) run(ctx context.Context, db cache.ObjectName, pod string
 	}
 }
 
-func (h *healthWatches) markLost(w *healthWatch) {
+// markLost records that w's instance was lost at, unless it already was.
+func (h *healthWatches) markLost(w *healthWatch, at time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if w.lost.IsZero() {
-		w.lost = h.now()
+		w.lost = at
 	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 func (h *healthWatches) markFound(w *healthWatch) {

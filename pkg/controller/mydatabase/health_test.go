@@ -119,25 +119,31 @@ func TestHealthStreamsSayLossesBetweenPolls(t *testing.T) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	setClock := func(t time.Time) {
+		mu.Lock()
+		defer mu.Unlock()
+		clockNow = t
+	}
 	send(ready)
+	setClock(now.Add(time.Minute))
 	send(ready)
 	expectQuiet("ready, then ready again")
 	if lost := h.lostSince(db); lost != nil {
 		t.Fatalf("lost %v while ready", lost)
 	}
 
-	mu.Lock()
-	clockNow = now.Add(time.Minute)
-	mu.Unlock()
+	// A break 200 ms after the last line: lost then.
+	setClock(now.Add(time.Minute + 200*time.Millisecond))
 	fake.breakStream("10.0.0.1")
 	expectEnqueued("the stream broke")
-	if lost := h.lostSince(db); !lost["shop-0"].Equal(now.Add(time.Minute)) {
+	if lost := h.lostSince(db); !lost["shop-0"].Equal(now.Add(time.Minute + 200*time.Millisecond)) {
 		t.Fatalf("lostSince %v, want shop-0 since the break", lost)
 	}
 	// The stream comes back (healthRetry later) and says not ready.
+	setClock(now.Add(2 * time.Minute))
 	send(api.Health{Ready: false, Reason: "the engine is not running", Role: api.RolePrimary, Primary: "shop-0"})
 	expectEnqueued("unready after the break")
-	if lost := h.lostSince(db); !lost["shop-0"].Equal(now.Add(time.Minute)) {
+	if lost := h.lostSince(db); !lost["shop-0"].Equal(now.Add(time.Minute + 200*time.Millisecond)) {
 		t.Fatalf("lostSince %v, want still since the break", lost)
 	}
 	send(ready)
@@ -145,8 +151,14 @@ func TestHealthStreamsSayLossesBetweenPolls(t *testing.T) {
 	if lost := h.lostSince(db); lost != nil {
 		t.Fatalf("lost %v once ready again", lost)
 	}
+	// A stream noticed quiet (api.HealthDeadline after its last line):
+	// lost when its next line was due.
+	setClock(now.Add(3*time.Minute + api.HealthDeadline))
 	fake.breakStream("10.0.0.1")
 	expectEnqueued("broke again")
+	if lost := h.lostSince(db); !lost["shop-0"].Equal(now.Add(2*time.Minute + api.HealthInterval)) {
+		t.Fatalf("lostSince %v, want shop-0 since its next line was due", lost)
+	}
 	h.polled(db, []*corev1.Pod{pod}, map[string]bool{"shop-0": true})
 	if lost := h.lostSince(db); lost != nil {
 		t.Fatalf("lost %v after a poll found it ready", lost)
