@@ -58,19 +58,28 @@ type healthWatch struct {
 // leading): they are opened from then on, and all closed then.
 func (h *healthWatches) start(ctx context.Context) {
 	h.mu.Lock()
+	h.closeAll()
 	h.ctx = ctx
 	h.mu.Unlock()
 	go func() {
 		<-ctx.Done()
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		for _, pods := range h.byDB {
-			for _, w := range pods {
-				w.cancel()
-			}
+		if h.ctx == ctx { // not leading again already
+			h.closeAll()
+			h.ctx = nil
 		}
-		h.byDB, h.ctx = nil, nil
 	}()
+}
+
+// closeAll closes every stream; h.mu is held.
+func (h *healthWatches) closeAll() {
+	for _, pods := range h.byDB {
+		for _, w := range pods {
+			w.cancel()
+		}
+	}
+	h.byDB = nil
 }
 
 // watch keeps a stream open to pod's manager at its address, as auth.
