@@ -78,7 +78,8 @@ type Input struct {
 	// LostSince is when this controller learned, between polls, that an
 	// instance was lost (its health stream broke or said it was unready),
 	// for those it has not seen ready since: a primary's incident starts
-	// then, not at the poll that confirms it.
+	// then (but not before status.targetPrimaryTime), not at the poll that
+	// confirms it.
 	LostSince map[string]time.Time
 	Now       time.Time
 }
@@ -174,8 +175,16 @@ func decide(in Input, p Policy) Decision {
 	incident := in.Incident
 	if incident == nil || incident.Primary != s.CurrentPrimary {
 		since := in.Now
-		if lost, ok := in.LostSince[s.CurrentPrimary]; ok && lost.Before(since) {
-			since = lost
+		if lost, ok := in.LostSince[s.CurrentPrimary]; ok {
+			// Lost before it was made the primary is lost as a replica
+			// (a promotion's own unready moments): as the primary, no
+			// earlier than that.
+			if t := s.TargetPrimaryTime; t != nil && lost.Before(t.Time) {
+				lost = t.Time
+			}
+			if lost.Before(since) {
+				since = lost
+			}
 		}
 		incident = &Incident{Primary: s.CurrentPrimary, Since: since}
 	} else {

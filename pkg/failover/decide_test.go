@@ -231,6 +231,19 @@ func TestFailoverDelayCountsFromTheLoss(t *testing.T) {
 		t.Fatalf("failoverDelay after the loss: %+v", c)
 	}
 
+	// A replica lost (unready) long before it was promoted: as the
+	// primary, its incident starts no earlier than the promotion, so it
+	// gets its failoverDelay like any primary.
+	p := newFixture(t)
+	promoted := metav1.NewMicroTime(p.now.Add(-time.Second))
+	p.db.Status.TargetPrimaryTime = &promoted
+	p.set("shop-0", false, nil)
+	p.lost = map[string]time.Time{"shop-0": p.now.Add(-time.Minute)}
+	p.decide()
+	if p.incident == nil || !p.incident.Since.Equal(promoted.Time) {
+		t.Errorf("incident %+v, want since the promotion %s", p.incident, promoted.Time)
+	}
+
 	// A loss the stream says is later than the poll (clocks read in
 	// another order) starts nothing earlier than the poll.
 	g := newFixture(t)

@@ -123,6 +123,11 @@ func (h *healthWatches) run(ctx context.Context, db cache.ObjectName, pod string
 	for ctx.Err() == nil {
 		err := h.client.WatchHealth(ctx, w.address, auth, func(health api.Health) {
 			lineAt = h.now()
+			if last != nil && health.Role != last.Role {
+				// A loss in its old role (a promotion's own unready
+				// moments) is not one in the new.
+				h.markFound(w)
+			}
 			if !health.Ready {
 				h.markLost(w, lineAt)
 			} else {
