@@ -57,6 +57,9 @@ type engineSpec struct {
 	progress func(p *api.Position) uint64
 	// sync tells whether a replica holds a commit (testSync).
 	sync syncChecks
+	// holdCommits keeps every commit on n waiting (its SQL thread's too)
+	// for d, as root (FLUSH TABLES WITH READ LOCK); nil where not covered.
+	holdCommits func(n *node, d time.Duration) error
 }
 
 // cluster is one database: instances sharing secrets and a topology file.

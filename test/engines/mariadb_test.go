@@ -27,6 +27,24 @@ func mariadbSpec() engineSpec {
 		osUser:     "mysql",
 		dataSubdir: "mariadb",
 		ipPrefix:   "127.0.32.",
+		holdCommits: func(n *node, d time.Duration) error {
+			db, err := mariadbRoot(n)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			conn, err := db.Conn(context.Background())
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			for _, stmt := range []string{"FLUSH TABLES WITH READ LOCK", fmt.Sprintf("DO SLEEP(%g)", d.Seconds()), "UNLOCK TABLES"} {
+				if _, err := conn.ExecContext(context.Background(), stmt); err != nil {
+					return fmt.Errorf("%s: %w", stmt, err)
+				}
+			}
+			return nil
+		},
 		sync: syncChecks{
 			commitMark: func(ctx context.Context, conn *sql.Conn) (string, error) {
 				var gtid string

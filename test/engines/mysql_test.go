@@ -28,6 +28,10 @@ func mysqlSpec() engineSpec {
 		image:      "mysql-9.7",
 		dataSubdir: "mysql",
 		ipPrefix:   "127.0.39.",
+		holdCommits: func(n *node, d time.Duration) error {
+			_, err := n.adminSQL(fmt.Sprintf("FLUSH TABLES WITH READ LOCK; DO SLEEP(%g); UNLOCK TABLES", d.Seconds()))
+			return err
+		},
 		sync: syncChecks{
 			// The only writer's commit is in gtid_executed right after it.
 			commitMark: func(ctx context.Context, conn *sql.Conn) (string, error) {

@@ -358,6 +358,26 @@ func testPurgedHistory(t *testing.T, c *cluster, p, r *node, fig *figures) {
 }
 
 func testPromotion(t *testing.T, c *cluster, old, r1, r2 *node, fig *figures) {
+	// MySQL family, under Sync: the replica to promote has received the
+	// last commits but not applied them (its commits held), while the
+	// other has them all. Its SQL thread applies them during the
+	// promotion, with the new primary's semi-synchronous waits already
+	// set: they must not wait for an acknowledgement, which the other
+	// replica, already holding them, never sends (e2e found the promotion
+	// stalled for the applier's whole 30 s bound, then for good).
+	var held chan error
+	if c.spec.holdCommits != nil {
+		c.setSync(old, true)
+		old.waitStatus(30*time.Second, "synchronous with both replicas", func(s api.Status) bool {
+			return s.Ready && s.Synchronous && s.SyncReplicas == 2
+		})
+		held = make(chan error, 1)
+		go func() { held <- c.spec.holdCommits(r1, 6*time.Second) }()
+		time.Sleep(time.Second)
+		for i := range 20 {
+			mustExec(t, old.app(), fmt.Sprintf("INSERT INTO kept VALUES (%d, 'applied late on r1')", 7000+i))
+		}
+	}
 	// Both replicas hold everything before the old primary goes (a planned
 	// switchover; rewinding a replica that got further is the next issue).
 	last := old.waitReady(5*time.Second, api.RolePrimary)
@@ -371,6 +391,21 @@ func testPromotion(t *testing.T, c *cluster, old, r1, r2 *node, fig *figures) {
 	c.setPrimary(r1)
 	promoted := r1.waitReady(time.Minute, api.RolePrimary)
 	fig.add("topology change to a writable new primary: %.2fs", time.Since(start).Seconds())
+	if held != nil {
+		if err := <-held; err != nil {
+			t.Fatal(err)
+		}
+		// The commits are held 6 s from a second before the writes: the
+		// promotion waits for them, and no more.
+		if took := time.Since(start); took > 15*time.Second {
+			t.Errorf("a Sync promotion with commits left to apply took %s, want well within the applier's 30 s bound", took.Round(time.Millisecond))
+		}
+		var n int
+		if err := r1.app().QueryRow("SELECT count(*) FROM kept WHERE id BETWEEN 7000 AND 7019").Scan(&n); err != nil || n != 20 {
+			t.Errorf("the new primary holds %d of the 20 commits it applied while promoted (%v)", n, err)
+		}
+		fig.add("Sync: promotion of a replica with 20 commits held (6 s) in its relay log: writable after %.2fs", time.Since(start).Seconds())
+	}
 	s := r2.waitStatus(time.Minute, "following the new primary", func(s api.Status) bool {
 		return s.Ready && s.Upstream == fmt.Sprintf("%s:%d", r1.host, r1.port)
 	})
@@ -397,6 +432,10 @@ func testPromotion(t *testing.T, c *cluster, old, r1, r2 *node, fig *figures) {
 	waitRow(t, old, 4, 30*time.Second)
 	if _, err := old.app().Exec("INSERT INTO kept VALUES (5, 'on the old primary')"); err == nil {
 		t.Error("the old primary accepted a write as a replica")
+	}
+	if held != nil {
+		c.setSync(r1, false)
+		r1.waitStatus(30*time.Second, "asynchronous", func(s api.Status) bool { return s.Ready && !s.Synchronous })
 	}
 }
 

@@ -303,6 +303,16 @@ func (s *Server) cannotServeSince(source string) time.Time {
 
 // Promote implements instance.Driver: let the SQL thread apply what the IO
 // thread already received (bounded), then stop replicating and take writes.
+//
+// A Sync database's new primary has semi-synchronous waits on already
+// (its first client commit must wait for a replica), but the commits its
+// SQL thread applies meanwhile must not wait: written to its binlog, they
+// would wait for an acknowledgement that a replica already holding them
+// (it streamed from the old primary further than this one applied) never
+// sends, and the promotion would stall for the applier's whole bound. They
+// were acknowledged on the old primary, or never to a client; so the waits
+// are off while the relay log is applied and on again before read_only
+// goes off.
 func (s *Server) Promote(ctx context.Context) error {
 	c, err := s.Admin()
 	if err != nil {
@@ -313,8 +323,26 @@ func (s *Server) Promote(ctx context.Context) error {
 		return err
 	}
 	if rs.Configured {
-		if err := s.applyRelayLog(ctx, c); err != nil {
+		sy, err := c.QueryRow(ctx, s.Dialect.SyncQuery())
+		if err != nil {
 			return err
+		}
+		waits := sy["enabled"] == "1"
+		if waits {
+			if err := c.Exec(ctx, s.Dialect.SyncStatements(false)...); err != nil {
+				return err
+			}
+		}
+		applyErr := s.applyRelayLog(ctx, c)
+		if waits {
+			// On again before any client may commit, whatever the apply
+			// did: a failure leaves the server read-only, and waiting.
+			if err := c.Exec(ctx, s.Dialect.SyncStatements(true)...); err != nil {
+				return errors.Join(applyErr, err)
+			}
+		}
+		if applyErr != nil {
+			return applyErr
 		}
 	}
 	return c.Exec(ctx, s.Dialect.PromoteStatements()...)
