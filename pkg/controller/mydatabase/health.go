@@ -48,7 +48,10 @@ type healthWatches struct {
 type healthWatch struct {
 	address string
 	uid     types.UID
-	cancel  context.CancelFunc
+	// credentials names the roots and identity the stream was opened
+	// with: a CA rotation changes them, and the stream is opened anew.
+	credentials string
+	cancel      context.CancelFunc
 	// lost is when the stream last broke or said the instance was not
 	// ready, after it was last known ready (zero: not lost).
 	lost time.Time
@@ -82,7 +85,8 @@ func (h *healthWatches) closeAll() {
 	h.byDB = nil
 }
 
-// watch keeps a stream open to pod's manager at its address, as auth.
+// watch keeps a stream open to pod's manager at its address, as auth: a
+// new one when the pod, its address or the credentials changed.
 func (h *healthWatches) watch(db cache.ObjectName, pod *corev1.Pod, auth api.Auth) {
 	if h.client == nil {
 		return
@@ -92,15 +96,19 @@ func (h *healthWatches) watch(db cache.ObjectName, pod *corev1.Pod, auth api.Aut
 	if h.ctx == nil {
 		return
 	}
+	credentials := ""
+	if auth.Credentials != nil {
+		credentials = auth.Credentials.ID
+	}
 	w := h.byDB[db][pod.Name]
-	if w != nil && w.address == pod.Status.PodIP && w.uid == pod.UID {
+	if w != nil && w.address == pod.Status.PodIP && w.uid == pod.UID && w.credentials == credentials {
 		return
 	}
 	if w != nil {
 		w.cancel()
 	}
 	ctx, cancel := context.WithCancel(h.ctx)
-	w = &healthWatch{address: pod.Status.PodIP, uid: pod.UID, cancel: cancel}
+	w = &healthWatch{address: pod.Status.PodIP, uid: pod.UID, credentials: credentials, cancel: cancel}
 	if h.byDB == nil {
 		h.byDB = map[cache.ObjectName]map[string]*healthWatch{}
 	}

@@ -21,13 +21,15 @@ type fakeHealth struct {
 	streams map[string]chan api.Health
 	opened  map[string]int
 	closed  map[string]int
+	// credentials is the credentials' ID each host's last stream used.
+	credentials map[string]string
 }
 
 func (f *fakeHealth) stream(host string) chan api.Health {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.streams == nil {
-		f.streams, f.opened, f.closed = map[string]chan api.Health{}, map[string]int{}, map[string]int{}
+		f.streams, f.opened, f.closed, f.credentials = map[string]chan api.Health{}, map[string]int{}, map[string]int{}, map[string]string{}
 	}
 	if f.streams[host] == nil {
 		f.streams[host] = make(chan api.Health)
@@ -45,10 +47,14 @@ func (f *fakeHealth) breakStream(host string) {
 	close(ch)
 }
 
-func (f *fakeHealth) WatchHealth(ctx context.Context, host string, _ api.Auth, seen func(api.Health)) error {
+func (f *fakeHealth) WatchHealth(ctx context.Context, host string, auth api.Auth, seen func(api.Health)) error {
 	ch := f.stream(host)
 	f.mu.Lock()
 	f.opened[host]++
+	f.credentials[host] = ""
+	if auth.Credentials != nil {
+		f.credentials[host] = auth.Credentials.ID
+	}
 	f.mu.Unlock()
 	defer func() {
 		f.mu.Lock()
@@ -163,6 +169,17 @@ func TestHealthStreamsSayLossesBetweenPolls(t *testing.T) {
 	if lost := h.lostSince(db); lost != nil {
 		t.Fatalf("lost %v after a poll found it ready", lost)
 	}
+	// A CA rotation changes the controller's credentials: the stream
+	// opened with the old ones is replaced.
+	before, _ := fake.counts("10.0.0.1")
+	h.watch(db, pod, api.Auth{Name: "shop-0", Credentials: &api.Credentials{ID: "rotated"}})
+	send(ready)
+	fake.mu.Lock()
+	used := fake.credentials["10.0.0.1"]
+	fake.mu.Unlock()
+	if opened, _ := fake.counts("10.0.0.1"); opened != before+1 || used != "rotated" {
+		t.Fatalf("%d streams opened after new credentials (want %d), the last with credentials %q (want the rotated ones)", opened, before+1, used)
+	}
 	h.polled(db, nil, nil)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -175,7 +192,7 @@ func TestHealthStreamsSayLossesBetweenPolls(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	time.Sleep(healthRetry + 200*time.Millisecond)
-	if opened, closed := fake.counts("10.0.0.1"); opened != 2 || closed != 2 {
-		t.Errorf("%d streams opened, %d closed; want 2 (one, then one after the first break), none after the pod went", opened, closed)
+	if opened, closed := fake.counts("10.0.0.1"); opened != 3 || closed != 3 {
+		t.Errorf("%d streams opened, %d closed; want 3 (one, one after the first break, one with new credentials), none after the pod went", opened, closed)
 	}
 }
