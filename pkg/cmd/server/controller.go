@@ -35,6 +35,8 @@ type ControllerOptions struct {
 	PrintManagedImages       bool
 	PrintManagedImagesPolicy bool
 	InstancePollInterval     time.Duration
+	InstanceResyncInterval   time.Duration
+	InstanceHealthStreams    bool
 	MaxConcurrentRollouts    int
 	CARotationOverlap        time.Duration
 	// EngineImages are ENGINE:VERSION=IMAGE overrides of the pinned
@@ -60,6 +62,9 @@ func NewControllerOptions() *ControllerOptions {
 		// The image this server runs from ships mydb-instance too.
 		InstanceImage:        "mydb-apiserver:dev",
 		InstancePollInterval: 10 * time.Second,
+		// The health streams say every change; a resync is a safety net.
+		InstanceResyncInterval: time.Minute,
+		InstanceHealthStreams:  true,
 		// A new mydb is a new template for every database: two at a time.
 		MaxConcurrentRollouts: 2,
 		// Long enough for the kubelet to update a mounted CA bundle (about
@@ -91,7 +96,12 @@ func (o *ControllerOptions) AddFlags(fs *pflag.FlagSet) {
 		"Print the ValidatingAdmissionPolicy (and binding) that lets mydb-apiserver's identity run only those images, and exit: apply it with the server's flags (artifacts/deploy/managed-images.yaml is it for the Deployment's).")
 	fs.StringSliceVar(&o.EngineImages, "engine-image", o.EngineImages,
 		"ENGINE:VERSION=IMAGE: run that engine version from IMAGE instead of the pinned official image (a private registry mirror, images built in-house); repeatable, e.g. postgres:17=registry.example.com/postgres:17.6.")
-	fs.DurationVar(&o.InstancePollInterval, "instance-poll-interval", o.InstancePollInterval, "How often the controller reads every instance manager's status.")
+	fs.DurationVar(&o.InstancePollInterval, "instance-poll-interval", o.InstancePollInterval,
+		"How often the controller reads an instance manager's status while its database is not settled (an instance without a live health stream), and how soon after a stream says something changed that need not be acted on at once.")
+	fs.DurationVar(&o.InstanceResyncInterval, "instance-resync-interval", o.InstanceResyncInterval,
+		"How often the controller reads an instance manager's status while every instance of its database streams its health and says nothing changed: a safety net, at least --instance-poll-interval.")
+	fs.BoolVar(&o.InstanceHealthStreams, "instance-health-streams", o.InstanceHealthStreams,
+		"Keep a health stream (GET /v1/health) open to every instance manager, so a lost primary is seen when it is lost and a settled database is read only every --instance-resync-interval. false: every instance is read every --instance-poll-interval, and failoverDelay counts from the read that found a loss.")
 	fs.IntVar(&o.MaxConcurrentRollouts, "max-concurrent-rollouts", o.MaxConcurrentRollouts,
 		"How many databases may roll out a new pod template at once (replicas, a switchover, then the primary); the others wait their turn. 0: no bound.")
 	fs.DurationVar(&o.CARotationOverlap, "ca-rotation-overlap", o.CARotationOverlap,
@@ -137,6 +147,9 @@ func (o *ControllerOptions) Validate(hasMainCluster bool) []error {
 	if o.InstancePollInterval < time.Second {
 		errs = append(errs, fmt.Errorf("--instance-poll-interval must be at least 1s"))
 	}
+	if o.InstanceResyncInterval < o.InstancePollInterval {
+		errs = append(errs, fmt.Errorf("--instance-resync-interval must be at least --instance-poll-interval (%s)", o.InstancePollInterval))
+	}
 	errs = append(errs, scope.Namespaces(o.DatabaseNamespaces).Validate()...)
 	for _, err := range componentbasevalidation.ValidateLeaderElectionConfiguration(&o.LeaderElection, field.NewPath("leaderElection")) {
 		errs = append(errs, err)
@@ -161,6 +174,7 @@ func (o *ControllerOptions) ApplyTo(kubeConfig *rest.Config) *manager.Config {
 		LeaderElection: o.LeaderElection,
 		Identity:       o.LeaderElectIdentity,
 		Databases: mydbcontroller.Config{InstanceImage: o.InstanceImage, EngineImages: images, PollInterval: o.InstancePollInterval,
+			ResyncInterval: o.InstanceResyncInterval, PollOnly: !o.InstanceHealthStreams,
 			MaxConcurrentRollouts: o.MaxConcurrentRollouts, CARotationOverlap: o.CARotationOverlap,
 			// mydb runs in the namespace of its Lease.
 			ServerNamespace: o.LeaderElection.ResourceNamespace},

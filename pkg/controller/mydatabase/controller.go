@@ -123,8 +123,17 @@ type Config struct {
 	// EngineImages replace the pinned images of some engine versions
 	// (--engine-image).
 	EngineImages engine.ImageOverrides
-	// PollInterval is how often every instance manager is read.
+	// PollInterval is how often every instance manager is read, and how
+	// soon after its health stream says something changed that a poll
+	// need not act on at once.
 	PollInterval time.Duration
+	// ResyncInterval is how often an instance manager is read while every
+	// instance of its database streams its health and says nothing
+	// changed (below PollInterval: PollInterval).
+	ResyncInterval time.Duration
+	// PollOnly opens no health streams: every instance is polled every
+	// PollInterval, and failoverDelay counts from the poll that saw a loss.
+	PollOnly bool
 	// CARotationOverlap is how long a rotation of a database's CA trusts
 	// both roots before the new one signs (carotation.Input.MinOverlap).
 	CARotationOverlap time.Duration
@@ -287,9 +296,13 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, mydbCli
 	if c.authority == nil {
 		c.authority = &databaseca.Authority{Secrets: c.secretLister, Clock: clk}
 	}
-	c.health.client, _ = statuses.(HealthWatcher)
+	if !config.PollOnly {
+		c.health.client, _ = statuses.(HealthWatcher)
+	}
 	c.health.now = func() time.Time { return c.clock.Now() }
 	c.health.enqueue = func(key cache.ObjectName) { c.queue.Add(key) }
+	c.health.soon = func(key cache.ObjectName) { c.queue.AddAfter(key, config.PollInterval) }
+	c.health.lag = series.observeLag
 
 	logger := klog.FromContext(ctx)
 	if err := c.handlers.Add(informers.MyDatabases.Informer(), cache.ResourceEventHandlerFuncs{

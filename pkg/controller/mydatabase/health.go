@@ -37,6 +37,11 @@ type healthWatches struct {
 	client  HealthWatcher
 	now     func() time.Time
 	enqueue func(cache.ObjectName)
+	// soon puts a database on the queue within the poll interval: for a
+	// change a poll would have found as soon, but need not act on at once.
+	soon func(cache.ObjectName)
+	// lag records an instance's replication lag as its lines say it.
+	lag func(db cache.ObjectName, pod string, h api.Health)
 
 	mu  sync.Mutex
 	ctx context.Context
@@ -55,6 +60,11 @@ type healthWatch struct {
 	// lost is when the stream last broke or said the instance was not
 	// ready, after it was last known ready (zero: not lost).
 	lost time.Time
+	// lineAt is when the last line came, and digest and position what it
+	// said (api.Health).
+	lineAt   time.Time
+	digest   string
+	position *api.Position
 }
 
 // start makes the streams live until ctx ends (the controller stops
@@ -141,12 +151,21 @@ func (h *healthWatches) run(ctx context.Context, db cache.ObjectName, pod string
 			} else {
 				h.markFound(w)
 			}
-			if last == nil || health.Changed(*last) {
-				if last != nil || !health.Ready {
+			h.sawLine(w, lineAt, health)
+			if h.lag != nil {
+				h.lag(db, pod, health)
+			}
+			switch {
+			case last == nil:
+				if !health.Ready {
 					h.enqueue(db)
 				}
-				last = &health
+			case health.Changed(*last):
+				h.enqueue(db)
+			case health.Digest != last.Digest && h.soon != nil:
+				h.soon(db)
 			}
+			last = &health
 		})
 		if ctx.Err() != nil {
 			return
@@ -168,6 +187,16 @@ func (h *healthWatches) run(ctx context.Context, db cache.ObjectName, pod string
 			return
 		case <-time.After(retry):
 		}
+	}
+}
+
+// sawLine records what a line of w's stream said, at.
+func (h *healthWatches) sawLine(w *healthWatch, at time.Time, health api.Health) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	w.lineAt, w.digest = at, health.Digest
+	if health.Position != nil {
+		w.position = health.Position
 	}
 }
 
@@ -233,4 +262,54 @@ func (h *healthWatches) lostSince(db cache.ObjectName) map[string]time.Time {
 		out[name] = w.lost
 	}
 	return out
+}
+
+// settled tells whether a poll of db's pods may wait for the resync
+// interval: every pod's stream is live (a line within
+// api.HealthDeadline) and digests its status, so any change of it puts
+// the database on the queue by itself.
+func (h *healthWatches) settled(db cache.ObjectName, pods []*corev1.Pod) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(pods) == 0 {
+		return false
+	}
+	now := h.now()
+	for _, p := range pods {
+		w := h.byDB[db][p.Name]
+		if w == nil || w.digest == "" || w.lineAt.IsZero() || now.Sub(w.lineAt) > api.HealthDeadline || !w.lost.IsZero() {
+			return false
+		}
+	}
+	return true
+}
+
+// positions are the last positions db's streams said, by pod: a poll that
+// finds an instance gone takes its last position from here when its stream
+// said one later than the last poll did (a replica lost with the primary
+// may hold the last acknowledged commits).
+func (h *healthWatches) positions(db cache.ObjectName) map[string]api.Position {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out map[string]api.Position
+	for name, w := range h.byDB[db] {
+		if w.position == nil {
+			continue
+		}
+		if out == nil {
+			out = map[string]api.Position{}
+		}
+		out[name] = *w.position
+	}
+	return out
+}
+
+// forgetPositions drops the positions db's streams said: its primary
+// changed, and what they said relative to the old one is history.
+func (h *healthWatches) forgetPositions(db cache.ObjectName) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, w := range h.byDB[db] {
+		w.position = nil
+	}
 }

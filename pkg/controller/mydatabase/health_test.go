@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -194,5 +195,146 @@ func TestHealthStreamsSayLossesBetweenPolls(t *testing.T) {
 	time.Sleep(healthRetry + 200*time.Millisecond)
 	if opened, closed := fake.counts("10.0.0.1"); opened != 3 || closed != 3 {
 		t.Errorf("%d streams opened, %d closed; want 3 (one, one after the first break, one with new credentials), none after the pod went", opened, closed)
+	}
+}
+
+// A database whose every instance streams a digest is settled (polled only
+// to resync); a digest that changes asks for a poll within the poll
+// interval, not at once; a stream gone quiet, a lost instance or one
+// without a stream is not settled. The positions the lines said outlive a
+// lost instance, until the primary changes.
+func TestHealthStreamsSettleADatabase(t *testing.T) {
+	fake := &fakeHealth{}
+	enqueued := make(chan cache.ObjectName, 10)
+	soon := make(chan cache.ObjectName, 10)
+	clockNow := now
+	var mu sync.Mutex
+	h := &healthWatches{client: fake, enqueue: func(k cache.ObjectName) { enqueued <- k }, soon: func(k cache.ObjectName) { soon <- k },
+		now: func() time.Time { mu.Lock(); defer mu.Unlock(); return clockNow }}
+	setClock := func(t time.Time) {
+		mu.Lock()
+		defer mu.Unlock()
+		clockNow = t
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h.start(ctx)
+	db := cache.ObjectName{Namespace: "default", Name: "shop"}
+	pods := []*corev1.Pod{
+		{ObjectMeta: metav1.ObjectMeta{Name: "shop-0", UID: "pod-0"}, Status: corev1.PodStatus{PodIP: "10.0.0.1"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "shop-1", UID: "pod-1"}, Status: corev1.PodStatus{PodIP: "10.0.0.2"}},
+	}
+	send := func(host string, x api.Health) {
+		t.Helper()
+		select {
+		case fake.stream(host) <- x:
+		case <-time.After(5 * time.Second):
+			t.Fatal("nobody reads the stream")
+		}
+	}
+	// The line is read once the next send is taken; this one syncs.
+	flush := func(host string, x api.Health) { t.Helper(); send(host, x); send(host, x) }
+	h.watch(db, pods[0], api.Auth{Name: "shop-0"})
+	if h.settled(db, pods) {
+		t.Fatal("settled with no line from any instance")
+	}
+	primary := api.Health{Ready: true, Role: api.RolePrimary, Primary: "shop-0", EngineRunning: true, Digest: "d0",
+		Position: &api.Position{Timeline: 1, LSN: "0/3000000"}}
+	replica := api.Health{Ready: true, Role: api.RoleReplica, Primary: "shop-0", EngineRunning: true, Digest: "d1",
+		Position: &api.Position{Timeline: 1, LSN: "0/2000000"}}
+	flush("10.0.0.1", primary)
+	if h.settled(db, pods) {
+		t.Fatal("settled with no stream to shop-1")
+	}
+	h.watch(db, pods[1], api.Auth{Name: "shop-1"})
+	flush("10.0.0.2", replica)
+	if !h.settled(db, pods) {
+		t.Fatal("not settled though every instance streams")
+	}
+	// Only the position moves: nothing to do.
+	moved := replica
+	moved.Position = &api.Position{Timeline: 1, LSN: "0/2800000"}
+	flush("10.0.0.2", moved)
+	select {
+	case <-enqueued:
+		t.Fatal("a position that moved enqueued the database")
+	case <-soon:
+		t.Fatal("a position that moved asked for a poll")
+	default:
+	}
+	if p := h.positions(db)["shop-1"]; p.LSN != "0/2800000" {
+		t.Errorf("shop-1's streamed position %+v, want 0/2800000", p)
+	}
+	// The digest changes (a backup finished, say): a poll within the
+	// interval.
+	changed := moved
+	changed.Digest = "d1-backup-done"
+	flush("10.0.0.2", changed)
+	select {
+	case k := <-soon:
+		if k != db {
+			t.Fatalf("asked a poll of %v", k)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a new digest asked for no poll")
+	}
+	select {
+	case <-enqueued:
+		t.Fatal("a new digest enqueued the database at once")
+	default:
+	}
+	// A manager that predates digests cannot settle its database.
+	old := changed
+	old.Digest = ""
+	flush("10.0.0.2", old)
+	if h.settled(db, pods) {
+		t.Fatal("settled with a stream that says no digest")
+	}
+	flush("10.0.0.2", changed)
+	// A stream quiet for longer than its deadline is not settled, even
+	// before its reader notices.
+	setClock(now.Add(api.HealthDeadline + time.Second))
+	if h.settled(db, pods) {
+		t.Fatal("settled with streams silent past their deadline")
+	}
+	setClock(now)
+	if !h.settled(db, pods) {
+		t.Fatal("not settled again")
+	}
+	// shop-1 is lost: its last streamed position stays.
+	fake.breakStream("10.0.0.2")
+	select {
+	case <-enqueued:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a broken stream did not enqueue the database")
+	}
+	if h.settled(db, pods) {
+		t.Fatal("settled with a lost instance")
+	}
+	if p := h.positions(db)["shop-1"]; p.LSN != "0/2800000" {
+		t.Errorf("a lost instance's streamed position %+v, want its last, 0/2800000", p)
+	}
+	h.forgetPositions(db)
+	if p := h.positions(db); p != nil {
+		t.Errorf("positions %v after the primary changed", p)
+	}
+}
+
+// A poll that finds an instance gone gives it the further of its last
+// polled and its last streamed position.
+func TestPositionMemoryTakesTheFurtherOfPollAndStream(t *testing.T) {
+	db := &examplev1.MyDatabase{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "shop", UID: "db-1"}}
+	var m positionMemory
+	polled := []examplev1.InstanceStatus{{Name: "shop-1", Position: &examplev1.InstancePosition{Timeline: 1, LSN: "0/2000000"}}}
+	m.carry(db, polled, nil)
+	lost := []examplev1.InstanceStatus{{Name: "shop-1"}}
+	m.carry(db, lost, map[string]api.Position{"shop-1": {Timeline: 1, LSN: "0/2800000"}})
+	if p := lost[0].Position; p == nil || p.LSN != "0/2800000" {
+		t.Fatalf("position %+v, want the streamed 0/2800000", p)
+	}
+	lost = []examplev1.InstanceStatus{{Name: "shop-1"}}
+	m.carry(db, lost, map[string]api.Position{"shop-1": {Timeline: 1, LSN: "0/1000000"}})
+	if p := lost[0].Position; p == nil || p.LSN != "0/2800000" {
+		t.Fatalf("position %+v, want the remembered 0/2800000 over an older streamed one", p)
 	}
 }

@@ -70,7 +70,7 @@ func (c *Controller) reconcileInstances(ctx context.Context, db *examplev1.MyDat
 		ready[in.Name] = in.Ready
 	}
 	c.health.polled(cache.MetaObjectToName(db), pods, ready)
-	c.positions.carry(db, f.instances)
+	c.positions.carry(db, f.instances, c.health.positions(cache.MetaObjectToName(db)))
 	series.observeInstances(cache.MetaObjectToName(db), f.instances, f.reports)
 	return nil
 }
@@ -195,9 +195,10 @@ type rememberedPositions struct {
 }
 
 // carry remembers the positions in instances, and gives an instance that
-// reported none the one it reported last to this controller, or else the
-// one stored in db's status.
-func (m *positionMemory) carry(db *examplev1.MyDatabase, instances []examplev1.InstanceStatus) {
+// reported none the one it reported last to this controller (in a poll, or
+// on its health stream: streamed, the further of the two), or else the one
+// stored in db's status.
+func (m *positionMemory) carry(db *examplev1.MyDatabase, instances []examplev1.InstanceStatus, streamed map[string]api.Position) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	key := cache.MetaObjectToName(db)
@@ -216,6 +217,14 @@ func (m *positionMemory) carry(db *examplev1.MyDatabase, instances []examplev1.I
 	}
 	for i := range instances {
 		in := &instances[i]
+		if in.Position == nil {
+			if p, ok := streamed[in.Name]; ok {
+				remembered, ok := r.at[in.Name]
+				if !ok || p.Compare(api.PositionFromV1(remembered)) > 0 {
+					in.Position = api.PositionToV1(&p)
+				}
+			}
+		}
 		if in.Position != nil {
 			r.at[in.Name] = *in.Position
 		} else if p, ok := r.at[in.Name]; ok {

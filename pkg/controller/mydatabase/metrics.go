@@ -128,6 +128,27 @@ func (s *instanceSeries) reset() {
 	s.names = nil
 }
 
+// observeLag sets an instance's lag as a line of its health stream says
+// it, between polls: only an instance observeInstances knows of, so a line
+// of a pod just gone does not bring its series back.
+func (s *instanceSeries) observeLag(db cache.ObjectName, pod string, h api.Health) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !slices.Contains(s.names[db], pod) {
+		return
+	}
+	r := &api.Status{LagBytes: h.LagBytes, LagSeconds: h.LagSeconds}
+	labels := []string{db.Namespace, db.Name, pod}
+	setOrDelete(instanceLagSeconds, labels, r, func(r *api.Status) *float64 { return r.LagSeconds })
+	setOrDelete(instanceLagBytes, labels, r, func(r *api.Status) *float64 {
+		if r.LagBytes == nil {
+			return nil
+		}
+		b := float64(*r.LagBytes)
+		return &b
+	})
+}
+
 func setOrDelete(g *metrics.GaugeVec, labels []string, r *api.Status, value func(*api.Status) *float64) {
 	if r == nil || value(r) == nil {
 		g.DeleteLabelValues(labels...)

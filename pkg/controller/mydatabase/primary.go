@@ -79,6 +79,7 @@ func (c *Controller) writePrimaryChange(ctx context.Context, db *examplev1.MyDat
 	c.incidents.set(db.UID, nil)
 	if change.Current != db.Status.CurrentPrimary {
 		c.positions.forget(cache.MetaObjectToName(db))
+		c.health.forgetPositions(cache.MetaObjectToName(db))
 	}
 	c.recorder.Event(db, change.Event.Type, change.Event.Reason, change.Event.Message)
 	if change.Result != "" {

@@ -194,8 +194,13 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if b, ok := c.primaryBlockage(db, f); ok {
 		f.blockages = append(f.blockages, b)
 	}
-	// The instance managers report nothing by themselves: read them again.
+	// Read the instance managers again: soon, unless each streams its
+	// health (which says any change as it happens, and puts the database
+	// on the queue), then only to resync.
 	again := c.config.PollInterval
+	if c.health.settled(key, f.pods) {
+		again = max(again, c.config.ResyncInterval)
+	}
 	primary := instanceNamed(f.instances, f.primary)
 	hold := false
 	f.hibernated, hold = hibernation(db, f.podsLeft, primary != nil && primary.Ready)

@@ -3,6 +3,8 @@ package api
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -24,7 +26,9 @@ const (
 )
 
 // Health is one line of the health stream: what of an instance's status
-// the controller acts on at once.
+// the controller acts on at once, how far its data goes, and a digest of
+// the rest, so the controller need poll an instance only when something
+// changed (or to resync, rarely).
 type Health struct {
 	Ready         bool   `json:"ready"`
 	Reason        string `json:"reason,omitempty"`
@@ -32,18 +36,59 @@ type Health struct {
 	Primary       string `json:"primary,omitempty"`
 	Fenced        bool   `json:"fenced,omitempty"`
 	EngineRunning bool   `json:"engineRunning"`
+	// Position, LagBytes and LagSeconds are the status's, as of the line:
+	// they move with every write, so they are carried, not compared.
+	Position   *Position `json:"position,omitempty"`
+	LagBytes   *int64    `json:"lagBytes,omitempty"`
+	LagSeconds *float64  `json:"lagSeconds,omitempty"`
+	// Digest is StatusDigest of the status the line is of ("" from a
+	// manager that predates it).
+	Digest string `json:"digest,omitempty"`
 }
 
 // HealthOf is the health s says.
 func HealthOf(s Status) Health {
-	return Health{Ready: s.Ready, Reason: s.Reason, Role: s.Role, Primary: s.Primary, Fenced: s.Fenced, EngineRunning: s.EngineRunning}
+	return Health{Ready: s.Ready, Reason: s.Reason, Role: s.Role, Primary: s.Primary, Fenced: s.Fenced, EngineRunning: s.EngineRunning,
+		Position: s.Position, LagBytes: s.LagBytes, LagSeconds: s.LagSeconds, Digest: StatusDigest(s)}
 }
 
-// Changed tells whether the controller should look again: a change of
-// anything but the reason's words.
+// Changed tells whether the controller should look again at once: a
+// change of what decides roles and failovers (readiness, role, primary,
+// fencing, the engine's process), not of the reason's words.
 func (h Health) Changed(than Health) bool {
-	h.Reason, than.Reason = "", ""
-	return h != than
+	return h.Ready != than.Ready || h.Role != than.Role || h.Primary != than.Primary ||
+		h.Fenced != than.Fenced || h.EngineRunning != than.EngineRunning
+}
+
+// StatusDigest identifies what s says apart from what moves by itself
+// (positions, lag, the reason's words, an operation's or the archive's
+// byte and file counts in flight): two statuses of one instance with the
+// same digest would make the controller do and write the same. An
+// archived file, a finished backup, new parameters, a certificate, a
+// restart or a replica that stops streaming all change it.
+func StatusDigest(s Status) string {
+	s.Reason, s.Position, s.LagBytes, s.LagSeconds = "", nil, nil, nil
+	if s.Backup != nil {
+		b := *s.Backup
+		b.Bytes = 0
+		s.Backup = &b
+	}
+	if s.Restore != nil {
+		r := *s.Restore
+		r.Bytes = 0
+		s.Restore = &r
+	}
+	if s.Archive != nil {
+		a := *s.Archive
+		a.Pending = 0
+		s.Archive = &a
+	}
+	b, err := json.Marshal(s)
+	if err != nil { // a Status always encodes
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:12])
 }
 
 // WatchHealth reads the health stream of the manager at host, calling
