@@ -56,6 +56,9 @@
 #                      control plane on the machine needs its own)
 #   LOCAL_DIR=dir      state directory (default _output/local)
 #   RESTART_MYDB=1     restart mydb-apiserver even if its binary is unchanged
+#   MYDB_APISERVER_FLAGS="--flag=value ..."  more flags for mydb-apiserver,
+#                      after (so over) the rig's (a changed set restarts it);
+#                      the scale benchmark runs the controller's modes so
 #   WAIT_TIMEOUT=120   seconds to wait for each component to become healthy
 #   MYDB_STOP_TIMEOUT=10  seconds mydb-apiserver gets to exit when local-up
 #                         restarts it, before it is killed (see
@@ -524,13 +527,16 @@ ensure_mydb_kubeconfig() {
 
 start_mydb_apiserver() {
   local sum_file="${LOCAL_DIR}/mydb-apiserver.binary.sha256" sum pid
-  sum=$(sha256sum "${MYDB_BIN}" | cut -d' ' -f1)
+  local extra_flags=()
+  read -r -a extra_flags <<<"${MYDB_APISERVER_FLAGS:-}"
+  # The flags count as part of the binary: other flags, a restart.
+  sum=$( (sha256sum "${MYDB_BIN}" | cut -d' ' -f1; echo "${extra_flags[*]}") | sha256sum | cut -d' ' -f1)
   # Unlike the pinned control-plane binaries, mydb-apiserver changes while you
   # work on it: restart it when the binary (or its token) changed since it
   # was started, so `make local-up` always serves the current code.
   if pid=$(running_pid mydb-apiserver); then
     local why=""
-    [[ "$(cat "${sum_file}" 2>/dev/null)" != "${sum}" ]] && why="its binary changed"
+    [[ "$(cat "${sum_file}" 2>/dev/null)" != "${sum}" ]] && why="its binary or MYDB_APISERVER_FLAGS changed"
     ((MYDB_TOKEN_RENEWED)) && why="its token was renewed"
     [[ "${RESTART_MYDB:-0}" == 1 ]] && why="RESTART_MYDB=1"
     if [[ -n "${why}" ]]; then
@@ -569,7 +575,8 @@ start_mydb_apiserver() {
     --instance-poll-interval=2s \
     --ca-rotation-overlap="${MYDB_CA_ROTATION_OVERLAP:-30s}" \
     "${node_flags[@]}" \
-    "${AUDIT_FLAGS[@]/@LOG@/mydb-apiserver-audit}"
+    "${AUDIT_FLAGS[@]/@LOG@/mydb-apiserver-audit}" \
+    "${extra_flags[@]}"
   if ((STARTED)); then
     echo "${sum}" >"${sum_file}"
   fi

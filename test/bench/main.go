@@ -54,6 +54,8 @@ type options struct {
 	reconcilePacedN int
 	reconcileRate   float64
 	reconcileReps   int
+	scaleN          int
+	scaleWindow     time.Duration
 
 	profileDir     string
 	profileSeconds int
@@ -68,15 +70,15 @@ type options struct {
 
 // sizes are a mode's defaults; a flag set to a non-zero value wins.
 type sizes struct {
-	createN, listN, getN, watchers, watchEvents, reconcileN, reconcilePacedN, reconcileReps int
+	createN, listN, getN, watchers, watchEvents, reconcileN, reconcilePacedN, reconcileReps, scaleN int
 }
 
 var (
-	smallSizes = sizes{createN: 500, listN: 2000, getN: 300, watchers: 20, watchEvents: 100, reconcileN: 200, reconcilePacedN: 100, reconcileReps: 3}
-	largeSizes = sizes{createN: 2000, listN: 10000, getN: 1000, watchers: 100, watchEvents: 200, reconcileN: 1000, reconcilePacedN: 300, reconcileReps: 2}
+	smallSizes = sizes{createN: 500, listN: 2000, getN: 300, watchers: 20, watchEvents: 100, reconcileN: 200, reconcilePacedN: 100, reconcileReps: 3, scaleN: 100}
+	largeSizes = sizes{createN: 2000, listN: 10000, getN: 1000, watchers: 100, watchEvents: 200, reconcileN: 1000, reconcilePacedN: 300, reconcileReps: 2, scaleN: 1000}
 )
 
-var allScenarios = []string{"sizes", "population", "create", "profile", "watch", "reconcile"}
+var allScenarios = []string{"sizes", "population", "create", "profile", "watch", "reconcile", "scale"}
 
 func main() {
 	o := &options{}
@@ -101,6 +103,8 @@ func main() {
 	flag.IntVar(&o.reconcilePacedN, "reconcile-paced-n", 0, "MyDatabases created at -reconcile-rate (default 100, -large 300; -1 skips)")
 	flag.Float64Var(&o.reconcileRate, "reconcile-rate", 10, "creates per second of the paced reconcile run")
 	flag.IntVar(&o.reconcileReps, "reconcile-reps", 0, "repetitions of the reconcile runs (default 3, -large 2)")
+	flag.IntVar(&o.scaleN, "scale-n", 0, "MyDatabases of 3 instances one controller leads in the scale scenario, answered by simulated managers (default 100, -large 1000)")
+	flag.DurationVar(&o.scaleWindow, "scale-window", 2*time.Minute, "how long the scale scenario measures each mode of the controller")
 	flag.StringVar(&o.profileDir, "profile-dir", filepath.Join("_output", "bench"), "where CPU, heap and goroutine profiles go (empty: none)")
 	flag.IntVar(&o.profileSeconds, "profile-seconds", 10, "length of the CPU profiles")
 	flag.StringVar(&o.docs, "docs", "", "write the report as Markdown to this file (docs/benchmarks.md)")
@@ -158,6 +162,7 @@ func main() {
 	def(&o.reconcileN, sz.reconcileN)
 	def(&o.reconcilePacedN, sz.reconcilePacedN)
 	def(&o.reconcileReps, sz.reconcileReps)
+	def(&o.scaleN, sz.scaleN)
 
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
@@ -212,6 +217,7 @@ func run(ctx context.Context, o *options) error {
 		"profile":    e.scenarioProfile,
 		"watch":      e.scenarioWatch,
 		"reconcile":  e.scenarioReconcile,
+		"scale":      e.scenarioScale,
 	}
 	for _, s := range allScenarios {
 		if !wanted[s] {
@@ -248,14 +254,19 @@ func (e *env) output() error {
 	o := e.o
 	fmt.Println()
 	fmt.Print(e.report(false))
-	if o.chart != "" {
+	if o.chart != "" && strings.TrimSpace(o.scenarios) != "scale" {
 		if err := e.writeChart(o.chart); err != nil {
 			return fmt.Errorf("chart: %w", err)
 		}
 		e.logf("wrote %s", o.chart)
 	}
 	if o.docs != "" {
-		if err := os.WriteFile(o.docs, []byte(e.report(true)), 0o644); err != nil {
+		if strings.TrimSpace(o.scenarios) == "scale" {
+			// The scale scenario alone: its section, the rest as it was.
+			if err := e.replaceScaleSection(o.docs); err != nil {
+				return err
+			}
+		} else if err := os.WriteFile(o.docs, []byte(e.report(true)), 0o644); err != nil {
 			return err
 		}
 		e.logf("wrote %s", o.docs)

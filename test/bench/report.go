@@ -309,6 +309,7 @@ func (e *env) report(full bool) string {
 		}
 		p("\n")
 	}
+	p("%s", e.scaleSection())
 	if !full {
 		return b.String()
 	}
@@ -570,4 +571,97 @@ func (e *env) bucketTable(what string, cols []bucketColumn, buckets []cpuBucket)
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// The scale section is delimited so a run of the scale scenario alone can
+// replace it in the docs without the others' figures (replaceScaleSection).
+const (
+	scaleBegin = "<!-- scale: written by the scale scenario -->"
+	scaleEnd   = "<!-- /scale -->"
+)
+
+// scaleSection is the scale scenario's table ("" when it did not run).
+func (e *env) scaleSection() string {
+	if _, ok := e.res.med("scale/" + scaleModes[0].key + "/status-rps"); !ok {
+		return ""
+	}
+	var b strings.Builder
+	p := func(format string, args ...interface{}) { fmt.Fprintf(&b, format, args...) }
+	p("%s\n## One controller at scale\n\n", scaleBegin)
+	p("%s MyDatabases of 3 instances (PostgreSQL, idle) led by one mydb-apiserver, every instance manager played by the harness (`test/bench/managers.go`): "+
+		"one listener per pod IP that kwok gives, mutual TLS with a certificate the database's issuer signs for the pod, GET /v1/status and "+
+		"the health stream as a real manager answers them. The same databases in each mode, one after the other, the server restarted with the mode's flags; "+
+		"each measured for %s after they were all Ready again, the controller's queue had emptied and 70 s more. CPU: share of one core from `/proc/<pid>/stat`; "+
+		"requests to kube-apiserver: mydb-apiserver's `rest_client_requests_total` for its host; memory after a forced GC.\n\n",
+		count(e.o.scaleN), e.o.scaleWindow)
+	p("| | ")
+	for _, m := range scaleModes {
+		p("%s | ", m.title)
+	}
+	p("ratio |\n|---|")
+	for range scaleModes {
+		p("---|")
+	}
+	p("---|\n")
+	row := func(title, key string, format func(float64) string) {
+		p("| %s | ", title)
+		var vals []float64
+		for _, m := range scaleModes {
+			v, ok := e.res.med("scale/" + m.key + "/" + key)
+			if !ok {
+				p("- | ")
+				vals = append(vals, 0)
+				continue
+			}
+			vals = append(vals, v)
+			p("%s | ", format(v))
+		}
+		if len(vals) == 2 && vals[0] > 0 {
+			p("%.2fx |\n", vals[1]/vals[0])
+		} else {
+			p("- |\n")
+		}
+	}
+	pct := func(v float64) string { return fmt.Sprintf("%.1f%%", 100*v) }
+	rate := func(v float64) string { return fmt.Sprintf("%.1f/s", v) }
+	row("mydb-apiserver CPU (the controller runs in it)", "cpu/mydb-apiserver", pct)
+	row("kube-apiserver CPU", "cpu/kube-apiserver", pct)
+	row("mydb etcd CPU", "cpu/mydb-etcd", pct)
+	row("mydb-apiserver RSS", "rss", fmtBytes)
+	row("mydb-apiserver Go heap in use", "heap", fmtBytes)
+	row("requests to kube-apiserver", "kube-rps", rate)
+	row("reconciles", "reconciles-per-s", rate)
+	row("GET /v1/status to the managers", "status-rps", rate)
+	row("health lines from the managers", "lines-per-s", rate)
+	row("other requests to the managers", "other-rps", rate)
+	row("health streams open", "streams", func(v float64) string { return fmt.Sprintf("%.0f", v) })
+	row("databases Ready at the end", "ready", func(v float64) string { return fmt.Sprintf("%.0f", v) })
+	if v, ok := e.res.med("scale/ready-after"); ok {
+		p("\nAll %s databases were Ready %s after the first create.", count(e.o.scaleN), (time.Duration(v) * time.Second).Round(time.Second))
+	}
+	if f, ok := e.res.notes["scale/failures"]; ok {
+		p(" The simulated managers failed %s.", f)
+	}
+	p("\n%s\n\n", scaleEnd)
+	return b.String()
+}
+
+// replaceScaleSection writes the scale section into the docs file in place
+// of the one it holds (before the profiles when it holds none), leaving
+// the other figures as they are.
+func (e *env) replaceScaleSection(file string) error {
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	doc, section := string(raw), e.scaleSection()
+	if i, j := strings.Index(doc, scaleBegin), strings.Index(doc, scaleEnd); i >= 0 && j > i {
+		rest := strings.TrimLeft(doc[j+len(scaleEnd):], "\n")
+		doc = doc[:i] + section + rest
+	} else if i := strings.Index(doc, "## Profiles"); i >= 0 {
+		doc = doc[:i] + section + doc[i:]
+	} else {
+		doc += "\n" + section
+	}
+	return os.WriteFile(file, []byte(doc), 0o644)
 }

@@ -50,6 +50,9 @@ import (
 
 	// Registers the leader election metrics (leader_election_master_status).
 	_ "k8s.io/component-base/metrics/prometheus/clientgo/leaderelection"
+	// Registers client-go's request metrics (rest_client_requests_total by
+	// host, method and code): what the controllers ask of the main cluster.
+	_ "k8s.io/component-base/metrics/prometheus/restclient"
 )
 
 // Config configures the controllers.
