@@ -338,3 +338,15 @@ func TestPositionMemoryTakesTheFurtherOfPollAndStream(t *testing.T) {
 		t.Fatalf("position %+v, want the remembered 0/2800000 over an older streamed one", p)
 	}
 }
+
+// A manager its stream says is lost gets a short poll: a frozen one would
+// otherwise hold the confirming poll, and the deciding one, for the whole
+// status timeout each.
+func TestALostInstanceIsPolledBriefly(t *testing.T) {
+	if got := pollTimeout(false); got != statusTimeout {
+		t.Errorf("an instance not lost: %s, want %s", got, statusTimeout)
+	}
+	if got := pollTimeout(true); got >= statusTimeout || got < api.HealthInterval {
+		t.Errorf("a lost instance: %s, want below %s and at least a health interval (%s)", got, statusTimeout, api.HealthInterval)
+	}
+}

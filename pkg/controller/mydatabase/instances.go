@@ -28,8 +28,25 @@ type StatusReader interface {
 	Status(ctx context.Context, host string, auth api.Auth) (*api.Status, error)
 }
 
-// statusTimeout bounds one poll of an instance manager.
-const statusTimeout = 2 * time.Second
+// statusTimeout bounds one poll of an instance manager; lostStatusTimeout
+// one of a manager its health stream says is lost. A frozen manager's
+// connection does not refuse: the poll that confirms its loss, and the
+// one that decides the failover, would each wait out the whole timeout
+// (docs/replication.md, the machine stall), where a manager that streamed
+// a line every 500 ms and answers at all answers within milliseconds.
+const (
+	statusTimeout     = 2 * time.Second
+	lostStatusTimeout = 500 * time.Millisecond
+)
+
+// pollTimeout bounds the poll of an instance: lost tells that its health
+// stream says it is lost.
+func pollTimeout(lost bool) time.Duration {
+	if lost {
+		return lostStatusTimeout
+	}
+	return statusTimeout
+}
 
 // reconcileInstances decides which instance is the primary, labels every pod
 // with its role so the Services route to it, and reads each instance
@@ -113,6 +130,7 @@ func (c *Controller) pollInstances(ctx context.Context, db *examplev1.MyDatabase
 	out := make([]examplev1.InstanceStatus, len(pods))
 	reports := make([]*api.Status, len(pods))
 	creds, credsErr := c.authority.Credentials(db.Namespace, db.Name)
+	lost := c.health.lostSince(cache.MetaObjectToName(db))
 	var wg sync.WaitGroup
 	for i, pod := range pods {
 		role := examplev1.InstanceRoleReplica
@@ -136,7 +154,8 @@ func (c *Controller) pollInstances(ctx context.Context, db *examplev1.MyDatabase
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(ctx, statusTimeout)
+			_, isLost := lost[pod.Name]
+			ctx, cancel := context.WithTimeout(ctx, pollTimeout(isLost))
 			defer cancel()
 			s, err := c.statuses.Status(ctx, pod.Status.PodIP, api.Auth{Credentials: creds, Name: pod.Name})
 			switch {
