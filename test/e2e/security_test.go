@@ -248,8 +248,13 @@ func TestResourceQuotaCountsMyDatabases(t *testing.T) {
 		return err
 	})
 	// kube-controller-manager recomputes usage from its own cache, which may
-	// briefly lag the first create: the quota holds once it agrees.
-	eventually(t, time.Minute, func() error {
+	// lag the first create: the quota holds once it agrees. Its informers of
+	// mydb's resources can take minutes to list again after the store guard
+	// tests restarted mydb on a rolled-back store (seen once, in a whole
+	// make e2e), hence the longer wait, and the log of how long it took.
+	counted := time.Now()
+	defer func() { t.Logf("kube-controller-manager counted the first MyDatabase after %s", time.Since(counted).Round(100*time.Millisecond)) }()
+	eventually(t, reconcileTimeout, func() error {
 		q, err := kube.CoreV1().ResourceQuotas(ns).Get(ctx, "mydb", metav1.GetOptions{})
 		if err != nil {
 			return err
