@@ -14,7 +14,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/databaseca"
+	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
+	mydbinformers "github.com/mydb-dev/mydb/pkg/generated/informers/externalversions"
 	"github.com/mydb-dev/mydb/pkg/instance"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/names"
@@ -31,13 +34,19 @@ import (
 // (kwok gives each a loopback 127.1.x.y) at the managers' port, serving
 // mutual TLS with a certificate the database's issuer signs for the pod's
 // name, as mydb-instance mints its own. Each says its instance is a ready
-// primary (ordinal 0) or a ready, streaming replica of it, on GET
-// /v1/status and on the health stream, and counts what it is asked. The
+// primary (the one the database's status names, else ordinal 0) or a
+// ready, streaming replica of it once the primary is served (a replica of
+// a primary not there yet is cloning, with no position, as a real one
+// would be), on GET /v1/status and on the health stream, and counts what
+// it is asked. The
 // controller cannot tell them from real managers; they cost it what real
 // ones would, and the engine nothing.
 type simulatedManagers struct {
 	kube      kubernetes.Interface
+	mydb      clientset.Interface
 	namespace string
+	// primaries are the databases' primaries as their status names them.
+	primaries sync.Map // database name -> pod name
 
 	mu       sync.Mutex
 	pods     map[string]*simulatedPod // by pod name
@@ -89,13 +98,26 @@ func (m *simulatedManagers) run(ctx context.Context) {
 			}
 		},
 	})
+	dbs := mydbinformers.NewSharedInformerFactoryWithOptions(m.mydb, 0, mydbinformers.WithNamespace(m.namespace))
+	_, _ = dbs.Example().V1().MyDatabases().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { m.sawDatabase(obj) },
+		UpdateFunc: func(_, obj any) { m.sawDatabase(obj) },
+	})
 	factory.Start(ctx.Done())
+	dbs.Start(ctx.Done())
 	<-ctx.Done()
 	factory.Shutdown()
+	dbs.Shutdown()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for name := range m.pods {
 		m.dropLocked(name)
+	}
+}
+
+func (m *simulatedManagers) sawDatabase(obj any) {
+	if db, ok := obj.(*examplev1.MyDatabase); ok && db.Status.CurrentPrimary != "" {
+		m.primaries.Store(db.Name, db.Status.CurrentPrimary)
 	}
 }
 
@@ -235,12 +257,21 @@ func fingerprints(certs []*x509.Certificate) []string {
 // replica streaming from it for the others, on an idle database.
 func (m *simulatedManagers) status(p *simulatedPod) api.Status {
 	primary := names.StatefulSet(p.db) + "-0"
+	if named, ok := m.primaries.Load(p.db); ok {
+		primary = named.(string)
+	}
 	s := api.Status{Name: p.name, PodUID: p.uid, Engine: "postgres", Role: api.RoleReplica, Primary: primary,
 		Ready: true, EngineRunning: true, EnginePID: 100, SystemIdentifier: "7400000000000000000",
 		Position: &api.Position{Timeline: 1, LSN: "0/3000060"}}
-	if p.name == primary {
+	m.mu.Lock()
+	_, primaryServed := m.pods[primary]
+	m.mu.Unlock()
+	switch {
+	case p.name == primary:
 		s.Role = api.RolePrimary
-	} else {
+	case !primaryServed:
+		s.Ready, s.Reason, s.EngineRunning, s.Position = false, "cloning: the primary "+primary+" does not answer", false, nil
+	default:
 		zero, lag := int64(0), 0.0
 		s.Streaming, s.Upstream, s.LagBytes, s.LagSeconds = true, primary+":5432", &zero, &lag
 	}

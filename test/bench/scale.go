@@ -14,6 +14,7 @@ import (
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,7 +48,14 @@ func (e *env) scenarioScale(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	sim := &simulatedManagers{kube: e.kube, namespace: ns}
+	// The rig's three kwok nodes hold 110 pods each: nodes of their own
+	// for the databases' pods, gone with the scenario.
+	nodes, err := e.addScaleNodes(ctx, 3*e.o.scaleN)
+	if err != nil {
+		return err
+	}
+	defer e.deleteScaleNodes(nodes)
+	sim := &simulatedManagers{kube: e.kube, mydb: e.directDB, namespace: ns}
 	simCtx, stopSim := context.WithCancel(ctx)
 	defer stopSim()
 	go sim.run(simCtx)
@@ -72,11 +80,11 @@ func (e *env) scenarioScale(ctx context.Context) error {
 	}
 	e.res.add("scale/ready-after", time.Since(start).Seconds())
 	e.logf("scale: %d databases (%d simulated managers) Ready after %s", n, sim.listening(), time.Since(start).Round(time.Second))
-	for i, mode := range scaleModes {
-		if i > 0 {
-			if err := e.restartMydb(ctx, mode.flags); err != nil {
-				return err
-			}
+	for _, mode := range scaleModes {
+		// Each mode from a restart, the creates' work (the pods', the
+		// claims', the children's) done: the same start for both.
+		if err := e.restartMydb(ctx, mode.flags); err != nil {
+			return err
 		}
 		if err := e.measureScaleMode(ctx, ns, n, sim, mode); err != nil {
 			return fmt.Errorf("%s: %w", mode.key, err)
@@ -262,4 +270,39 @@ func sumPrefix(m map[string]float64, prefix string) float64 {
 func mustMed(e *env, key string) float64 {
 	v, _ := e.res.med(key)
 	return v
+}
+
+// addScaleNodes adds three kwok nodes, one per zone, with room for pods
+// beyond the rig's; kwok takes over any node with its annotation.
+func (e *env) addScaleNodes(ctx context.Context, pods int) ([]string, error) {
+	var made []string
+	for i, zone := range []string{"zone-a", "zone-b", "zone-c"} {
+		name := fmt.Sprintf("kwok-scale-%s-%d", e.runID, i)
+		capacity := corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("100000"), corev1.ResourceMemory: resource.MustParse("100Ti"),
+			corev1.ResourcePods: *resource.NewQuantity(int64(pods/3+100), resource.DecimalSI), corev1.ResourceEphemeralStorage: resource.MustParse("100Ti"),
+		}
+		node := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: name,
+				Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+				Labels: map[string]string{"type": "kwok", "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux", "kubernetes.io/hostname": name,
+					"node-role.kubernetes.io/agent": "", "topology.kubernetes.io/region": "local", "topology.kubernetes.io/zone": zone}},
+			Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity, Phase: corev1.NodeRunning,
+				NodeInfo: corev1.NodeSystemInfo{Architecture: "amd64", OperatingSystem: "linux"}},
+		}
+		if _, err := e.kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+			e.deleteScaleNodes(made)
+			return nil, err
+		}
+		made = append(made, name)
+	}
+	return made, nil
+}
+
+func (e *env) deleteScaleNodes(nodes []string) {
+	for _, name := range nodes {
+		if err := e.kube.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+			e.logf("scale: deleting node %s: %v", name, err)
+		}
+	}
 }
