@@ -253,7 +253,9 @@ func TestResourceQuotaCountsMyDatabases(t *testing.T) {
 	// tests restarted mydb on a rolled-back store (seen once, in a whole
 	// make e2e), hence the longer wait, and the log of how long it took.
 	counted := time.Now()
-	defer func() { t.Logf("kube-controller-manager counted the first MyDatabase after %s", time.Since(counted).Round(100*time.Millisecond)) }()
+	defer func() {
+		t.Logf("kube-controller-manager counted the first MyDatabase after %s", time.Since(counted).Round(100*time.Millisecond))
+	}()
 	eventually(t, reconcileTimeout, func() error {
 		q, err := kube.CoreV1().ResourceQuotas(ns).Get(ctx, "mydb", metav1.GetOptions{})
 		if err != nil {
