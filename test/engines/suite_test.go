@@ -51,6 +51,7 @@ func runSuite(t *testing.T, spec engineSpec) {
 		{"bootstrap is idempotent and survives a restart", func(t *testing.T) { testBootstrap(t, c, p, fig) }},
 		{"the application user is confined", func(t *testing.T) { spec.assertAppConfined(t, c, p.app()) }},
 		{"replicas clone and stream", func(t *testing.T) { testReplicas(t, c, p, []*node{r1, r2}, fig) }},
+		{"an idle instance's health stream says one digest", func(t *testing.T) { testIdleDigest(t, []*node{p, r1, r2}) }},
 		{"metrics: the engine's figures under the exporters' names", func(t *testing.T) { testMetrics(t, c, p, []*node{r1, r2}, fig) }},
 		{"short-lived users: roles, replicated, expired everywhere", func(t *testing.T) { testCredentials(t, c, p, []*node{r1, r2}, later, fig) }},
 		{"roles and databases: made, changed and dropped as asked", func(t *testing.T) { testObjects(t, c, p, []*node{r1, r2}, fig) }},
@@ -606,4 +607,41 @@ func checkReplicationOverVerifiedTLS(t *testing.T, c *cluster, p *node, replicas
 			}
 		}
 	}
+}
+
+// testIdleDigest: the controller reads a database only to resync while
+// every instance's health stream says the same digest (api.StatusDigest):
+// a real, idle instance's must not move by itself, or the controller would
+// read it every poll interval after all.
+func testIdleDigest(t *testing.T, nodes []*node) {
+	for _, n := range nodes {
+		waitFor(t, time.Minute, n.name+" ready", func() error {
+			s, err := n.status()
+			if err == nil && !s.Ready {
+				err = fmt.Errorf("not ready: %s", s.Reason)
+			}
+			return err
+		})
+	}
+	const watch = 4 * time.Second
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, host := n.manager()
+			ctx, cancel := context.WithTimeout(context.Background(), watch)
+			defer cancel()
+			var digests []string
+			_ = c.WatchHealth(ctx, host, n.auth(), func(h api.Health) {
+				if len(digests) == 0 || digests[len(digests)-1] != h.Digest {
+					digests = append(digests, h.Digest)
+				}
+			})
+			if len(digests) != 1 || digests[0] == "" {
+				t.Errorf("%s, idle: its health stream said the digests %q in %s, want one", n.name, digests, watch)
+			}
+		}()
+	}
+	wg.Wait()
 }
