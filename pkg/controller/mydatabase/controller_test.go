@@ -1388,6 +1388,16 @@ mydb_instance_replication_lag_seconds{database="prod-mysql",instance="prod-mysql
 		"mydb_instance_replication_lag_bytes", "mydb_instance_replication_lag_seconds"); err != nil {
 		t.Error(err)
 	}
+	// A health line moves the lag between polls; one of a pod the polls
+	// do not know brings no series.
+	key := cache.ObjectName{Namespace: "default", Name: "prod-mysql"}
+	series.observeLag(key, "prod-mysql-1", api.Health{LagSeconds: ptr.To(0.5), LagBytes: ptr.To[int64](128)})
+	series.observeLag(key, "prod-mysql-9", api.Health{LagSeconds: ptr.To(9.0)})
+	want = strings.ReplaceAll(strings.ReplaceAll(want, "} 4096", "} 128"), "} 2.5", "} 0.5")
+	if err := testutil.GatherAndCompare(legacyregistry.DefaultGatherer, strings.NewReader(want),
+		"mydb_instance_replication_lag_bytes", "mydb_instance_replication_lag_seconds"); err != nil {
+		t.Errorf("after health lines: %v", err)
+	}
 
 	// The database is deleted: its series go with it.
 	gone := newFixture(t, nil)

@@ -92,14 +92,7 @@ func (s *instanceSeries) observeInstances(db cache.ObjectName, instances []examp
 		if i < len(reports) {
 			r = reports[i]
 		}
-		setOrDelete(instanceLagSeconds, labels, r, func(r *api.Status) *float64 { return r.LagSeconds })
-		setOrDelete(instanceLagBytes, labels, r, func(r *api.Status) *float64 {
-			if r.LagBytes == nil {
-				return nil
-			}
-			b := float64(*r.LagBytes)
-			return &b
-		})
+		setLag(labels, r)
 	}
 	for _, name := range s.names[db] {
 		if !slices.Contains(current, name) {
@@ -137,8 +130,12 @@ func (s *instanceSeries) observeLag(db cache.ObjectName, pod string, h api.Healt
 	if !slices.Contains(s.names[db], pod) {
 		return
 	}
-	r := &api.Status{LagBytes: h.LagBytes, LagSeconds: h.LagSeconds}
-	labels := []string{db.Namespace, db.Name, pod}
+	setLag([]string{db.Namespace, db.Name, pod}, &api.Status{LagBytes: h.LagBytes, LagSeconds: h.LagSeconds})
+}
+
+// setLag sets an instance's lag gauges from r (deletes them where r says
+// none).
+func setLag(labels []string, r *api.Status) {
 	setOrDelete(instanceLagSeconds, labels, r, func(r *api.Status) *float64 { return r.LagSeconds })
 	setOrDelete(instanceLagBytes, labels, r, func(r *api.Status) *float64 {
 		if r.LagBytes == nil {
