@@ -141,17 +141,7 @@ func (h *healthWatches) run(ctx context.Context, db cache.ObjectName, pod string
 	for ctx.Err() == nil {
 		err := h.client.WatchHealth(ctx, w.address, auth, func(health api.Health) {
 			lineAt = h.now()
-			if last != nil && health.Role != last.Role {
-				// A loss in its old role (a promotion's own unready
-				// moments) is not one in the new.
-				h.markFound(w)
-			}
-			if !health.Ready {
-				h.markLost(w, lineAt)
-			} else {
-				h.markFound(w)
-			}
-			h.sawLine(w, lineAt, health)
+			h.sawLine(w, lineAt, health, last != nil && health.Role != last.Role)
 			if h.lag != nil {
 				h.lag(db, pod, health)
 			}
@@ -190,10 +180,20 @@ func (h *healthWatches) run(ctx context.Context, db cache.ObjectName, pod string
 	}
 }
 
-// sawLine records what a line of w's stream said, at.
-func (h *healthWatches) sawLine(w *healthWatch, at time.Time, health api.Health) {
+// sawLine records what a line of w's stream said, at, under one lock (a
+// controller at scale reads thousands of lines a second): a ready
+// instance is not lost; an unready one is lost since this line, or since
+// it was first lost, unless its role changed (a loss in its old role, a
+// promotion's own unready moments, is not one in the new).
+func (h *healthWatches) sawLine(w *healthWatch, at time.Time, health api.Health, roleChanged bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	switch {
+	case health.Ready:
+		w.lost = time.Time{}
+	case roleChanged || w.lost.IsZero():
+		w.lost = at
+	}
 	w.lineAt, w.digest = at, health.Digest
 	if health.Position != nil {
 		w.position = health.Position
@@ -214,12 +214,6 @@ func minTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-func (h *healthWatches) markFound(w *healthWatch) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	w.lost = time.Time{}
 }
 
 // polled tells the streams what a poll of db found: an instance that
