@@ -350,3 +350,45 @@ func TestALostInstanceIsPolledBriefly(t *testing.T) {
 		t.Errorf("a lost instance: %s, want below %s and at least a health interval (%s)", got, statusTimeout, api.HealthInterval)
 	}
 }
+
+// An instance unready as a replica, then unready as the primary (a
+// promotion's own moments), is lost as the primary only since the line
+// that said the new role; a ready line clears the loss.
+func TestAChangeOfRoleStartsTheLossAgain(t *testing.T) {
+	fake := &fakeHealth{}
+	clockNow := now
+	var mu sync.Mutex
+	h := &healthWatches{client: fake, enqueue: func(cache.ObjectName) {},
+		now: func() time.Time { mu.Lock(); defer mu.Unlock(); return clockNow }}
+	setClock := func(t time.Time) { mu.Lock(); defer mu.Unlock(); clockNow = t }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h.start(ctx)
+	db := cache.ObjectName{Namespace: "default", Name: "shop"}
+	h.watch(db, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "shop-1", UID: "pod-1"}, Status: corev1.PodStatus{PodIP: "10.0.0.2"}}, api.Auth{Name: "shop-1"})
+	send := func(x api.Health) {
+		t.Helper()
+		for range 2 { // the second is taken once the first was read
+			select {
+			case fake.stream("10.0.0.2") <- x:
+			case <-time.After(5 * time.Second):
+				t.Fatal("nobody reads the stream")
+			}
+		}
+	}
+	send(api.Health{Ready: false, Role: api.RoleReplica, Primary: "shop-0"})
+	setClock(now.Add(10 * time.Second))
+	send(api.Health{Ready: false, Role: api.RoleReplica, Primary: "shop-0"})
+	if lost := h.lostSince(db)["shop-1"]; !lost.Equal(now) {
+		t.Fatalf("unready replica lost since %v, want since its first unready line %v", lost, now)
+	}
+	setClock(now.Add(20 * time.Second))
+	send(api.Health{Ready: false, Role: api.RolePrimary, Primary: "shop-1"})
+	if lost := h.lostSince(db)["shop-1"]; !lost.Equal(now.Add(20 * time.Second)) {
+		t.Fatalf("after the promotion lost since %v, want since the first line as primary", lost)
+	}
+	send(api.Health{Ready: true, Role: api.RolePrimary, Primary: "shop-1"})
+	if lost := h.lostSince(db); lost != nil {
+		t.Fatalf("lost %v once ready", lost)
+	}
+}
