@@ -3,7 +3,9 @@
 # (etcd, etcdutl, kube-apiserver, kube-controller-manager, kube-scheduler,
 # kubectl, kwok), the real node's (kubelet, kube-proxy, coredns,
 # local-path-provisioner), the S3 server the backup tests store to (weed,
-# SeaweedFS), and the Prometheus server that scrapes the instances' metrics, from the Go module proxy at pinned versions, once per machine: each binary is
+# SeaweedFS), the Prometheus server that scrapes the instances' metrics, and
+# the Jaeger collector the API servers' traces go to (make bench's trace
+# scenario), from the Go module proxy at pinned versions, once per machine: each binary is
 # cached under _output/bin/<name>-<version> and skipped when present.
 # With arguments, builds only the named binaries (hack/build-tools.sh etcd).
 set -o errexit -o nounset -o pipefail
@@ -26,6 +28,10 @@ LOCAL_PATH_VERSION=v0.0.30
 # with Kubernetes discovery alone (Debian's package has none).
 PROMETHEUS_MODULE=github.com/prometheus/prometheus
 PROMETHEUS_VERSION=v0.316.0
+# Jaeger v2 (an OpenTelemetry Collector with Jaeger's in-memory store and
+# query API), its own main module; only MYDB_TRACING=1 hack/local-up.sh runs it.
+JAEGER_MODULE=github.com/jaegertracing/jaeger
+JAEGER_VERSION=v1.75.0
 mkdir -p "${BIN_DIR}"
 log() { printf '[build-tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -92,6 +98,8 @@ for name in "${wanted[@]}"; do
     prometheus) cached prometheus "${PROMETHEUS_VERSION}" ||
       GOWORK=off GOFLAGS="-mod=mod -tags=remove_all_sd,enable_kubernetes_sd" \
         build "$(module_dir "${PROMETHEUS_MODULE}" "${PROMETHEUS_VERSION}")" ./cmd/prometheus prometheus "${PROMETHEUS_VERSION}" ;;
+    jaeger) cached jaeger "${JAEGER_VERSION}" ||
+      GOWORK=off GOFLAGS=-mod=mod build "$(module_dir "${JAEGER_MODULE}" "${JAEGER_VERSION}")" ./cmd/jaeger jaeger "${JAEGER_VERSION}" ;;
     *) echo "unknown tool ${name}" >&2; exit 2 ;;
   esac
 done

@@ -37,7 +37,7 @@ stop_processes mydb-apiserver kwok kube-scheduler kube-controller-manager
 stop_processes kubelet kube-proxy coredns local-path-provisioner
 stop_node
 stop_processes kube-apiserver
-stop_processes etcd mydb-etcd mydb-etcd-1 mydb-etcd-2
+stop_processes etcd mydb-etcd mydb-etcd-1 mydb-etcd-2 jaeger
 
 # Anything else with a PID file (a component added later, or a renamed one).
 shopt -s nullglob

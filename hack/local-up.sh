@@ -45,6 +45,8 @@
 #   KUBE_SCHEDULER_PORT=21259                       scheduler (https)
 #   KWOK_PORT=21247                                 kwok /healthz (http)
 #   MYDB_PORT=21444                                 mydb-apiserver (https)
+#   JAEGER_OTLP_PORT=21317 JAEGER_QUERY_PORT=21686  Jaeger, with MYDB_TRACING=1:
+#                       OTLP/gRPC in, the query API (/api/traces) out
 #
 # Other knobs:
 #   MYDB_NODE=real|kwok  the node (default: the one LOCAL_DIR was made with,
@@ -68,6 +70,16 @@
 #                      trusts both roots (the server's default, 10m, gives
 #                      applications time to read a new bundle; a local
 #                      cluster's have none to read)
+#   MYDB_TRACING=1     run Jaeger (built by hack/build-tools.sh, traces kept in
+#                      memory) and give kube-apiserver and mydb-apiserver a
+#                      tracing configuration that sends it their spans. Its
+#                      sampling rate is 0: only a request whose client asks
+#                      for a trace (a sampled W3C traceparent header, from a
+#                      user in system:masters, whom kube-apiserver trusts to
+#                      ask) is traced, the aggregator passes the trace on to
+#                      mydb-apiserver, and nothing else fills the store (make
+#                      bench's trace scenario). 0 (the default) stops Jaeger
+#                      and restarts both servers without it.
 #   MYDB_ETCD_MEMBERS=1  1: mydb's etcd is one plain-HTTP member without fsync
 #                      (fast, throwaway). 3: three members on loopback with
 #                      TLS on client and peer ports, client-certificate auth
@@ -95,6 +107,13 @@ KUBE_CONTROLLER_MANAGER_PORT=${KUBE_CONTROLLER_MANAGER_PORT:-21257}
 KUBE_SCHEDULER_PORT=${KUBE_SCHEDULER_PORT:-21259}
 KWOK_PORT=${KWOK_PORT:-21247}
 MYDB_PORT=${MYDB_PORT:-21444}
+JAEGER_OTLP_PORT=${JAEGER_OTLP_PORT:-21317}
+JAEGER_QUERY_PORT=${JAEGER_QUERY_PORT:-21686}
+MYDB_TRACING=${MYDB_TRACING:-0}
+case "${MYDB_TRACING}" in
+  0 | 1) ;;
+  *) die "MYDB_TRACING must be 0 or 1, not ${MYDB_TRACING}" ;;
+esac
 WAIT_TIMEOUT=${WAIT_TIMEOUT:-120}
 MYDB_NODE=${MYDB_NODE:-}
 MYDB_TOKEN_DURATION=${MYDB_TOKEN_DURATION:-8760h}
@@ -173,6 +192,9 @@ build_binaries() {
       kubelet kube-proxy coredns local-path-provisioner
   else
     "${ROOT}/hack/build-tools.sh" etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok
+  fi
+  if ((MYDB_TRACING)); then
+    "${ROOT}/hack/build-tools.sh" jaeger
   fi
 
   if [[ -n "${MYDB_BIN}" ]]; then
@@ -335,6 +357,38 @@ mydb_etcd_healthy() {
   done
 }
 
+# Tracing (MYDB_TRACING=1): TRACING_FLAGS is what both API servers are
+# given, empty without it.
+TRACING_FLAGS=()
+TRACING_CONFIG="${LOCAL_DIR}/tracing/tracing-config.yaml"
+
+# start_tracing: Jaeger on loopback with the configuration below, or, with
+# MYDB_TRACING=0, no Jaeger.
+start_tracing() {
+  if ! ((MYDB_TRACING)); then
+    stop_processes jaeger
+    return
+  fi
+  mkdir -p "${LOCAL_DIR}/tracing"
+  sed -e "s|@OTLP_PORT@|${JAEGER_OTLP_PORT}|g" -e "s|@QUERY_PORT@|${JAEGER_QUERY_PORT}|g" \
+    "${ROOT}/artifacts/local/jaeger.yaml.tmpl" >"${LOCAL_DIR}/tracing/jaeger.yaml"
+  # Sampling 0 per million: the servers trace only requests whose (trusted)
+  # client sent a sampled traceparent; the sampler honours the parent's choice.
+  cat >"${TRACING_CONFIG}" <<EOF
+apiVersion: apiserver.config.k8s.io/v1
+kind: TracingConfiguration
+endpoint: 127.0.0.1:${JAEGER_OTLP_PORT}
+samplingRatePerMillion: 0
+EOF
+  TRACING_FLAGS=(--tracing-config-file="${TRACING_CONFIG}")
+  start_process jaeger "${JAEGER_OTLP_PORT}" "${JAEGER_QUERY_PORT}" -- "${BIN_DIR}/jaeger" \
+    --config="${LOCAL_DIR}/tracing/jaeger.yaml"
+}
+
+jaeger_ready() {
+  curl -fsS --max-time 3 "http://127.0.0.1:${JAEGER_QUERY_PORT}/api/services" >/dev/null
+}
+
 start_kube_apiserver() {
   local p="${PKI_DIR}"
   mkdir -p "${LOCAL_DIR}/certs/kube-apiserver"
@@ -380,6 +434,7 @@ start_kube_apiserver() {
     --proxy-client-cert-file="${p}/front-proxy-client.crt" \
     --proxy-client-key-file="${p}/front-proxy-client.key" \
     --enable-aggregator-routing=false \
+    "${TRACING_FLAGS[@]}" \
     "${AUDIT_FLAGS[@]/@LOG@/kube-apiserver-audit}"
 }
 
@@ -575,6 +630,7 @@ start_mydb_apiserver() {
     --instance-poll-interval=2s \
     --ca-rotation-overlap="${MYDB_CA_ROTATION_OVERLAP:-30s}" \
     "${node_flags[@]}" \
+    "${TRACING_FLAGS[@]}" \
     "${AUDIT_FLAGS[@]/@LOG@/mydb-apiserver-audit}" \
     "${extra_flags[@]}"
   if ((STARTED)); then
@@ -633,6 +689,8 @@ export NODE_IP=${NODE_IP}
 export CONTAINERD_SOCKET=${CONTAINERD_SOCKET}
 export MYDB_PORT=${MYDB_PORT}
 export MYDB_BIN=${MYDB_BIN}
+export MYDB_TRACING=${MYDB_TRACING}
+export JAEGER_QUERY_PORT=${JAEGER_QUERY_PORT}
 EOF
   mv -f "${LOCAL_DIR}/env.tmp" "${LOCAL_DIR}/env"
 }
@@ -656,6 +714,8 @@ main() {
   fi
   wait_until etcd "${WAIT_TIMEOUT}" "etcd health on :${ETCD_PORT}" etcd_healthy "${ETCD_PORT}"
 
+  start_tracing
+  ((MYDB_TRACING)) && wait_until jaeger "${WAIT_TIMEOUT}" "Jaeger's query API on :${JAEGER_QUERY_PORT}" jaeger_ready
   start_kube_apiserver
   wait_until kube-apiserver "${WAIT_TIMEOUT}" "kube-apiserver /readyz on :${KUBE_APISERVER_PORT}" kube_apiserver_ready
 

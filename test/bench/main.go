@@ -56,6 +56,7 @@ type options struct {
 	reconcileReps   int
 	scaleN          int
 	scaleWindow     time.Duration
+	traceN          int
 
 	profileDir     string
 	profileSeconds int
@@ -78,7 +79,7 @@ var (
 	largeSizes = sizes{createN: 2000, listN: 10000, getN: 1000, watchers: 100, watchEvents: 200, reconcileN: 1000, reconcilePacedN: 300, reconcileReps: 2, scaleN: 1000}
 )
 
-var allScenarios = []string{"sizes", "population", "create", "profile", "watch", "reconcile", "scale"}
+var allScenarios = []string{"sizes", "population", "create", "profile", "watch", "reconcile", "scale", "protocol", "trace"}
 
 func main() {
 	o := &options{}
@@ -104,6 +105,7 @@ func main() {
 	flag.Float64Var(&o.reconcileRate, "reconcile-rate", 10, "creates per second of the paced reconcile run")
 	flag.IntVar(&o.reconcileReps, "reconcile-reps", 0, "repetitions of the reconcile runs (default 3, -large 2)")
 	flag.IntVar(&o.scaleN, "scale-n", 0, "MyDatabases of 3 instances one controller leads in the scale scenario, answered by simulated managers (default 100, -large 1000)")
+	flag.IntVar(&o.traceN, "trace-n", 200, "traced creates and GETs per target in the trace scenario")
 	flag.DurationVar(&o.scaleWindow, "scale-window", 2*time.Minute, "how long the scale scenario measures each mode of the controller")
 	flag.StringVar(&o.profileDir, "profile-dir", filepath.Join("_output", "bench"), "where CPU, heap and goroutine profiles go (empty: none)")
 	flag.IntVar(&o.profileSeconds, "profile-seconds", 10, "length of the CPU profiles")
@@ -218,6 +220,8 @@ func run(ctx context.Context, o *options) error {
 		"watch":      e.scenarioWatch,
 		"reconcile":  e.scenarioReconcile,
 		"scale":      e.scenarioScale,
+		"protocol":   e.scenarioProtocol,
+		"trace":      e.scenarioTrace,
 	}
 	for _, s := range allScenarios {
 		if !wanted[s] {
@@ -254,16 +258,16 @@ func (e *env) output() error {
 	o := e.o
 	fmt.Println()
 	fmt.Print(e.report(false))
-	if o.chart != "" && strings.TrimSpace(o.scenarios) != "scale" {
+	if _, alone := e.sections()[strings.TrimSpace(o.scenarios)]; o.chart != "" && !alone {
 		if err := e.writeChart(o.chart); err != nil {
 			return fmt.Errorf("chart: %w", err)
 		}
 		e.logf("wrote %s", o.chart)
 	}
 	if o.docs != "" {
-		if strings.TrimSpace(o.scenarios) == "scale" {
-			// The scale scenario alone: its section, the rest as it was.
-			if err := e.replaceScaleSection(o.docs); err != nil {
+		// A scenario with a section of its own, alone: its section, the rest as it was.
+		if sec, ok := e.sections()[strings.TrimSpace(o.scenarios)]; ok {
+			if err := replaceSection(o.docs, sec.begin, sec.end, sec.text()); err != nil {
 				return err
 			}
 		} else if err := os.WriteFile(o.docs, []byte(e.report(true)), 0o644); err != nil {

@@ -310,6 +310,8 @@ func (e *env) report(full bool) string {
 		p("\n")
 	}
 	p("%s", e.scaleSection())
+	p("%s", e.protocolSection())
+	p("%s", e.traceSection())
 	if !full {
 		return b.String()
 	}
@@ -650,17 +652,32 @@ func (e *env) scaleSection() string {
 	return b.String()
 }
 
-// replaceScaleSection writes the scale section into the docs file in place
-// of the one it holds (before the profiles when it holds none), leaving
-// the other figures as they are.
-func (e *env) replaceScaleSection(file string) error {
+// section is a part of the docs one scenario writes, delimited so that a
+// run of that scenario alone replaces it and leaves the rest.
+type section struct {
+	begin, end string
+	text       func() string
+}
+
+func (e *env) sections() map[string]section {
+	return map[string]section{
+		"scale":    {scaleBegin, scaleEnd, e.scaleSection},
+		"protocol": {protocolBegin, protocolEnd, e.protocolSection},
+		"trace":    {traceBegin, traceEnd, e.traceSection},
+	}
+}
+
+// replaceSection writes a delimited section (the scale or the trace
+// scenario's) into the docs file in place of the one it holds (before the
+// profiles when it holds none), leaving the other figures as they are.
+func replaceSection(file, begin, end, section string) error {
 	raw, err := os.ReadFile(file)
 	if err != nil {
 		return err
 	}
-	doc, section := string(raw), e.scaleSection()
-	if i, j := strings.Index(doc, scaleBegin), strings.Index(doc, scaleEnd); i >= 0 && j > i {
-		rest := strings.TrimLeft(doc[j+len(scaleEnd):], "\n")
+	doc := string(raw)
+	if i, j := strings.Index(doc, begin), strings.Index(doc, end); i >= 0 && j > i {
+		rest := strings.TrimLeft(doc[j+len(end):], "\n")
 		doc = doc[:i] + section + rest
 	} else if i := strings.Index(doc, "## Profiles"); i >= 0 {
 		doc = doc[:i] + section + doc[i:]

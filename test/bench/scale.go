@@ -5,10 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -161,22 +157,10 @@ func (e *env) waitScaleReady(ctx context.Context, ns string, n int, sim *simulat
 // restartMydb restarts the rig's mydb-apiserver with flags after its own,
 // and follows its new PID.
 func (e *env) restartMydb(ctx context.Context, flags string) error {
-	cmd := exec.CommandContext(ctx, "hack/local-up.sh")
-	cmd.Env = append(os.Environ(), "RESTART_MYDB=1", "MYDB_APISERVER_FLAGS="+flags, "LOCAL_DIR="+e.o.localDir, "MYDB_NODE=kwok")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("hack/local-up.sh: %w\n%s", err, out)
-	}
-	raw, err := os.ReadFile(filepath.Join(e.o.localDir, "pids", "mydb-apiserver.pid"))
-	if err != nil {
+	if err := e.localUp(ctx, "RESTART_MYDB=1", "MYDB_APISERVER_FLAGS="+flags); err != nil {
 		return err
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
-	if err != nil {
-		return err
-	}
-	e.pids["mydb-apiserver"] = pid
-	e.logf("scale: mydb-apiserver restarted (pid %d) with %q", pid, flags)
+	e.logf("scale: mydb-apiserver restarted (pid %d) with %q", e.pids["mydb-apiserver"], flags)
 	return nil
 }
 
