@@ -78,16 +78,10 @@ func newEnv(ctx context.Context, o *options) (*env, error) {
 	if e.dyn, err = dynamic.NewForConfig(e.kubeCfg); err != nil {
 		return nil, err
 	}
-	proto := func(c *rest.Config) *rest.Config {
-		c = rest.CopyConfig(c)
-		c.ContentType = runtime.ContentTypeProtobuf
-		c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-		return c
-	}
-	if e.aggDB, err = clientset.NewForConfig(proto(e.kubeCfg)); err != nil {
+	if e.aggDB, err = clientset.NewForConfig(protobuf(e.kubeCfg)); err != nil {
 		return nil, err
 	}
-	if e.directDB, err = clientset.NewForConfig(proto(e.directCfg)); err != nil {
+	if e.directDB, err = clientset.NewForConfig(protobuf(e.directCfg)); err != nil {
 		return nil, err
 	}
 	e.kubeREST = e.kube.CoreV1().RESTClient()
@@ -128,6 +122,14 @@ func newEnv(ctx context.Context, o *options) (*env, error) {
 		return nil, fmt.Errorf("installing the CRD: %w", err)
 	}
 	return e, nil
+}
+
+// protobuf is c speaking protobuf, as client-go's typed clients may.
+func protobuf(c *rest.Config) *rest.Config {
+	c = rest.CopyConfig(c)
+	c.ContentType = runtime.ContentTypeProtobuf
+	c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	return c
 }
 
 // checkStable fails when a server was restarted since the run began (by

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	clientset "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 )
@@ -85,17 +84,11 @@ func (e *env) scenarioTrace(ctx context.Context) error {
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return traceparentTransport{rt} })
 	direct := rest.CopyConfig(cfg)
 	direct.Host = e.o.mydbURL
-	proto := func(c *rest.Config) *rest.Config {
-		c = rest.CopyConfig(c)
-		c.ContentType = runtime.ContentTypeProtobuf
-		c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-		return c
-	}
-	aggDB, err := clientset.NewForConfig(proto(cfg))
+	aggDB, err := clientset.NewForConfig(protobuf(cfg))
 	if err != nil {
 		return err
 	}
-	directDB, err := clientset.NewForConfig(proto(direct))
+	directDB, err := clientset.NewForConfig(protobuf(direct))
 	if err != nil {
 		return err
 	}
