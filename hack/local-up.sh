@@ -360,7 +360,10 @@ mydb_etcd_healthy() {
 # Tracing (MYDB_TRACING=1): TRACING_FLAGS is what both API servers are
 # given, empty without it.
 TRACING_FLAGS=()
-TRACING_CONFIG="${LOCAL_DIR}/tracing/tracing-config.yaml"
+# The files are named by their ports: other ports, other command lines, so
+# start_process restarts what reads them.
+TRACING_CONFIG="${LOCAL_DIR}/tracing/tracing-config-${JAEGER_OTLP_PORT}.yaml"
+JAEGER_CONFIG="${LOCAL_DIR}/tracing/jaeger-${JAEGER_OTLP_PORT}-${JAEGER_QUERY_PORT}.yaml"
 
 # start_tracing: Jaeger on loopback with the configuration below, or, with
 # MYDB_TRACING=0, no Jaeger.
@@ -371,7 +374,7 @@ start_tracing() {
   fi
   mkdir -p "${LOCAL_DIR}/tracing"
   sed -e "s|@OTLP_PORT@|${JAEGER_OTLP_PORT}|g" -e "s|@QUERY_PORT@|${JAEGER_QUERY_PORT}|g" \
-    "${ROOT}/artifacts/local/jaeger.yaml.tmpl" >"${LOCAL_DIR}/tracing/jaeger.yaml"
+    "${ROOT}/artifacts/local/jaeger.yaml.tmpl" >"${JAEGER_CONFIG}"
   # Sampling 0 per million: the servers trace only requests whose (trusted)
   # client sent a sampled traceparent; the sampler honours the parent's choice.
   cat >"${TRACING_CONFIG}" <<EOF
@@ -382,7 +385,7 @@ samplingRatePerMillion: 0
 EOF
   TRACING_FLAGS=(--tracing-config-file="${TRACING_CONFIG}")
   start_process jaeger "${JAEGER_OTLP_PORT}" "${JAEGER_QUERY_PORT}" -- "${BIN_DIR}/jaeger" \
-    --config="${LOCAL_DIR}/tracing/jaeger.yaml"
+    --config="${JAEGER_CONFIG}"
 }
 
 jaeger_ready() {
