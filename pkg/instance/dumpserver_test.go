@@ -8,10 +8,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,12 +21,27 @@ import (
 )
 
 func startDumpServer(t *testing.T, dir string, readOnly bool) string {
+	addr, _ := startCountingDumpServer(t, dir, readOnly)
+	return addr
+}
+
+// startCountingDumpServer also says how many PUTs its handler has
+// finished: a client whose body fails returns before the server has read
+// (and cleaned up) what it sent.
+func startCountingDumpServer(t *testing.T, dir string, readOnly bool) (string, func() int32) {
 	t.Helper()
-	srv := httptest.NewUnstartedServer((&DumpServer{Dir: dir, ReadOnly: readOnly}).Handler())
+	var puts atomic.Int32
+	h := (&DumpServer{Dir: dir, ReadOnly: readOnly}).Handler()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut {
+			defer puts.Add(1)
+		}
+		h.ServeHTTP(w, r)
+	}))
 	srv.TLS = testIdentity(t, "dump-0").ServerConfig()
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	return strings.TrimPrefix(srv.URL, "https://")
+	return strings.TrimPrefix(srv.URL, "https://"), puts.Load
 }
 
 // asInstance is how an instance of the database reaches the dump server.
@@ -97,11 +114,21 @@ func (f *failingReader) Read(b []byte) (int, error) {
 func TestDumpServerKeepsNothingOfAnInterruptedUpload(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	store := OpenDump(startDumpServer(t, dir, false), asInstance)
+	addr, puts := startCountingDumpServer(t, dir, false)
+	store := OpenDump(addr, asInstance)
 	if _, err := store.Put(ctx, dumpFile, &failingReader{n: 3 << 20}); err == nil || !strings.Contains(err.Error(), "the backup tool died") {
 		t.Fatalf("an interrupted upload: %v, want the tool's error", err)
 	}
-	// The server notices the body's end without its last chunk.
+	// The server notices the body's end without its last chunk: once its
+	// handler is done with the request, nothing of it is left. (The
+	// client returns first: looking before the handler has even opened
+	// its scratch file finds nothing, and proves nothing.)
+	for i := 0; puts() == 0 && i < 250; i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if puts() == 0 {
+		t.Fatal("the server's handler did not finish the interrupted upload within 5 s")
+	}
 	leftovers := func() []string {
 		entries, _ := os.ReadDir(dir)
 		var names []string
@@ -109,12 +136,6 @@ func TestDumpServerKeepsNothingOfAnInterruptedUpload(t *testing.T) {
 			names = append(names, e.Name())
 		}
 		return names
-	}
-	for range 100 {
-		if len(leftovers()) == 0 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	if left := leftovers(); len(left) != 0 {
 		t.Errorf("an interrupted upload left %v in the claim", left)
