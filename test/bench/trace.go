@@ -368,6 +368,9 @@ func traceStages(verb, tn string, tr *traced, spans map[string]*span) ([]stage, 
 	for _, s := range spans {
 		children[s.parent] = append(children[s.parent], s)
 	}
+	for _, kids := range children {
+		sort.Slice(kids, func(i, j int) bool { return kids[i].start < kids[j].start })
+	}
 	var front *span
 	for _, s := range children[tr.spanID] {
 		if s.kind == 2 {
@@ -381,9 +384,7 @@ func traceStages(verb, tn string, tr *traced, spans map[string]*span) ([]stage, 
 	// that matches.
 	var descendant func(root *span, match func(*span) bool) *span
 	descendant = func(root *span, match func(*span) bool) *span {
-		kids := children[root.id]
-		sort.Slice(kids, func(i, j int) bool { return kids[i].start < kids[j].start })
-		for _, k := range kids {
+		for _, k := range children[root.id] {
 			if match(k) {
 				return k
 			}
