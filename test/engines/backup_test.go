@@ -196,12 +196,7 @@ func testBackupRestore(t *testing.T, b backupSpec) {
 	})
 
 	t.Run("a backup taken on a replica restores", func(t *testing.T) {
-		one := newClusterIn(t, b.engine, "backup-one-"+name, b.onePrefix, 1)
-		n := one.nodes[0]
-		n.extraArgs = []string{"--restore"}
-		n.start()
-		one.setPrimary(n)
-		n.waitStatus(time.Minute, "awaiting its restore", func(s api.Status) bool { return s.AwaitingRestore })
+		n := awaitingRestore(t, b.engine, "backup-one-"+name, b.onePrefix)
 		n.postRestore(t, "restore-from-replica", s3, fmt.Sprintf("%s/from-%s", name, r.name), backups[api.RoleReplica])
 		n.waitReady(3*time.Minute, api.RolePrimary)
 		if got := b.checksums(t, n); !equalMaps(got, want) {
@@ -266,6 +261,19 @@ func (n *node) postRestoreFrom(t *testing.T, id string, source api.Destination, 
 }
 
 // assertNoData checks n has neither data nor what a load left.
+// awaitingRestore starts a one-instance database of spec with --restore
+// and returns its instance once the manager awaits the restore.
+func awaitingRestore(t *testing.T, spec engineSpec, dir, ipPrefix string) *node {
+	t.Helper()
+	c := newClusterIn(t, spec, dir, ipPrefix, 1)
+	n := c.nodes[0]
+	n.extraArgs = []string{"--restore"}
+	n.start()
+	c.setPrimary(n)
+	n.waitStatus(time.Minute, "awaiting its restore", func(s api.Status) bool { return s.AwaitingRestore })
+	return n
+}
+
 func (n *node) assertNoData(t *testing.T) {
 	t.Helper()
 	for _, dir := range []string{n.c.spec.dataSubdir, n.c.spec.dataSubdir + ".restore"} {

@@ -39,17 +39,9 @@ func TestPostgresPointInTimeRestore(t *testing.T) {
 	ctx := context.Background()
 	spec := postgresSpec()
 
-	src := newClusterIn(t, spec, "pitr-src", "127.0.45.", 1)
-	p := src.nodes[0]
-	p.extraArgs = []string{"--wal-archive", "--archive-timeout", "2s"}
-	p.start()
-	src.setPrimary(p)
-	p.waitReady(time.Minute, api.RolePrimary)
+	p := archivingPrimary(t, spec, "pitr-src", "127.0.45.", 2*time.Second)
 	archive := destination(s3, "pitr/src").S3
-	c, host := p.manager()
-	if _, err := c.SetArchive(ctx, host, p.auth(), api.ArchiveRequest{Destination: *archive}); err != nil {
-		t.Fatalf("PUT %s: %v", api.PathArchive, err)
-	}
+	p.setArchive(t, *archive)
 	base := p.backup(t, "pitr-base", s3, "pitr/base")
 
 	app := p.app()
@@ -105,13 +97,7 @@ func TestPostgresPointInTimeRestore(t *testing.T) {
 		}
 	}
 	awaiting := func(prefix string) *node {
-		c := newClusterIn(t, spec, "pitr-dst"+prefix, "127.0."+prefix+".", 1)
-		n := c.nodes[0]
-		n.extraArgs = []string{"--restore"}
-		n.start()
-		c.setPrimary(n)
-		n.waitStatus(time.Minute, "awaiting its restore", func(s api.Status) bool { return s.AwaitingRestore })
-		return n
+		return awaitingRestore(t, spec, "pitr-dst"+prefix, "127.0."+prefix+".")
 	}
 	orders := func(db *sql.DB) (int, error) {
 		var n int
@@ -186,6 +172,29 @@ func TestPostgresPointInTimeRestore(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// archivingPrimary starts a one-instance database of spec whose manager
+// archives its WAL (--wal-archive), closing a file every archiveTimeout,
+// and returns its primary once it is ready.
+func archivingPrimary(t *testing.T, spec engineSpec, dir, ipPrefix string, archiveTimeout time.Duration) *node {
+	t.Helper()
+	c := newClusterIn(t, spec, dir, ipPrefix, 1)
+	p := c.nodes[0]
+	p.extraArgs = []string{"--wal-archive", "--archive-timeout", archiveTimeout.String()}
+	p.start()
+	c.setPrimary(p)
+	p.waitReady(time.Minute, api.RolePrimary)
+	return p
+}
+
+// setArchive tells n's manager where its WAL goes, as the controller does.
+func (n *node) setArchive(t *testing.T, d api.S3Object) {
+	t.Helper()
+	c, host := n.manager()
+	if _, err := c.SetArchive(context.Background(), host, n.auth(), api.ArchiveRequest{Destination: d}); err != nil {
+		t.Fatalf("%s: PUT %s: %v", n.name, api.PathArchive, err)
+	}
+}
 
 // TestPostgresArchiveAcrossAFailover: a primary that cannot archive (it
 // was never told where) holds its WAL; its replica, told where, archives
@@ -266,12 +275,7 @@ func TestPostgresArchiveAcrossAFailover(t *testing.T) {
 		t.Errorf("no segment of timeline 1 in the archive: %v", keys)
 	}
 
-	one := newClusterIn(t, spec, "pitr-failover-dst", "127.0.49.", 1)
-	n := one.nodes[0]
-	n.extraArgs = []string{"--restore"}
-	n.start()
-	one.setPrimary(n)
-	n.waitStatus(time.Minute, "awaiting its restore", func(s api.Status) bool { return s.AwaitingRestore })
+	n := awaitingRestore(t, spec, "pitr-failover-dst", "127.0.49.")
 	c, host = n.manager()
 	if _, err := c.StartRestore(ctx, host, n.auth(), api.RestoreRequest{
 		ID: "failover-pitr", Source: destination(s3, "pitr/failover-base"), SHA256: base.SHA256, Size: base.Size, Format: base.Format,
@@ -417,18 +421,10 @@ func TestPostgresArchiveThroughAnOutage(t *testing.T) {
 	}))
 	t.Cleanup(front.Close)
 
-	c := newClusterIn(t, postgresSpec(), "pitr-outage", "127.0.52.", 1)
-	n := c.nodes[0]
-	n.extraArgs = []string{"--wal-archive", "--archive-timeout", "2s"}
-	n.start()
-	c.setPrimary(n)
-	n.waitReady(time.Minute, api.RolePrimary)
+	n := archivingPrimary(t, postgresSpec(), "pitr-outage", "127.0.52.", 2*time.Second)
 	d := *destination(s3, "outage").S3
 	d.Endpoint = front.URL
-	mc, host := n.manager()
-	if _, err := mc.SetArchive(ctx, host, n.auth(), api.ArchiveRequest{Destination: d}); err != nil {
-		t.Fatal(err)
-	}
+	n.setArchive(t, d)
 	super := n.superuser(t, "postgres")
 	mustExec(t, super, "CREATE TABLE filler (n int)")
 	closeFile := func() string {

@@ -38,17 +38,9 @@ func TestPostgresPointInTimeUnderAWriter(t *testing.T) {
 	ctx := context.Background()
 	spec := postgresSpec()
 
-	src := newClusterIn(t, spec, "pitr-writer", "127.0.60.", 1)
-	p := src.nodes[0]
-	p.extraArgs = []string{"--wal-archive", "--archive-timeout", archiveTimeout.String()}
-	p.start()
-	src.setPrimary(p)
-	p.waitReady(time.Minute, api.RolePrimary)
+	p := archivingPrimary(t, spec, "pitr-writer", "127.0.60.", archiveTimeout)
 	archive := destination(s3, "pitr/writer").S3
-	c, host := p.manager()
-	if _, err := c.SetArchive(ctx, host, p.auth(), api.ArchiveRequest{Destination: *archive}); err != nil {
-		t.Fatalf("PUT %s: %v", api.PathArchive, err)
-	}
+	p.setArchive(t, *archive)
 	app := p.app()
 	mustExec(t, app, "CREATE TABLE ticks (id int PRIMARY KEY, at timestamptz NOT NULL)")
 	base := p.backup(t, "writer-base", s3, "pitr/writer-base")
@@ -180,12 +172,7 @@ func TestPostgresPointInTimeUnderAWriter(t *testing.T) {
 	for i, g := range goals {
 		t.Run(fmt.Sprintf("a restore to target %d holds exactly the rows up to it", i+1), func(t *testing.T) {
 			prefix := fmt.Sprint(61 + i)
-			dst := newClusterIn(t, spec, "pitr-writer-dst"+prefix, "127.0."+prefix+".", 1)
-			n := dst.nodes[0]
-			n.extraArgs = []string{"--restore"}
-			n.start()
-			dst.setPrimary(n)
-			n.waitStatus(time.Minute, "awaiting its restore", func(s api.Status) bool { return s.AwaitingRestore })
+			n := awaitingRestore(t, spec, "pitr-writer-dst"+prefix, "127.0."+prefix+".")
 			c, host := n.manager()
 			begun := time.Now()
 			if _, err := c.StartRestore(ctx, host, n.auth(), api.RestoreRequest{
