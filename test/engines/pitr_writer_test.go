@@ -28,9 +28,10 @@ func TestPostgresPointInTimeUnderAWriter(t *testing.T) {
 	const (
 		archiveTimeout = 2 * time.Second
 		// What lastRecoverableTime may trail now by, beyond the archive
-		// timeout: the heartbeat's own period (its commit is what the
-		// window follows), the upload, and the status read.
-		windowSlack = 3 * time.Second
+		// timeout (the heartbeat's period: its commit is what the window
+		// follows): the switch, the upload and the status read, measured
+		// 1.3-2.5 s beside the rest of the engine suite on 2 cores.
+		windowSlack = 5 * time.Second
 		writeEvery  = 10 * time.Millisecond
 		writeFor    = time.Minute
 	)
