@@ -33,10 +33,10 @@ test: ## Unit and integration tests (integration starts a real etcd, the object 
 	cd test/bench && go test $(GOFLAGS_TEST) ./...
 
 .PHONY: test-engines
-test-engines: ## The instance manager against real PostgreSQL, MariaDB and MySQL 9.7 (from its engine image's root filesystem) and a real S3 server (as root; hack/install-deps.sh installs them).
+test-engines: ## The instance manager against real PostgreSQL, MariaDB (and MariaDB 10.11 -> 11.8 from their images) and MySQL 9.7 (from its engine image's root filesystem) and a real S3 server (as root; hack/install-deps.sh installs them).
 	hack/install-deps.sh
 	hack/build-tools.sh weed
-	hack/images.sh mysql-9.7
+	hack/images.sh mysql-9.7 mariadb-10.11 mariadb-11.8
 	go build -o $(BIN)/mydb-instance ./cmd/mydb-instance
 	MYDB_INSTANCE_BIN=$(abspath $(BIN)/mydb-instance) GOTEST_LOG=$(OUTPUT)/logs/test-engines.log hack/gotest.sh $(GOFLAGS_TEST) -v -timeout 20m -tags engines ./test/engines/...
 

@@ -135,6 +135,15 @@ type ParameterSetter interface {
 	SetParameters(ctx context.Context, params map[string]string) error
 }
 
+// DataUpgrader is implemented by drivers whose engine, started on data an
+// earlier release line wrote, upgrades that data itself once it runs
+// (MariaDB's mariadb-upgrade of the system tables). The Manager calls
+// UpgradeData after every start, before the server takes its role; it must
+// do nothing when the data is the running server's own.
+type DataUpgrader interface {
+	UpgradeData(ctx context.Context) error
+}
+
 // RestartRequester is implemented by drivers whose engine may exit asking
 // to be started again (MySQL exits with status 16 after RESTART or a clone
 // into its own data directory, when a supervisor announced itself). The

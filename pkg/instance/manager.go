@@ -321,6 +321,15 @@ func (m *Manager) ensureRunning(ctx context.Context, restartAt time.Time) error 
 	if err := m.driver.WaitReady(wctx); err != nil {
 		return fmt.Errorf("engine not accepting connections: %w", err)
 	}
+	if u, ok := m.driver.(DataUpgrader); ok {
+		if err := u.UpgradeData(wctx); err != nil {
+			// The server does not go on with data half upgraded: stopped,
+			// it counts as an exit (the restart backoff), and the next
+			// start tries the upgrade again.
+			c.signal(m.driver.StopSignal())
+			return fmt.Errorf("upgrading the data to the server's version: %w", err)
+		}
+	}
 	return nil
 }
 

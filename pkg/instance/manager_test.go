@@ -464,6 +464,50 @@ func TestManagerRestartsAnEngineThatAsks(t *testing.T) {
 	}
 }
 
+// upgrading is a driver whose data needs an upgrade once the server runs;
+// the first failUpgrades attempts fail.
+type upgrading struct {
+	*fakeDriver
+	failUpgrades int
+	upgrades     int
+	// promotedBeforeUpgrade tells whether the server took its role first.
+	promotedBeforeUpgrade bool
+}
+
+func (d *upgrading) UpgradeData(context.Context) error {
+	var n int
+	d.locked(func() {
+		d.upgrades++
+		n = d.upgrades
+		if d.promotes > 0 {
+			d.promotedBeforeUpgrade = true
+		}
+	})
+	if n <= d.failUpgrades {
+		return errors.New("mariadb-upgrade: exit status 1")
+	}
+	return nil
+}
+
+// TestManagerUpgradesTheDataBeforeTheServerTakesItsRole: a failed upgrade
+// stops the server (an exit, with its backoff) and the next start tries
+// again; the server is promoted only on upgraded data.
+func TestManagerUpgradesTheDataBeforeTheServerTakesItsRole(t *testing.T) {
+	driver := &upgrading{fakeDriver: &fakeDriver{}, failUpgrades: 1}
+	h := startManagerFor(t, driver, driver.fakeDriver, "db-0")
+	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 3306}
+	s := h.wait("a primary on upgraded data", func(s api.Status) bool { return s.Ready && s.Role == api.RolePrimary })
+	driver.locked(func() {
+		if driver.upgrades != 2 || driver.promotedBeforeUpgrade || driver.promotes != 1 {
+			t.Errorf("upgrades %d (want 2: one failed, one done), promoted before the upgrade %v, promotes %d",
+				driver.upgrades, driver.promotedBeforeUpgrade, driver.promotes)
+		}
+	})
+	if s.Restarts != 1 {
+		t.Errorf("restarts %d: the server stopped after the failed upgrade must count once", s.Restarts)
+	}
+}
+
 func TestManagerFencesForASwitchover(t *testing.T) {
 	for _, stops := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fence stops the engine: %v", stops), func(t *testing.T) {

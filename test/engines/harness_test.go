@@ -98,6 +98,9 @@ type node struct {
 	logPath     string
 	// extraArgs are more mydb-instance flags (--restore).
 	extraArgs []string
+	// image, when set, is the engine image's root this instance runs in
+	// instead of its cluster's (a rolling update to another line).
+	image *imageRoot
 
 	mu   sync.Mutex
 	proc *instanceproc.Process
@@ -290,6 +293,9 @@ func (n *node) start() {
 		UID: n.c.uid, GID: n.c.gid, Log: n.logPath}
 	if n.c.image != nil {
 		o.Chroot = n.c.image.dir
+	}
+	if n.image != nil {
+		o.Chroot = n.image.dir
 	}
 	p, err := instanceproc.Start(o)
 	if err != nil {

@@ -66,6 +66,12 @@ func rootOf(name, osUser string) (*imageRoot, error) {
 	if err := unpackImage(archive, dir); err != nil {
 		return nil, fmt.Errorf("unpacking %s: %w", archive, err)
 	}
+	// A container runtime gives every container an /etc/hosts that names
+	// localhost (mariadb-install-db refuses to run when it cannot look it
+	// up); the image has none of its own.
+	if err := os.WriteFile(filepath.Join(dir, "etc", "hosts"), []byte("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"), 0o644); err != nil {
+		return nil, err
+	}
 	for _, m := range []struct{ source, target, fstype string }{
 		{root, filepath.Join(dir, root), ""},
 		{"proc", filepath.Join(dir, "proc"), "proc"},

@@ -79,7 +79,11 @@ func (d *Driver) Restore(ctx context.Context, r io.Reader, verify func() error) 
 	if _, err := rand.Read(id); err != nil {
 		return err
 	}
-	return d.Complete(tmp, hex.EncodeToString(id), nil)
+	upgraded, err := upgradeRecordOfBackup(tmp)
+	if err != nil {
+		return err
+	}
+	return d.Complete(tmp, hex.EncodeToString(id), upgraded)
 }
 
 // credentialStatements make the Secret's passwords those of the restored

@@ -1,0 +1,171 @@
+//go:build engines
+
+package engines
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mydb-dev/mydb/pkg/instance/api"
+)
+
+// TestMariaDBRollingUpgradeAcrossLines runs, by hand, the steps of the
+// controller's rolling update of a MariaDB database from 10.11 to 11.8
+// (docs/operations.md "Rolling updates, primary last"), with the engine
+// images the real node runs (bookworm's 10.11, trixie's 11.8): the replica
+// starts 11.8 on its 10.11 data, which the manager upgrades
+// (mariadb-upgrade) before it follows the 10.11 primary; a switchover makes
+// it the primary; the old primary comes back on 11.8 and re-clones from it.
+// Every row is kept, on both, and the upgrade runs once per data set.
+func TestMariaDBRollingUpgradeAcrossLines(t *testing.T) {
+	spec := mariadbSpec()
+	spec.image = "mariadb-10.11"
+	c := newClusterIn(t, spec, "mariadb-upgrade", "127.0.70.", 2)
+	newer, err := rootOf("mariadb-11.8", spec.osUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if newer.uid != c.uid || newer.gid != c.gid {
+		t.Fatalf("the 11.8 image's %s is %d:%d, the 10.11 image's %d:%d: a claim would change owners", spec.osUser, newer.uid, newer.gid, c.uid, c.gid)
+	}
+	p, r := c.nodes[0], c.nodes[1]
+	fig := &figures{}
+	defer func() { t.Logf("upgrade figures:\n  %s", strings.Join(fig.lines, "\n  ")) }()
+
+	p.start()
+	c.setPrimary(p)
+	p.waitReady(2*time.Minute, api.RolePrimary)
+	app := p.app()
+	mustExec(t, app, "CREATE TABLE kept (id int PRIMARY KEY, v varchar(40))")
+	mustExec(t, app, "INSERT INTO kept VALUES (1, 'on 10.11')")
+	for _, stmt := range spec.bulkLoad {
+		mustExec(t, app, stmt)
+	}
+	wantBulk := bulkDigest(t, app)
+	r.start()
+	r.waitReady(2*time.Minute, api.RoleReplica)
+	waitRow(t, r, 1, 30*time.Second)
+	assertServerVersion(t, p, "10.11.")
+	assertServerVersion(t, r, "10.11.")
+	if strings.Contains(r.logSince(0), "upgrading the data") {
+		t.Error("a 10.11 clone of a 10.11 primary was upgraded")
+	}
+
+	// 1. The replica first: the new image on its claim.
+	if _, code := r.stop(); code != 0 {
+		t.Fatalf("replica exit code %d", code)
+	}
+	r.image = newer
+	logFrom := r.logSize()
+	start := time.Now()
+	r.start()
+	s := r.waitReady(2*time.Minute, api.RoleReplica)
+	fig.add("replica on 11.8 with its 10.11 data: upgraded and streaming from the 10.11 primary %.2fs after its start", time.Since(start).Seconds())
+	log := r.logSince(logFrom)
+	if !strings.Contains(log, "upgrading the data with mariadb-upgrade") || !strings.Contains(log, "upgraded the data") {
+		t.Fatalf("the replica did not upgrade its 10.11 data; its log:\n%s", log)
+	}
+	if strings.Contains(log, "cloning from the primary") {
+		t.Fatal("the replica re-cloned instead of keeping its data")
+	}
+	assertServerVersion(t, r, "11.8.")
+	assertUpgradeInfo(t, r, "11.8.")
+	if s.Upstream != fmt.Sprintf("%s:%d", p.host, p.port) {
+		t.Errorf("the upgraded replica streams from %q", s.Upstream)
+	}
+	mustExec(t, app, "INSERT INTO kept VALUES (2, 'on 10.11, to an 11.8 replica')")
+	waitRow(t, r, 2, 30*time.Second)
+	if got := bulkDigest(t, r.app()); got != wantBulk {
+		t.Errorf("the upgraded replica's bulk table: %s, the primary's %s", got, wantBulk)
+	}
+
+	// Upgraded once: a restart on the same line does not run it again.
+	if _, code := r.stop(); code != 0 {
+		t.Fatalf("replica exit code %d", code)
+	}
+	logFrom = r.logSize()
+	r.start()
+	r.waitReady(2*time.Minute, api.RoleReplica)
+	if strings.Contains(r.logSince(logFrom), "upgrading the data") {
+		t.Error("the upgraded replica ran mariadb-upgrade again at its next start")
+	}
+
+	// 2. One switchover: the primary fences, the replica catches up with
+	// its last write and is promoted.
+	mustExec(t, app, "INSERT INTO kept VALUES (3, 'last write on 10.11')")
+	c.setTopology(p, r.name)
+	fenced := p.waitStatus(time.Minute, "fenced", func(s api.Status) bool { return s.Fenced && s.FencedPosition != nil })
+	r.waitStatus(time.Minute, "at the fenced primary's last write", func(s api.Status) bool {
+		return s.Position != nil && s.Position.Reached(*fenced.FencedPosition)
+	})
+	if _, code := p.stop(); code != 0 {
+		t.Fatalf("old primary exit code %d", code)
+	}
+	start = time.Now()
+	c.setPrimary(r)
+	r.waitReady(time.Minute, api.RolePrimary)
+	fig.add("11.8 replica promoted: writable %.2fs after the topology change", time.Since(start).Seconds())
+	waitRow(t, r, 3, 5*time.Second)
+	mustExec(t, r.app(), "INSERT INTO kept VALUES (4, 'on the 11.8 primary')")
+
+	// 3. The old primary last, on 11.8: it served as primary, so it
+	// re-clones from the new one (11.8 to 11.8).
+	p.image = newer
+	logFrom = p.logSize()
+	start = time.Now()
+	p.start()
+	p.waitStatus(2*time.Minute, "following the 11.8 primary", func(s api.Status) bool {
+		return s.Ready && s.Role == api.RoleReplica && s.Upstream == fmt.Sprintf("%s:%d", r.host, r.port)
+	})
+	fig.add("old primary on 11.8: re-clone %s, start to streaming %.2fs", p.cloneSeconds(), time.Since(start).Seconds())
+	if strings.Contains(p.logSince(logFrom), "upgrading the data") {
+		t.Error("a clone of the 11.8 primary was upgraded again: its record must say 11.8")
+	}
+	assertServerVersion(t, p, "11.8.")
+	assertUpgradeInfo(t, p, "11.8.")
+	waitRow(t, p, 4, 30*time.Second)
+	for _, n := range []*node{p, r} {
+		var rows int
+		if err := n.app().QueryRow("SELECT count(*) FROM kept").Scan(&rows); err != nil || rows != 4 {
+			t.Errorf("%s: %d rows of kept (%v), want 4", n.name, rows, err)
+		}
+		if got := bulkDigest(t, n.app()); got != wantBulk {
+			t.Errorf("%s: bulk table %s after the upgrade, %s before", n.name, got, wantBulk)
+		}
+	}
+}
+
+// assertServerVersion checks that n's server reports a version starting
+// with prefix.
+func assertServerVersion(t *testing.T, n *node, prefix string) {
+	t.Helper()
+	var v string
+	if err := n.app().QueryRow("SELECT VERSION()").Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(v, prefix) {
+		t.Errorf("%s runs MariaDB %s, want %s*", n.name, v, prefix)
+	}
+}
+
+// assertUpgradeInfo checks that n's data was last upgraded by a version
+// starting with prefix: the file mariadb-upgrade 11 writes, or the one
+// before it, which mariadb-install-db and a clone's record write.
+func assertUpgradeInfo(t *testing.T, n *node, prefix string) {
+	t.Helper()
+	dir := filepath.Join(n.dataRoot, n.c.spec.dataSubdir)
+	b, err := os.ReadFile(filepath.Join(dir, "mariadb_upgrade_info"))
+	if os.IsNotExist(err) {
+		b, err = os.ReadFile(filepath.Join(dir, "mysql_upgrade_info"))
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", n.name, err)
+	}
+	if !strings.HasPrefix(string(b), prefix) {
+		t.Errorf("%s: the data was last upgraded by %q, want %s*", n.name, b, prefix)
+	}
+}
