@@ -17,7 +17,8 @@
 #                   bases above: mydb-apiserver and mydb-instance
 #   postgres-15, postgres-17, mariadb-10.11, mariadb-11.8, mysql-9.7
 #                   engine images laid out like the official ones (see
-#                   engine_image below)
+#                   engine_image below); postgres-17 carries 15's server
+#                   too, for pg_upgrade
 #
 # Usage: hack/images.sh [NAME...]   (default: pause busybox mydb postgres-15)
 #        hack/images.sh --ref NAME  (the reference NAME is tagged with)
@@ -103,16 +104,24 @@ from_rootfs() {
 # debootstrap_tree DIR SUITE PACKAGES [HOOK]: a Debian root filesystem of
 # SUITE with PACKAGES (comma-separated) in DIR; HOOK runs in it (chroot)
 # once the essential packages are in, before the others, where the engines'
-# users are made with the ids the official images give them.
+# users are made with the ids the official images give them. SUITE may be
+# SUITE+OLDER: the packages only OLDER has come from it, with the libraries
+# they need that SUITE lacks (apt picks each package's newest version), as
+# Debian installs an older PostgreSQL major beside a newer one for
+# pg_upgrade.
 debootstrap_tree() {
-  local dir=$1 suite=$2 packages=$3 hook=${4:-true}
+  local dir=$1 suite=$2 packages=$3 hook=${4:-true} mirrors=()
+  if [[ "${suite}" == *+* ]]; then
+    mirrors=("deb http://deb.debian.org/debian ${suite%%+*} main" "deb http://deb.debian.org/debian ${suite#*+} main")
+    suite=${suite%%+*}
+  fi
   rm -rf "${dir}"
   # The mirror may be a snapshot: sid's Release file then carries a
   # Valid-Until in the past. Its signature is still checked.
   mmdebstrap --variant=apt --include="${packages}" --aptopt='Acquire::Check-Valid-Until "false"' \
     --essential-hook="chroot \"\$1\" sh -c '${hook}'" \
     --customize-hook='chroot "$1" sh -c "apt-get clean; rm -rf /var/lib/apt/lists/* /var/cache/* /var/log/*"' \
-    "${suite}" "${dir}" >"${dir}.log" 2>&1 || { tail -20 "${dir}.log" >&2; die "mmdebstrap ${suite} failed (log ${dir}.log)"; }
+    "${suite}" "${dir}" "${mirrors[@]}" >"${dir}.log" 2>&1 || { tail -20 "${dir}.log" >&2; die "mmdebstrap ${suite} failed (log ${dir}.log)"; }
 }
 
 # system_user NAME UID HOME: the lines that make a user and its group with
@@ -262,7 +271,9 @@ build_one() {
     # shellcheck disable=SC2046
     postgres-15) engine_image postgres-15 bookworm postgresql-15 postgres 999 "${no_main_cluster}" $(postgres_config 15) ;;
     # shellcheck disable=SC2046
-    postgres-17) engine_image postgres-17 trixie postgresql-17 postgres 999 "${no_main_cluster}" $(postgres_config 17) ;;
+    # PostgreSQL 15's server beside 17's, from bookworm: what pg_upgrade
+    # runs the old data with (docs/operations.md#major-versions).
+    postgres-17) engine_image postgres-17 trixie+bookworm postgresql-17,postgresql-15 postgres 999 "${no_main_cluster}" $(postgres_config 17) ;;
     mariadb-10.11) engine_image mariadb-10.11 bookworm mariadb-server,mariadb-backup mysql 999 true --env LANG=C.UTF-8 --cmd '["mariadbd"]' ;;
     mariadb-11.8) engine_image mariadb-11.8 trixie mariadb-server,mariadb-backup mysql 999 true --env LANG=C.UTF-8 --cmd '["mariadbd"]' ;;
     mysql-9.7) engine_image mysql-9.7 sid mysql-server mysql 999 true --env LANG=C.UTF-8 --cmd '["mysqld"]' ;;

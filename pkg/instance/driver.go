@@ -144,6 +144,19 @@ type DataUpgrader interface {
 	UpgradeData(ctx context.Context) error
 }
 
+// MajorUpgrader is implemented by drivers whose engine's server does not
+// start on data of an earlier major version (PostgreSQL): a primary's data
+// is upgraded before the server starts, with it stopped (pg_upgrade); a
+// replica's is not, it is cloned again from the upgraded primary.
+type MajorUpgrader interface {
+	// OlderMajor is the major version of the data when it is older than
+	// the server's, "" when it is not (or there is no data).
+	OlderMajor() (string, error)
+	// UpgradeMajor upgrades the data to the server's major version,
+	// completely or not at all: on error the data is the old major's still.
+	UpgradeMajor(ctx context.Context) error
+}
+
 // RestartRequester is implemented by drivers whose engine may exit asking
 // to be started again (MySQL exits with status 16 after RESTART or a clone
 // into its own data directory, when a supervisor announced itself). The
@@ -266,4 +279,14 @@ func RemoveStaleLocks(runDir string, driver Driver) error {
 		}
 	}
 	return nil
+}
+
+// LastLines are the last n lines of a tool's output s, joined with " | ":
+// what an error message quotes of it.
+func LastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
 }

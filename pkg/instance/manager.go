@@ -81,6 +81,10 @@ type Manager struct {
 	reap bool
 	// recorded is the state file's content as last written.
 	recorded *stateFile
+	// majorUpgradeFailed is when the last upgrade of the data to the
+	// server's major version failed, with majorUpgradeErr (loop only).
+	majorUpgradeFailed time.Time
+	majorUpgradeErr    error
 
 	// wake makes the loop reconcile at once (a restore was asked for).
 	wake chan struct{}

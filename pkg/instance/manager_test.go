@@ -508,6 +508,91 @@ func TestManagerUpgradesTheDataBeforeTheServerTakesItsRole(t *testing.T) {
 	}
 }
 
+// olderMajor is a driver whose data is of an older major version until
+// UpgradeMajor succeeds (failMajor times it fails first) or a clone
+// replaces it.
+type olderMajor struct {
+	*fakeDriver
+	old, failMajor, majorUpgrades int
+	startedOnOld                  bool
+}
+
+func (d *olderMajor) OlderMajor() (string, error) {
+	var old int
+	d.locked(func() { old = d.old })
+	if old == 0 {
+		return "", nil
+	}
+	return fmt.Sprint(old), nil
+}
+
+func (d *olderMajor) UpgradeMajor(context.Context) error {
+	var n int
+	d.locked(func() { d.majorUpgrades++; n = d.majorUpgrades })
+	if n <= d.failMajor {
+		return errors.New("the image has no PostgreSQL 15 server")
+	}
+	d.locked(func() { d.old = 0 })
+	return nil
+}
+
+func (d *olderMajor) Clone(ctx context.Context, t Topology) error {
+	d.locked(func() { d.old = 0 })
+	return d.fakeDriver.Clone(ctx, t)
+}
+
+func (d *olderMajor) Command() (*exec.Cmd, error) {
+	d.locked(func() {
+		if d.old != 0 {
+			d.startedOnOld = true
+		}
+	})
+	return d.fakeDriver.Command()
+}
+
+// TestManagerUpgradesAPrimarysOlderMajorAndReclonesAReplicas: a primary's
+// data of an older major is upgraded before its server starts, a failed
+// upgrade is tried again after its backoff (and says why meanwhile); a
+// replica's is replaced with a clone. No server starts on the old data.
+func TestManagerUpgradesAPrimarysOlderMajorAndReclonesAReplicas(t *testing.T) {
+	primary := &olderMajor{fakeDriver: &fakeDriver{hasData: true, sysID: "sys-old"}, old: 15, failMajor: 1}
+	h := startManagerFor(t, primary, primary.fakeDriver, "db-0")
+	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432}
+	s := h.wait("the failed upgrade's reason", func(s api.Status) bool { return strings.Contains(s.Reason, "the image has no PostgreSQL 15 server") })
+	if s.EngineRunning || s.Ready {
+		t.Errorf("after a failed upgrade: %+v", s)
+	}
+	// The backoff (30 s) holds the next try; a new manager tries at once.
+	time.Sleep(1500 * time.Millisecond)
+	primary.locked(func() {
+		if primary.majorUpgrades != 1 {
+			t.Errorf("%d upgrades within the backoff, want 1", primary.majorUpgrades)
+		}
+	})
+	h.stop()
+	<-h.done
+	h = startManagerFor(t, primary, primary.fakeDriver, "db-0")
+	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432}
+	h.wait("a primary on upgraded data", func(s api.Status) bool { return s.Ready && s.Role == api.RolePrimary })
+
+	replica := &olderMajor{fakeDriver: &fakeDriver{hasData: true, sysID: "sys-old"}, old: 15}
+	h = startManagerFor(t, replica, replica.fakeDriver, "db-1")
+	h.src <- Topology{Primary: "db-0", PrimaryHost: "127.0.0.1", PrimaryPort: 5432}
+	h.wait("a replica of the upgraded primary", func(s api.Status) bool { return s.Ready && s.Role == api.RoleReplica })
+	for _, d := range []*olderMajor{primary, replica} {
+		d.locked(func() {
+			if d.startedOnOld {
+				t.Error("a server started on data of the older major")
+			}
+		})
+	}
+	replica.locked(func() {
+		if replica.clones != 1 || replica.majorUpgrades != 0 {
+			t.Errorf("replica: %d clones, %d upgrades; want a clone and no upgrade", replica.clones, replica.majorUpgrades)
+		}
+	})
+}
+
 func TestManagerFencesForASwitchover(t *testing.T) {
 	for _, stops := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fence stops the engine: %v", stops), func(t *testing.T) {

@@ -59,6 +59,9 @@ func (m *Manager) reconcilePrimary(ctx context.Context, t Topology, restartAt ti
 	if err := m.recordState(stateFile{Role: api.RolePrimary, Primary: t.Primary}); err != nil {
 		return err
 	}
+	if err := m.upgradeMajor(ctx); err != nil {
+		return err
+	}
 	if err := m.ensureRunning(ctx, restartAt); err != nil {
 		return err
 	}
@@ -141,6 +144,15 @@ func (m *Manager) reconcileReplica(ctx context.Context, t Topology, restartAt ti
 	}
 	if err := m.recordState(stateFile{Role: api.RoleReplica, Primary: t.Primary}); err != nil {
 		return err
+	}
+	if u, ok := m.driver.(MajorUpgrader); ok && m.child() == nil {
+		old, err := u.OlderMajor()
+		if err != nil {
+			return err
+		}
+		if old != "" {
+			return m.clone(ctx, t, fmt.Sprintf("the data is of major version %s, older than the server's: a replica is cloned again from the upgraded primary", old))
+		}
 	}
 	if err := m.ensureRunning(ctx, restartAt); err != nil {
 		return err
@@ -263,4 +275,34 @@ func (m *Manager) applyParameters(ctx context.Context, t Topology) {
 		return
 	}
 	m.log.Info("engine parameters applied", "parameters", parameters.Hash(t.Parameters))
+}
+
+// majorUpgradeRetry is how long a failed major upgrade waits before it is
+// tried again (each try runs initdb and pg_upgrade --check).
+const majorUpgradeRetry = 30 * time.Second
+
+// upgradeMajor upgrades a stopped primary's data of an older major version
+// before the server starts on it.
+func (m *Manager) upgradeMajor(ctx context.Context) error {
+	u, ok := m.driver.(MajorUpgrader)
+	if !ok || m.child() != nil {
+		return nil
+	}
+	old, err := u.OlderMajor()
+	if err != nil || old == "" {
+		return err
+	}
+	if wait := time.Until(m.majorUpgradeFailed.Add(majorUpgradeRetry)); wait > 0 {
+		return fmt.Errorf("%w: the upgrade of the data of major version %s failed; next try in %s: %s", errBackoff, old, wait.Round(time.Second), m.majorUpgradeErr)
+	}
+	m.log.Info("upgrading the data to the server's major version", "from", old)
+	start := time.Now()
+	if err := u.UpgradeMajor(ctx); err != nil {
+		m.majorUpgradeFailed, m.majorUpgradeErr = time.Now(), err
+		m.log.Error("the upgrade of the data failed; the data is the old major's still", "from", old, "err", err)
+		return fmt.Errorf("upgrading the data of major version %s: %w", old, err)
+	}
+	m.majorUpgradeFailed, m.majorUpgradeErr = time.Time{}, nil
+	m.log.Info("upgraded the data to the server's major version", "from", old, "seconds", time.Since(start).Seconds())
+	return nil
 }

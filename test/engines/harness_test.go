@@ -3,6 +3,7 @@
 package engines
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -99,8 +100,10 @@ type node struct {
 	// extraArgs are more mydb-instance flags (--restore).
 	extraArgs []string
 	// image, when set, is the engine image's root this instance runs in
-	// instead of its cluster's (a rolling update to another line).
-	image *imageRoot
+	// instead of its cluster's (a rolling update to another line); binDir,
+	// when set, the engine's binaries instead of its cluster's.
+	image  *imageRoot
+	binDir string
 
 	mu   sync.Mutex
 	proc *instanceproc.Process
@@ -285,8 +288,8 @@ func (n *node) start() {
 		"--topology-file", n.c.topology,
 		"--stop-timeout", "25s",
 	}
-	if n.c.spec.binDir != "" {
-		args = append(args, "--bin-dir", n.c.spec.binDir)
+	if binDir := cmp.Or(n.binDir, n.c.spec.binDir); binDir != "" {
+		args = append(args, "--bin-dir", binDir)
 	}
 	o := instanceproc.Options{Binary: binary, Args: append(args, n.extraArgs...), Dir: n.runDir,
 		Env: []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + n.runDir, "LANG=C.UTF-8"},

@@ -169,3 +169,142 @@ func assertUpgradeInfo(t *testing.T, n *node, prefix string) {
 		t.Errorf("%s: the data was last upgraded by %q, want %s*", n.name, b, prefix)
 	}
 }
+
+// TestPostgresMajorUpgrade upgrades a PostgreSQL 15 primary and replica to
+// 17 in the postgres-17 image (which carries 15's server too, as Debian
+// installs majors side by side): a replica on 17 does not clone its 15
+// primary; a primary on 17 whose image lacks 15's server says so and keeps
+// its data; with it, the manager runs pg_upgrade --link before the server
+// starts, and the replica then clones the upgraded primary. Every row, the
+// application's password and the database's settings are kept.
+func TestPostgresMajorUpgrade(t *testing.T) {
+	spec := postgresSpec()
+	spec.image, spec.binDir = "postgres-17", "/usr/lib/postgresql/15/bin"
+	c := newClusterIn(t, spec, "postgres-upgrade", "127.0.71.", 2)
+	const newBin = "/usr/lib/postgresql/17/bin"
+	p, r := c.nodes[0], c.nodes[1]
+	fig := &figures{}
+	defer func() { t.Logf("upgrade figures:\n  %s", strings.Join(fig.lines, "\n  ")) }()
+
+	p.start()
+	c.setPrimary(p)
+	p.waitReady(2*time.Minute, api.RolePrimary)
+	app := p.app()
+	mustExec(t, app, "CREATE TABLE kept (id int PRIMARY KEY, v varchar(40))")
+	mustExec(t, app, "INSERT INTO kept VALUES (1, 'on 15')")
+	for _, stmt := range spec.bulkLoad {
+		mustExec(t, app, stmt)
+	}
+	// A setting of the database's own (ALTER SYSTEM), which must survive.
+	mustExec(t, p.superuser(t, "postgres"), "ALTER SYSTEM SET work_mem = '7MB'")
+	wantBulk := bulkDigest(t, app)
+	r.start()
+	r.waitReady(2*time.Minute, api.RoleReplica)
+	waitRow(t, r, 1, 30*time.Second)
+	assertPostgresMajor(t, p, "15")
+	fig.add("primary's data directory: %d MB", p.dataBytes()>>20)
+
+	// The replica first, on 17: its primary still runs 15, so it keeps its
+	// data and waits.
+	if _, code := r.stop(); code != 0 {
+		t.Fatalf("replica exit code %d", code)
+	}
+	r.binDir = newBin
+	r.start()
+	s := r.waitStatus(time.Minute, "waiting for its primary's upgrade", func(s api.Status) bool {
+		return strings.Contains(s.Reason, "clones only a primary of its own major version")
+	})
+	if s.Ready || s.EngineRunning {
+		t.Errorf("a 17 replica of a 15 primary: %+v", s)
+	}
+	assertDataMajor(t, r, "15")
+
+	// The primary on 17, in an image without 15's server: it says so and
+	// keeps its data.
+	if _, code := p.stop(); code != 0 {
+		t.Fatalf("primary exit code %d", code)
+	}
+	old15 := filepath.Join(c.image.dir, "usr", "lib", "postgresql", "15")
+	if err := os.Rename(old15, old15+".hidden"); err != nil {
+		t.Fatal(err)
+	}
+	p.binDir = newBin
+	p.start()
+	s = p.waitStatus(time.Minute, "the missing server named", func(s api.Status) bool {
+		return strings.Contains(s.Reason, "the image has no PostgreSQL 15 server")
+	})
+	if s.Ready || s.EngineRunning {
+		t.Errorf("a primary whose upgrade failed: %+v", s)
+	}
+	assertDataMajor(t, p, "15")
+	if _, err := os.Stat(filepath.Join(p.dataRoot, "pgdata.upgrade")); err == nil {
+		t.Error("the failed upgrade left its new data directory")
+	}
+	if _, code := p.stop(); code != 0 {
+		t.Fatalf("primary exit code %d", code)
+	}
+	if err := os.Rename(old15+".hidden", old15); err != nil {
+		t.Fatal(err)
+	}
+
+	// With 15's server there, the upgrade.
+	logFrom := p.logSize()
+	start := time.Now()
+	p.start()
+	p.waitReady(5*time.Minute, api.RolePrimary)
+	fig.add("primary on 17: pg_upgrade --link and ready %.2fs after its start", time.Since(start).Seconds())
+	log := p.logSince(logFrom)
+	if !strings.Contains(log, "upgraded the data to the server's major version") {
+		t.Fatalf("the primary did not say it upgraded; its log:\n%s", log)
+	}
+	assertPostgresMajor(t, p, "17")
+	assertDataMajor(t, p, "17")
+	for _, leftover := range []string{"pgdata.upgrade", "pgdata.pg15"} {
+		if _, err := os.Stat(filepath.Join(p.dataRoot, leftover)); err == nil {
+			t.Errorf("the upgrade left %s", leftover)
+		}
+	}
+	app = p.app() // with the Secret's password: its SCRAM verifier came along
+	if got := bulkDigest(t, app); got != wantBulk {
+		t.Errorf("bulk table after the upgrade: %s, before %s", got, wantBulk)
+	}
+	var workMem string
+	if err := app.QueryRow("SHOW work_mem").Scan(&workMem); err != nil || workMem != "7MB" {
+		t.Errorf("work_mem after the upgrade: %q (%v), want the 7MB set before it", workMem, err)
+	}
+	mustExec(t, app, "INSERT INTO kept VALUES (2, 'on 17')")
+
+	// The replica clones the upgraded primary by itself.
+	start = time.Now()
+	r.waitStatus(5*time.Minute, "streaming from the upgraded primary", func(s api.Status) bool {
+		return s.Ready && s.Role == api.RoleReplica && s.Upstream == fmt.Sprintf("%s:%d", p.host, p.port)
+	})
+	fig.add("replica on 17: cloned the upgraded primary, streaming %.2fs after the primary was ready", time.Since(start).Seconds())
+	assertDataMajor(t, r, "17")
+	waitRow(t, r, 2, 30*time.Second)
+	if got := bulkDigest(t, r.app()); got != wantBulk {
+		t.Errorf("the replica's bulk table: %s, the primary's %s", got, wantBulk)
+	}
+}
+
+func assertPostgresMajor(t *testing.T, n *node, major string) {
+	t.Helper()
+	var v string
+	if err := n.app().QueryRow("SHOW server_version").Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(v, major+".") {
+		t.Errorf("%s runs PostgreSQL %s, want %s", n.name, v, major)
+	}
+}
+
+func assertDataMajor(t *testing.T, n *node, major string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(n.dataRoot, "pgdata", "PG_VERSION"))
+	if err != nil {
+		t.Fatalf("%s: %v", n.name, err)
+	}
+	if got := strings.TrimSpace(string(b)); got != major {
+		t.Errorf("%s's data is PostgreSQL %s's, want %s's", n.name, got, major)
+	}
+}

@@ -70,7 +70,7 @@ func (d *Driver) UpgradeData(ctx context.Context) error {
 		"--skip-ssl", "--tmpdir="+d.cfg.RunDir, "--skip-write-binlog", "--force", "--silent")
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("mariadb-upgrade from %s to %s: %w: %s", orUnrecorded(recorded), running, err, lastLines(out.String(), 5))
+		return fmt.Errorf("mariadb-upgrade from %s to %s: %w: %s", orUnrecorded(recorded), running, err, instance.LastLines(out.String(), 5))
 	}
 	d.cfg.Log.Info("upgraded the data", "to", running)
 	return nil
@@ -124,13 +124,4 @@ func orUnrecorded(release string) string {
 		return "an unrecorded version"
 	}
 	return release
-}
-
-// lastLines are the last n lines of s, joined with " | ".
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, " | ")
 }

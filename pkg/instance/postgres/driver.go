@@ -45,6 +45,8 @@ type Driver struct {
 	// receivedTimeline is the timeline the walreceiver last streamed on
 	// (0: none seen yet); see standbyTimeline.
 	receivedTimeline uint32
+	// major is the postgres binary's major version, once read.
+	major string
 }
 
 var _ instance.Driver = (*Driver)(nil)

@@ -128,6 +128,14 @@ func (d *Driver) freshSlot(ctx context.Context, t instance.Topology) error {
 		return err
 	}
 	defer conn.Close(context.Background())
+	// pg_basebackup copies an older major's server too, onto which this
+	// one cannot start: a replica waits for its primary's upgrade.
+	primary := majorOf(conn.ParameterStatus("server_version"))
+	if server, err := d.serverMajor(); err != nil {
+		return err
+	} else if primary != server {
+		return fmt.Errorf("the primary %s runs PostgreSQL %s and this server %s: a replica clones only a primary of its own major version (after the primary's upgrade)", t.Primary, primary, server)
+	}
 	_, err = conn.Exec(ctx, "DROP_REPLICATION_SLOT "+SlotName(d.cfg.Name)+" WAIT").ReadAll()
 	var pgErr *pgconn.PgError
 	if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == "42704") { // undefined_object

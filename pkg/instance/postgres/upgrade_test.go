@@ -1,0 +1,58 @@
+package postgres
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mydb-dev/mydb/pkg/instance"
+)
+
+func TestMajorOf(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres (PostgreSQL) 17.12 (Debian 17.12-0+deb13u1)\n": "17",
+		"15.18 (Debian 15.18-0+deb12u1)":                         "15",
+		"9.6.24":                                                 "9",
+		"18devel":                                                "",
+	} {
+		if got := majorOf(in); got != want {
+			t.Errorf("majorOf(%q) = %q, want %q", in, got, want)
+		}
+	}
+	for _, tc := range []struct {
+		a, b string
+		want int
+	}{{"15", "17", -1}, {"9", "15", -1}, {"17", "17", 0}, {"18", "17", 1}} {
+		if got := compareMajors(tc.a, tc.b); (got > 0) != (tc.want > 0) || (got < 0) != (tc.want < 0) {
+			t.Errorf("compareMajors(%s, %s) = %d, want the sign of %d", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
+// TestOldBinDirIsBesideTheServersInDebiansLayout: the old major's server
+// is looked for only where Debian installs majors side by side, and its
+// absence is an error that says what the image lacks.
+func TestOldBinDirIsBesideTheServersInDebiansLayout(t *testing.T) {
+	root := t.TempDir()
+	for _, major := range []string{"15", "17"} {
+		bin := filepath.Join(root, "usr", "lib", "postgresql", major, "bin")
+		if err := os.MkdirAll(bin, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(bin, "postgres"), nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := New(instance.DriverConfig{BinDir: filepath.Join(root, "usr", "lib", "postgresql", "17", "bin")})
+	if got, err := d.oldBinDir("15", "17"); err != nil || got != filepath.Join(root, "usr", "lib", "postgresql", "15", "bin") {
+		t.Errorf("oldBinDir(15) = %q, %v", got, err)
+	}
+	if _, err := d.oldBinDir("16", "17"); err == nil || !strings.Contains(err.Error(), "the image has no PostgreSQL 16 server") || !strings.Contains(err.Error(), "postgresql-16") {
+		t.Errorf("oldBinDir(16) without 16's server: %v", err)
+	}
+	other := New(instance.DriverConfig{BinDir: filepath.Join(root, "opt", "pg", "bin")})
+	if _, err := other.oldBinDir("15", "17"); err == nil || !strings.Contains(err.Error(), "Debian's layout") {
+		t.Errorf("oldBinDir outside Debian's layout: %v", err)
+	}
+}
