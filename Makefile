@@ -96,7 +96,7 @@ test-faults: ## Fault suite on its own control plane, under load: kill -9 member
 NODE_TEST_DIR := $(abspath $(OUTPUT))/node-test
 NODE_PORT_BASE ?= 22000
 node_port = $(shell echo $$(($(NODE_PORT_BASE)+$(1))))
-NODE_ENV = LOCAL_DIR=$(NODE_TEST_DIR) MYDB_NODE=real NODE_ENGINE_IMAGES="postgres-17 mariadb-10.11 mysql-9.7" \
+NODE_ENV = LOCAL_DIR=$(NODE_TEST_DIR) MYDB_NODE=real NODE_ENGINE_IMAGES="postgres-15 postgres-17 mariadb-10.11 mariadb-11.8 mysql-9.7" \
 	ETCD_PORT=$(call node_port,379) ETCD_PEER_PORT=$(call node_port,380) \
 	MYDB_ETCD_PORT=$(call node_port,381) MYDB_ETCD_PEER_PORT=$(call node_port,382) \
 	KUBE_APISERVER_PORT=$(call node_port,443) MYDB_PORT=$(call node_port,444) \

@@ -53,6 +53,14 @@ type Input struct {
 	// exists, resources that fit), so every outdated pod is replaced, one
 	// at a time, without waiting for the updated ones to serve.
 	Broken bool
+	// MajorUpgrade tells that the new template runs a major version of the
+	// engine that cannot replicate from the old one (PostgreSQL): no
+	// updated replica can serve before the primary runs the new major, so
+	// none can take the role over. The replicas are replaced first without
+	// waiting for them to serve (their managers keep their old data and
+	// wait), then the primary (its manager upgrades the data before its
+	// server starts), whose replicas then clone it.
+	MajorUpgrade bool
 }
 
 // Step is what to do now: at most one of Delete and SwitchoverTo.
@@ -93,7 +101,9 @@ func Next(in Input) Step {
 	case in.Busy != "":
 		s.Waiting = in.Busy
 		return s
-	case in.Broken:
+	case in.Broken || in.MajorUpgrade:
+		// Both replace every outdated pod, replicas first, without waiting
+		// for the replaced ones to serve.
 		return brokenStep(in, s)
 	case in.Want == 1 && primary != nil && !primary.Updated && !primary.Terminating:
 		// No replica to move the role to: the one instance is replaced,
@@ -154,7 +164,7 @@ func Next(in Input) Step {
 }
 
 // brokenStep replaces the outdated pods of a database where nothing
-// serves: replicas first, one pod at a time.
+// serves, or of a major upgrade: replicas first, one pod at a time.
 func brokenStep(in Input, s Step) Step {
 	for _, inst := range in.Instances {
 		if inst.Terminating {

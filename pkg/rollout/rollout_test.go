@@ -19,6 +19,7 @@ func TestNext(t *testing.T) {
 	three := func(a, b, c Instance) Input {
 		return Input{Primary: "db-1", Instances: []Instance{a, b, c}, Want: 3, Observed: true}
 	}
+	major := func(in Input) Input { in.MajorUpgrade = true; return in }
 
 	tests := []struct {
 		name string
@@ -34,6 +35,26 @@ func TestNext(t *testing.T) {
 			name: "the StatefulSet controller has not read the template",
 			in:   Input{Primary: "db-1", Instances: []Instance{old("db-0"), old("db-1")}, Want: 2},
 			want: Step{Waiting: "the StatefulSet controller has not read the new template yet"},
+		},
+		{
+			name: "a major upgrade: the replicas first, not waiting for the replaced ones to serve",
+			in:   major(three(old("db-0"), old("db-1"), with(fresh("db-2"), unready))),
+			want: Step{Updated: 1, Delete: "db-0"},
+		},
+		{
+			name: "a major upgrade: then the primary, with no switchover (no updated replica can serve yet)",
+			in:   major(three(with(fresh("db-0"), unready), old("db-1"), with(fresh("db-2"), unready))),
+			want: Step{Updated: 2, Delete: "db-1"},
+		},
+		{
+			name: "a major upgrade: one pod at a time",
+			in:   major(three(old("db-0"), old("db-1"), with(fresh("db-2"), terminating))),
+			want: Step{Waiting: "db-2 is being replaced"},
+		},
+		{
+			name: "a major upgrade: done once every pod runs the new major",
+			in:   major(three(with(fresh("db-0"), unready), with(fresh("db-1"), unready), fresh("db-2"))),
+			want: Step{Updated: 3, Complete: true},
 		},
 		{
 			name: "replicas first, the highest ordinal first, whatever the primary's ordinal",

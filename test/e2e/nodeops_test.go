@@ -229,6 +229,14 @@ func TestNodeOperations(t *testing.T) {
 // update revision and streaming; it returns the status then.
 func rollOutNewTemplate(t *testing.T, ns, db string, h *replicationHarness, n int) examplev1.MyDatabaseStatus {
 	t.Helper()
+	return rollOut(t, ns, db, h, n, `{"spec":{"resources":{"requests":{"cpu":"30m"}}}}`, 1)
+}
+
+// rollOut applies the merge patch to db and waits until its n instances
+// run the new template and stream, every pod replaced, with switchovers
+// planned switchovers and no failover.
+func rollOut(t *testing.T, ns, db string, h *replicationHarness, n int, patch string, switchovers int) examplev1.MyDatabaseStatus {
+	t.Helper()
 	ctx := context.Background()
 	kube := kubeClient(t)
 	dbs := mydbClient(t, restConfig(t)).ExampleV1().MyDatabases(ns)
@@ -240,10 +248,10 @@ func rollOutNewTemplate(t *testing.T, ns, db string, h *replicationHarness, n in
 	for _, p := range pods.Items {
 		uids[p.Name] = p.UID
 	}
-	switchovers := eventCount(t, ns, failover.ReasonSwitchoverCompleted)
+	switchoversBefore := eventCount(t, ns, failover.ReasonSwitchoverCompleted)
 	failovers := eventCount(t, ns, failover.ReasonFailoverCompleted)
 	start := time.Now()
-	if _, err := dbs.Patch(ctx, db, types.MergePatchType, []byte(`{"spec":{"resources":{"requests":{"cpu":"30m"}}}}`), metav1.PatchOptions{}); err != nil {
+	if _, err := dbs.Patch(ctx, db, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Minute, func() error {
@@ -274,11 +282,15 @@ func rollOutNewTemplate(t *testing.T, ns, db string, h *replicationHarness, n in
 			t.Errorf("pod %s was not replaced by the rolling update", p.Name)
 		}
 	}
-	waitEvents(t, ns, failover.ReasonSwitchoverCompleted, switchovers, 1)
+	if switchovers > 0 {
+		waitEvents(t, ns, failover.ReasonSwitchoverCompleted, switchoversBefore, switchovers)
+	} else if got := eventCount(t, ns, failover.ReasonSwitchoverCompleted) - switchoversBefore; got != 0 {
+		t.Errorf("%d switchovers during the rolling update, want none", got)
+	}
 	if got := eventCount(t, ns, failover.ReasonFailoverCompleted) - failovers; got != 0 {
 		t.Errorf("%d failovers during the rolling update, want none", got)
 	}
-	t.Logf("%s/%s: rolling update of %d pods, primary last, done in %s (primary now %s)", ns, db, n, took.Round(100*time.Millisecond), status.CurrentPrimary)
+	t.Logf("%s/%s: rolling update (%s) of %d pods done in %s (primary now %s)", ns, db, patch, n, took.Round(100*time.Millisecond), status.CurrentPrimary)
 	return status
 }
 

@@ -8,6 +8,7 @@ import (
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/failover"
+	"github.com/mydb-dev/mydb/pkg/names"
 	"github.com/mydb-dev/mydb/pkg/rollout"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -131,11 +132,12 @@ func nothingServes(db *examplev1.MyDatabase, f *findings, decision failover.Deci
 // update revision.
 func (c *Controller) rolloutInput(db *examplev1.MyDatabase, sts *appsv1.StatefulSet, f *findings, busy string, broken bool) rollout.Input {
 	in := rollout.Input{
-		Primary:  f.primary,
-		Want:     int(desiredReplicas(db)),
-		Observed: sts != nil && sts.Status.ObservedGeneration >= sts.Generation && sts.Status.UpdateRevision != "",
-		Busy:     busy,
-		Broken:   broken,
+		Primary:      f.primary,
+		Want:         int(desiredReplicas(db)),
+		Observed:     sts != nil && sts.Status.ObservedGeneration >= sts.Generation && sts.Status.UpdateRevision != "",
+		Busy:         busy,
+		Broken:       broken,
+		MajorUpgrade: majorUpgrade(db, f.pods),
 	}
 	if !in.Observed {
 		return in
@@ -158,6 +160,21 @@ func (c *Controller) rolloutInput(db *examplev1.MyDatabase, sts *appsv1.Stateful
 	return in
 }
 
+// majorUpgrade tells whether some of db's pods run a PostgreSQL major
+// other than spec.version's: every PostgreSQL version is a major, and
+// validation lets one change only upward.
+func majorUpgrade(db *examplev1.MyDatabase, pods []*corev1.Pod) bool {
+	if db.Spec.Engine != examplev1.EnginePostgres {
+		return false
+	}
+	for _, pod := range pods {
+		if v := pod.Labels[names.LabelVersion]; v != "" && v != db.Spec.Version {
+			return true
+		}
+	}
+	return false
+}
+
 // replacePod deletes db's pod name, which the step chose, so that its
 // StatefulSet makes it anew at the update revision.
 func (c *Controller) replacePod(ctx context.Context, db *examplev1.MyDatabase, f *findings, name string, step rollout.Step) error {
@@ -174,6 +191,8 @@ func (c *Controller) replacePod(ctx context.Context, db *examplev1.MyDatabase, f
 	switch {
 	case name == f.primary && desiredReplicas(db) == 1:
 		role = "the only instance"
+	case name == f.primary && majorUpgrade(db, f.pods):
+		role = "primary (its data is upgraded to PostgreSQL " + db.Spec.Version + " before it starts)"
 	case name == f.primary:
 		role = "primary (nothing serves)"
 	}

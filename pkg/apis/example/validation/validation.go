@@ -127,14 +127,15 @@ func ValidateMyDatabaseUpdate(db, old *example.MyDatabase) field.ErrorList {
 		allErrs = append(allErrs, field.Forbidden(specPath.Child("version"),
 			fmt.Sprintf("may not be downgraded from %s: %s cannot read data written by a newer version", old.Spec.Version, db.Spec.Engine)))
 	}
-	if db.Spec.Engine == example.EnginePostgres && old.Spec.Engine == example.EnginePostgres && compareVersions(db.Spec.Version, old.Spec.Version) > 0 {
-		// A new major's server refuses the old major's data directory, and
-		// a standby cannot stream across majors: the rolling update would
-		// stop every instance for good, and going back is a downgrade.
+	if db.Spec.Engine == example.EnginePostgres && old.Spec.Engine == example.EnginePostgres && compareVersions(db.Spec.Version, old.Spec.Version) > 0 &&
+		db.Spec.Backup != nil && db.Spec.Backup.PointInTimeRecovery != nil {
+		// The upgraded data is a new PostgreSQL system (pg_upgrade's
+		// initdb), whose WAL and timeline history may not share the old
+		// system's archive: a restore would follow the old one's timelines.
 		allErrs = append(allErrs, field.Forbidden(specPath.Child("version"),
-			fmt.Sprintf("may not change from %s to %s on an existing database: PostgreSQL %s cannot start on data of %s and mydb runs no pg_upgrade yet; "+
-				"make a database of version %s and copy the data with pg_dump and pg_restore (docs/operations.md#major-versions)",
-				old.Spec.Version, db.Spec.Version, db.Spec.Version, old.Spec.Version, db.Spec.Version)))
+			fmt.Sprintf("may not change from %s to %s while spec.backup.pointInTimeRecovery is set: the upgraded database is a new PostgreSQL system whose WAL may not share the old one's archive; "+
+				"unset pointInTimeRecovery, upgrade, then set it again with a new spec.backup.destination.s3.prefix (docs/operations.md#major-versions)",
+				old.Spec.Version, db.Spec.Version)))
 	}
 	if db.Spec.Replicas > 1 {
 		for _, name := range parameters.Lowered(string(db.Spec.Engine), old.Spec.Parameters, db.Spec.Parameters) {

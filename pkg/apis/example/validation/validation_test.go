@@ -352,6 +352,11 @@ func TestValidateMyDatabase(t *testing.T) {
 	}
 }
 
+func withPointInTimeRecovery(d *example.MyDatabase) {
+	d.Spec.Backup = &example.BackupPolicy{Retention: 7, Destination: s3Destination(),
+		PointInTimeRecovery: &example.PointInTimeRecovery{ArchiveTimeout: &metav1.Duration{Duration: time.Minute}}}
+}
+
 func TestValidateMyDatabaseUpdate(t *testing.T) {
 	tests := []struct {
 		name string
@@ -369,9 +374,16 @@ func TestValidateMyDatabaseUpdate(t *testing.T) {
 		{name: "grow storage", old: myDatabase(), db: myDatabase(func(d *example.MyDatabase) { d.Spec.StorageSize = resource.MustParse("100Gi") })},
 		{name: "same storage in other units", old: myDatabase(), db: myDatabase(func(d *example.MyDatabase) { d.Spec.StorageSize = resource.MustParse("51200Mi") })},
 		{name: "upgrade version", old: myDatabase(func(d *example.MyDatabase) { d.Spec.Version = "8.0" }), db: myDatabase()},
-		{name: "upgrade postgres across majors: no pg_upgrade yet",
-			old:  myDatabase(func(d *example.MyDatabase) { d.Spec.Engine, d.Spec.Version = example.EnginePostgres, "15" }),
-			db:   myDatabase(func(d *example.MyDatabase) { d.Spec.Engine, d.Spec.Version = example.EnginePostgres, "17" }),
+		{name: "upgrade postgres across majors (pg_upgrade)",
+			old: myDatabase(func(d *example.MyDatabase) { d.Spec.Engine, d.Spec.Version = example.EnginePostgres, "15" }),
+			db:  myDatabase(func(d *example.MyDatabase) { d.Spec.Engine, d.Spec.Version = example.EnginePostgres, "17" })},
+		{name: "downgrade postgres across majors",
+			old:  myDatabase(func(d *example.MyDatabase) { d.Spec.Engine, d.Spec.Version = example.EnginePostgres, "17" }),
+			db:   myDatabase(func(d *example.MyDatabase) { d.Spec.Engine, d.Spec.Version = example.EnginePostgres, "15" }),
+			want: []errorSummary{{field.ErrorTypeForbidden, "spec.version"}}},
+		{name: "upgrade postgres across majors with point-in-time recovery: a new system may not share the archive",
+			old: myDatabase(withPointInTimeRecovery, func(d *example.MyDatabase) { d.Spec.Engine, d.Spec.Version = example.EnginePostgres, "15" }),
+			db:  myDatabase(withPointInTimeRecovery, func(d *example.MyDatabase) { d.Spec.Engine, d.Spec.Version = example.EnginePostgres, "17" }),
 			want: []errorSummary{{field.ErrorTypeForbidden, "spec.version"}}},
 		{name: "postgres keeps its version", old: myDatabase(asPostgres), db: myDatabase(asPostgres, func(d *example.MyDatabase) { d.Spec.Replicas = 5 })},
 		{name: "change deletion policy", old: myDatabase(), db: myDatabase(func(d *example.MyDatabase) { d.Spec.DeletionPolicy = example.DeletionPolicyDelete })},
