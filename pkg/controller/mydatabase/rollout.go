@@ -3,6 +3,7 @@ package mydatabase
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -240,4 +241,51 @@ func rolloutMessage(db *examplev1.MyDatabase, step *rollout.Step) string {
 		msg += "; waiting: " + step.Waiting
 	}
 	return msg
+}
+
+// upgradeBackupName is the backup taken of db before its data is upgraded
+// to spec.version's major.
+func upgradeBackupName(db *examplev1.MyDatabase) string {
+	return db.Name + "-before-" + string(db.Spec.Engine) + "-" + strings.ReplaceAll(db.Spec.Version, ".", "-")
+}
+
+// backupBeforeUpgrade says why a major upgrade of db waits ("" when it
+// need not: the backup succeeded, db has no backup destination, or the
+// primary's pod already runs the new major), and takes the backup of the
+// primary when there is none: the way back if the new major does not suit
+// the applications (it restores into a database of the old major).
+func (c *Controller) backupBeforeUpgrade(ctx context.Context, db *examplev1.MyDatabase, f *findings) (string, error) {
+	if db.Spec.Backup == nil || db.Spec.Backup.Destination == nil {
+		return "", nil
+	}
+	for _, pod := range f.pods {
+		if pod.Name == f.primary && pod.Labels[names.LabelVersion] == db.Spec.Version {
+			return "", nil
+		}
+	}
+	name := upgradeBackupName(db)
+	b, err := c.backupLister.MyDatabaseBackups(db.Namespace).Get(name)
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err := c.mydbClient.ExampleV1().MyDatabaseBackups(db.Namespace).Create(ctx, &examplev1.MyDatabaseBackup{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: db.Namespace},
+			Spec:       examplev1.MyDatabaseBackupSpec{DatabaseName: db.Name, Target: examplev1.BackupTargetPrimary},
+		}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return "", err
+		}
+		if err == nil {
+			c.recorder.Eventf(db, corev1.EventTypeNormal, ReasonRollingUpdate, "Backing the primary up (%s) before its data is upgraded to %s %s", name, db.Spec.Engine, db.Spec.Version)
+		}
+		return fmt.Sprintf("the backup %s is taken before the data is upgraded", name), nil
+	case err != nil:
+		return "", err
+	case b.Status.DatabaseUID != "" && b.Status.DatabaseUID != db.UID:
+		return fmt.Sprintf("the backup %s, to be taken before the upgrade, is of an earlier database of this name: delete it", name), nil
+	case b.Status.Phase == examplev1.BackupPhaseSucceeded:
+		return "", nil
+	case b.Status.Phase == examplev1.BackupPhaseFailed:
+		return fmt.Sprintf("the backup %s before the upgrade failed (%s): delete it to have another taken", name, b.Status.Message), nil
+	}
+	return fmt.Sprintf("the backup %s runs; the data is upgraded once it succeeded", name), nil
 }

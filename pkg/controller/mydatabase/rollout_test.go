@@ -286,3 +286,122 @@ func deletes(f *fixture) []string {
 	}
 	return out
 }
+
+// majorUpgradeState is a converged three-instance PostgreSQL 15 database
+// with a backup destination whose spec.version is now 17: the
+// StatefulSet's update revision r2 runs 17, the pods named in updated run
+// it, the others 15.
+func majorUpgradeState(t *testing.T, updated ...string) (*examplev1.MyDatabase, []runtime.Object, fakeStatuses) {
+	t.Helper()
+	db, children, statuses := convergedState(t, myDatabase(func(d *examplev1.MyDatabase) {
+		d.Spec.Engine, d.Spec.Version = examplev1.EnginePostgres, "15"
+		d.Spec.Backup = &examplev1.BackupPolicy{Destination: &examplev1.BackupDestination{S3: &examplev1.S3Destination{
+			Endpoint: "http://127.0.0.1:9000", Bucket: "backups",
+			CredentialsSecret: examplev1.S3CredentialsSecret{Name: "s3", AccessKeyIDKey: "id", SecretAccessKeyKey: "key"},
+		}}}
+	}))
+	db.Spec.Version = "17"
+	var objects []runtime.Object
+	for _, obj := range children {
+		switch o := obj.(type) {
+		case *appsv1.StatefulSet:
+			o = o.DeepCopy()
+			o.Status.UpdateRevision, o.Status.UpdatedReplicas = "r2", int32(len(updated))
+			obj = o
+		case *corev1.Pod:
+			o = o.DeepCopy()
+			o.UID = types.UID(o.Name + "-uid")
+			o.Labels[names.LabelVersion] = "15"
+			for _, name := range updated {
+				if o.Name == name {
+					o.Labels[appsv1.StatefulSetRevisionLabel], o.Labels[names.LabelVersion] = "r2", "17"
+				}
+			}
+			obj = o
+		}
+		objects = append(objects, obj)
+	}
+	return db, objects, statuses
+}
+
+// TestAMajorUpgradeBacksUpFirstThenReplacesReplicasThenThePrimary: the
+// primary is backed up before anything is replaced; then the replicas go
+// first without waiting for them to serve (they cannot stream from the old
+// major), then the primary, with no switchover.
+func TestAMajorUpgradeBacksUpFirstThenReplacesReplicasThenThePrimary(t *testing.T) {
+	db, children, statuses := majorUpgradeState(t)
+	backupName := db.Name + "-before-postgres-17"
+	f := newFixture(t, []*examplev1.MyDatabase{db}, children...)
+	f.statuses = statuses
+	if err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	created := created[*examplev1.MyDatabaseBackup](t, f.mydbClient.Actions(), "mydatabasebackups")
+	if created.Name != backupName || created.Spec.DatabaseName != db.Name || created.Spec.Target != examplev1.BackupTargetPrimary {
+		t.Errorf("backup before the upgrade: %s %+v", created.Name, created.Spec)
+	}
+	for _, a := range f.kubeClient.Actions() {
+		if a.GetVerb() == "delete" {
+			t.Errorf("a pod was replaced before the backup succeeded: %v", a)
+		}
+	}
+	expectEvent(t, f.recorder, "Normal RollingUpdate Backing the primary up ("+backupName+")")
+
+	for _, tc := range []struct {
+		phase      examplev1.BackupPhase
+		updated    []string
+		wantDelete string
+	}{
+		{examplev1.BackupPhaseRunning, nil, ""},
+		{examplev1.BackupPhaseFailed, nil, ""},
+		// The replicas first; the one replaced does not serve yet.
+		{examplev1.BackupPhaseSucceeded, nil, db.Name + "-2"},
+		{examplev1.BackupPhaseSucceeded, []string{db.Name + "-2"}, db.Name + "-1"},
+		// Then the primary, with no switchover.
+		{examplev1.BackupPhaseSucceeded, []string{db.Name + "-1", db.Name + "-2"}, db.Name + "-0"},
+	} {
+		db, children, statuses := majorUpgradeState(t, tc.updated...)
+		for _, name := range tc.updated {
+			delete(statuses, podIP(t, children, name)) // replaced: its manager waits for the primary's upgrade
+		}
+		backup := &examplev1.MyDatabaseBackup{ObjectMeta: metav1.ObjectMeta{Name: backupName, Namespace: db.Namespace},
+			Spec:   examplev1.MyDatabaseBackupSpec{DatabaseName: db.Name, Target: examplev1.BackupTargetPrimary},
+			Status: examplev1.MyDatabaseBackupStatus{Phase: tc.phase, DatabaseUID: db.UID, Message: "the S3 server refused"}}
+		f := newFixture(t, []*examplev1.MyDatabase{db}, append(children, backup)...)
+		f.statuses = statuses
+		if err := f.sync(); err != nil {
+			t.Fatal(err)
+		}
+		var deleted []string
+		for _, a := range f.kubeClient.Actions() {
+			if d, ok := a.(core.DeleteAction); ok && d.GetResource().Resource == "pods" {
+				deleted = append(deleted, d.GetName())
+			}
+		}
+		if want := tc.wantDelete; (want == "" && len(deleted) != 0) || (want != "" && (len(deleted) != 1 || deleted[0] != want)) {
+			t.Errorf("backup %s, updated %v: deleted %v, want %q", tc.phase, tc.updated, deleted, want)
+		}
+		status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
+		if status.TargetPrimary != "" && status.TargetPrimary != status.CurrentPrimary {
+			t.Errorf("backup %s, updated %v: a switchover to %s", tc.phase, tc.updated, status.TargetPrimary)
+		}
+		if tc.phase == examplev1.BackupPhaseFailed {
+			p := meta.FindStatusCondition(status.Conditions, examplev1.ConditionProgressing)
+			if p == nil || !strings.Contains(p.Message, "the S3 server refused") {
+				t.Errorf("a failed backup before the upgrade: Progressing %+v", p)
+			}
+		}
+	}
+}
+
+// podIP is the IP of the pod named name among objects.
+func podIP(t *testing.T, objects []runtime.Object, name string) string {
+	t.Helper()
+	for _, obj := range objects {
+		if p, ok := obj.(*corev1.Pod); ok && p.Name == name {
+			return p.Status.PodIP
+		}
+	}
+	t.Fatalf("no pod %s", name)
+	return ""
+}
