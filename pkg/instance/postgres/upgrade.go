@@ -114,10 +114,10 @@ func (d *Driver) oldBinDir(old, server string) (string, error) {
 // it with the same settings (encoding, locale, checksums, superuser), then
 // mydb's configuration and the settings the old data carried
 // (postgresql.auto.conf, spec.parameters), then a rename into place. Until
-// the rename the old data is PGDATA and whole: pg_upgrade --check runs
-// first, and a failure of the upgrade itself, which may have begun to link
-// files, puts back the control file pg_upgrade set aside
-// (global/pg_control.old), which is all it changes in the old directory.
+// the rename the old data is PGDATA and whole: a failure of the upgrade,
+// which may have begun to link files, puts back the control file
+// pg_upgrade set aside (global/pg_control.old), which is all it changes in
+// the old directory.
 // The old directory is removed once the new one is in place: its files are
 // the new one's, linked.
 func (d *Driver) UpgradeMajor(ctx context.Context) error {
@@ -164,25 +164,18 @@ func (d *Driver) UpgradeMajor(ctx context.Context) error {
 	if err := writeAuthConfig(d.DataDir(), d.cfg.TLSEnabled()); err != nil {
 		return err
 	}
-	pgUpgrade := func(extra ...string) error {
-		args := append([]string{"--old-bindir=" + oldBin, "--new-bindir=" + filepath.Dir(d.cfg.Bin("postgres")),
-			"--old-datadir=" + d.DataDir(), "--new-datadir=" + tmp, "--username=" + superuser,
-			"--socketdir=" + d.cfg.RunDir, "--link", "--jobs=2"}, extra...)
-		var out bytes.Buffer
-		cmd := d.cfg.Tool(ctx, "pg_upgrade", args...)
-		// It writes its reports into the working directory (before 15) or
-		// into the new data directory.
-		cmd.Dir, cmd.Stdout, cmd.Stderr = d.cfg.RunDir, &out, &out
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("pg_upgrade %s: %w: %s", strings.Join(extra, " "), err, instance.LastLines(out.String(), 12))
-		}
-		return nil
-	}
-	if err := pgUpgrade("--check"); err != nil {
-		_ = os.RemoveAll(tmp)
-		return err
-	}
-	if err := pgUpgrade(); err != nil {
+	// No separate --check: the upgrade runs the same checks before it
+	// writes anything, and until it renames the old control file (undone
+	// below) it writes only into the new directory.
+	var out bytes.Buffer
+	cmd := d.cfg.Tool(ctx, "pg_upgrade", "--old-bindir="+oldBin, "--new-bindir="+filepath.Dir(d.cfg.Bin("postgres")),
+		"--old-datadir="+d.DataDir(), "--new-datadir="+tmp, "--username="+superuser,
+		"--socketdir="+d.cfg.RunDir, "--link", "--jobs=2")
+	// It writes its reports into the working directory (before 15) or into
+	// the new data directory.
+	cmd.Dir, cmd.Stdout, cmd.Stderr = d.cfg.RunDir, &out, &out
+	if err := cmd.Run(); err != nil {
+		err = fmt.Errorf("pg_upgrade: %w: %s", err, instance.LastLines(out.String(), 12))
 		return errors.Join(err, d.restoreOldControlFile(), os.RemoveAll(tmp))
 	}
 	if err := d.carryOverConfig(tmp); err != nil {
