@@ -3,11 +3,14 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/test/s3server"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestNodeLineUpgrades: on the real node, through the aggregation layer, a
@@ -19,6 +22,9 @@ import (
 //     its server starts, and the replica clones the upgraded primary;
 //   - MariaDB 10.11 -> 11.8: primary last with one switchover; each
 //     instance's manager runs mariadb-upgrade on its data.
+//
+// Each database has a backup destination: the primary is backed up before
+// the first pod is replaced.
 func TestNodeLineUpgrades(t *testing.T) {
 	for _, c := range []struct {
 		engine, from, to, versionQuery string
@@ -42,8 +48,9 @@ func TestNodeLineUpgrades(t *testing.T) {
 			}
 			dc.version = c.from
 			ns := newNamespace(t)
+			_, dest := startS3With(t, ns, "upgrade/"+c.engine, s3server.Options{Host: nodeAddress(t)})
 			src := dc.createSource(t, ns, examplev1.MyDatabaseSpec{Replicas: int32Ptr(2), StorageSize: quantity("1Gi"),
-				DeletionPolicy: examplev1.DeletionPolicyDelete}, 200, nil)
+				DeletionPolicy: examplev1.DeletionPolicyDelete, Backup: &examplev1.BackupPolicy{Destination: dest}}, 200, nil)
 			dc.waitSums(t, src.h, 2, src.sums)
 			serverVersions := func(status examplev1.MyDatabaseStatus, want string) {
 				t.Helper()
@@ -66,6 +73,25 @@ func TestNodeLineUpgrades(t *testing.T) {
 			if c.switchovers == 0 && status.CurrentPrimary != before {
 				t.Errorf("the primary moved from %s to %s in an upgrade that has no switchover", before, status.CurrentPrimary)
 			}
+			// The backup of the old line, taken before the first pod went.
+			name := fmt.Sprintf("src-before-%s-%s", c.engine, strings.ReplaceAll(c.to, ".", "-"))
+			backup, err := mydbClient(t, restConfig(t)).ExampleV1().MyDatabaseBackups(ns).Get(context.Background(), name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatalf("the backup before the upgrade: %v", err)
+			}
+			if backup.Status.Phase != examplev1.BackupPhaseSucceeded || backup.Status.CompletionTime == nil {
+				t.Fatalf("the backup before the upgrade: %+v", backup.Status)
+			}
+			pods, err := kubeClient(t).CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=src"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range pods.Items {
+				if p.CreationTimestamp.Before(backup.Status.CompletionTime) {
+					t.Errorf("pod %s was made at %s, before the backup before the upgrade completed (%s)", p.Name, p.CreationTimestamp, backup.Status.CompletionTime)
+				}
+			}
+			t.Logf("%s: the backup %s of %s %s (%d bytes) completed before the first pod was replaced", c.engine, name, c.engine, c.from, backup.Status.SizeBytes)
 			// The upgraded primary takes writes, and its replica gets them.
 			primary := src.h.connect(status.CurrentPrimary)
 			dc.write(t, primary, 200, 20)

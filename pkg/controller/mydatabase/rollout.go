@@ -165,15 +165,7 @@ func (c *Controller) rolloutInput(db *examplev1.MyDatabase, sts *appsv1.Stateful
 // other than spec.version's: every PostgreSQL version is a major, and
 // validation lets one change only upward.
 func majorUpgrade(db *examplev1.MyDatabase, pods []*corev1.Pod) bool {
-	if db.Spec.Engine != examplev1.EnginePostgres {
-		return false
-	}
-	for _, pod := range pods {
-		if v := pod.Labels[names.LabelVersion]; v != "" && v != db.Spec.Version {
-			return true
-		}
-	}
-	return false
+	return db.Spec.Engine == examplev1.EnginePostgres && lineChange(db, pods)
 }
 
 // replacePod deletes db's pod name, which the step chose, so that its
@@ -243,23 +235,34 @@ func rolloutMessage(db *examplev1.MyDatabase, step *rollout.Step) string {
 	return msg
 }
 
-// upgradeBackupName is the backup taken of db before its data is upgraded
-// to spec.version's major.
+// upgradeBackupName is the backup taken of db before it is upgraded to
+// spec.version's line.
 func upgradeBackupName(db *examplev1.MyDatabase) string {
 	return db.Name + "-before-" + string(db.Spec.Engine) + "-" + strings.ReplaceAll(db.Spec.Version, ".", "-")
 }
 
-// backupBeforeUpgrade says why a major upgrade of db waits ("" when it
-// need not: the backup succeeded, db has no backup destination, or the
-// primary's pod already runs the new major), and takes the backup of the
-// primary when there is none: the way back if the new major does not suit
-// the applications (it restores into a database of the old major).
+// lineChange tells whether some of db's pods run another release line
+// than spec.version's (an upgrade: validation refuses a downgrade).
+func lineChange(db *examplev1.MyDatabase, pods []*corev1.Pod) bool {
+	for _, pod := range pods {
+		if v := pod.Labels[names.LabelVersion]; v != "" && v != db.Spec.Version {
+			return true
+		}
+	}
+	return false
+}
+
+// backupBeforeUpgrade says why an upgrade of db to another line waits (""
+// when it need not: the backup succeeded, db has no backup destination,
+// or a pod runs the new line already), and takes the backup of the primary
+// when there is none: the way back if the new line does not suit the
+// applications (it restores into a database of the old line).
 func (c *Controller) backupBeforeUpgrade(ctx context.Context, db *examplev1.MyDatabase, f *findings) (string, error) {
 	if db.Spec.Backup == nil || db.Spec.Backup.Destination == nil {
 		return "", nil
 	}
 	for _, pod := range f.pods {
-		if pod.Name == f.primary && pod.Labels[names.LabelVersion] == db.Spec.Version {
+		if pod.Labels[names.LabelVersion] == db.Spec.Version {
 			return "", nil
 		}
 	}
@@ -275,9 +278,9 @@ func (c *Controller) backupBeforeUpgrade(ctx context.Context, db *examplev1.MyDa
 			return "", err
 		}
 		if err == nil {
-			c.recorder.Eventf(db, corev1.EventTypeNormal, ReasonRollingUpdate, "Backing the primary up (%s) before its data is upgraded to %s %s", name, db.Spec.Engine, db.Spec.Version)
+			c.recorder.Eventf(db, corev1.EventTypeNormal, ReasonRollingUpdate, "Backing the primary up (%s) before the upgrade to %s %s", name, db.Spec.Engine, db.Spec.Version)
 		}
-		return fmt.Sprintf("the backup %s is taken before the data is upgraded", name), nil
+		return fmt.Sprintf("the backup %s is taken before the upgrade", name), nil
 	case err != nil:
 		return "", err
 	case b.Status.DatabaseUID != "" && b.Status.DatabaseUID != db.UID:

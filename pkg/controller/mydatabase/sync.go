@@ -217,7 +217,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	}
 	broken := nothingServes(db, &f, decision, c.clock.Now())
 	busy := rolloutBusy(db, hold, broken, decision, c.clock.Now())
-	if busy == "" && majorUpgrade(db, f.pods) {
+	if busy == "" && lineChange(db, f.pods) {
 		var err error
 		if busy, err = c.backupBeforeUpgrade(ctx, db, &f); err != nil {
 			return err
