@@ -217,18 +217,21 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	}
 	broken := nothingServes(db, &f, decision, c.clock.Now())
 	busy := rolloutBusy(db, hold, broken, decision, c.clock.Now())
+	backupFirst := false
 	if busy == "" && lineChange(db, f.pods) {
 		var err error
 		if busy, err = c.backupBeforeUpgrade(ctx, db, &f); err != nil {
 			return err
 		}
+		// No event of the backup's puts the database on the queue.
+		backupFirst = busy != ""
 	}
 	step := c.boundRollouts(db, rollout.Next(c.rolloutInput(db, sts, &f, busy, broken)))
 	f.rollout = &step
 	if f.caRotating {
 		again = min(again, caRotationPoll)
 	}
-	if step.Delete != "" || (step.Waiting != "" && busy == "") {
+	if step.Delete != "" || (step.Waiting != "" && busy == "") || backupFirst {
 		// A replaced pod is back, or a replica streams again, well before
 		// the next poll.
 		again = min(again, rolloutPoll)
