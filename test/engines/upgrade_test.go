@@ -176,14 +176,17 @@ func assertUpgradeInfo(t *testing.T, n *node, prefix string) {
 // 17 in the postgres-17 image (which carries 15's server too, as Debian
 // installs majors side by side): a replica on 17 does not clone its 15
 // primary; a primary on 17 whose image lacks 15's server says so and keeps
-// its data; with it, the manager runs pg_upgrade --link before the server
+// its data; one whose data pg_upgrade refuses (a regproc column, whose OIDs
+// an upgrade does not keep) says why, and its 15 data serves again on 15;
+// with both fixed, the manager runs pg_upgrade --link before the server
 // starts, and the replica then clones the upgraded primary. Every row, the
 // application's password and the database's settings are kept.
 func TestPostgresMajorUpgrade(t *testing.T) {
+	const from, to = "15", "17"
 	spec := postgresSpec()
-	spec.image, spec.binDir = "postgres-17", "/usr/lib/postgresql/15/bin"
+	spec.image, spec.binDir = "postgres-"+to, "/usr/lib/postgresql/"+from+"/bin"
 	c := newClusterIn(t, spec, "postgres-upgrade", "127.0.71.", 2)
-	const newBin = "/usr/lib/postgresql/17/bin"
+	oldBin, newBin := spec.binDir, "/usr/lib/postgresql/"+to+"/bin"
 	p, r := c.nodes[0], c.nodes[1]
 	fig := &figures{}
 	defer func() { t.Logf("upgrade figures:\n  %s", strings.Join(fig.lines, "\n  ")) }()
@@ -193,21 +196,24 @@ func TestPostgresMajorUpgrade(t *testing.T) {
 	p.waitReady(2*time.Minute, api.RolePrimary)
 	app := p.app()
 	mustExec(t, app, "CREATE TABLE kept (id int PRIMARY KEY, v varchar(40))")
-	mustExec(t, app, "INSERT INTO kept VALUES (1, 'on 15')")
+	mustExec(t, app, "INSERT INTO kept VALUES (1, 'on the old major')")
 	for _, stmt := range spec.bulkLoad {
 		mustExec(t, app, stmt)
 	}
+	// A column pg_upgrade refuses to carry over (reg* types other than
+	// regclass, regrole and regtype name OIDs the new cluster does not keep).
+	mustExec(t, app, "CREATE TABLE refused (f regproc)")
 	// A setting of the database's own (ALTER SYSTEM), which must survive.
 	mustExec(t, p.superuser(t, "postgres"), "ALTER SYSTEM SET work_mem = '7MB'")
 	wantBulk := bulkDigest(t, app)
 	r.start()
 	r.waitReady(2*time.Minute, api.RoleReplica)
 	waitRow(t, r, 1, 30*time.Second)
-	assertPostgresMajor(t, p, "15")
+	assertPostgresMajor(t, p, from)
 	fig.add("primary's data directory: %d MB", p.dataBytes()>>20)
 
-	// The replica first, on 17: its primary still runs 15, so it keeps its
-	// data and waits.
+	// The replica first, on the new major: its primary still runs the old
+	// one, so it keeps its data and waits.
 	if _, code := r.stop(); code != 0 {
 		t.Fatalf("replica exit code %d", code)
 	}
@@ -217,51 +223,80 @@ func TestPostgresMajorUpgrade(t *testing.T) {
 		return strings.Contains(s.Reason, "clones only a primary of its own major version")
 	})
 	if s.Ready || s.EngineRunning {
-		t.Errorf("a 17 replica of a 15 primary: %+v", s)
+		t.Errorf("a %s replica of a %s primary: %+v", to, from, s)
 	}
-	assertDataMajor(t, r, "15")
+	assertDataMajor(t, r, from)
 
-	// The primary on 17, in an image without 15's server: it says so and
-	// keeps its data.
+	// The primary on the new major, in an image without the old one's
+	// server: it says so and keeps its data.
 	if _, code := p.stop(); code != 0 {
 		t.Fatalf("primary exit code %d", code)
 	}
-	old15 := filepath.Join(c.image.dir, "usr", "lib", "postgresql", "15")
-	if err := os.Rename(old15, old15+".hidden"); err != nil {
+	oldServer := filepath.Join(c.image.dir, "usr", "lib", "postgresql", from)
+	if err := os.Rename(oldServer, oldServer+".hidden"); err != nil {
 		t.Fatal(err)
 	}
 	p.binDir = newBin
 	p.start()
 	s = p.waitStatus(time.Minute, "the missing server named", func(s api.Status) bool {
-		return strings.Contains(s.Reason, "the image has no PostgreSQL 15 server")
+		return strings.Contains(s.Reason, "the image has no PostgreSQL "+from+" server")
 	})
 	if s.Ready || s.EngineRunning {
 		t.Errorf("a primary whose upgrade failed: %+v", s)
 	}
-	assertDataMajor(t, p, "15")
+	assertDataMajor(t, p, from)
 	if _, err := os.Stat(filepath.Join(p.dataRoot, "pgdata.upgrade")); err == nil {
 		t.Error("the failed upgrade left its new data directory")
 	}
 	if _, code := p.stop(); code != 0 {
 		t.Fatalf("primary exit code %d", code)
 	}
-	if err := os.Rename(old15+".hidden", old15); err != nil {
+	if err := os.Rename(oldServer+".hidden", oldServer); err != nil {
 		t.Fatal(err)
 	}
 
-	// With 15's server there, the upgrade.
+	// With the old server there, pg_upgrade refuses the data: the reason
+	// says why, and the data is the old major's, which serves again on it.
+	p.start()
+	s = p.waitStatus(time.Minute, "pg_upgrade's refusal named", func(s api.Status) bool {
+		return strings.Contains(s.Reason, "pg_upgrade") && strings.Contains(s.Reason, "reg*")
+	})
+	t.Logf("a refused upgrade: %s", s.Reason)
+	if s.Ready || s.EngineRunning {
+		t.Errorf("a primary whose upgrade failed: %+v", s)
+	}
+	assertDataMajor(t, p, from)
+	if _, err := os.Stat(filepath.Join(p.dataRoot, "pgdata.upgrade")); err == nil {
+		t.Error("the refused upgrade left its new data directory")
+	}
+	if _, code := p.stop(); code != 0 {
+		t.Fatalf("primary exit code %d", code)
+	}
+	p.binDir = oldBin
+	p.start()
+	p.waitReady(time.Minute, api.RolePrimary)
+	if got := bulkDigest(t, p.app()); got != wantBulk {
+		t.Errorf("the old major's data after the refused upgrade: %s, before %s", got, wantBulk)
+	}
+	mustExec(t, p.app(), "DROP TABLE refused")
+	if _, code := p.stop(); code != 0 {
+		t.Fatalf("primary exit code %d", code)
+	}
+	p.binDir = newBin
+
+	// With the old server there, the upgrade.
 	logFrom := p.logSize()
 	start := time.Now()
 	p.start()
 	p.waitReady(5*time.Minute, api.RolePrimary)
-	fig.add("primary on 17: pg_upgrade --link and ready %.2fs after its start", time.Since(start).Seconds())
+	fig.add("primary on %s: pg_upgrade --link and ready %.2fs after its start", to, time.Since(start).Seconds())
 	log := p.logSince(logFrom)
 	if !strings.Contains(log, "upgraded the data to the server's major version") {
 		t.Fatalf("the primary did not say it upgraded; its log:\n%s", log)
 	}
-	assertPostgresMajor(t, p, "17")
-	assertDataMajor(t, p, "17")
-	for _, leftover := range []string{"pgdata.upgrade", "pgdata.pg15"} {
+	assertPostgresMajor(t, p, to)
+	assertDataMajor(t, p, to)
+	for _, leftover := range []string{"pgdata.upgrade", "pgdata.pg" + from} {
 		if _, err := os.Stat(filepath.Join(p.dataRoot, leftover)); err == nil {
 			t.Errorf("the upgrade left %s", leftover)
 		}
@@ -274,15 +309,15 @@ func TestPostgresMajorUpgrade(t *testing.T) {
 	if err := app.QueryRow("SHOW work_mem").Scan(&workMem); err != nil || workMem != "7MB" {
 		t.Errorf("work_mem after the upgrade: %q (%v), want the 7MB set before it", workMem, err)
 	}
-	mustExec(t, app, "INSERT INTO kept VALUES (2, 'on 17')")
+	mustExec(t, app, "INSERT INTO kept VALUES (2, 'on the new major')")
 
 	// The replica clones the upgraded primary by itself.
 	start = time.Now()
 	r.waitStatus(5*time.Minute, "streaming from the upgraded primary", func(s api.Status) bool {
 		return s.Ready && s.Role == api.RoleReplica && s.Upstream == fmt.Sprintf("%s:%d", p.host, p.port)
 	})
-	fig.add("replica on 17: cloned the upgraded primary, streaming %.2fs after the primary was ready", time.Since(start).Seconds())
-	assertDataMajor(t, r, "17")
+	fig.add("replica on %s: cloned the upgraded primary, streaming %.2fs after the primary was ready", to, time.Since(start).Seconds())
+	assertDataMajor(t, r, to)
 	waitRow(t, r, 2, 30*time.Second)
 	if got := bulkDigest(t, r.app()); got != wantBulk {
 		t.Errorf("the replica's bulk table: %s, the primary's %s", got, wantBulk)

@@ -175,7 +175,7 @@ func (d *Driver) UpgradeMajor(ctx context.Context) error {
 	// the new data directory.
 	cmd.Dir, cmd.Stdout, cmd.Stderr = d.cfg.RunDir, &out, &out
 	if err := cmd.Run(); err != nil {
-		err = fmt.Errorf("pg_upgrade: %w: %s", err, instance.LastLines(out.String(), 12))
+		err = fmt.Errorf("pg_upgrade: %w: %s", err, upgradeFailure(out.String()))
 		return errors.Join(err, d.restoreOldControlFile(), os.RemoveAll(tmp))
 	}
 	if err := d.carryOverConfig(tmp); err != nil {
@@ -227,4 +227,42 @@ func (d *Driver) carryOverConfig(newDir string) error {
 		}
 	}
 	return nil
+}
+
+// upgradeFileRef finds the files pg_upgrade's output points at for the
+// cause of a failure: a log, or the list of what its checks refused.
+var upgradeFileRef = regexp.MustCompile(`(?:Consult the last few lines of "([^"]+)"|is in the file:\s+(\S+))`)
+
+// upgradeFailure is what pg_upgrade said of its failure: from the check or
+// step that failed on (its last lines when none says so), and the last
+// lines of the files it points at, which are in the new data directory
+// that a failure removes.
+func upgradeFailure(out string) string {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	from := max(0, len(lines)-6)
+	for i, l := range lines {
+		// A check's own line ends "fatal" (PostgreSQL 16 and before) or says
+		// "failed check: ..." (17); a step's says "*failure*".
+		if l = strings.TrimSpace(l); strings.HasSuffix(l, "fatal") || strings.Contains(l, "failed check:") || l == "*failure*" {
+			from = i
+			break
+		}
+	}
+	var said []string
+	for _, l := range lines[from:] {
+		if l = strings.TrimSpace(l); l != "" {
+			said = append(said, l)
+		}
+	}
+	msg := strings.Join(said, " ")
+	for _, m := range upgradeFileRef.FindAllStringSubmatch(out, 3) {
+		path := m[1] + m[2]
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		msg += fmt.Sprintf("; %s: %s", filepath.Base(path), instance.LastLines(string(b), 4))
+	}
+	// One line, its columns' padding gone.
+	return strings.Join(strings.Fields(msg), " ")
 }

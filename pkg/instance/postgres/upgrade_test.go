@@ -56,3 +56,45 @@ func TestOldBinDirIsBesideTheServersInDebiansLayout(t *testing.T) {
 		t.Errorf("oldBinDir outside Debian's layout: %v", err)
 	}
 }
+
+// TestUpgradeFailureSaysWhatPgUpgradeSaid: the cause is kept from the
+// check that failed on, with the files pg_upgrade points at, which the
+// removal of the failed upgrade's directory would otherwise take along.
+func TestUpgradeFailureSaysWhatPgUpgradeSaid(t *testing.T) {
+	dir := t.TempDir()
+	list := filepath.Join(dir, "tables_using_reg.txt")
+	if err := os.WriteFile(list, []byte("In database: appdb\n  public.refused.f\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := `Performing Consistency Checks
+-----------------------------
+Checking cluster versions                                     ok
+Checking for reg* data types in user tables                   fatal
+
+Your installation contains one of the reg* data types in user tables.
+These data types reference system OIDs that are not preserved by
+pg_upgrade, so this cluster cannot currently be upgraded.  You can
+drop the problem columns and restart the upgrade.
+A list of the problem columns is in the file:
+    ` + list + `
+
+Failure, exiting
+`
+	// PostgreSQL 17 groups the data type checks.
+	out17 := strings.Replace(out, "Checking for reg* data types in user tables                   fatal",
+		"Checking data type usage                                      failed check: Checking for reg* data types in user tables\n\nData type checks failed:", 1)
+	for _, tc := range []struct{ name, out, check string }{
+		{"16", out, "Checking for reg* data types in user tables fatal"},
+		{"17", out17, "Checking data type usage failed check: Checking for reg* data types in user tables"},
+	} {
+		got := upgradeFailure(tc.out)
+		for _, want := range []string{tc.check, "cannot currently be upgraded", "tables_using_reg.txt: In database: appdb | public.refused.f", "Failure, exiting"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("%s: upgradeFailure = %q; want it to say %q", tc.name, got, want)
+			}
+		}
+		if strings.Contains(got, "Checking cluster versions") {
+			t.Errorf("%s: upgradeFailure = %q: the checks that passed are noise", tc.name, got)
+		}
+	}
+}
