@@ -3,6 +3,7 @@
 package engines
 
 import (
+	"database/sql"
 	"fmt"
 	"os"
 	"os/exec"
@@ -38,16 +39,7 @@ func TestMariaDBRollingUpgradeAcrossLines(t *testing.T) {
 	fig := &figures{}
 	defer func() { t.Logf("upgrade figures:\n  %s", strings.Join(fig.lines, "\n  ")) }()
 
-	p.start()
-	c.setPrimary(p)
-	p.waitReady(2*time.Minute, api.RolePrimary)
-	app := p.app()
-	mustExec(t, app, "CREATE TABLE kept (id int PRIMARY KEY, v varchar(40))")
-	mustExec(t, app, "INSERT INTO kept VALUES (1, 'on 10.11')")
-	for _, stmt := range spec.bulkLoad {
-		mustExec(t, app, stmt)
-	}
-	wantBulk := bulkDigest(t, app)
+	app, wantBulk := upgradeSource(t, c, p, "on 10.11")
 	r.start()
 	r.waitReady(2*time.Minute, api.RoleReplica)
 	waitRow(t, r, 1, 30*time.Second)
@@ -143,6 +135,22 @@ func TestMariaDBRollingUpgradeAcrossLines(t *testing.T) {
 
 // assertServerVersion checks that n's server reports a version starting
 // with prefix.
+// upgradeSource makes p the primary of c, with row 1 of table kept saying
+// what, and the engine's bulk table, whose digest it returns.
+func upgradeSource(t *testing.T, c *cluster, p *node, what string) (*sql.DB, string) {
+	t.Helper()
+	p.start()
+	c.setPrimary(p)
+	p.waitReady(2*time.Minute, api.RolePrimary)
+	app := p.app()
+	mustExec(t, app, "CREATE TABLE kept (id int PRIMARY KEY, v varchar(40))")
+	mustExec(t, app, fmt.Sprintf("INSERT INTO kept VALUES (1, '%s')", what))
+	for _, stmt := range c.spec.bulkLoad {
+		mustExec(t, app, stmt)
+	}
+	return app, bulkDigest(t, app)
+}
+
 func assertServerVersion(t *testing.T, n *node, prefix string) {
 	t.Helper()
 	var v string
@@ -191,21 +199,12 @@ func TestPostgresMajorUpgrade(t *testing.T) {
 	fig := &figures{}
 	defer func() { t.Logf("upgrade figures:\n  %s", strings.Join(fig.lines, "\n  ")) }()
 
-	p.start()
-	c.setPrimary(p)
-	p.waitReady(2*time.Minute, api.RolePrimary)
-	app := p.app()
-	mustExec(t, app, "CREATE TABLE kept (id int PRIMARY KEY, v varchar(40))")
-	mustExec(t, app, "INSERT INTO kept VALUES (1, 'on the old major')")
-	for _, stmt := range spec.bulkLoad {
-		mustExec(t, app, stmt)
-	}
+	app, wantBulk := upgradeSource(t, c, p, "on the old major")
 	// A column pg_upgrade refuses to carry over (reg* types other than
 	// regclass, regrole and regtype name OIDs the new cluster does not keep).
 	mustExec(t, app, "CREATE TABLE refused (f regproc)")
 	// A setting of the database's own (ALTER SYSTEM), which must survive.
 	mustExec(t, p.superuser(t, "postgres"), "ALTER SYSTEM SET work_mem = '7MB'")
-	wantBulk := bulkDigest(t, app)
 	r.start()
 	r.waitReady(2*time.Minute, api.RoleReplica)
 	waitRow(t, r, 1, 30*time.Second)

@@ -2,6 +2,7 @@ package mydatabase
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,14 @@ import (
 // it.
 func rolloutState(t *testing.T, updated ...string) (*examplev1.MyDatabase, []runtime.Object, fakeStatuses) {
 	t.Helper()
-	db, children, statuses := convergedState(t, myDatabase())
+	return rolloutStateOf(t, myDatabase(), nil, updated...)
+}
+
+// rolloutStateOf is rolloutState of db, with label, when set, labelling
+// each pod as one that runs the new template or not.
+func rolloutStateOf(t *testing.T, db *examplev1.MyDatabase, label func(labels map[string]string, updated bool), updated ...string) (*examplev1.MyDatabase, []runtime.Object, fakeStatuses) {
+	t.Helper()
+	db, children, statuses := convergedState(t, db)
 	var objects []runtime.Object
 	for _, obj := range children {
 		switch o := obj.(type) {
@@ -35,10 +43,12 @@ func rolloutState(t *testing.T, updated ...string) (*examplev1.MyDatabase, []run
 		case *corev1.Pod:
 			o = o.DeepCopy()
 			o.UID = types.UID(o.Name + "-uid")
-			for _, name := range updated {
-				if o.Name == name {
-					o.Labels[appsv1.StatefulSetRevisionLabel] = "r2"
-				}
+			isUpdated := slices.Contains(updated, o.Name)
+			if isUpdated {
+				o.Labels[appsv1.StatefulSetRevisionLabel] = "r2"
+			}
+			if label != nil {
+				label(o.Labels, isUpdated)
 			}
 			obj = o
 		}
@@ -293,34 +303,16 @@ func deletes(f *fixture) []string {
 // it, the others 15.
 func majorUpgradeState(t *testing.T, updated ...string) (*examplev1.MyDatabase, []runtime.Object, fakeStatuses) {
 	t.Helper()
-	db, children, statuses := convergedState(t, myDatabase(func(d *examplev1.MyDatabase) {
+	db, objects, statuses := rolloutStateOf(t, myDatabase(func(d *examplev1.MyDatabase) {
 		d.Spec.Engine, d.Spec.Version = examplev1.EnginePostgres, "15"
 		d.Spec.Backup = &examplev1.BackupPolicy{Destination: &examplev1.BackupDestination{S3: &examplev1.S3Destination{
 			Endpoint: "http://127.0.0.1:9000", Bucket: "backups",
 			CredentialsSecret: examplev1.S3CredentialsSecret{Name: "s3", AccessKeyIDKey: "id", SecretAccessKeyKey: "key"},
 		}}}
-	}))
+	}), func(labels map[string]string, updated bool) {
+		labels[names.LabelVersion] = map[bool]string{false: "15", true: "17"}[updated]
+	}, updated...)
 	db.Spec.Version = "17"
-	var objects []runtime.Object
-	for _, obj := range children {
-		switch o := obj.(type) {
-		case *appsv1.StatefulSet:
-			o = o.DeepCopy()
-			o.Status.UpdateRevision, o.Status.UpdatedReplicas = "r2", int32(len(updated))
-			obj = o
-		case *corev1.Pod:
-			o = o.DeepCopy()
-			o.UID = types.UID(o.Name + "-uid")
-			o.Labels[names.LabelVersion] = "15"
-			for _, name := range updated {
-				if o.Name == name {
-					o.Labels[appsv1.StatefulSetRevisionLabel], o.Labels[names.LabelVersion] = "r2", "17"
-				}
-			}
-			obj = o
-		}
-		objects = append(objects, obj)
-	}
 	return db, objects, statuses
 }
 
