@@ -64,6 +64,9 @@ func (d *Driver) passfile() string { return filepath.Join(d.cfg.RunDir, "pgpass"
 
 // HasData implements instance.Driver.
 func (d *Driver) HasData() (bool, error) {
+	if err := d.finishInterruptedUpgrade(); err != nil {
+		return false, err
+	}
 	_, err := os.Stat(filepath.Join(d.DataDir(), completeMarker))
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil

@@ -117,9 +117,8 @@ func (d *Driver) oldBinDir(old, server string) (string, error) {
 // the rename the old data is PGDATA and whole: a failure of the upgrade,
 // which may have begun to link files, puts back the control file
 // pg_upgrade set aside (global/pg_control.old), which is all it changes in
-// the old directory.
-// The old directory is removed once the new one is in place: its files are
-// the new one's, linked.
+// the old directory. The old directory is removed once the new one is in
+// place: its files are the new one's, linked.
 func (d *Driver) UpgradeMajor(ctx context.Context) error {
 	old, err := d.OlderMajor()
 	if err != nil || old == "" {
@@ -131,6 +130,12 @@ func (d *Driver) UpgradeMajor(ctx context.Context) error {
 	}
 	oldBin, err := d.oldBinDir(old, server)
 	if err != nil {
+		return err
+	}
+	// An upgrade interrupted after pg_upgrade set the old control file
+	// aside, and before the new directory took PGDATA's place, never
+	// started the new cluster: the old one is whole with it put back.
+	if err := d.restoreOldControlFile(); err != nil {
 		return err
 	}
 	control, err := exec.CommandContext(ctx, filepath.Join(oldBin, "pg_controldata"), "-D", d.DataDir()).Output()
@@ -179,21 +184,33 @@ func (d *Driver) UpgradeMajor(ctx context.Context) error {
 		return errors.Join(err, d.restoreOldControlFile(), os.RemoveAll(tmp))
 	}
 	if err := d.carryOverConfig(tmp); err != nil {
+		return errors.Join(err, d.restoreOldControlFile(), os.RemoveAll(tmp))
+	}
+	// The completion marker, then PGDATA moved aside and the new directory
+	// renamed in (ReplaceDir): from here on only the new one may ever start
+	// (link mode). A crash between the two renames is finished at the next
+	// start (finishInterruptedUpgrade).
+	return d.commitDataDir(tmp)
+}
+
+// finishInterruptedUpgrade puts in place a complete upgraded data
+// directory whose rename into PGDATA a crash interrupted: PGDATA is then
+// missing (moved aside, to <PGDATA>.old, whose files are the upgraded
+// one's, linked). Without it the instance would look empty.
+func (d *Driver) finishInterruptedUpgrade() error {
+	if _, err := os.Stat(d.DataDir()); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(d.upgradeDir(), completeMarker)); err != nil {
+		return nil
+	}
+	if err := os.Rename(d.upgradeDir(), d.DataDir()); err != nil {
 		return err
 	}
-	oldDir := d.DataDir() + ".pg" + old
-	if err := os.RemoveAll(oldDir); err != nil {
+	if err := instance.SyncDir(d.cfg.DataRoot); err != nil {
 		return err
 	}
-	// The old directory keeps its name until the new one is complete: from
-	// here on, only the new one may ever start (link mode).
-	if err := os.Rename(d.DataDir(), oldDir); err != nil {
-		return err
-	}
-	if err := d.commitDataDir(tmp); err != nil {
-		return err
-	}
-	return os.RemoveAll(oldDir)
+	return os.RemoveAll(d.DataDir() + ".old")
 }
 
 // restoreOldControlFile undoes what pg_upgrade --link does to the old data

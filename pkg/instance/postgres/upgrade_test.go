@@ -98,3 +98,39 @@ Failure, exiting
 		}
 	}
 }
+
+// TestAnInterruptedSwapIsFinished: a crash between moving PGDATA aside and
+// renaming the upgraded directory in leaves no PGDATA; the next look at
+// the data puts the complete upgraded directory in place instead of
+// taking the instance for an empty one. An incomplete one is left alone.
+func TestAnInterruptedSwapIsFinished(t *testing.T) {
+	for _, complete := range []bool{true, false} {
+		root := t.TempDir()
+		d := New(instance.DriverConfig{DataRoot: root})
+		for _, dir := range []string{d.upgradeDir(), d.DataDir() + ".old"} {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "PG_VERSION"), []byte("17\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if complete {
+			if err := os.WriteFile(filepath.Join(d.upgradeDir(), completeMarker), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		has, err := d.HasData()
+		if err != nil || has != complete {
+			t.Errorf("complete %v: HasData %v, %v", complete, has, err)
+		}
+		_, errOld := os.Stat(d.DataDir() + ".old")
+		_, errUpgrade := os.Stat(d.upgradeDir())
+		if complete && (errOld == nil || errUpgrade == nil) {
+			t.Errorf("the finished swap left %s.old (%v) or the upgrade directory (%v)", d.DataDir(), errOld, errUpgrade)
+		}
+		if !complete && (errOld != nil || errUpgrade != nil) {
+			t.Errorf("an incomplete upgrade directory was moved: %v, %v", errOld, errUpgrade)
+		}
+	}
+}
