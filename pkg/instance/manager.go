@@ -328,10 +328,12 @@ func (m *Manager) ensureRunning(ctx context.Context, restartAt time.Time) error 
 	if u, ok := m.driver.(DataUpgrader); ok {
 		if err := u.UpgradeData(wctx); err != nil {
 			// The server does not go on with data half upgraded: stopped,
-			// it counts as an exit (the restart backoff), and the next
-			// start tries the upgrade again.
+			// it counts as an exit (the restart backoff, the status's last
+			// exit saying why), and the next start tries the upgrade again.
+			err = fmt.Errorf("upgrading the data to the server's version: %w", err)
+			c.stoppedFor = err.Error()
 			c.signal(m.driver.StopSignal())
-			return fmt.Errorf("upgrading the data to the server's version: %w", err)
+			return err
 		}
 	}
 	return nil

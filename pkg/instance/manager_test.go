@@ -503,8 +503,8 @@ func TestManagerUpgradesTheDataBeforeTheServerTakesItsRole(t *testing.T) {
 				driver.upgrades, driver.promotedBeforeUpgrade, driver.promotes)
 		}
 	})
-	if s.Restarts != 1 {
-		t.Errorf("restarts %d: the server stopped after the failed upgrade must count once", s.Restarts)
+	if s.Restarts != 1 || !strings.Contains(s.LastExit, "stopped: upgrading the data to the server's version: mariadb-upgrade: exit status 1") {
+		t.Errorf("restarts %d, last exit %q: the server stopped after the failed upgrade must count once, and say why", s.Restarts, s.LastExit)
 	}
 }
 

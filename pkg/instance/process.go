@@ -14,6 +14,9 @@ type child struct {
 	started time.Time
 	done    chan struct{} // closed when the process exited
 	err     error         // cmd.Wait's result, set before done closes
+	// stoppedFor says why the manager stopped a server it had started,
+	// for its exit's reason (loop goroutine only).
+	stoppedFor string
 }
 
 func startChild(cmd *exec.Cmd) (*child, error) {
@@ -59,6 +62,9 @@ func (c *child) stop(sig syscall.Signal, timeout time.Duration) (clean bool) {
 
 // exitReason describes how the process ended, for the status.
 func (c *child) exitReason() string {
+	if c.stoppedFor != "" {
+		return "stopped: " + c.stoppedFor
+	}
 	if c.err == nil {
 		return "exited with status 0"
 	}

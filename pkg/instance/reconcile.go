@@ -278,7 +278,7 @@ func (m *Manager) applyParameters(ctx context.Context, t Topology) {
 }
 
 // majorUpgradeRetry is how long a failed major upgrade waits before it is
-// tried again (each try runs initdb and pg_upgrade --check).
+// tried again (each try runs initdb and pg_upgrade).
 const majorUpgradeRetry = 30 * time.Second
 
 // upgradeMajor upgrades a stopped primary's data of an older major version

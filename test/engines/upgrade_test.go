@@ -348,9 +348,8 @@ func assertDataMajor(t *testing.T, n *node, major string) {
 // TestPostgresMajorUpgradeDowntime measures, side by side in one run on
 // copies of the same 1 GB PostgreSQL 15 data directory, the downtime of
 // the manager's upgrade to 17 (from the manager's start to a writable
-// primary: pg_upgrade --check, initdb, pg_upgrade --link, the server's
-// start) against the same upgrade by hand (initdb, pg_upgrade --link,
-// pg_ctl start -w). It fails only when an upgrade fails or changes a row; the
+// primary: initdb, pg_upgrade --link, the server's start) against the same
+// upgrade by hand (initdb, pg_upgrade --link, pg_ctl start -w). It fails only when an upgrade fails or changes a row; the
 // figures go to docs/operations.md (no bound: on two cores the ratio is
 // noise-bound).
 func TestPostgresMajorUpgradeDowntime(t *testing.T) {
