@@ -228,32 +228,40 @@ func (s *Server) waitBucket(exited <-chan struct{}, timeout time.Duration) error
 	}
 	// Each step is retried on its own with a short timeout: the first
 	// requests hang while the gateway finds the filer and the master grows
-	// the first volume, and a retry then goes through at once.
-	steps := []func(context.Context) error{
-		st.EnsureBucket,
-		func(ctx context.Context) error {
+	// the first volume, and a retry then goes through at once. On a loaded
+	// machine (images built beside the tests) growing a volume may take
+	// longer than a second, so each retry waits twice as long, up to 10s.
+	steps := []struct {
+		name string
+		do   func(context.Context) error
+	}{
+		{"create the bucket", st.EnsureBucket},
+		{"put a probe object", func(ctx context.Context) error {
 			_, err := st.Put(ctx, ".mydb-s3server-probe", strings.NewReader("ok"))
 			return err
-		},
-		func(ctx context.Context) error { return st.Delete(ctx, ".mydb-s3server-probe") },
+		}},
+		{"delete the probe object", func(ctx context.Context) error { return st.Delete(ctx, ".mydb-s3server-probe") }},
 	}
-	deadline := time.Now().Add(timeout)
+	start := time.Now()
+	deadline := start.Add(timeout)
 	for _, step := range steps {
-		for {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			err = step(ctx)
+		attempt := time.Second
+		for tries := 1; ; tries++ {
+			ctx, cancel := context.WithTimeout(context.Background(), attempt)
+			err = step.do(ctx)
 			cancel()
 			if err == nil {
 				break
 			}
 			select {
 			case <-exited:
-				return fmt.Errorf("weed exited: %w", err)
+				return fmt.Errorf("weed exited: %s: %w", step.name, err)
 			case <-time.After(100 * time.Millisecond):
 			}
 			if time.Now().After(deadline) {
-				return err
+				return fmt.Errorf("%s: %d tries in %s, the last one: %w", step.name, tries, time.Since(start).Round(time.Millisecond), err)
 			}
+			attempt = min(2*attempt, 10*time.Second)
 		}
 	}
 	return nil
