@@ -250,8 +250,14 @@ func (m *Manager) postRestore(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("restores are not supported for %s yet", m.opts.Engine), http.StatusNotImplemented)
 		return
 	}
-	if _, pitr := m.driver.(WALArchiver); req.Target != nil && !pitr {
+	_, walPITR := m.driver.(WALArchiver)
+	_, binlogPITR := m.driver.(BinlogArchiver)
+	if req.Target != nil && !walPITR && !binlogPITR {
 		http.Error(w, fmt.Sprintf("restores to a point are not supported for %s yet", m.opts.Engine), http.StatusNotImplemented)
+		return
+	}
+	if req.Target != nil && binlogPITR && req.Target.LSN != "" {
+		http.Error(w, fmt.Sprintf("target.lsn: Forbidden: an LSN is PostgreSQL's; a %s restore goes to a time or the latest", m.opts.Engine), http.StatusUnprocessableEntity)
 		return
 	}
 	store, err := m.openStore(req.Source)
@@ -399,11 +405,14 @@ func (m *Manager) load(ctx context.Context, b Backuper, p *pendingRestore, op *a
 	}
 	verified := false
 	verifyOnce := func() error { verified = true; return verify() }
-	if p.req.Target != nil {
+	switch ba, binlogs := m.driver.(BinlogArchiver); {
+	case p.req.Target != nil && binlogs:
+		err = ba.RestoreToBinlogs(ctx, in, verifyOnce, *p.req.Target, m.fetchBinlogs(p.archive, p.req.Archive.Key, *p.req.Target))
+	case p.req.Target != nil:
 		err = m.withRestoreArchive(p.archive, p.req.Archive.Key, func() error {
 			return m.driver.(WALArchiver).RestoreTo(ctx, in, verifyOnce, *p.req.Target)
 		})
-	} else {
+	default:
 		err = b.Restore(ctx, in, verifyOnce)
 	}
 	if err != nil && !verified && ctx.Err() == nil {

@@ -185,6 +185,9 @@ func (m *Manager) Run(ctx context.Context) error {
 	if wa, ok := m.driver.(WALArchiver); ok && m.opts.ArchiveWAL {
 		go m.archiveHeartbeats(ctx, wa)
 	}
+	if ba, ok := m.driver.(BinlogArchiver); ok && m.opts.ArchiveWAL {
+		go m.archiveBinlogs(ctx, ba)
+	}
 
 	topologies := m.source.Watch(ctx)
 	tick := time.NewTicker(time.Second)

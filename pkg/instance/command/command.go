@@ -99,8 +99,8 @@ func (o *Options) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.MaxReadyLag, "max-ready-lag", 10*time.Second, "a replica lagging more is not ready")
 	fs.Int64Var(&o.MaxReadyLagBytes, "max-ready-lag-bytes", 16<<20, "a replica lagging more WAL bytes is not ready (Postgres)")
 	fs.Uint32Var(&o.ServerID, "server-id", 0, "MySQL-family server_id (default: the name's ordinal + 1)")
-	fs.BoolVar(&o.ArchiveWAL, "wal-archive", env("MYDB_WAL_ARCHIVE", "") == "true", "archive the WAL while this instance is the primary (PostgreSQL), to where the controller's PUT /v1/archive says ($MYDB_WAL_ARCHIVE=true)")
-	fs.DurationVar(&o.ArchiveTimeout, "archive-timeout", instance.DefaultArchiveTimeout, "with --wal-archive: an idle primary commits a heartbeat and closes its WAL file this often, so the recoverable window advances")
+	fs.BoolVar(&o.ArchiveWAL, "wal-archive", env("MYDB_WAL_ARCHIVE", "") == "true", "archive the WAL (PostgreSQL) or the binary logs (MariaDB) while this instance is the primary, to where the controller's PUT /v1/archive says ($MYDB_WAL_ARCHIVE=true)")
+	fs.DurationVar(&o.ArchiveTimeout, "archive-timeout", instance.DefaultArchiveTimeout, "with --wal-archive: an idle primary commits a heartbeat and closes its WAL file (PostgreSQL), or closes its binary log (MariaDB), this often, so the recoverable window advances")
 	fs.IntVar(&o.ArchiveParallelism, "archive-parallel", 4, "with --wal-archive: how many WAL files are uploaded at once (the one the engine hands over and the next ones it will; 1 for one at a time)")
 	fs.StringArrayVar(&o.EngineParameters, "engine-parameter", nil,
 		"name=value: an engine parameter of spec.parameters that the engine reads only when it starts, put on its command line (repeated; the controller sets them)")
@@ -158,8 +158,8 @@ func (o *Options) validate() error {
 	if o.StopTimeout <= 0 {
 		errs = append(errs, errors.New("--stop-timeout must be positive"))
 	}
-	if o.ArchiveWAL && o.Engine != "postgres" {
-		errs = append(errs, fmt.Errorf("--wal-archive is supported for postgres only, not %s yet", o.Engine))
+	if o.ArchiveWAL && o.Engine != "postgres" && o.Engine != "mariadb" {
+		errs = append(errs, fmt.Errorf("--wal-archive is supported for postgres and mariadb only, not %s yet", o.Engine))
 	}
 	if o.ArchiveWAL && (o.ArchiveParallelism < 1 || o.ArchiveParallelism > 64) {
 		errs = append(errs, errors.New("--archive-parallel must be between 1 and 64"))

@@ -51,10 +51,13 @@ func TestValidate(t *testing.T) {
 		}},
 		"no upload at a time": {mod: func(o *Options) { o.TopologyFile, o.ArchiveWAL, o.ArchiveTimeout = "/t.json", true, time.Minute },
 			want: "--archive-parallel must be between 1 and 64"},
-		"a mariadb WAL archive": {mod: func(o *Options) {
-			o.TopologyFile, o.ArchiveWAL, o.ArchiveTimeout, o.Engine = "/t.json", true, time.Minute, "mariadb"
+		"a mariadb binary log archive": {mod: func(o *Options) {
+			o.TopologyFile, o.ArchiveWAL, o.ArchiveTimeout, o.ArchiveParallelism, o.Engine = "/t.json", true, time.Minute, 1, "mariadb"
+		}},
+		"a mysql archive": {mod: func(o *Options) {
+			o.TopologyFile, o.ArchiveWAL, o.ArchiveTimeout, o.ArchiveParallelism, o.Engine = "/t.json", true, time.Minute, 1, "mysql"
 		},
-			want: "--wal-archive is supported for postgres only"},
+			want: "--wal-archive is supported for postgres and mariadb only"},
 		"an archive timeout of 10ms": {mod: func(o *Options) {
 			o.TopologyFile, o.ArchiveWAL, o.ArchiveTimeout = "/t.json", true, 10*time.Millisecond
 		},

@@ -41,7 +41,17 @@ func (d *Driver) DiscardRestore() error { return os.RemoveAll(d.restoreDir()) }
 // directory, prepared (the redo log applied: the data is consistent), given
 // this instance's passwords by a server without networking, then a new
 // system identifier, the completion marker and the rename into place.
-func (d *Driver) Restore(ctx context.Context, r io.Reader, verify func() error) (err error) {
+func (d *Driver) Restore(ctx context.Context, r io.Reader, verify func() error) error {
+	return d.restore(ctx, r, verify, nil)
+}
+
+// replay is what a restore to a point replays after the backup.
+type replay struct {
+	target api.RecoveryTarget
+	fetch  instance.FetchBinlogs
+}
+
+func (d *Driver) restore(ctx context.Context, r io.Reader, verify func() error, to *replay) (err error) {
 	if has, err := d.HasData(); err != nil || has {
 		return errors.Join(err, errors.New("the instance already has data"))
 	}
@@ -69,10 +79,33 @@ func (d *Driver) Restore(ctx context.Context, r io.Reader, verify func() error) 
 	if err := d.cfg.Tool(ctx, "mariadb-backup", "--no-defaults", "--prepare", "--target-dir="+tmp).Run(); err != nil {
 		return fmt.Errorf("mariadb-backup --prepare: %w", err)
 	}
+	credentials := mysqlfamily.Statements("the restored database's credentials (it keeps the source's user and database names)", users...)
+	work := credentials
+	if to != nil {
+		// The files are fetched before the server starts, beside the
+		// data (never in it), and go once the restore ends either way.
+		files, base, err := d.fetchReplay(ctx, tmp, to)
+		defer os.RemoveAll(d.replayDir())
+		if err != nil {
+			return err
+		}
+		work = func(ctx context.Context, c mysqlfamily.Conn) error {
+			// The credentials first: FLUSH PRIVILEGES turns the grant
+			// tables on, which the replayed account statements need;
+			// and again after, in case the binary logs changed them.
+			if err := credentials(ctx, c); err != nil {
+				return err
+			}
+			if err := d.replayBinlogs(ctx, files, base, to.target); err != nil {
+				return err
+			}
+			return credentials(ctx, c)
+		}
+	}
 	// Without the grant tables any socket client is admin, whoever ran the
 	// source; FLUSH PRIVILEGES loads them for the ALTER USERs.
 	server := d.cfg.Tool(context.Background(), "mariadbd", append(d.serverArgs(tmp), "--skip-networking", "--skip-grant-tables")...)
-	if err := mysqlfamily.WithTempServer(ctx, server, d.openAdmin, mysqlfamily.Statements("the restored database's credentials (it keeps the source's user and database names)", users...)); err != nil {
+	if err := mysqlfamily.WithTempServer(ctx, server, d.openAdmin, work); err != nil {
 		return err
 	}
 	id := make([]byte, 8)

@@ -1,0 +1,185 @@
+package mariadb
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"strings"
+	"time"
+
+	"github.com/mydb-dev/mydb/pkg/binlog"
+	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
+)
+
+// Point-in-time recovery: the manager archives the binary logs
+// (instance.BinlogArchiver); a restore to a point prepares the backup,
+// then pipes each archived file after the backup's GTID position through
+// mariadb-binlog into a server on the restored data, up to the target.
+
+var _ instance.BinlogArchiver = (*Driver)(nil)
+
+// BinaryLogs implements instance.BinlogArchiver.
+func (d *Driver) BinaryLogs(ctx context.Context) ([]string, error) {
+	c, err := d.Admin()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := c.QueryRows(ctx, "SHOW BINARY LOGS")
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(rows))
+	for _, r := range rows {
+		names = append(names, r["Log_name"])
+	}
+	return names, nil
+}
+
+// BinaryLogDir implements instance.BinlogArchiver: --log-basename puts
+// them in the data directory.
+func (d *Driver) BinaryLogDir() string { return d.DataDir }
+
+// RotateBinaryLog implements instance.BinlogArchiver.
+func (d *Driver) RotateBinaryLog(ctx context.Context) error {
+	c, err := d.Admin()
+	if err != nil {
+		return err
+	}
+	return c.Exec(ctx, "FLUSH BINARY LOGS")
+}
+
+// RestoreToBinlogs implements instance.BinlogArchiver. The restored
+// database starts a GTID history of its own: its binary log begins empty,
+// and nothing of the source's replication is kept.
+func (d *Driver) RestoreToBinlogs(ctx context.Context, r io.Reader, verify func() error, target api.RecoveryTarget, fetch instance.FetchBinlogs) error {
+	if target.LSN != "" {
+		return errors.New("a MariaDB restore goes to a time or the latest, not an LSN")
+	}
+	return d.restore(ctx, r, verify, &replay{target: target, fetch: fetch})
+}
+
+func (d *Driver) replayDir() string { return d.DataDir + ".replay" }
+
+// fetchReplay downloads the files to replay after the prepared backup in
+// dir, and returns them with the backup's position.
+func (d *Driver) fetchReplay(ctx context.Context, dir string, to *replay) ([]instance.ReplayFile, binlog.Position, error) {
+	gtid, err := backupGTID(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	base, err := binlog.ParsePosition(gtid)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the backup's GTID position: %w", err)
+	}
+	if err := os.RemoveAll(d.replayDir()); err != nil {
+		return nil, nil, err
+	}
+	if err := os.MkdirAll(d.replayDir(), 0o700); err != nil {
+		return nil, nil, err
+	}
+	files, err := to.fetch(ctx, base, d.replayDir())
+	if err != nil {
+		return nil, nil, fmt.Errorf("the archive: %w", err)
+	}
+	return files, base, nil
+}
+
+// stopDatetime is mariadb-binlog's --stop-datetime for target: the
+// replay stops at the first event of the target's second. The binary log
+// keeps whole seconds (when a transaction's statement began), so this
+// replays every transaction of an earlier second and nothing that may
+// have committed after the target; a transaction of the target's own
+// second is not replayed, even one that committed before the target.
+// The API's times are whole seconds: a restore to 14:07:05 ends with what
+// was committed before 14:07:05.
+func stopDatetime(target time.Time) string {
+	return target.UTC().Truncate(time.Second).Format(time.DateTime)
+}
+
+// replayArgs are mariadb-binlog's arguments to replay file after applied.
+func replayArgs(file string, applied binlog.Position, target api.RecoveryTarget) []string {
+	args := []string{"--no-defaults"}
+	if len(applied) > 0 {
+		// Events at or before the position are skipped: a file may
+		// begin before what is applied (the backup's position is
+		// inside it).
+		args = append(args, "--start-position="+applied.String())
+	}
+	if target.Time != nil {
+		args = append(args, "--stop-datetime="+stopDatetime(*target.Time))
+	}
+	return append(args, file)
+}
+
+// replayBinlogs pipes each file through mariadb-binlog into the server on
+// the restored data, which listens on the socket only.
+func (d *Driver) replayBinlogs(ctx context.Context, files []instance.ReplayFile, base binlog.Position, target api.RecoveryTarget) error {
+	u, err := user.Current()
+	if err != nil {
+		return err
+	}
+	applied := base
+	for _, f := range files {
+		if applied.Covers(f.Summary.End) {
+			continue
+		}
+		if err := d.replayFile(ctx, u.Username, f.Path, applied, target); err != nil {
+			return err
+		}
+		for _, g := range f.Summary.End {
+			applied = applied.With(g)
+		}
+	}
+	return nil
+}
+
+func (d *Driver) replayFile(ctx context.Context, username, file string, applied binlog.Position, target api.RecoveryTarget) error {
+	var readErr, applyErr bytes.Buffer
+	read := d.cfg.Tool(ctx, "mariadb-binlog", replayArgs(file, applied, target)...)
+	// --stop-datetime is read in the tool's time zone.
+	read.Env = append(read.Env, "TZ=UTC")
+	read.Stderr = &limitedBuffer{b: &readErr, max: 4096}
+	// --skip-ssl: MariaDB 11's client verifies a certificate even on the
+	// socket, and this server has none.
+	apply := d.cfg.Tool(ctx, "mariadb", "--no-defaults", "--socket="+d.socket(), "--user="+username, "--skip-ssl", "--binary-mode", "--batch")
+	apply.Stderr = &limitedBuffer{b: &applyErr, max: 4096}
+	read.Stdout = nil
+	pipe, err := read.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	apply.Stdin = pipe
+	if err := read.Start(); err != nil {
+		return fmt.Errorf("mariadb-binlog: %w", err)
+	}
+	runErr := apply.Run()
+	waitErr := read.Wait()
+	name := file[strings.LastIndex(file, "/")+1:]
+	// The client's failure first: it makes the reader's writes fail too.
+	switch {
+	case runErr != nil:
+		return fmt.Errorf("replaying %s: mariadb: %w: %s", name, runErr, strings.TrimSpace(applyErr.String()))
+	case waitErr != nil:
+		return fmt.Errorf("replaying %s: mariadb-binlog: %w: %s", name, waitErr, strings.TrimSpace(readErr.String()))
+	}
+	return nil
+}
+
+// limitedBuffer keeps the first max bytes written to it (a tool's error
+// message) and drops the rest.
+type limitedBuffer struct {
+	b   *bytes.Buffer
+	max int
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if room := l.max - l.b.Len(); room > 0 {
+		l.b.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}

@@ -1,0 +1,249 @@
+//go:build engines
+
+package engines
+
+import (
+	"context"
+	"crypto/md5"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mydb-dev/mydb/pkg/instance/api"
+	"github.com/mydb-dev/mydb/test/s3server"
+)
+
+// TestMariaDBPointInTimeUnderAWriter is the point-in-time issue's proof for
+// MariaDB: a writer commits a row carrying its time every 10 ms for a
+// minute on a primary whose manager archives the binary logs to a real S3
+// server; for three targets inside that minute, a restore from a base
+// backup taken before it holds exactly the rows whose binary log second is
+// before the target's (count and checksum of ids and times): the binary
+// log keeps whole seconds, and a restore replays nothing of the target's
+// own second, which may have committed after it. While
+// the writer runs, lastRecoverableTime stays within the archive timeout
+// and a bound of now. A target past the archive is refused and leaves no
+// data; an LSN is refused.
+func TestMariaDBPointInTimeUnderAWriter(t *testing.T) {
+	t.Parallel()
+	const (
+		archiveTimeout = 2 * time.Second
+		// Beyond the archive timeout: the second the Rotate's time is
+		// truncated to, the look (every second) and the upload.
+		windowSlack = 5 * time.Second
+		writeEvery  = 10 * time.Millisecond
+		writeFor    = time.Minute
+	)
+	s3 := s3server.Start(t, s3server.Options{})
+	ctx := context.Background()
+	spec := mariadbSpec()
+
+	p := archivingPrimary(t, spec, "pitr-mariadb", "127.0.80.", archiveTimeout)
+	archive := destination(s3, "pitr/mariadb").S3
+	p.setArchive(t, *archive)
+	app := p.app()
+	// The time is the statement's (NOW(6)), which is also what the
+	// binary log records for the transaction, in whole seconds.
+	mustExec(t, app, "CREATE TABLE ticks (id int PRIMARY KEY, at decimal(17,6) NOT NULL)")
+	// Rows before the base backup, which the restore has from it.
+	for i := 1; i <= 10; i++ {
+		mustExec(t, app, fmt.Sprintf("INSERT INTO ticks (id, at) VALUES (%d, UNIX_TIMESTAMP(NOW(6)))", i))
+	}
+	base := p.backup(t, "mariadb-writer-base", s3, "pitr/mariadb-base")
+	written := 10
+
+	var (
+		writeErr error
+		lagMu    sync.Mutex
+		lags     []time.Duration
+	)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(writeEvery)
+		defer tick.Stop()
+		end := time.After(writeFor)
+		for {
+			select {
+			case <-end:
+				close(stop)
+				return
+			case <-tick.C:
+				if _, err := app.Exec("INSERT INTO ticks (id, at) VALUES (?, UNIX_TIMESTAMP(NOW(6)))", written+1); err != nil {
+					writeErr = err
+					close(stop)
+					return
+				}
+				written++
+			}
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		every := time.NewTicker(500 * time.Millisecond)
+		defer every.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-every.C:
+				if s, err := p.status(); err == nil && s.Archive != nil && s.Archive.LastRecoverableTime != nil {
+					lagMu.Lock()
+					lags = append(lags, time.Since(*s.Archive.LastRecoverableTime))
+					lagMu.Unlock()
+				}
+			}
+		}
+	}()
+	wg.Wait()
+	if writeErr != nil {
+		t.Fatalf("the writer stopped after %d rows: %v", written, writeErr)
+	}
+	if written < int(writeFor/writeEvery)/2 {
+		t.Fatalf("the writer committed %d rows in %s, fewer than half of one per %s", written, writeFor, writeEvery)
+	}
+	sort.Slice(lags, func(i, j int) bool { return lags[i] < lags[j] })
+	if len(lags) < 60 {
+		t.Fatalf("%d samples of the window while writing, want one per 500 ms", len(lags))
+	}
+	worst := lags[len(lags)-1]
+	t.Logf("lastRecoverableTime behind now while writing: p50 %s, p95 %s, max %s (%d samples; archive timeout %s)",
+		lags[len(lags)/2].Round(time.Millisecond), lags[len(lags)*95/100].Round(time.Millisecond), worst.Round(time.Millisecond), len(lags), archiveTimeout)
+	if worst > archiveTimeout+windowSlack {
+		t.Errorf("lastRecoverableTime trailed now by up to %s under the writer, more than the archive timeout %s and %s", worst, archiveTimeout, windowSlack)
+	}
+
+	type row struct {
+		id int
+		at string // as the server wrote it: seconds.micros
+	}
+	readRows := func(db *sql.DB) ([]row, error) {
+		rs, err := db.Query("SELECT id, at FROM ticks ORDER BY id")
+		if err != nil {
+			return nil, err
+		}
+		defer rs.Close()
+		var out []row
+		for rs.Next() {
+			var r row
+			if err := rs.Scan(&r.id, &r.at); err != nil {
+				return nil, err
+			}
+			out = append(out, r)
+		}
+		return out, rs.Err()
+	}
+	second := func(r row) int64 {
+		s, _, _ := strings.Cut(r.at, ".")
+		var n int64
+		fmt.Sscan(s, &n)
+		return n
+	}
+	digest := func(rows []row) string {
+		h := md5.New()
+		for _, r := range rows {
+			fmt.Fprintf(h, "%d@%s,", r.id, r.at)
+		}
+		return hex.EncodeToString(h.Sum(nil))
+	}
+	rows, err := readRows(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != written || rows[len(rows)-1].id != written {
+		t.Fatalf("the table holds %d rows, the writer committed %d", len(rows), written)
+	}
+
+	// Three targets inside the minute, each in the middle of a second:
+	// the copy must hold every row of the seconds before, none of that
+	// second or after.
+	type goal struct {
+		target time.Time
+		rows   []row
+	}
+	var goals []goal
+	for _, frac := range []int{25, 50, 75} {
+		sec := second(rows[len(rows)*frac/100])
+		target := time.Unix(sec, int64(500*time.Millisecond)).UTC()
+		var upTo []row
+		for _, r := range rows {
+			if second(r) < sec {
+				upTo = append(upTo, r)
+			}
+		}
+		if len(upTo) == len(rows) || len(upTo) <= 10 {
+			t.Fatalf("target %s: %d of %d rows, want a target inside the writer's minute", target, len(upTo), len(rows))
+		}
+		goals = append(goals, goal{target: target, rows: upTo})
+	}
+	s := p.waitStatus(time.Minute, "the archive to pass the last target", func(s api.Status) bool {
+		return s.Archive != nil && s.Archive.LastRecoverableTime != nil && s.Archive.LastRecoverableTime.After(goals[len(goals)-1].target)
+	})
+	t.Logf("%d rows written; archive: %d binary logs, recoverable to %s", written, s.Archive.Archived, s.Archive.LastRecoverableTime.Format(time.RFC3339Nano))
+
+	restore := func(t *testing.T, n *node, id string, target api.RecoveryTarget) error {
+		t.Helper()
+		c, host := n.manager()
+		_, err := c.StartRestore(ctx, host, n.auth(), api.RestoreRequest{
+			ID: id, Source: destination(s3, "pitr/mariadb-base"),
+			SHA256: base.SHA256, Size: base.Size, Format: base.Format,
+			Archive: archive, Target: &target,
+		})
+		return err
+	}
+	for i, g := range goals {
+		t.Run(fmt.Sprintf("a restore to target %d holds exactly the rows of the seconds before it", i+1), func(t *testing.T) {
+			prefix := fmt.Sprint(81 + i)
+			n := awaitingRestore(t, spec, "pitr-mariadb-dst"+prefix, "127.0."+prefix+".")
+			begun := time.Now()
+			if err := restore(t, n, fmt.Sprintf("mariadb-writer-%d", i+1), api.RecoveryTarget{Time: ptrTo(g.target)}); err != nil {
+				t.Fatalf("POST %s: %v", api.PathRestore, err)
+			}
+			n.waitReady(3*time.Minute, api.RolePrimary)
+			took := time.Since(begun)
+			got, err := readRows(n.app())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(g.rows) || digest(got) != digest(g.rows) {
+				last := "none"
+				if len(got) > 0 {
+					last = fmt.Sprintf("id %d at %s", got[len(got)-1].id, got[len(got)-1].at)
+				}
+				t.Errorf("restored to %s: %d rows (last %s, md5 %s), want the %d up to id %d at %s (md5 %s)",
+					g.target.Format(time.RFC3339Nano), len(got), last, digest(got), len(g.rows),
+					g.rows[len(g.rows)-1].id, g.rows[len(g.rows)-1].at, digest(g.rows))
+			}
+			// The copy writes on a history of its own.
+			mustExec(t, n.app(), fmt.Sprintf("INSERT INTO ticks (id, at) VALUES (%d, 0)", math.MaxInt32))
+			t.Logf("restored to %s: %d rows, the source's up to id %d; ready %s after the request",
+				g.target.Format(time.RFC3339Nano), len(got), g.rows[len(g.rows)-1].id, took.Round(10*time.Millisecond))
+		})
+	}
+
+	t.Run("a target the archive does not reach fails the restore and leaves no data", func(t *testing.T) {
+		n := awaitingRestore(t, spec, "pitr-mariadb-dst84", "127.0.84.")
+		if err := restore(t, n, "mariadb-beyond", api.RecoveryTarget{Time: ptrTo(time.Now().Add(time.Hour))}); err != nil {
+			t.Fatalf("POST %s: %v", api.PathRestore, err)
+		}
+		st := n.waitStatus(3*time.Minute, "the restore to fail", func(s api.Status) bool {
+			return s.Restore != nil && s.Restore.Phase == api.OperationFailed
+		})
+		if !strings.Contains(st.Restore.Message, "the archive reaches") {
+			t.Errorf("the failed restore says %q, want where the archive reaches", st.Restore.Message)
+		}
+		n.assertNoData(t)
+		if err := restore(t, n, "mariadb-lsn", api.RecoveryTarget{LSN: "0/3000148"}); err == nil || !strings.Contains(err.Error(), "target.lsn") {
+			t.Errorf("a restore of MariaDB to an LSN: %v, want a refusal naming target.lsn", err)
+		}
+		t.Logf("a target an hour ahead: %s", st.Restore.Message)
+	})
+}
