@@ -105,6 +105,19 @@ func (p Position) Covers(q Position) bool {
 	return true
 }
 
+// Begin is the position the file begins at: its Gtid_list, or right
+// before its first transaction of a domain the list has no GTID of (or an
+// older one: a clone's first file).
+func (s Summary) Begin() Position {
+	p := s.Start
+	for _, g := range s.First {
+		if g.Seq-1 > p.Seq(g.Domain) {
+			p = p.With(GTID{Domain: g.Domain, Server: g.Server, Seq: g.Seq - 1})
+		}
+	}
+	return p
+}
+
 func (p Position) String() string {
 	parts := make([]string, len(p))
 	for i, g := range p {
@@ -129,6 +142,10 @@ type Summary struct {
 	// Gtid_list event); End the position after its last one.
 	Start Position `json:"start,omitempty"`
 	End   Position `json:"end,omitempty"`
+	// First is the first GTID of each domain in the file. A clone's first
+	// file starts with an empty Gtid_list though its first transaction is
+	// far from the first: the file begins right before First.
+	First Position `json:"first,omitempty"`
 	// Transactions counts the GTID events.
 	Transactions int `json:"transactions"`
 	// FirstEvent and LastEvent are the first and last events' times
@@ -206,6 +223,9 @@ func Summarize(r io.Reader) (Summary, error) {
 				return s, fmt.Errorf("the GTID event at %d: %d bytes", offset, len(body))
 			}
 			g := GTID{Seq: binary.LittleEndian.Uint64(body[0:8]), Domain: binary.LittleEndian.Uint32(body[8:12]), Server: server}
+			if s.First.Seq(g.Domain) == 0 {
+				s.First = s.First.With(g)
+			}
 			s.End = s.End.With(g)
 			s.Transactions++
 			s.LastTransaction = when

@@ -33,6 +33,9 @@ func TestSummarizeAFileMariaDBWrote(t *testing.T) {
 	if got := s.Start.String(); got != "0-7-3" {
 		t.Errorf("Start = %s, want 0-7-3", got)
 	}
+	if got := s.Begin().String(); got != "0-7-3" {
+		t.Errorf("Begin = %s, want 0-7-3", got)
+	}
 	if got := s.End.String(); got != "0-7-5" {
 		t.Errorf("End = %s, want 0-7-5", got)
 	}
@@ -96,6 +99,26 @@ func TestSummarizeTwoDomainsAndAnOpenFile(t *testing.T) {
 	}
 	if s.Rotated || s.Transactions != 3 || s.LastTransaction.Unix() != 104 || s.FirstEvent.Unix() != 100 {
 		t.Errorf("%+v", s)
+	}
+	if s.First.String() != "0-1-11,1-3-1,2-3-5" || s.Begin().String() != "0-1-10,2-1-4" {
+		t.Errorf("First %s, Begin %s", s.First, s.Begin())
+	}
+}
+
+// A clone's first file: an empty Gtid_list, then transactions that follow
+// the clone's position 0-1-41.
+func TestTheFirstFileOfACloneBeginsBeforeItsFirstTransaction(t *testing.T) {
+	var f bytes.Buffer
+	f.Write(magic)
+	f.Write(event(100, typeGTIDList, 2, listBody()))
+	f.Write(event(101, typeGTID, 1, gtidBody(42, 0)))
+	f.Write(event(101, typeGTID, 1, gtidBody(43, 0)))
+	s, err := Summarize(&f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Start) != 0 || s.Begin().String() != "0-1-41" || s.End.String() != "0-1-43" {
+		t.Errorf("Start %q, Begin %s, End %s", s.Start, s.Begin(), s.End)
 	}
 }
 

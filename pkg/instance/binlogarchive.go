@@ -261,8 +261,8 @@ func binlogChain(manifests map[string]binlogManifest, base binlog.Position, targ
 	slices.SortFunc(keys, func(a, b string) int {
 		sa, sb := manifests[a].Summary, manifests[b].Summary
 		switch {
-		case order(sa.Start) != order(sb.Start):
-			return compareUint(order(sa.Start), order(sb.Start))
+		case order(sa.Begin()) != order(sb.Begin()):
+			return compareUint(order(sa.Begin()), order(sb.Begin()))
 		case order(sa.End) != order(sb.End):
 			return -compareUint(order(sa.End), order(sb.End))
 		}
@@ -275,8 +275,8 @@ func binlogChain(manifests map[string]binlogManifest, base binlog.Position, targ
 		if applied.Covers(s.End) {
 			continue // nothing after what is applied
 		}
-		if !applied.Covers(s.Start) {
-			return nil, fmt.Errorf("the archive has a gap: the files reach %s, and the next one, %s, starts at %s", applied, k, s.Start)
+		if !applied.Covers(s.Begin()) {
+			return nil, fmt.Errorf("the archive has a gap: its files reach %s, and the next one, %s, begins after %s", applied, k, s.Begin())
 		}
 		chain = append(chain, k)
 		for _, g := range s.End {
@@ -303,7 +303,7 @@ func binlogChain(manifests map[string]binlogManifest, base binlog.Position, targ
 		}
 	}
 	if reach.Before(target.Time.Truncate(time.Second)) {
-		return nil, fmt.Errorf("the archive reaches %s from the backup's position %s, not the target %s",
+		return nil, fmt.Errorf("its files reach %s from the backup's position %s, not the target %s",
 			reach.Format(time.RFC3339), base, target.Time.UTC().Format(time.RFC3339Nano))
 	}
 	return chain, nil

@@ -32,12 +32,15 @@ func TestBinlogChain(t *testing.T) {
 		"e1/mydb-bin.000002": file("0-1-12", "0-1-20", 110),
 		"e1/mydb-bin.000003": file("0-1-20", "0-1-20", 120),
 	}
-	// A failover: the new primary (server 2, epoch e2) wrote what it
-	// replicated (1-12) then its own (13-15); the old primary archived
-	// 5-12 only.
+	// A failover: the old primary archived 1-9 and died with 10-12 in a
+	// file it had not closed; the new primary (server 2, epoch e2), cloned
+	// at 0-1-6, wrote what it replicated (7-12) in its first file, whose
+	// Gtid_list is empty, then its own (13-15).
+	cloneFile := file("", "0-1-12", 101)
+	cloneFile.Summary.First = pos("0-1-7")
 	failover := map[string]binlogManifest{
-		"e1/mydb-bin.000001": file("0-1-5", "0-1-12", 100),
-		"e2/mydb-bin.000001": file("", "0-1-12", 101),
+		"e1/mydb-bin.000001": file("", "0-1-9", 100),
+		"e2/mydb-bin.000001": cloneFile,
 		"e2/mydb-bin.000002": file("0-1-12", "0-2-15", 130),
 	}
 	for _, c := range []struct {
@@ -59,15 +62,19 @@ func TestBinlogChain(t *testing.T) {
 		{name: "the second of the last close is reached", manifests: one, base: "0-1-10", target: timeAt(120, 200),
 			want: []string{"e1/mydb-bin.000001", "e1/mydb-bin.000002"}},
 		{name: "a second after the last close is not reached", manifests: one, base: "0-1-10", target: timeAt(121, 0),
-			err: "the archive reaches"},
+			err: "its files reach"},
 		{name: "latest replays all", manifests: one, base: "0-1-10", target: api.RecoveryTarget{Latest: true},
 			want: []string{"e1/mydb-bin.000001", "e1/mydb-bin.000002"}},
 		{name: "a gap after the base", manifests: map[string]binlogManifest{"e1/b.2": file("0-1-14", "0-1-20", 110)}, base: "0-1-10", target: timeAt(105, 0),
 			err: "the archive has a gap"},
-		{name: "across a failover, each transaction from one file", manifests: failover, base: "0-1-8", target: timeAt(125, 0),
-			want: []string{"e2/mydb-bin.000001", "e2/mydb-bin.000002"}},
+		{name: "across a failover, each transaction from one file", manifests: failover, base: "0-1-4", target: timeAt(125, 0),
+			want: []string{"e1/mydb-bin.000001", "e2/mydb-bin.000001", "e2/mydb-bin.000002"}},
+		{name: "across a failover from a base the clone's file holds", manifests: failover, base: "0-1-8", target: timeAt(125, 0),
+			want: []string{"e1/mydb-bin.000001", "e2/mydb-bin.000001", "e2/mydb-bin.000002"}},
+		{name: "a clone's first file does not reach back to the base", manifests: map[string]binlogManifest{"e2/mydb-bin.000001": cloneFile},
+			base: "0-1-4", target: timeAt(100, 0), err: "begins after 0-1-6"},
 		{name: "an empty archive reaches nothing", manifests: map[string]binlogManifest{}, base: "0-1-8", target: timeAt(125, 0),
-			err: "the archive reaches"},
+			err: "its files reach"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := binlogChain(c.manifests, pos(c.base), c.target)

@@ -237,7 +237,7 @@ func TestMariaDBPointInTimeUnderAWriter(t *testing.T) {
 		st := n.waitStatus(3*time.Minute, "the restore to fail", func(s api.Status) bool {
 			return s.Restore != nil && s.Restore.Phase == api.OperationFailed
 		})
-		if !strings.Contains(st.Restore.Message, "the archive reaches") {
+		if !strings.Contains(st.Restore.Message, "its files reach") {
 			t.Errorf("the failed restore says %q, want where the archive reaches", st.Restore.Message)
 		}
 		n.assertNoData(t)

@@ -84,7 +84,7 @@ func (d *Driver) fetchReplay(ctx context.Context, dir string, to *replay) ([]ins
 	}
 	files, err := to.fetch(ctx, base, d.replayDir())
 	if err != nil {
-		return nil, nil, fmt.Errorf("the archive: %w", err)
+		return nil, nil, fmt.Errorf("the binary log archive: %w", err)
 	}
 	return files, base, nil
 }
