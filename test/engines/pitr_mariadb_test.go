@@ -247,3 +247,83 @@ func TestMariaDBPointInTimeUnderAWriter(t *testing.T) {
 		t.Logf("a target an hour ahead: %s", st.Restore.Message)
 	})
 }
+
+// TestMariaDBArchiveAcrossAFailover: a primary that cannot archive (it was
+// never told where) holds its binary logs; its replica, told where,
+// archives nothing while it follows, and its backup (taken before it
+// logged anything of its own since its clone) is the base. The primary is
+// killed and the replica promoted: the transactions it replicated are in
+// its own binary logs, which it archives as the primary, with those it
+// writes after. A restore from the base to a moment after the failover
+// holds the writes of both sides of it.
+func TestMariaDBArchiveAcrossAFailover(t *testing.T) {
+	t.Parallel()
+	s3 := s3server.Start(t, s3server.Options{})
+	ctx := context.Background()
+	spec := mariadbSpec()
+
+	src := newClusterIn(t, spec, "pitr-mariadb-failover", "127.0.85.", 2)
+	p, r := src.nodes[0], src.nodes[1]
+	for _, n := range src.nodes {
+		n.extraArgs = []string{"--wal-archive", "--archive-timeout", "2s"}
+	}
+	p.start()
+	src.setPrimary(p)
+	p.waitReady(time.Minute, api.RolePrimary)
+	r.start()
+	r.waitReady(2*time.Minute, api.RoleReplica)
+	archive := destination(s3, "pitr/mariadb-failover").S3
+	r.setArchive(t, *archive)
+	base := r.backup(t, "mariadb-failover-base", s3, "pitr/mariadb-failover-base")
+
+	mustExec(t, p.app(), "CREATE TABLE orders (id int PRIMARY KEY)")
+	mustExec(t, p.app(), "INSERT INTO orders SELECT seq FROM seq_1_to_100")
+	waitFor(t, time.Minute, "the replica to hold the first orders", func() error {
+		var n int
+		if err := r.app().QueryRow("SELECT count(*) FROM orders").Scan(&n); err != nil || n != 100 {
+			return fmt.Errorf("%d rows, %v", n, err)
+		}
+		return nil
+	})
+	if s, _ := p.status(); s.Archive == nil || s.Archive.Configured || s.Archive.Archived != 0 {
+		t.Errorf("the old primary, never told where, archived: %+v", s.Archive)
+	}
+	p.killGroup()
+	<-p.doneChan()
+	src.setPrimary(r)
+	r.waitReady(2*time.Minute, api.RolePrimary)
+
+	mustExec(t, r.app(), "INSERT INTO orders SELECT seq FROM seq_101_to_200")
+	// A target on the next whole second (what the API holds): the rows
+	// after it are written in its second or later, which a restore to it
+	// does not replay.
+	target := time.Now().UTC().Truncate(time.Second).Add(time.Second)
+	time.Sleep(time.Until(target.Add(100 * time.Millisecond)))
+	mustExec(t, r.app(), "INSERT INTO orders SELECT seq FROM seq_201_to_300")
+	s := r.waitStatus(time.Minute, "the archive to reach the target", func(s api.Status) bool {
+		return s.Archive != nil && s.Archive.LastRecoverableTime != nil && !s.Archive.LastRecoverableTime.Before(target)
+	})
+	objects, err := s3.Store(t).List(ctx, "pitr/mariadb-failover/binlog/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, o := range objects {
+		keys = append(keys, strings.TrimPrefix(o.Key, "pitr/mariadb-failover/binlog/"))
+	}
+	t.Logf("the new primary's archive: %d files, last %s: %s", s.Archive.Archived, s.Archive.LastArchived, strings.Join(keys, " "))
+
+	n := awaitingRestore(t, spec, "pitr-mariadb-failover-dst", "127.0.86.")
+	c, host := n.manager()
+	if _, err := c.StartRestore(ctx, host, n.auth(), api.RestoreRequest{
+		ID: "mariadb-failover-pitr", Source: destination(s3, "pitr/mariadb-failover-base"), SHA256: base.SHA256, Size: base.Size, Format: base.Format,
+		Archive: archive, Target: &api.RecoveryTarget{Time: &target},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	n.waitReady(3*time.Minute, api.RolePrimary)
+	var count, max int
+	if err := n.app().QueryRow("SELECT count(*), coalesce(max(id), 0) FROM orders").Scan(&count, &max); err != nil || count != 200 || max != 200 {
+		t.Errorf("orders restored to %s, after the failover: %d (up to %d), %v; want 200 (100 from each side)", target.Format(time.RFC3339), count, max, err)
+	}
+}

@@ -82,14 +82,19 @@ func (d *Driver) restore(ctx context.Context, r io.Reader, verify func() error, 
 	credentials := mysqlfamily.Statements("the restored database's credentials (it keeps the source's user and database names)", users...)
 	work := credentials
 	if to != nil {
-		// The files are fetched before the server starts, beside the
-		// data (never in it), and go once the restore ends either way.
-		files, base, err := d.fetchReplay(ctx, tmp, to)
+		// The files go beside the data (never in it), and go once the
+		// restore ends either way.
 		defer os.RemoveAll(d.replayDir())
-		if err != nil {
-			return err
-		}
 		work = func(ctx context.Context, c mysqlfamily.Conn) error {
+			// Read before the credentials reset the replica position.
+			base, err := d.backupPosition(ctx, c, tmp)
+			if err != nil {
+				return err
+			}
+			files, err := d.fetchReplay(ctx, base, to)
+			if err != nil {
+				return err
+			}
 			// The credentials first: FLUSH PRIVILEGES turns the grant
 			// tables on, which the replayed account statements need;
 			// and again after, in case the binary logs changed them.

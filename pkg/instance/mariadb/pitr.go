@@ -14,6 +14,7 @@ import (
 	"github.com/mydb-dev/mydb/pkg/binlog"
 	"github.com/mydb-dev/mydb/pkg/instance"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
+	"github.com/mydb-dev/mydb/pkg/instance/mysqlfamily"
 )
 
 // Point-in-time recovery: the manager archives the binary logs
@@ -65,28 +66,47 @@ func (d *Driver) RestoreToBinlogs(ctx context.Context, r io.Reader, verify func(
 
 func (d *Driver) replayDir() string { return d.DataDir + ".replay" }
 
-// fetchReplay downloads the files to replay after the prepared backup in
-// dir, and returns them with the backup's position.
-func (d *Driver) fetchReplay(ctx context.Context, dir string, to *replay) ([]instance.ReplayFile, binlog.Position, error) {
+// backupPosition is the GTID position of the restored data in dir, on the
+// server c reaches: the backup's binary log position, and the replica
+// position its data records. A backup of a replica that has logged
+// nothing since its clone has an empty binary log position, though its
+// data is at the clone's position, which gtid_slave_pos holds.
+func (d *Driver) backupPosition(ctx context.Context, c mysqlfamily.Conn, dir string) (binlog.Position, error) {
 	gtid, err := backupGTID(dir)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	base, err := binlog.ParsePosition(gtid)
 	if err != nil {
-		return nil, nil, fmt.Errorf("the backup's GTID position: %w", err)
+		return nil, fmt.Errorf("the backup's GTID position: %w", err)
 	}
+	row, err := c.QueryRow(ctx, "SELECT @@GLOBAL.gtid_slave_pos AS pos")
+	if err != nil {
+		return nil, err
+	}
+	replica, err := binlog.ParsePosition(row["pos"])
+	if err != nil {
+		return nil, fmt.Errorf("the backup's replica position: %w", err)
+	}
+	for _, g := range replica {
+		base = base.With(g)
+	}
+	return base, nil
+}
+
+// fetchReplay downloads the files to replay after base.
+func (d *Driver) fetchReplay(ctx context.Context, base binlog.Position, to *replay) ([]instance.ReplayFile, error) {
 	if err := os.RemoveAll(d.replayDir()); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := os.MkdirAll(d.replayDir(), 0o700); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	files, err := to.fetch(ctx, base, d.replayDir())
 	if err != nil {
-		return nil, nil, fmt.Errorf("the binary log archive: %w", err)
+		return nil, fmt.Errorf("the binary log archive: %w", err)
 	}
-	return files, base, nil
+	return files, nil
 }
 
 // stopDatetime is mariadb-binlog's --stop-datetime for target: the
