@@ -14,17 +14,26 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// TestPointInTimeRestore, with real PostgreSQL and a real S3 server: a
-// database with spec.backup.pointInTimeRecovery archives its WAL (the
-// ContinuousArchiving condition True, status.recoverability advancing);
-// from a backup taken before two batches of writes, a new database with
+// TestPointInTimeRestore, with real PostgreSQL and MariaDB and a real S3
+// server: a database with spec.backup.pointInTimeRecovery archives its
+// log (PostgreSQL's WAL, MariaDB's binary logs; the ContinuousArchiving
+// condition True, status.recoverability advancing); from a backup taken
+// before two batches of writes, a new database with
 // restoreFrom.pointInTime between them (the backup picked by mydb) holds
 // exactly the first batch, on both its instances; a target past the window
 // is a 422.
 func TestPointInTimeRestore(t *testing.T) {
 	t.Parallel()
+	for _, dc := range dataCases {
+		t.Run(dc.engine.name, func(t *testing.T) {
+			t.Parallel()
+			testPointInTimeRestore(t, dc)
+		})
+	}
+}
+
+func testPointInTimeRestore(t *testing.T, dc dataCase) {
 	ctx := context.Background()
-	dc := dataCases[0] // postgres
 	ns := newNamespace(t)
 	srv, dest := startS3(t, ns, "e2e/pitr")
 	store := srv.Store(t)
@@ -62,7 +71,10 @@ func TestPointInTimeRestore(t *testing.T) {
 	if r.FirstRecoverableTime == nil || !r.FirstRecoverableTime.Equal(base.Status.CompletionTime) {
 		t.Errorf("firstRecoverableTime %v, want the base backup's end %v", r.FirstRecoverableTime, base.Status.CompletionTime)
 	}
-	objects, err := store.List(ctx, "e2e/pitr/"+ns+"/src/"+string(src.UID)+"/wal/")
+	// PostgreSQL's segments are below wal/, MariaDB's binary logs below
+	// binlog/<epoch>/ (instance.WALKey, instance.BinlogKey).
+	logDir := map[string]string{"postgres": "/wal/", "mariadb": "/binlog/"}[dc.engine.name]
+	objects, err := store.List(ctx, "e2e/pitr/"+ns+"/src/"+string(src.UID)+logDir)
 	if err != nil || len(objects) == 0 {
 		t.Fatalf("the archive in the bucket: %d objects, %v", len(objects), err)
 	}
@@ -95,13 +107,22 @@ func TestPointInTimeRestore(t *testing.T) {
 	t.Logf("restored to %s in %s: the first batch's rows on both instances", target.Format(time.RFC3339), took.Round(100*time.Millisecond))
 
 	// The copy archives nothing into its source's archive.
-	after, err := store.List(ctx, "e2e/pitr/"+ns+"/src/"+string(src.UID)+"/wal/")
+	after, err := store.List(ctx, "e2e/pitr/"+ns+"/src/"+string(src.UID)+"/")
 	if err != nil {
 		t.Fatal(err)
 	}
+	epochs := map[string]bool{}
 	for _, o := range after {
 		if strings.HasSuffix(o.Key, ".history") {
 			t.Errorf("%s: a timeline history in the source's archive (the source never changed timeline)", o.Key)
 		}
+		if rest, ok := strings.CutPrefix(o.Key, "e2e/pitr/"+ns+"/src/"+string(src.UID)+"/binlog/"); ok {
+			epoch, _, _ := strings.Cut(rest, "/")
+			epochs[epoch] = true
+		}
+	}
+	if len(epochs) > 1 {
+		// Only the source's primary archived: one data directory.
+		t.Errorf("binary logs of %d data directories in the source's archive, want the source primary's alone: %v", len(epochs), epochs)
 	}
 }

@@ -1823,18 +1823,18 @@ func schema_pkg_apis_example_v1_PointInTimeRecovery(ref common.ReferenceCallback
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
-				Description: "PointInTimeRecovery makes a database's primary archive its write-ahead log continuously, next to its backups, so it can be restored to any moment of its recoverability window.",
+				Description: "PointInTimeRecovery makes a database's primary archive its write-ahead log (PostgreSQL) or binary logs (MariaDB) continuously, next to its backups, so it can be restored to any moment of its recoverability window.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
 					"archiveTimeout": {
 						SchemaProps: spec.SchemaProps{
-							Description: "ArchiveTimeout is how often an idle primary commits a heartbeat and closes its WAL file, so the window advances with no writes: it bounds how far lastRecoverableTime lags behind now, at the cost of one WAL file (16 MiB) in the bucket each time. From 10s to 1h. Defaults to 5m.",
+							Description: "ArchiveTimeout is how often an idle primary commits a heartbeat and closes its WAL file (MariaDB: closes its binary log), so the window advances with no writes: it bounds how far lastRecoverableTime lags behind now, at the cost of one WAL file (16 MiB; a binary log of a few hundred bytes) in the bucket each time. From 10s to 1h. Defaults to 5m.",
 							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
 						},
 					},
 					"retentionWindow": {
 						SchemaProps: spec.SchemaProps{
-							Description: "RetentionWindow keeps what a restore to any moment of the last RetentionWindow needs, such as \"168h\" for a week: every succeeded scheduled backup that ended within it and the newest one that ended before it (besides the newest spec.backup.retention, which are kept whatever their age), and the archived WAL from that oldest base on. Older archived WAL is deleted; nothing the window needs ever is. Unset, mydb deletes no archived WAL. From 1h to 87600h (ten years).",
+							Description: "RetentionWindow keeps what a restore to any moment of the last RetentionWindow needs, such as \"168h\" for a week: every succeeded scheduled backup that ended within it and the newest one that ended before it (besides the newest spec.backup.retention, which are kept whatever their age), and the archived WAL from that oldest base on. Older archived WAL is deleted; nothing the window needs ever is. MariaDB's archived binary logs are not deleted yet. Unset, mydb deletes no archived WAL. From 1h to 87600h (ten years).",
 							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
 						},
 					},
@@ -1907,13 +1907,13 @@ func schema_pkg_apis_example_v1_RecoveryTarget(ref common.ReferenceCallback) com
 				Properties: map[string]spec.Schema{
 					"time": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Time: every transaction committed at or before it is restored, none committed after it. It must lie after the backup ended and before the source's status.recoverability.lastRecoverableTime; a target the archive does not reach fails the restore (it never ends elsewhere).",
+							Description: "Time: every transaction committed at or before it is restored, none committed after it. MariaDB's binary log keeps whole seconds (when a transaction's statement began): a MariaDB restore replays the transactions of the seconds before the target's, none of its own second. It must lie after the backup ended and before the source's status.recoverability.lastRecoverableTime; a target the archive does not reach fails the restore (it never ends elsewhere).",
 							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
 						},
 					},
 					"lsn": {
 						SchemaProps: spec.SchemaProps{
-							Description: "LSN replays every record up to and including this log sequence number, such as \"0/3000148\".",
+							Description: "LSN replays every record up to and including this log sequence number, such as \"0/3000148\" (PostgreSQL).",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -1977,7 +1977,7 @@ func schema_pkg_apis_example_v1_RestoreSource(ref common.ReferenceCallback) comm
 					},
 					"pointInTime": {
 						SchemaProps: spec.SchemaProps{
-							Description: "PointInTime replays the write-ahead log its source database archived (spec.backup.pointInTimeRecovery) from the end of the backup to this point, after which the new database is a primary of its own on a new timeline; it never writes into the source's archive. PostgreSQL only, with an S3 destination. Unset, the database is as the backup left it.",
+							Description: "PointInTime replays the log its source database archived (spec.backup.pointInTimeRecovery: PostgreSQL's write-ahead log, MariaDB's binary logs) from the end of the backup to this point, after which the new database is a primary of its own (PostgreSQL on a new timeline, MariaDB with a GTID history of its own); it never writes into the source's archive. PostgreSQL and MariaDB, with an S3 destination. Unset, the database is as the backup left it.",
 							Ref:         ref(v1.RecoveryTarget{}.OpenAPIModelName()),
 						},
 					},

@@ -407,12 +407,13 @@ type RestoreSource struct {
 	// +optional
 	DatabaseName string `json:"databaseName,omitempty" protobuf:"bytes,3,opt,name=databaseName"`
 
-	// PointInTime replays the write-ahead log its source database archived
-	// (spec.backup.pointInTimeRecovery) from the end of the backup to this
-	// point, after which the new database is a primary of its own on a new
-	// timeline; it never writes into the source's archive. PostgreSQL
-	// only, with an S3 destination. Unset, the database is as the backup
-	// left it.
+	// PointInTime replays the log its source database archived
+	// (spec.backup.pointInTimeRecovery: PostgreSQL's write-ahead log,
+	// MariaDB's binary logs) from the end of the backup to this point,
+	// after which the new database is a primary of its own (PostgreSQL on a
+	// new timeline, MariaDB with a GTID history of its own); it never
+	// writes into the source's archive. PostgreSQL and MariaDB, with an S3
+	// destination. Unset, the database is as the backup left it.
 	// +optional
 	PointInTime *RecoveryTarget `json:"pointInTime,omitempty" protobuf:"bytes,2,opt,name=pointInTime"`
 }
@@ -421,14 +422,17 @@ type RestoreSource struct {
 // one field is set.
 type RecoveryTarget struct {
 	// Time: every transaction committed at or before it is restored, none
-	// committed after it. It must lie after the backup ended and before the
-	// source's status.recoverability.lastRecoverableTime; a target the
-	// archive does not reach fails the restore (it never ends elsewhere).
+	// committed after it. MariaDB's binary log keeps whole seconds (when a
+	// transaction's statement began): a MariaDB restore replays the
+	// transactions of the seconds before the target's, none of its own
+	// second. It must lie after the backup ended and before the source's
+	// status.recoverability.lastRecoverableTime; a target the archive does
+	// not reach fails the restore (it never ends elsewhere).
 	// +optional
 	Time *metav1.Time `json:"time,omitempty" protobuf:"bytes,1,opt,name=time"`
 
 	// LSN replays every record up to and including this log sequence
-	// number, such as "0/3000148".
+	// number, such as "0/3000148" (PostgreSQL).
 	// +optional
 	LSN string `json:"lsn,omitempty" protobuf:"bytes,2,opt,name=lsn"`
 
@@ -438,13 +442,16 @@ type RecoveryTarget struct {
 }
 
 // PointInTimeRecovery makes a database's primary archive its write-ahead
-// log continuously, next to its backups, so it can be restored to any
-// moment of its recoverability window.
+// log (PostgreSQL) or binary logs (MariaDB) continuously, next to its
+// backups, so it can be restored to any moment of its recoverability
+// window.
 type PointInTimeRecovery struct {
 	// ArchiveTimeout is how often an idle primary commits a heartbeat and
-	// closes its WAL file, so the window advances with no writes: it bounds
-	// how far lastRecoverableTime lags behind now, at the cost of one WAL
-	// file (16 MiB) in the bucket each time. From 10s to 1h. Defaults to 5m.
+	// closes its WAL file (MariaDB: closes its binary log), so the window
+	// advances with no writes: it bounds how far lastRecoverableTime lags
+	// behind now, at the cost of one WAL file (16 MiB; a binary log of a
+	// few hundred bytes) in the bucket each time. From 10s to 1h. Defaults
+	// to 5m.
 	// +optional
 	ArchiveTimeout *metav1.Duration `json:"archiveTimeout,omitempty" protobuf:"bytes,1,opt,name=archiveTimeout"`
 
@@ -454,7 +461,8 @@ type PointInTimeRecovery struct {
 	// before it (besides the newest spec.backup.retention, which are kept
 	// whatever their age), and the archived WAL from that oldest base on.
 	// Older archived WAL is deleted; nothing the window needs ever is.
-	// Unset, mydb deletes no archived WAL. From 1h to 87600h (ten years).
+	// MariaDB's archived binary logs are not deleted yet. Unset, mydb
+	// deletes no archived WAL. From 1h to 87600h (ten years).
 	// +optional
 	RetentionWindow *metav1.Duration `json:"retentionWindow,omitempty" protobuf:"bytes,2,opt,name=retentionWindow"`
 }

@@ -313,6 +313,12 @@ func validateSpec(spec *example.MyDatabaseSpec, fldPath *field.Path) field.Error
 	return allErrs
 }
 
+// pointInTimeEngine tells whether mydb archives engine's log for
+// point-in-time recovery: PostgreSQL's WAL, MariaDB's binary logs.
+func pointInTimeEngine(engine example.Engine) bool {
+	return engine == example.EnginePostgres || engine == example.EngineMariaDB
+}
+
 // The bounds of spec.backup.pointInTimeRecovery.archiveTimeout: below 10s
 // an idle database fills its bucket with a 16 MiB file every few seconds;
 // above an hour its window lags too far behind.
@@ -334,8 +340,8 @@ func validateRecoveryTarget(t *example.RecoveryTarget, engine example.Engine, fl
 		return nil
 	}
 	var allErrs field.ErrorList
-	if engine != example.EnginePostgres {
-		allErrs = append(allErrs, field.Forbidden(fldPath, fmt.Sprintf("is supported for postgres only, not %s yet", engine)))
+	if !pointInTimeEngine(engine) {
+		allErrs = append(allErrs, field.Forbidden(fldPath, fmt.Sprintf("is supported for postgres and mariadb only, not %s yet", engine)))
 	}
 	set := 0
 	if t.Time != nil {
@@ -343,7 +349,10 @@ func validateRecoveryTarget(t *example.RecoveryTarget, engine example.Engine, fl
 	}
 	if t.LSN != "" {
 		set++
-		if !lsnPattern.MatchString(t.LSN) {
+		switch {
+		case engine == example.EngineMariaDB:
+			allErrs = append(allErrs, field.Forbidden(fldPath.Child("lsn"), "is PostgreSQL's: a mariadb database is restored to a time or the latest"))
+		case !lsnPattern.MatchString(t.LSN):
 			allErrs = append(allErrs, field.Invalid(fldPath.Child("lsn"), t.LSN, "must be a log sequence number such as 0/3000148"))
 		}
 	}
@@ -376,8 +385,8 @@ func validateBackupPolicy(p *example.BackupPolicy, engine example.Engine, fldPat
 	if pitr := p.PointInTimeRecovery; pitr != nil {
 		pp := fldPath.Child("pointInTimeRecovery")
 		switch {
-		case engine != example.EnginePostgres:
-			allErrs = append(allErrs, field.Forbidden(pp, fmt.Sprintf("is supported for postgres only, not %s yet", engine)))
+		case !pointInTimeEngine(engine):
+			allErrs = append(allErrs, field.Forbidden(pp, fmt.Sprintf("is supported for postgres and mariadb only, not %s yet", engine)))
 		case p.Destination == nil || p.Destination.S3 == nil:
 			allErrs = append(allErrs, field.Required(fldPath.Child("destination", "s3"), "must be set with pointInTimeRecovery: the archive is kept in the bucket, next to the backups"))
 		}

@@ -283,6 +283,16 @@ func TestValidateMyDatabase(t *testing.T) {
 			d.Spec.Backup = &example.BackupPolicy{Retention: 7, Destination: &example.BackupDestination{Volume: &example.VolumeDestination{}},
 				PointInTimeRecovery: &example.PointInTimeRecovery{ArchiveTimeout: &metav1.Duration{Duration: time.Minute}}}
 		}), want: []errorSummary{{field.ErrorTypeRequired, "spec.backup.destination.s3"}}},
+		{name: "point-in-time recovery of mariadb, restored to a time", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Engine, d.Spec.Version = example.EngineMariaDB, "10.11"
+			d.Spec.Backup = &example.BackupPolicy{Retention: 7, Destination: s3Destination(),
+				PointInTimeRecovery: &example.PointInTimeRecovery{ArchiveTimeout: &metav1.Duration{Duration: time.Minute}}}
+			d.Spec.RestoreFrom = &example.RestoreSource{BackupName: "shop-nightly", PointInTime: &example.RecoveryTarget{Time: &metav1.Time{Time: time.Now()}}}
+		})},
+		{name: "restore mariadb to an LSN", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Engine, d.Spec.Version = example.EngineMariaDB, "10.11"
+			d.Spec.RestoreFrom = &example.RestoreSource{BackupName: "shop-nightly", PointInTime: &example.RecoveryTarget{LSN: "0/3000148"}}
+		}), want: []errorSummary{{field.ErrorTypeForbidden, "spec.restoreFrom.pointInTime.lsn"}}},
 		{name: "restore to a time", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
 			d.Spec.RestoreFrom = &example.RestoreSource{BackupName: "shop-nightly", PointInTime: &example.RecoveryTarget{Time: &metav1.Time{Time: time.Now()}}}
 		})},

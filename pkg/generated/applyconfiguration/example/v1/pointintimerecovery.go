@@ -26,13 +26,16 @@ import (
 // with apply.
 //
 // PointInTimeRecovery makes a database's primary archive its write-ahead
-// log continuously, next to its backups, so it can be restored to any
-// moment of its recoverability window.
+// log (PostgreSQL) or binary logs (MariaDB) continuously, next to its
+// backups, so it can be restored to any moment of its recoverability
+// window.
 type PointInTimeRecoveryApplyConfiguration struct {
 	// ArchiveTimeout is how often an idle primary commits a heartbeat and
-	// closes its WAL file, so the window advances with no writes: it bounds
-	// how far lastRecoverableTime lags behind now, at the cost of one WAL
-	// file (16 MiB) in the bucket each time. From 10s to 1h. Defaults to 5m.
+	// closes its WAL file (MariaDB: closes its binary log), so the window
+	// advances with no writes: it bounds how far lastRecoverableTime lags
+	// behind now, at the cost of one WAL file (16 MiB; a binary log of a
+	// few hundred bytes) in the bucket each time. From 10s to 1h. Defaults
+	// to 5m.
 	ArchiveTimeout *metav1.Duration `json:"archiveTimeout,omitempty"`
 	// RetentionWindow keeps what a restore to any moment of the last
 	// RetentionWindow needs, such as "168h" for a week: every succeeded
@@ -40,7 +43,8 @@ type PointInTimeRecoveryApplyConfiguration struct {
 	// before it (besides the newest spec.backup.retention, which are kept
 	// whatever their age), and the archived WAL from that oldest base on.
 	// Older archived WAL is deleted; nothing the window needs ever is.
-	// Unset, mydb deletes no archived WAL. From 1h to 87600h (ten years).
+	// MariaDB's archived binary logs are not deleted yet. Unset, mydb
+	// deletes no archived WAL. From 1h to 87600h (ten years).
 	RetentionWindow *metav1.Duration `json:"retentionWindow,omitempty"`
 }
 

@@ -29,12 +29,15 @@ import (
 // one field is set.
 type RecoveryTargetApplyConfiguration struct {
 	// Time: every transaction committed at or before it is restored, none
-	// committed after it. It must lie after the backup ended and before the
-	// source's status.recoverability.lastRecoverableTime; a target the
-	// archive does not reach fails the restore (it never ends elsewhere).
+	// committed after it. MariaDB's binary log keeps whole seconds (when a
+	// transaction's statement began): a MariaDB restore replays the
+	// transactions of the seconds before the target's, none of its own
+	// second. It must lie after the backup ended and before the source's
+	// status.recoverability.lastRecoverableTime; a target the archive does
+	// not reach fails the restore (it never ends elsewhere).
 	Time *metav1.Time `json:"time,omitempty"`
 	// LSN replays every record up to and including this log sequence
-	// number, such as "0/3000148".
+	// number, such as "0/3000148" (PostgreSQL).
 	LSN *string `json:"lsn,omitempty"`
 	// Latest replays everything the archive holds.
 	Latest *bool `json:"latest,omitempty"`

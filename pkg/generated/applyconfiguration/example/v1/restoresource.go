@@ -36,12 +36,13 @@ type RestoreSourceApplyConfiguration struct {
 	// (which may be gone) that ended before the target (for latest, the
 	// newest). The database waits while there is none.
 	DatabaseName *string `json:"databaseName,omitempty"`
-	// PointInTime replays the write-ahead log its source database archived
-	// (spec.backup.pointInTimeRecovery) from the end of the backup to this
-	// point, after which the new database is a primary of its own on a new
-	// timeline; it never writes into the source's archive. PostgreSQL
-	// only, with an S3 destination. Unset, the database is as the backup
-	// left it.
+	// PointInTime replays the log its source database archived
+	// (spec.backup.pointInTimeRecovery: PostgreSQL's write-ahead log,
+	// MariaDB's binary logs) from the end of the backup to this point,
+	// after which the new database is a primary of its own (PostgreSQL on a
+	// new timeline, MariaDB with a GTID history of its own); it never
+	// writes into the source's archive. PostgreSQL and MariaDB, with an S3
+	// destination. Unset, the database is as the backup left it.
 	PointInTime *RecoveryTargetApplyConfiguration `json:"pointInTime,omitempty"`
 }
 
