@@ -74,8 +74,8 @@ func BinlogKey(prefix, epoch, name string) string {
 	return prefix + "/binlog/" + epoch + "/" + name
 }
 
-// binlogManifest is what is kept beside each archived file.
-type binlogManifest struct {
+// BinlogManifest is what is kept beside each archived file.
+type BinlogManifest struct {
 	File    string         `json:"file"`
 	Size    int64          `json:"size"`
 	SHA256  string         `json:"sha256"`
@@ -227,7 +227,7 @@ func (m *Manager) uploadBinlog(ctx context.Context, store BinlogStore, prefix, e
 	if err := m.uploadWAL(ctx, store, key, file); err != nil {
 		return binlog.Summary{}, err
 	}
-	b, err := json.Marshal(binlogManifest{File: filepath.Base(file), Size: size, SHA256: sum, Summary: summary})
+	b, err := json.Marshal(BinlogManifest{File: filepath.Base(file), Size: size, SHA256: sum, Summary: summary})
 	if err != nil {
 		return binlog.Summary{}, err
 	}
@@ -244,7 +244,7 @@ func (m *Manager) uploadBinlog(ctx context.Context, store BinlogStore, prefix, e
 // target's second (a restore to a time replays the transactions of the
 // seconds before it). A target the chain does not reach is an error
 // naming how far it goes.
-func binlogChain(manifests map[string]binlogManifest, base binlog.Position, target api.RecoveryTarget) ([]string, error) {
+func binlogChain(manifests map[string]BinlogManifest, base binlog.Position, target api.RecoveryTarget) ([]string, error) {
 	keys := make([]string, 0, len(manifests))
 	for k := range manifests {
 		keys = append(keys, k)
@@ -319,6 +319,39 @@ func compareUint(a, b uint64) int {
 	return 0
 }
 
+// BinlogLister is what reading an archive's manifests needs of a bucket.
+type BinlogLister interface {
+	Get(ctx context.Context, key string) (io.ReadCloser, error)
+	List(ctx context.Context, prefix string) ([]objectstore.Object, error)
+}
+
+// ListBinlogManifests reads the manifests of the binary logs archived at
+// prefix, by the key of their file.
+func ListBinlogManifests(ctx context.Context, store BinlogLister, prefix string) (map[string]BinlogManifest, error) {
+	objects, err := store.List(ctx, prefix+"/binlog/")
+	if err != nil {
+		return nil, err
+	}
+	manifests := map[string]BinlogManifest{}
+	for _, o := range objects {
+		if !strings.HasSuffix(o.Key, ".json") {
+			continue
+		}
+		rc, err := store.Get(ctx, o.Key)
+		if err != nil {
+			return nil, err
+		}
+		var mf BinlogManifest
+		err = json.NewDecoder(io.LimitReader(rc, 1<<20)).Decode(&mf)
+		rc.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", o.Key, err)
+		}
+		manifests[strings.TrimSuffix(o.Key, ".json")] = mf
+	}
+	return manifests, nil
+}
+
 // fetchBinlogs is the FetchBinlogs of a restore from the archive at
 // prefix of store.
 func (m *Manager) fetchBinlogs(store WALStore, prefix string, target api.RecoveryTarget) FetchBinlogs {
@@ -327,26 +360,9 @@ func (m *Manager) fetchBinlogs(store WALStore, prefix string, target api.Recover
 		if !ok {
 			return nil, errors.New("the archive's store cannot list binary logs")
 		}
-		objects, err := bs.List(ctx, prefix+"/binlog/")
+		manifests, err := ListBinlogManifests(ctx, bs, prefix)
 		if err != nil {
 			return nil, err
-		}
-		manifests := map[string]binlogManifest{}
-		for _, o := range objects {
-			if !strings.HasSuffix(o.Key, ".json") {
-				continue
-			}
-			rc, err := bs.Get(ctx, o.Key)
-			if err != nil {
-				return nil, err
-			}
-			var mf binlogManifest
-			err = json.NewDecoder(io.LimitReader(rc, 1<<20)).Decode(&mf)
-			rc.Close()
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", o.Key, err)
-			}
-			manifests[strings.TrimSuffix(o.Key, ".json")] = mf
 		}
 		chain, err := binlogChain(manifests, base, target)
 		if err != nil {

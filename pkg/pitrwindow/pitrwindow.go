@@ -1,14 +1,17 @@
 // Package pitrwindow decides what a recovery window needs
 // (spec.backup.pointInTimeRecovery.retentionWindow): the backups a replay
-// to any moment of it may start from, and the archived WAL they replay.
+// to any moment of it may start from, and the archived WAL or binary logs
+// they replay.
 // Pure functions of the backups, the clock and the window; the
 // controllers gather the inputs and delete the rest.
 package pitrwindow
 
 import (
+	"sort"
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/binlog"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 )
 
@@ -41,17 +44,57 @@ func Needed(b, base *examplev1.MyDatabaseBackup, now time.Time, window time.Dura
 	return end == nil || end.After(now.Add(-window))
 }
 
-// ArchiveCut is the first WAL segment the window needs: the one where the
-// base backup's own WAL ends (pg_basebackup brings what comes before it).
-// Segments below it, on every timeline, serve no restore the window
-// allows. ok is false when there is no base, or its position is unknown:
-// then nothing may be deleted.
-func ArchiveCut(base *examplev1.MyDatabaseBackup) (segment uint64, ok bool) {
-	if base == nil || base.Status.Position == nil || base.Status.Position.LSN == "" {
-		return 0, false
+// Cut is what of an archive a retention window no longer needs, given its
+// base backup.
+type Cut struct {
+	// Segment (PostgreSQL) is the first WAL segment the window needs: the
+	// one where the base backup's own WAL ends (pg_basebackup brings what
+	// comes before it). Segments below it, on every timeline, serve no
+	// restore the window allows. 0: none is below.
+	Segment uint64
+	// GTID (MariaDB) is the base backup's GTID position and Began when the
+	// backup began: a binary log closed before Began whose transactions
+	// GTID holds serves no restore the window allows. Later ones stay,
+	// even without a transaction: their closing times show how far the
+	// archive reaches.
+	GTID  string
+	Began time.Time
+}
+
+// ArchiveCut is the window's Cut. ok is false when there is no base, or
+// its position is unknown: then nothing may be deleted.
+func ArchiveCut(base *examplev1.MyDatabaseBackup) (cut Cut, ok bool) {
+	if base == nil || base.Status.Position == nil {
+		return Cut{}, false
 	}
-	seg, err := api.LSNSegment(base.Status.Position.LSN)
-	return seg, err == nil
+	switch p := base.Status.Position; {
+	case p.LSN != "":
+		seg, err := api.LSNSegment(p.LSN)
+		return Cut{Segment: seg}, err == nil
+	case p.GTID != "" && base.Status.StartTime != nil:
+		return Cut{GTID: p.GTID, Began: base.Status.StartTime.Time}, true
+	}
+	return Cut{}, false
+}
+
+// PrunableBinlogs are the keys, of archived binary logs by key, that cut
+// leaves unneeded (Cut.GTID), in order. None without a GTID position.
+func PrunableBinlogs(binlogs map[string]binlog.Summary, cut Cut) []string {
+	if cut.GTID == "" {
+		return nil
+	}
+	held, err := binlog.ParsePosition(cut.GTID)
+	if err != nil || len(held) == 0 {
+		return nil
+	}
+	var keys []string
+	for key, s := range binlogs {
+		if s.LastEvent.Before(cut.Began) && held.Covers(s.End) {
+			keys = append(keys, key)
+		}
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // Pick is the backup a restore of database to target starts from, among

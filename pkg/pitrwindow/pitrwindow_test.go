@@ -1,10 +1,12 @@
 package pitrwindow
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/binlog"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -53,13 +55,22 @@ func TestWindow(t *testing.T) {
 				}
 			}
 			cut, ok := ArchiveCut(base)
-			if cut != tc.cut || ok != tc.cutOK {
-				t.Errorf("cut %d %v, want %d %v", cut, ok, tc.cut, tc.cutOK)
+			if cut.Segment != tc.cut || cut.GTID != "" || ok != tc.cutOK {
+				t.Errorf("cut %+v %v, want segment %d %v", cut, ok, tc.cut, tc.cutOK)
 			}
 		})
 	}
 	if _, ok := ArchiveCut(&examplev1.MyDatabaseBackup{}); ok {
 		t.Error("a base without a position allowed a cut")
+	}
+	began := metav1.NewTime(time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC))
+	mariadb := &examplev1.MyDatabaseBackup{Status: examplev1.MyDatabaseBackupStatus{StartTime: &began, Position: &examplev1.InstancePosition{GTID: "0-1-42"}}}
+	if cut, ok := ArchiveCut(mariadb); !ok || cut != (Cut{GTID: "0-1-42", Began: began.Time}) {
+		t.Errorf("a MariaDB base: %+v %v, want its GTID position and start", cut, ok)
+	}
+	mariadb.Status.StartTime = nil
+	if _, ok := ArchiveCut(mariadb); ok {
+		t.Error("a MariaDB base without a start time allowed a cut")
 	}
 }
 
@@ -104,5 +115,37 @@ func TestPick(t *testing.T) {
 				t.Errorf("picked %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestPrunableBinlogs(t *testing.T) {
+	began := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return began.Add(d) }
+	pos := func(s string) binlog.Position {
+		p, err := binlog.ParsePosition(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	binlogs := map[string]binlog.Summary{
+		"e1/b.1": {End: pos("0-1-10"), LastEvent: at(-time.Hour)},
+		"e1/b.2": {End: pos("0-1-42"), LastEvent: at(-time.Second)},
+		// Closed after the backup began: it may hold what the backup
+		// does not, and shows how far the archive reaches.
+		"e1/b.3": {End: pos("0-1-42"), LastEvent: at(0)},
+		"e1/b.4": {End: pos("0-1-50"), LastEvent: at(time.Minute)},
+		// Another data directory's file, closed before, with a
+		// transaction the backup lacks.
+		"e2/b.1": {End: pos("0-2-43"), LastEvent: at(-time.Minute)},
+	}
+	got := PrunableBinlogs(binlogs, Cut{GTID: "0-1-42", Began: began})
+	if want := "e1/b.1 e1/b.2"; strings.Join(got, " ") != want {
+		t.Errorf("prunable %v, want %s", got, want)
+	}
+	for _, cut := range []Cut{{Segment: 7}, {GTID: "not a position", Began: began}} {
+		if got := PrunableBinlogs(binlogs, cut); len(got) != 0 {
+			t.Errorf("%+v pruned %v", cut, got)
+		}
 	}
 }

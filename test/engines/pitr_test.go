@@ -22,6 +22,7 @@ import (
 	"github.com/mydb-dev/mydb/pkg/instance"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/objectstore"
+	"github.com/mydb-dev/mydb/pkg/pitrwindow"
 	"github.com/mydb-dev/mydb/test/s3server"
 )
 
@@ -143,7 +144,7 @@ func TestPostgresPointInTimeRestore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		deleted, err := mydatabase.S3ArchivePruner{}.PruneArchive(ctx, *archive, cut)
+		deleted, err := mydatabase.S3ArchivePruner{}.PruneArchive(ctx, *archive, pitrwindow.Cut{Segment: cut})
 		if err != nil || deleted == 0 {
 			t.Fatalf("pruning below segment %d (the base ends at %s): %d deleted, %v", cut, base.Position.LSN, deleted, err)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/binlog"
 	"github.com/mydb-dev/mydb/pkg/controller/internal/s3location"
 	"github.com/mydb-dev/mydb/pkg/instance"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
@@ -161,10 +162,11 @@ func (c *Controller) sendArchive(ctx context.Context, db *examplev1.MyDatabase, 
 	}
 }
 
-// ArchivePruner deletes the archived WAL files of archive (S3Object.Key
-// is its prefix) below segment cut; history files stay.
+// ArchivePruner deletes what cut leaves unneeded of archive (S3Object.Key
+// is its prefix): the WAL files below cut.Segment (history files stay),
+// and the binary logs cut.GTID holds that closed before cut.Began.
 type ArchivePruner interface {
-	PruneArchive(ctx context.Context, archive api.S3Object, cut uint64) (deleted int, err error)
+	PruneArchive(ctx context.Context, archive api.S3Object, cut pitrwindow.Cut) (deleted int, err error)
 }
 
 // archivePruneInterval is how often a database's archive is pruned: a
@@ -211,13 +213,13 @@ func (c *Controller) pruneArchive(ctx context.Context, db *examplev1.MyDatabase,
 	}
 	deleted, err := c.pruner.PruneArchive(ctx, *object, cut)
 	if err != nil {
-		klog.FromContext(ctx).Info("pruning the WAL archive", "err", err)
+		klog.FromContext(ctx).Info("pruning the archive", "err", err)
 		return nil
 	}
 	c.archivePrunes.done(db.UID, now)
 	if deleted > 0 {
 		c.recorder.Eventf(db, corev1.EventTypeNormal, "ArchivePruned",
-			"deleted %d archived WAL files older than MyDatabaseBackup %q, the base of the %s recovery window", deleted, base.Name, window)
+			"deleted %d archived log files older than MyDatabaseBackup %q, the base of the %s recovery window", deleted, base.Name, window)
 	}
 	return nil
 }
@@ -249,24 +251,47 @@ func (p *paceTimes) done(uid types.UID, now time.Time) {
 type S3ArchivePruner struct{}
 
 // PruneArchive implements ArchivePruner.
-func (S3ArchivePruner) PruneArchive(ctx context.Context, archive api.S3Object, cut uint64) (int, error) {
+func (S3ArchivePruner) PruneArchive(ctx context.Context, archive api.S3Object, cut pitrwindow.Cut) (int, error) {
 	store, err := objectstore.New(s3location.StoreConfig(&archive))
 	if err != nil {
 		return 0, err
 	}
-	objects, err := store.List(ctx, archive.Key+"/wal/")
-	if err != nil {
-		return 0, err
-	}
 	deleted := 0
-	for _, o := range objects {
-		name := path.Base(o.Key)
-		// Segments, and the .partial and .backup files named after one.
-		_, seg, ok := api.WALSegment(name[:min(len(name), 24)])
-		if !ok || seg >= cut {
-			continue
+	if cut.Segment > 0 {
+		objects, err := store.List(ctx, archive.Key+"/wal/")
+		if err != nil {
+			return 0, err
 		}
-		if err := store.Delete(ctx, o.Key); err != nil {
+		for _, o := range objects {
+			name := path.Base(o.Key)
+			// Segments, and the .partial and .backup files named after one.
+			_, seg, ok := api.WALSegment(name[:min(len(name), 24)])
+			if !ok || seg >= cut.Segment {
+				continue
+			}
+			if err := store.Delete(ctx, o.Key); err != nil {
+				return deleted, err
+			}
+			deleted++
+		}
+	}
+	if cut.GTID == "" {
+		return deleted, nil
+	}
+	manifests, err := instance.ListBinlogManifests(ctx, store, archive.Key)
+	if err != nil {
+		return deleted, err
+	}
+	summaries := make(map[string]binlog.Summary, len(manifests))
+	for key, m := range manifests {
+		summaries[key] = m.Summary
+	}
+	for _, key := range pitrwindow.PrunableBinlogs(summaries, cut) {
+		// The manifest first: a restore never chooses a file it lacks.
+		if err := store.Delete(ctx, key+".json"); err != nil {
+			return deleted, err
+		}
+		if err := store.Delete(ctx, key); err != nil {
 			return deleted, err
 		}
 		deleted++

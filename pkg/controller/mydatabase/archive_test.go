@@ -2,6 +2,8 @@ package mydatabase
 
 import (
 	"context"
+	"encoding/json"
+	"path"
 	"slices"
 	"strings"
 	"testing"
@@ -9,8 +11,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/binlog"
 	"github.com/mydb-dev/mydb/pkg/instance"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
+	"github.com/mydb-dev/mydb/pkg/pitrwindow"
 	"github.com/mydb-dev/mydb/test/s3server"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -257,11 +261,11 @@ func TestRestoreToAPointSendsTheSourcesArchive(t *testing.T) {
 // fakePruner records the prunes asked for.
 type fakePruner struct {
 	archives []api.S3Object
-	cuts     []uint64
+	cuts     []pitrwindow.Cut
 	deleted  int
 }
 
-func (f *fakePruner) PruneArchive(_ context.Context, archive api.S3Object, cut uint64) (int, error) {
+func (f *fakePruner) PruneArchive(_ context.Context, archive api.S3Object, cut pitrwindow.Cut) (int, error) {
 	f.archives, f.cuts = append(f.archives, archive), append(f.cuts, cut)
 	return f.deleted, nil
 }
@@ -286,11 +290,17 @@ func TestArchiveIsPrunedBelowTheWindowsBase(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		backups []runtime.Object
-		wantCut []uint64
+		wantCut []pitrwindow.Cut
 	}{
 		{"below the newest backup that ended before the window", []runtime.Object{
 			backupOf("old", 5*time.Hour, "0/3000028"), backupOf("base", 3*time.Hour, "0/5000100"), backupOf("recent", time.Hour, "0/9000028"),
-		}, []uint64{5}},
+		}, []pitrwindow.Cut{{Segment: 5}}},
+		{"a MariaDB base: what its GTID position holds, closed before it began", []runtime.Object{
+			backupOf("base", 3*time.Hour, "", func(b *examplev1.MyDatabaseBackup) {
+				b.Status.Position = &examplev1.InstancePosition{GTID: "0-1-42"}
+				b.Status.StartTime = ptr.To(metav1.NewTime(now.Add(-4 * time.Hour)))
+			}),
+		}, []pitrwindow.Cut{{GTID: "0-1-42", Began: now.Add(-4 * time.Hour).Truncate(time.Second)}}},
 		{"nothing when every backup is within the window", []runtime.Object{backupOf("recent", time.Hour, "0/9000028")}, nil},
 		{"nothing when the base's position is unknown", []runtime.Object{
 			backupOf("base", 3*time.Hour, "", func(b *examplev1.MyDatabaseBackup) { b.Status.Position = nil }),
@@ -338,7 +348,7 @@ func TestS3ArchivePrunerDeletesOnlyBelowTheCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	deleted, err := S3ArchivePruner{}.PruneArchive(ctx, api.S3Object{Endpoint: srv.Endpoint, Region: srv.Region, Bucket: srv.Bucket,
-		Key: "shop/uid", AccessKeyID: srv.AccessKeyID, SecretAccessKey: srv.SecretAccessKey}, 5)
+		Key: "shop/uid", AccessKeyID: srv.AccessKeyID, SecretAccessKey: srv.SecretAccessKey}, pitrwindow.Cut{Segment: 5})
 	if err != nil || deleted != 4 {
 		t.Fatalf("deleted %d, %v; want 4", deleted, err)
 	}
@@ -377,5 +387,58 @@ func TestRestoreToAPointPicksTheBackup(t *testing.T) {
 	status := updated[*examplev1.MyDatabase](t, f.mydbClient.Actions(), "mydatabases", "status").Status
 	if c := meta.FindStatusCondition(status.Conditions, examplev1.ConditionRestored); c == nil || !strings.Contains(c.Message, `"nightly"`) {
 		t.Errorf("Restored = %+v, want it to name the backup picked", c)
+	}
+}
+
+// TestS3ArchivePrunerDeletesTheBinlogsTheBaseHolds: of a MariaDB archive,
+// the files (and their manifests) the base's GTID position holds that
+// closed before it began go; the ones closed after, another prefix's and
+// the WAL stay.
+func TestS3ArchivePrunerDeletesTheBinlogsTheBaseHolds(t *testing.T) {
+	srv := s3server.Start(t, s3server.Options{})
+	store := srv.Store(t)
+	ctx := context.Background()
+	began := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	put := func(key string, end string, closed time.Duration) {
+		t.Helper()
+		p, err := binlog.ParsePosition(end)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(instance.BinlogManifest{File: path.Base(key), Size: 1, Summary: binlog.Summary{End: p, LastEvent: began.Add(closed)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, body := range map[string]string{key: "x", key + ".json": string(b)} {
+			if _, err := store.Put(ctx, k, strings.NewReader(body)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	put("shop/uid/binlog/e1/mydb-bin.000001", "0-1-10", -time.Hour)
+	put("shop/uid/binlog/e1/mydb-bin.000002", "0-1-42", -time.Second)
+	put("shop/uid/binlog/e1/mydb-bin.000003", "0-1-42", time.Second)
+	put("shop/uid-2/binlog/e1/mydb-bin.000001", "0-1-10", -time.Hour)
+	if _, err := store.Put(ctx, "shop/uid/wal/000000010000000000000001", strings.NewReader("x")); err != nil {
+		t.Fatal(err)
+	}
+	deleted, err := S3ArchivePruner{}.PruneArchive(ctx, api.S3Object{Endpoint: srv.Endpoint, Region: srv.Region, Bucket: srv.Bucket,
+		Key: "shop/uid", AccessKeyID: srv.AccessKeyID, SecretAccessKey: srv.SecretAccessKey}, pitrwindow.Cut{GTID: "0-1-42", Began: began})
+	if err != nil || deleted != 2 {
+		t.Fatalf("deleted %d, %v; want 2", deleted, err)
+	}
+	left, err := store.List(ctx, "shop/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, o := range left {
+		got = append(got, o.Key)
+	}
+	slices.Sort(got)
+	want := []string{"shop/uid-2/binlog/e1/mydb-bin.000001", "shop/uid-2/binlog/e1/mydb-bin.000001.json",
+		"shop/uid/binlog/e1/mydb-bin.000003", "shop/uid/binlog/e1/mydb-bin.000003.json", "shop/uid/wal/000000010000000000000001"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("left in the bucket (-want +got):\n%s", diff)
 	}
 }
