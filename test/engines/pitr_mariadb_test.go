@@ -15,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mydb-dev/mydb/pkg/controller/mydatabase"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
+	"github.com/mydb-dev/mydb/pkg/pitrwindow"
 	"github.com/mydb-dev/mydb/test/s3server"
 )
 
@@ -55,6 +57,9 @@ func TestMariaDBPointInTimeUnderAWriter(t *testing.T) {
 	for i := 1; i <= 10; i++ {
 		mustExec(t, app, fmt.Sprintf("INSERT INTO ticks (id, at) VALUES (%d, UNIX_TIMESTAMP(NOW(6)))", i))
 	}
+	// At least one binary log closes (and is archived) before the base
+	// begins: the retention window's pruning below deletes it.
+	time.Sleep(archiveTimeout + time.Second)
 	base := p.backup(t, "mariadb-writer-base", s3, "pitr/mariadb-base")
 	written := 10
 
@@ -188,6 +193,19 @@ func TestMariaDBPointInTimeUnderAWriter(t *testing.T) {
 		return s.Archive != nil && s.Archive.LastRecoverableTime != nil && s.Archive.LastRecoverableTime.After(goals[len(goals)-1].target)
 	})
 	t.Logf("%d rows written; archive: %d binary logs, recoverable to %s", written, s.Archive.Archived, s.Archive.LastRecoverableTime.Format(time.RFC3339Nano))
+
+	// The retention window's pruning with this base: what it holds and
+	// what closed before it began goes; every restore below still has
+	// what it replays.
+	if base.Position == nil || base.Position.GTID == "" {
+		t.Fatalf("the base backup has no GTID position: %+v", base.Position)
+	}
+	cut := pitrwindow.Cut{GTID: base.Position.GTID, Began: base.StartTime.Truncate(time.Second)}
+	deleted, err := mydatabase.S3ArchivePruner{}.PruneArchive(ctx, *archive, cut)
+	if err != nil || deleted == 0 {
+		t.Fatalf("pruning what the base (at %s, begun %s) holds: %d deleted, %v", cut.GTID, cut.Began.Format(time.RFC3339), deleted, err)
+	}
+	t.Logf("pruned %d archived binary logs the base holds (at %s)", deleted, cut.GTID)
 
 	restore := func(t *testing.T, n *node, id string, target api.RecoveryTarget) error {
 		t.Helper()
