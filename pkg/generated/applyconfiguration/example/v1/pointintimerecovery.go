@@ -42,9 +42,10 @@ type PointInTimeRecoveryApplyConfiguration struct {
 	// scheduled backup that ended within it and the newest one that ended
 	// before it (besides the newest spec.backup.retention, which are kept
 	// whatever their age), and the archived WAL from that oldest base on.
-	// Older archived WAL is deleted; nothing the window needs ever is.
-	// MariaDB's archived binary logs are not deleted yet. Unset, mydb
-	// deletes no archived WAL. From 1h to 87600h (ten years).
+	// Older archived WAL is deleted (MariaDB: the binary logs the oldest
+	// base holds that closed before it began); nothing the window needs
+	// ever is. Unset, mydb deletes no archived log. From 1h to 87600h (ten
+	// years).
 	RetentionWindow *metav1.Duration `json:"retentionWindow,omitempty"`
 }
 
