@@ -9,9 +9,14 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -343,5 +348,81 @@ func TestMariaDBArchiveAcrossAFailover(t *testing.T) {
 	var count, max int
 	if err := n.app().QueryRow("SELECT count(*), coalesce(max(id), 0) FROM orders").Scan(&count, &max); err != nil || count != 200 || max != 200 {
 		t.Errorf("orders restored to %s, after the failover: %d (up to %d), %v; want 200 (100 from each side)", target.Format(time.RFC3339), count, max, err)
+	}
+}
+
+// TestMariaDBArchiveThroughAnOutage: the S3 server becomes unreachable (a
+// proxy in front of it answers every request 503) while the primary keeps
+// writing: uploads fail and the manager's status says so (failures, the
+// reason, a file waiting), the server keeps its binary logs; once the
+// store is back, the backlog is archived, and a restore of the latest
+// from a backup taken before the outage holds every row written during it.
+func TestMariaDBArchiveThroughAnOutage(t *testing.T) {
+	t.Parallel()
+	s3 := s3server.Start(t, s3server.Options{})
+	ctx := context.Background()
+	spec := mariadbSpec()
+	target, err := url.Parse(s3.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var down atomic.Bool
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(w, "the object store is down", http.StatusServiceUnavailable)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+
+	p := archivingPrimary(t, spec, "pitr-mariadb-outage", "127.0.87.", time.Second)
+	archive := *destination(s3, "mariadb-outage").S3
+	archive.Endpoint = front.URL
+	p.setArchive(t, archive)
+	app := p.app()
+	mustExec(t, app, "CREATE TABLE orders (id int PRIMARY KEY)")
+	base := p.backup(t, "mariadb-outage-base", s3, "mariadb-outage-base")
+	p.waitStatus(time.Minute, "a file archived", func(s api.Status) bool { return s.Archive != nil && s.Archive.Archived > 0 })
+
+	down.Store(true)
+	cut := time.Now()
+	for i := 1; i <= 100; i++ {
+		mustExec(t, app, fmt.Sprintf("INSERT INTO orders VALUES (%d)", i))
+	}
+	s := p.waitStatus(time.Minute, "the outage in the status", func(s api.Status) bool {
+		a := s.Archive
+		return a != nil && a.Failed > 0 && a.LastFailureTime != nil && (a.LastArchivedTime == nil || a.LastFailureTime.After(*a.LastArchivedTime)) && a.Pending > 0
+	})
+	t.Logf("the first failed upload %s after the cut: %s (%d waiting)", time.Since(cut).Round(100*time.Millisecond), s.Archive.LastFailure, s.Archive.Pending)
+	for i := 101; i <= 200; i++ {
+		mustExec(t, app, fmt.Sprintf("INSERT INTO orders VALUES (%d)", i))
+	}
+	time.Sleep(3 * time.Second)
+	written := time.Now().UTC()
+	if s, _ := p.status(); s.Archive != nil && s.Archive.LastRecoverableTime != nil && !s.Archive.LastRecoverableTime.Before(written.Truncate(time.Second)) {
+		t.Errorf("the window reached %s while the store was down", s.Archive.LastRecoverableTime)
+	}
+
+	down.Store(false)
+	back := time.Now()
+	s = p.waitStatus(time.Minute, "the backlog archived", func(s api.Status) bool {
+		return s.Archive != nil && s.Archive.Pending == 0 && s.Archive.LastRecoverableTime != nil && s.Archive.LastRecoverableTime.After(written)
+	})
+	t.Logf("the backlog archived %s after the store came back; %d failed attempts in all, %d files", time.Since(back).Round(100*time.Millisecond), s.Archive.Failed, s.Archive.Archived)
+
+	n := awaitingRestore(t, spec, "pitr-mariadb-outage-dst", "127.0.88.")
+	c, host := n.manager()
+	if _, err := c.StartRestore(ctx, host, n.auth(), api.RestoreRequest{
+		ID: "mariadb-outage-latest", Source: destination(s3, "mariadb-outage-base"), SHA256: base.SHA256, Size: base.Size, Format: base.Format,
+		Archive: destination(s3, "mariadb-outage").S3, Target: &api.RecoveryTarget{Latest: true},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	n.waitReady(3*time.Minute, api.RolePrimary)
+	var count int
+	if err := n.app().QueryRow("SELECT count(*) FROM orders").Scan(&count); err != nil || count != 200 {
+		t.Errorf("the latest restore holds %d orders, %v; want the 200 written during the outage", count, err)
 	}
 }
