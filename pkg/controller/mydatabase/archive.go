@@ -340,7 +340,7 @@ func (c *Controller) archiveState(db *examplev1.MyDatabase, f *findings) (*metav
 		switch {
 		case failing:
 			cond = archivingCondition(metav1.ConditionFalse, ReasonArchiveFailing,
-				fmt.Sprintf("%s cannot archive its WAL (%d files wait): %s", report.Name, a.Pending, a.LastFailure))
+				fmt.Sprintf("%s cannot archive its log (%d files wait): %s", report.Name, a.Pending, a.LastFailure))
 		case a.Archived == 0:
 			cond = archivingCondition(metav1.ConditionFalse, ReasonArchiveStarting, fmt.Sprintf("%s has archived no file yet", report.Name))
 		case a.LastArchivedTime != nil && c.clock.Since(*a.LastArchivedTime) > bound:
