@@ -170,9 +170,16 @@ func (m *Manager) archiveClosedBinlogs(ctx context.Context, ba BinlogArchiver, d
 	}
 	closed := names[:len(names)-1]
 	var todo []string
+	present := map[string]bool{}
 	for _, name := range closed {
+		present[epoch+"/"+name] = true
 		if !archived[epoch+"/"+name] {
 			todo = append(todo, name)
+		}
+	}
+	for key := range archived {
+		if !present[key] {
+			delete(archived, key) // purged by the server, or another epoch's
 		}
 	}
 	a := &m.archive
@@ -225,6 +232,13 @@ func (m *Manager) uploadBinlog(ctx context.Context, store BinlogStore, prefix, e
 	}
 	key := BinlogKey(prefix, epoch, filepath.Base(file))
 	if err := m.uploadWAL(ctx, store, key, file); err != nil {
+		return binlog.Summary{}, err
+	}
+	// A manager that starts again meets the files it archived before:
+	// their manifests are there too.
+	if _, err := store.Stat(ctx, key+".json"); err == nil {
+		return summary, nil
+	} else if !errors.Is(err, objectstore.ErrNotFound) {
 		return binlog.Summary{}, err
 	}
 	b, err := json.Marshal(BinlogManifest{File: filepath.Base(file), Size: size, SHA256: sum, Summary: summary})
