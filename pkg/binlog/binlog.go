@@ -8,6 +8,7 @@ package binlog
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -80,7 +81,7 @@ func (p Position) With(g GTID) Position {
 		}
 	}
 	out = append(out, g)
-	slices.SortFunc(out, func(a, b GTID) int { return int64Compare(int64(a.Domain), int64(b.Domain)) })
+	slices.SortFunc(out, func(a, b GTID) int { return cmp.Compare(a.Domain, b.Domain) })
 	return out
 }
 
@@ -124,16 +125,6 @@ func (p Position) String() string {
 		parts[i] = g.String()
 	}
 	return strings.Join(parts, ",")
-}
-
-func int64Compare(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Summary is what a binary log file holds, as a restore chooses files.

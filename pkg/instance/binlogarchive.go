@@ -2,6 +2,7 @@ package instance
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -276,9 +277,9 @@ func binlogChain(manifests map[string]BinlogManifest, base binlog.Position, targ
 		sa, sb := manifests[a].Summary, manifests[b].Summary
 		switch {
 		case order(sa.Begin()) != order(sb.Begin()):
-			return compareUint(order(sa.Begin()), order(sb.Begin()))
+			return cmp.Compare(order(sa.Begin()), order(sb.Begin()))
 		case order(sa.End) != order(sb.End):
-			return -compareUint(order(sa.End), order(sb.End))
+			return -cmp.Compare(order(sa.End), order(sb.End))
 		}
 		return strings.Compare(a, b)
 	})
@@ -321,16 +322,6 @@ func binlogChain(manifests map[string]BinlogManifest, base binlog.Position, targ
 			reach.Format(time.RFC3339), base, target.Time.UTC().Format(time.RFC3339Nano))
 	}
 	return chain, nil
-}
-
-func compareUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // BinlogLister is what reading an archive's manifests needs of a bucket.

@@ -13,9 +13,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -68,68 +66,10 @@ func TestMariaDBPointInTimeUnderAWriter(t *testing.T) {
 	base := p.backup(t, "mariadb-writer-base", s3, "pitr/mariadb-base")
 	written := 10
 
-	var (
-		writeErr error
-		lagMu    sync.Mutex
-		lags     []time.Duration
-	)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(writeEvery)
-		defer tick.Stop()
-		end := time.After(writeFor)
-		for {
-			select {
-			case <-end:
-				close(stop)
-				return
-			case <-tick.C:
-				if _, err := app.Exec("INSERT INTO ticks (id, at) VALUES (?, UNIX_TIMESTAMP(NOW(6)))", written+1); err != nil {
-					writeErr = err
-					close(stop)
-					return
-				}
-				written++
-			}
-		}
-	}()
-	go func() {
-		defer wg.Done()
-		every := time.NewTicker(500 * time.Millisecond)
-		defer every.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-every.C:
-				if s, err := p.status(); err == nil && s.Archive != nil && s.Archive.LastRecoverableTime != nil {
-					lagMu.Lock()
-					lags = append(lags, time.Since(*s.Archive.LastRecoverableTime))
-					lagMu.Unlock()
-				}
-			}
-		}
-	}()
-	wg.Wait()
-	if writeErr != nil {
-		t.Fatalf("the writer stopped after %d rows: %v", written, writeErr)
-	}
-	if written < int(writeFor/writeEvery)/2 {
-		t.Fatalf("the writer committed %d rows in %s, fewer than half of one per %s", written, writeFor, writeEvery)
-	}
-	sort.Slice(lags, func(i, j int) bool { return lags[i] < lags[j] })
-	if len(lags) < 60 {
-		t.Fatalf("%d samples of the window while writing, want one per 500 ms", len(lags))
-	}
-	worst := lags[len(lags)-1]
-	t.Logf("lastRecoverableTime behind now while writing: p50 %s, p95 %s, max %s (%d samples; archive timeout %s)",
-		lags[len(lags)/2].Round(time.Millisecond), lags[len(lags)*95/100].Round(time.Millisecond), worst.Round(time.Millisecond), len(lags), archiveTimeout)
-	if worst > archiveTimeout+windowSlack {
-		t.Errorf("lastRecoverableTime trailed now by up to %s under the writer, more than the archive timeout %s and %s", worst, archiveTimeout, windowSlack)
-	}
+	written = writeWhileArchiving(t, p, written, writeEvery, writeFor, archiveTimeout, windowSlack, func(id int) error {
+		_, err := app.Exec("INSERT INTO ticks (id, at) VALUES (?, UNIX_TIMESTAMP(NOW(6)))", id)
+		return err
+	})
 
 	type row struct {
 		id int
@@ -285,16 +225,7 @@ func TestMariaDBArchiveAcrossAFailover(t *testing.T) {
 	ctx := context.Background()
 	spec := mariadbSpec()
 
-	src := newClusterIn(t, spec, "pitr-mariadb-failover", "127.0.85.", 2)
-	p, r := src.nodes[0], src.nodes[1]
-	for _, n := range src.nodes {
-		n.extraArgs = []string{"--wal-archive", "--archive-timeout", "2s"}
-	}
-	p.start()
-	src.setPrimary(p)
-	p.waitReady(time.Minute, api.RolePrimary)
-	r.start()
-	r.waitReady(2*time.Minute, api.RoleReplica)
+	src, p, r := archivingPair(t, spec, "pitr-mariadb-failover", "127.0.85.", 2*time.Second)
 	archive := destination(s3, "pitr/mariadb-failover").S3
 	r.setArchive(t, *archive)
 	base := r.backup(t, "mariadb-failover-base", s3, "pitr/mariadb-failover-base")

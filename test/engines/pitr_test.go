@@ -188,6 +188,24 @@ func archivingPrimary(t *testing.T, spec engineSpec, dir, ipPrefix string, archi
 	return p
 }
 
+// archivingPair starts a two-instance database of spec whose managers
+// archive (--wal-archive) and returns it with its primary and its
+// streaming replica.
+func archivingPair(t *testing.T, spec engineSpec, dir, ipPrefix string, archiveTimeout time.Duration) (c *cluster, p, r *node) {
+	t.Helper()
+	c = newClusterIn(t, spec, dir, ipPrefix, 2)
+	p, r = c.nodes[0], c.nodes[1]
+	for _, n := range c.nodes {
+		n.extraArgs = []string{"--wal-archive", "--archive-timeout", archiveTimeout.String()}
+	}
+	p.start()
+	c.setPrimary(p)
+	p.waitReady(time.Minute, api.RolePrimary)
+	r.start()
+	r.waitReady(2*time.Minute, api.RoleReplica)
+	return c, p, r
+}
+
 // setArchive tells n's manager where its WAL goes, as the controller does.
 func (n *node) setArchive(t *testing.T, d api.S3Object) {
 	t.Helper()
@@ -211,16 +229,7 @@ func TestPostgresArchiveAcrossAFailover(t *testing.T) {
 	ctx := context.Background()
 	spec := postgresSpec()
 
-	src := newClusterIn(t, spec, "pitr-failover", "127.0.48.", 2)
-	p, r := src.nodes[0], src.nodes[1]
-	for _, n := range src.nodes {
-		n.extraArgs = []string{"--wal-archive", "--archive-timeout", "2s"}
-	}
-	p.start()
-	src.setPrimary(p)
-	p.waitReady(time.Minute, api.RolePrimary)
-	r.start()
-	r.waitReady(2*time.Minute, api.RoleReplica)
+	src, p, r := archivingPair(t, spec, "pitr-failover", "127.0.48.", 2*time.Second)
 	archive := destination(s3, "pitr/failover").S3
 	c, host := r.manager()
 	if _, err := c.SetArchive(ctx, host, r.auth(), api.ArchiveRequest{Destination: *archive}); err != nil {

@@ -49,72 +49,10 @@ func TestPostgresPointInTimeUnderAWriter(t *testing.T) {
 	// The writer: one autocommitted row every 10 ms, its time taken in
 	// the transaction (clock_timestamp(), so the commit follows it within
 	// the statement's own time).
-	var (
-		written  int
-		writeErr error
-		lagMu    sync.Mutex
-		lags     []time.Duration
-	)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(writeEvery)
-		defer tick.Stop()
-		end := time.After(writeFor)
-		for {
-			select {
-			case <-end:
-				close(stop)
-				return
-			case <-tick.C:
-				if _, err := app.Exec("INSERT INTO ticks (id, at) VALUES ($1, clock_timestamp())", written+1); err != nil {
-					writeErr = err
-					close(stop)
-					return
-				}
-				written++
-			}
-		}
-	}()
-	go func() {
-		// How far the recoverable window trails now while the writer runs.
-		defer wg.Done()
-		every := time.NewTicker(500 * time.Millisecond)
-		defer every.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-every.C:
-				if s, err := p.status(); err == nil && s.Archive != nil && s.Archive.LastRecoverableTime != nil {
-					lagMu.Lock()
-					lags = append(lags, time.Since(*s.Archive.LastRecoverableTime))
-					lagMu.Unlock()
-				}
-			}
-		}
-	}()
-	wg.Wait()
-	if writeErr != nil {
-		t.Fatalf("the writer stopped after %d rows: %v", written, writeErr)
-	}
-	if written < int(writeFor/writeEvery)/2 {
-		t.Fatalf("the writer committed %d rows in %s, fewer than half of one per %s", written, writeFor, writeEvery)
-	}
-
-	// The window under the writer.
-	sort.Slice(lags, func(i, j int) bool { return lags[i] < lags[j] })
-	if len(lags) < 60 {
-		t.Fatalf("%d samples of the window while writing, want one per 500 ms", len(lags))
-	}
-	worst := lags[len(lags)-1]
-	t.Logf("lastRecoverableTime behind now while writing: p50 %s, p95 %s, max %s (%d samples; archive timeout %s)",
-		lags[len(lags)/2].Round(time.Millisecond), lags[len(lags)*95/100].Round(time.Millisecond), worst.Round(time.Millisecond), len(lags), archiveTimeout)
-	if worst > archiveTimeout+windowSlack {
-		t.Errorf("lastRecoverableTime trailed now by up to %s under the writer, more than the archive timeout %s and %s", worst, archiveTimeout, windowSlack)
-	}
+	written := writeWhileArchiving(t, p, 0, writeEvery, writeFor, archiveTimeout, windowSlack, func(id int) error {
+		_, err := app.Exec("INSERT INTO ticks (id, at) VALUES ($1, clock_timestamp())", id)
+		return err
+	})
 
 	// Three targets inside the minute, each halfway between two rows'
 	// times, so which side of it a row's commit fell is not in doubt.
@@ -197,4 +135,75 @@ func TestPostgresPointInTimeUnderAWriter(t *testing.T) {
 				g.target.Format(time.RFC3339Nano), count, g.upTo, took.Round(10*time.Millisecond))
 		})
 	}
+}
+
+// writeWhileArchiving commits insert(id) for ids after last, one every
+// `every` for `length`, on the archiving primary p, while it samples how far
+// p's lastRecoverableTime trails now every 500 ms. It fails the test when
+// the writer stops, commits fewer than half the rows it had time for, or
+// the window trails by more than archiveTimeout and slack. It returns the
+// last id written.
+func writeWhileArchiving(t *testing.T, p *node, last int, every, length, archiveTimeout, slack time.Duration, insert func(id int) error) int {
+	t.Helper()
+	var (
+		written  = last
+		writeErr error
+		lags     []time.Duration
+	)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		end := time.After(length)
+		for {
+			select {
+			case <-end:
+				close(stop)
+				return
+			case <-tick.C:
+				if err := insert(written + 1); err != nil {
+					writeErr = err
+					close(stop)
+					return
+				}
+				written++
+			}
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		sample := time.NewTicker(500 * time.Millisecond)
+		defer sample.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-sample.C:
+				if s, err := p.status(); err == nil && s.Archive != nil && s.Archive.LastRecoverableTime != nil {
+					lags = append(lags, time.Since(*s.Archive.LastRecoverableTime))
+				}
+			}
+		}
+	}()
+	wg.Wait()
+	if writeErr != nil {
+		t.Fatalf("the writer stopped after %d rows: %v", written-last, writeErr)
+	}
+	if written-last < int(length/every)/2 {
+		t.Fatalf("the writer committed %d rows in %s, fewer than half of one per %s", written-last, length, every)
+	}
+	sort.Slice(lags, func(i, j int) bool { return lags[i] < lags[j] })
+	if len(lags) < int(length/time.Second) {
+		t.Fatalf("%d samples of the window while writing, want one per 500 ms", len(lags))
+	}
+	worst := lags[len(lags)-1]
+	t.Logf("lastRecoverableTime behind now while writing: p50 %s, p95 %s, max %s (%d samples; archive timeout %s)",
+		lags[len(lags)/2].Round(time.Millisecond), lags[len(lags)*95/100].Round(time.Millisecond), worst.Round(time.Millisecond), len(lags), archiveTimeout)
+	if worst > archiveTimeout+slack {
+		t.Errorf("lastRecoverableTime trailed now by up to %s under the writer, more than the archive timeout %s and %s", worst, archiveTimeout, slack)
+	}
+	return written
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/mydb-dev/mydb/pkg/binlog"
 	"github.com/mydb-dev/mydb/pkg/instance"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
+	"github.com/mydb-dev/mydb/pkg/objectstore"
 	"github.com/mydb-dev/mydb/pkg/pitrwindow"
 	"github.com/mydb-dev/mydb/test/s3server"
 	appsv1 "k8s.io/api/apps/v1"
@@ -352,15 +353,7 @@ func TestS3ArchivePrunerDeletesOnlyBelowTheCut(t *testing.T) {
 	if err != nil || deleted != 4 {
 		t.Fatalf("deleted %d, %v; want 4", deleted, err)
 	}
-	left, err := store.List(ctx, "shop/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, o := range left {
-		got = append(got, o.Key)
-	}
-	slices.Sort(got)
+	got := keysUnder(t, store, "shop/")
 	want := []string{"shop/uid-2/wal/000000010000000000000001", "shop/uid/wal/000000010000000000000005", "shop/uid/wal/00000002.history",
 		"shop/uid/wal/000000020000000000000005", "shop/uid/wal/000000020000000000000006"}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -427,18 +420,25 @@ func TestS3ArchivePrunerDeletesTheBinlogsTheBaseHolds(t *testing.T) {
 	if err != nil || deleted != 2 {
 		t.Fatalf("deleted %d, %v; want 2", deleted, err)
 	}
-	left, err := store.List(ctx, "shop/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, o := range left {
-		got = append(got, o.Key)
-	}
-	slices.Sort(got)
+	got := keysUnder(t, store, "shop/")
 	want := []string{"shop/uid-2/binlog/e1/mydb-bin.000001", "shop/uid-2/binlog/e1/mydb-bin.000001.json",
 		"shop/uid/binlog/e1/mydb-bin.000003", "shop/uid/binlog/e1/mydb-bin.000003.json", "shop/uid/wal/000000010000000000000001"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("left in the bucket (-want +got):\n%s", diff)
 	}
+}
+
+// keysUnder lists the keys under prefix of store, sorted.
+func keysUnder(t *testing.T, store *objectstore.Store, prefix string) []string {
+	t.Helper()
+	objects, err := store.List(context.Background(), prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, o := range objects {
+		keys = append(keys, o.Key)
+	}
+	slices.Sort(keys)
+	return keys
 }
