@@ -12,23 +12,29 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// TestNodePointInTimeAndHibernation, PostgreSQL on the real node with the
-// pods exactly as mydb writes them: the engine's archive_command runs
-// mydb-instance inside the database container and reaches its manager
-// over the run directory's socket, archiving into a real S3 server on the
+// TestNodePointInTimeAndHibernation, PostgreSQL and MariaDB on the real
+// node with the pods exactly as mydb writes them: PostgreSQL's
+// archive_command runs mydb-instance inside the database container and
+// reaches its manager over the run directory's socket, MariaDB's manager
+// archives the binary logs itself, each into a real S3 server on the
 // node's address; a database restored to a second between two batches
 // holds the first; then the source hibernates (no pod, claims kept) and
-// wakes with every row, its primary unchanged.
+// wakes with every row, its primary unchanged. One engine after the other.
 func TestNodePointInTimeAndHibernation(t *testing.T) {
-	var dc dataCase
-	for _, c := range nodeDataCases() {
-		if c.engine.name == "postgres" {
-			dc = c
+	ran := 0
+	for _, dc := range nodeDataCases() {
+		if dc.engine.name != "postgres" && dc.engine.name != "mariadb" {
+			continue // MySQL has no point-in-time recovery yet
 		}
+		ran++
+		t.Run(dc.engine.name, func(t *testing.T) { testNodePointInTimeAndHibernation(t, dc) })
 	}
-	if dc.engine.name == "" {
-		t.Fatal("no postgres among the node's engines")
+	if ran != 2 {
+		t.Fatalf("%d of postgres and mariadb among the node's engines", ran)
 	}
+}
+
+func testNodePointInTimeAndHibernation(t *testing.T, dc dataCase) {
 	ns := newNamespace(t)
 	_, dest := startS3With(t, ns, "node/pitr", s3server.Options{Host: nodeAddress(t)})
 	src := dc.createSource(t, ns, examplev1.MyDatabaseSpec{Replicas: int32Ptr(2), StorageSize: quantity("1Gi"),
