@@ -198,6 +198,11 @@ type DriverConfig struct {
 	// instances' managers; TLS is where the engine finds its copy.
 	Identity *Identity
 	TLS      EngineTLS
+	// RequireClientTLS refuses clients that connect over the network
+	// without TLS (PostgreSQL hostssl, MySQL-family
+	// require_secure_transport); the unix socket, which only the pod
+	// reaches, stays open to the manager.
+	RequireClientTLS bool
 	// ServerID is the MySQL-family server_id.
 	ServerID uint32
 	// ArchiveCommand and RestoreCommand are shell commands that hand a

@@ -62,8 +62,10 @@ type Options struct {
 	// ArchiveWAL makes the instance archive its WAL while it is the
 	// primary; ArchiveTimeout bounds how long a closed-but-unarchived
 	// stretch of an idle primary's WAL may grow.
-	ArchiveWAL         bool
-	ArchiveTimeout     time.Duration
+	ArchiveWAL     bool
+	ArchiveTimeout time.Duration
+	// RequireClientTLS: clients over the network must use TLS.
+	RequireClientTLS   bool
 	ArchiveParallelism int
 	// CertificateLifetime is how long each of the instance's certificates
 	// is valid; it is renewed at two thirds of it.
@@ -99,6 +101,7 @@ func (o *Options) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.MaxReadyLag, "max-ready-lag", 10*time.Second, "a replica lagging more is not ready")
 	fs.Int64Var(&o.MaxReadyLagBytes, "max-ready-lag-bytes", 16<<20, "a replica lagging more WAL bytes is not ready (Postgres)")
 	fs.Uint32Var(&o.ServerID, "server-id", 0, "MySQL-family server_id (default: the name's ordinal + 1)")
+	fs.BoolVar(&o.RequireClientTLS, "require-client-tls", env("MYDB_REQUIRE_CLIENT_TLS", "") == "true", "refuse clients that connect over the network without TLS (PostgreSQL hostssl, MariaDB and MySQL require_secure_transport); the unix socket stays ($MYDB_REQUIRE_CLIENT_TLS=true)")
 	fs.BoolVar(&o.ArchiveWAL, "wal-archive", env("MYDB_WAL_ARCHIVE", "") == "true", "archive the WAL (PostgreSQL) or the binary logs (MariaDB) while this instance is the primary, to where the controller's PUT /v1/archive says ($MYDB_WAL_ARCHIVE=true)")
 	fs.DurationVar(&o.ArchiveTimeout, "archive-timeout", instance.DefaultArchiveTimeout, "with --wal-archive: an idle primary commits a heartbeat and closes its WAL file (PostgreSQL), or closes its binary log (MariaDB), this often, so the recoverable window advances")
 	fs.IntVar(&o.ArchiveParallelism, "archive-parallel", 4, "with --wal-archive: how many WAL files are uploaded at once (the one the engine hands over and the next ones it will; 1 for one at a time)")
@@ -242,8 +245,9 @@ func run(ctx context.Context, o *Options) error {
 		ArchiveCommand: walCommand(self, "wal-archive", socket, "%p", "%f"),
 		RestoreCommand: walCommand(self, "wal-restore", socket, "%f", "%p"),
 		ArchiveWAL:     o.ArchiveWAL, ArchiveTimeout: o.ArchiveTimeout,
-		StartParameters: startParameters,
-		Stdout:          os.Stdout, Stderr: os.Stdout, Log: log.With("engine", o.Engine),
+		RequireClientTLS: o.RequireClientTLS,
+		StartParameters:  startParameters,
+		Stdout:           os.Stdout, Stderr: os.Stdout, Log: log.With("engine", o.Engine),
 	}
 	driver, err := newDriver(o.Engine, &cfg)
 	if err != nil {

@@ -77,11 +77,15 @@ func (s *Server) SetParameters(ctx context.Context, params map[string]string) er
 	return nil
 }
 
-// StartArgs are the server's options for cfg.StartParameters (the
-// parameters of spec.parameters it reads only when it starts), last on its
-// command line.
+// StartArgs are the server's options for cfg.RequireClientTLS and
+// cfg.StartParameters (the parameters of spec.parameters it reads only
+// when it starts), last on its command line.
 func StartArgs(cfg instance.DriverConfig) []string {
 	var args []string
+	if cfg.RequireClientTLS && cfg.TLSEnabled() {
+		// Socket connections count as secure: the manager's stay open.
+		args = append(args, "--require-secure-transport=ON")
+	}
 	for _, p := range parameters.Sorted(cfg.StartParameters) {
 		args = append(args, "--"+p)
 	}

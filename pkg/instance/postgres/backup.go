@@ -144,7 +144,7 @@ func (d *Driver) restore(ctx context.Context, r io.Reader, verify func() error, 
 	if err := d.setAutoConf(tmp, map[string]string{"primary_conninfo": "", "primary_slot_name": ""}); err != nil {
 		return err
 	}
-	if err := writeAuthConfig(tmp, d.cfg.TLSEnabled()); err != nil {
+	if err := writeAuthConfig(tmp, d.cfg.TLSEnabled(), d.cfg.RequireClientTLS); err != nil {
 		return err
 	}
 	if target != nil {

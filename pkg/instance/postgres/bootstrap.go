@@ -72,7 +72,9 @@ func (d *Driver) appUser() (appCredentials, error) {
 // writeConfig writes the authentication rules and the settings every
 // instance of the database shares (clones copy them).
 func writeConfig(dataDir string, tls bool) error {
-	if err := writeAuthConfig(dataDir, tls); err != nil {
+	// Each start writes the rules again with the instance's own setting
+	// of client TLS (Driver.Command).
+	if err := writeAuthConfig(dataDir, tls, false); err != nil {
 		return err
 	}
 	conf := `
@@ -112,10 +114,11 @@ log_line_prefix = '%m [%p] %q%u@%d '
 // would get COPY ... TO PROGRAM, a shell in the pod). Everything else,
 // local or over the network, authenticates with a SCRAM password, and the
 // replication user can do nothing but replicate, and with tls only over
-// TLS, so its password never crosses the network in the clear. The
-// manager writes it before every start, so data directories made before a
-// change get it.
-func writeAuthConfig(dataDir string, tls bool) error {
+// TLS, so its password never crosses the network in the clear; with
+// requireClientTLS every client over the network must use TLS too (the
+// socket stays). The manager writes it before every start, so data
+// directories made before a change get it.
+func writeAuthConfig(dataDir string, tls, requireClientTLS bool) error {
 	u, err := user.Current()
 	if err != nil {
 		return err
@@ -128,13 +131,16 @@ local   all          all                    scram-sha-256
 %s replication  replicator    all      scram-sha-256
 host    all          replicator    all      reject
 host    all          postgres      all      reject
-host    all          all           all      scram-sha-256
+%s all          all           all      scram-sha-256
 `
-	replication := "host   "
+	replication, clients := "host   ", "host   "
 	if tls {
 		replication = "hostssl"
+		if requireClientTLS {
+			clients = "hostssl"
+		}
 	}
-	hba = fmt.Sprintf(hba, replication)
+	hba = fmt.Sprintf(hba, replication, clients)
 	ident := fmt.Sprintf("# Written by mydb-instance.\nmanager  %s  postgres\n", u.Username)
 	if err := os.WriteFile(filepath.Join(dataDir, "pg_hba.conf"), []byte(hba), 0o600); err != nil {
 		return err

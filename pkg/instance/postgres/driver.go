@@ -124,7 +124,7 @@ func (d *Driver) Command() (*exec.Cmd, error) {
 	if err := d.writePassfile(); err != nil {
 		return nil, err
 	}
-	if err := writeAuthConfig(d.DataDir(), d.cfg.TLSEnabled()); err != nil {
+	if err := writeAuthConfig(d.DataDir(), d.cfg.TLSEnabled(), d.cfg.RequireClientTLS); err != nil {
 		return nil, err
 	}
 	args := append(d.serverArgs(d.DataDir(), strings.Join(d.cfg.ListenAddresses(), ",")), d.archiveArgs()...)

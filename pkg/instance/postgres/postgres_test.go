@@ -130,7 +130,7 @@ func TestSyncStatements(t *testing.T) {
 // socket only.
 func TestTheSuperuserNeverLogsInOverTheNetwork(t *testing.T) {
 	dir := t.TempDir()
-	if err := writeAuthConfig(dir, true); err != nil {
+	if err := writeAuthConfig(dir, true, false); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(filepath.Join(dir, "pg_hba.conf"))
@@ -158,6 +158,41 @@ func TestTheSuperuserNeverLogsInOverTheNetwork(t *testing.T) {
 		}
 	}
 	t.Fatalf("no host line matches the superuser: %q", data)
+}
+
+// TestClientsOverTheNetworkMayBeMadeToUseTLS: the catch-all is host
+// unless client TLS is required, hostssl then (and host without TLS at
+// all, which nothing could use otherwise); the socket's lines stay.
+func TestClientsOverTheNetworkMayBeMadeToUseTLS(t *testing.T) {
+	for _, c := range []struct {
+		tls, require bool
+		want         string
+	}{{true, false, "host"}, {true, true, "hostssl"}, {false, true, "host"}} {
+		dir := t.TempDir()
+		if err := writeAuthConfig(dir, c.tls, c.require); err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(filepath.Join(dir, "pg_hba.conf"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var catchAll, local []string
+		for _, line := range strings.Split(string(data), "\n") {
+			f := strings.Fields(line)
+			switch {
+			case len(f) == 5 && f[1] == "all" && f[2] == "all" && f[3] == "all":
+				catchAll = f
+			case len(f) > 0 && f[0] == "local" && f[2] == "all":
+				local = f
+			}
+		}
+		if catchAll == nil || catchAll[0] != c.want || catchAll[4] != "scram-sha-256" {
+			t.Errorf("tls %v, required %v: the catch-all is %v, want %s ... scram-sha-256", c.tls, c.require, catchAll, c.want)
+		}
+		if local == nil || local[3] != "scram-sha-256" {
+			t.Errorf("tls %v, required %v: the socket's line for all users is %v", c.tls, c.require, local)
+		}
+	}
 }
 
 // The engines read a renewed certificate without a restart.

@@ -161,12 +161,12 @@ func (d *Driver) UpgradeMajor(ctx context.Context) error {
 	if err := d.cfg.Tool(ctx, "initdb", initdb...).Run(); err != nil {
 		return fmt.Errorf("initdb of the PostgreSQL %s data directory: %w", server, err)
 	}
-	if err := writeAuthConfig(tmp, d.cfg.TLSEnabled()); err != nil {
+	if err := writeAuthConfig(tmp, d.cfg.TLSEnabled(), d.cfg.RequireClientTLS); err != nil {
 		return err
 	}
 	// pg_upgrade starts the old server on its own configuration: make its
 	// authentication the manager's too (a directory made before a change).
-	if err := writeAuthConfig(d.DataDir(), d.cfg.TLSEnabled()); err != nil {
+	if err := writeAuthConfig(d.DataDir(), d.cfg.TLSEnabled(), d.cfg.RequireClientTLS); err != nil {
 		return err
 	}
 	// No separate --check: the upgrade runs the same checks before it
