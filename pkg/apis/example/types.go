@@ -132,7 +132,17 @@ const (
 // TLSSpec is how a database's engines serve TLS to clients (see v1).
 type TLSSpec struct {
 	ServerCertificateSecret string
+	ClientTLS               ClientTLSMode
 }
+
+// ClientTLSMode says whether clients must use TLS.
+type ClientTLSMode string
+
+// The client TLS modes.
+const (
+	ClientTLSPreferred ClientTLSMode = "Preferred"
+	ClientTLSRequired  ClientTLSMode = "Required"
+)
 
 // ReplicationSpec says how the primary replicates to the other instances.
 type ReplicationSpec struct {

@@ -275,7 +275,19 @@ func podSpec(db *examplev1.MyDatabase, eng engine.Spec, image, instanceImage str
 	withRestore(&spec, restore)
 	withArchive(&spec, db)
 	withStartParameters(&spec, db)
+	withClientTLS(&spec, db)
 	return spec
+}
+
+// requireClientTLSFlag makes an instance refuse clients without TLS.
+const requireClientTLSFlag = "--require-client-tls"
+
+// withClientTLS makes the instances of a database whose clients must use
+// TLS refuse the others (a pod change: toggling it rolls them out).
+func withClientTLS(spec *corev1.PodSpec, db *examplev1.MyDatabase) {
+	if t := db.Spec.TLS; t != nil && t.ClientTLS == examplev1.ClientTLSRequired {
+		spec.Containers[0].Args = append(spec.Containers[0].Args, requireClientTLSFlag)
+	}
 }
 
 // secretsVolumeSource is every credential and the certificates in one

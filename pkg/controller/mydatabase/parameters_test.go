@@ -78,3 +78,25 @@ func TestParametersAppliedCondition(t *testing.T) {
 		})
 	}
 }
+
+// spec.tls.clientTLS: Required puts --require-client-tls in the pod
+// template; Preferred, or no spec.tls, does not.
+func TestClientTLSRequiredIsInThePodTemplate(t *testing.T) {
+	for _, tc := range []struct {
+		tls  *examplev1.TLSSpec
+		want bool
+	}{
+		{nil, false},
+		{&examplev1.TLSSpec{ClientTLS: examplev1.ClientTLSPreferred}, false},
+		{&examplev1.TLSSpec{ClientTLS: examplev1.ClientTLSRequired}, true},
+	} {
+		f := newFixture(t, []*examplev1.MyDatabase{myDatabase(func(d *examplev1.MyDatabase) { d.Spec.TLS = tc.tls })})
+		if err := f.sync(); err != nil {
+			t.Fatal(err)
+		}
+		sts := applied[*appsv1.StatefulSet](t, f.kubeClient.Actions(), "statefulsets")
+		if got := slices.Contains(sts.Spec.Template.Spec.Containers[0].Args, requireClientTLSFlag); got != tc.want {
+			t.Errorf("spec.tls %+v: %s in the template: %v, want %v", tc.tls, requireClientTLSFlag, got, tc.want)
+		}
+	}
+}

@@ -2251,6 +2251,14 @@ func schema_pkg_apis_example_v1_TLSSpec(ref common.ReferenceCallback) common.Ope
 							Format:      "",
 						},
 					},
+					"clientTLS": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ClientTLS is \"Preferred\" (unset: the engines offer TLS, and clients that do not ask for it are still let in, as libpq's default sslmode=prefer expects) or \"Required\": every instance refuses clients that connect over the network without TLS (PostgreSQL hostssl, MariaDB and MySQL require_secure_transport). Replication uses TLS either way; the instance manager's own connections go over the pod's unix socket. A change rolls the instances out, primary last.\n\nPossible enum values:\n - `\"Preferred\"` lets clients in with or without TLS.\n - `\"Required\"` refuses clients without TLS.",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Preferred", "Required"},
+						},
+					},
 				},
 			},
 		},

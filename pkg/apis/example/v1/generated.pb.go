@@ -2174,6 +2174,11 @@ func (m *TLSSpec) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	i -= len(m.ClientTLS)
+	copy(dAtA[i:], m.ClientTLS)
+	i = encodeVarintGenerated(dAtA, i, uint64(len(m.ClientTLS)))
+	i--
+	dAtA[i] = 0x12
 	i -= len(m.ServerCertificateSecret)
 	copy(dAtA[i:], m.ServerCertificateSecret)
 	i = encodeVarintGenerated(dAtA, i, uint64(len(m.ServerCertificateSecret)))
@@ -3005,6 +3010,8 @@ func (m *TLSSpec) Size() (n int) {
 	_ = l
 	l = len(m.ServerCertificateSecret)
 	n += 1 + l + sovGenerated(uint64(l))
+	l = len(m.ClientTLS)
+	n += 1 + l + sovGenerated(uint64(l))
 	return n
 }
 
@@ -3577,6 +3584,7 @@ func (this *TLSSpec) String() string {
 	}
 	s := strings.Join([]string{`&TLSSpec{`,
 		`ServerCertificateSecret:` + fmt.Sprintf("%v", this.ServerCertificateSecret) + `,`,
+		`ClientTLS:` + fmt.Sprintf("%v", this.ClientTLS) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -10540,6 +10548,38 @@ func (m *TLSSpec) Unmarshal(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			m.ServerCertificateSecret = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 2:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ClientTLS", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.ClientTLS = ClientTLSMode(dAtA[iNdEx:postIndex])
 			iNdEx = postIndex
 		default:
 			iNdEx = preIndex

@@ -363,7 +363,30 @@ type TLSSpec struct {
 	// of your own does not name.
 	// +optional
 	ServerCertificateSecret string `json:"serverCertificateSecret,omitempty" protobuf:"bytes,1,opt,name=serverCertificateSecret"`
+
+	// ClientTLS is "Preferred" (unset: the engines offer TLS, and clients
+	// that do not ask for it are still let in, as libpq's default
+	// sslmode=prefer expects) or "Required": every instance refuses
+	// clients that connect over the network without TLS (PostgreSQL
+	// hostssl, MariaDB and MySQL require_secure_transport). Replication
+	// uses TLS either way; the instance manager's own connections go over
+	// the pod's unix socket. A change rolls the instances out, primary
+	// last.
+	// +optional
+	ClientTLS ClientTLSMode `json:"clientTLS,omitempty" protobuf:"bytes,2,opt,name=clientTLS,casttype=ClientTLSMode"`
 }
+
+// ClientTLSMode says whether clients must use TLS.
+// +enum
+type ClientTLSMode string
+
+// The client TLS modes.
+const (
+	// ClientTLSPreferred lets clients in with or without TLS.
+	ClientTLSPreferred ClientTLSMode = "Preferred"
+	// ClientTLSRequired refuses clients without TLS.
+	ClientTLSRequired ClientTLSMode = "Required"
+)
 
 // ReplicationSpec says how the primary replicates to the other instances.
 type ReplicationSpec struct {

@@ -83,12 +83,21 @@ func ValidateMyDatabase(db *example.MyDatabase) field.ErrorList {
 	return allErrs
 }
 
-// validateTLS checks spec.tls: a server certificate of the user's own
-// names a Secret that may hold one, for PostgreSQL.
+// validateTLS checks spec.tls: clientTLS is one of its modes; a server
+// certificate of the user's own names a Secret that may hold one, for
+// PostgreSQL.
 func validateTLS(db string, spec *example.MyDatabaseSpec, fldPath *field.Path) field.ErrorList {
 	var allErrs field.ErrorList
-	if spec.TLS == nil || spec.TLS.ServerCertificateSecret == "" {
+	if spec.TLS == nil {
 		return nil
+	}
+	switch mode := spec.TLS.ClientTLS; mode {
+	case "", example.ClientTLSPreferred, example.ClientTLSRequired:
+	default:
+		allErrs = append(allErrs, field.NotSupported(fldPath.Child("clientTLS"), mode, []example.ClientTLSMode{example.ClientTLSPreferred, example.ClientTLSRequired}))
+	}
+	if spec.TLS.ServerCertificateSecret == "" {
+		return allErrs
 	}
 	p := fldPath.Child("serverCertificateSecret")
 	name := spec.TLS.ServerCertificateSecret

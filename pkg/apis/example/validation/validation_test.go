@@ -293,6 +293,12 @@ func TestValidateMyDatabase(t *testing.T) {
 			d.Spec.Engine, d.Spec.Version = example.EngineMariaDB, "10.11"
 			d.Spec.RestoreFrom = &example.RestoreSource{BackupName: "shop-nightly", PointInTime: &example.RecoveryTarget{LSN: "0/3000148"}}
 		}), want: []errorSummary{{field.ErrorTypeForbidden, "spec.restoreFrom.pointInTime.lsn"}}},
+		{name: "client TLS required", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.TLS = &example.TLSSpec{ClientTLS: example.ClientTLSRequired}
+		})},
+		{name: "client TLS of an unknown mode", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.TLS = &example.TLSSpec{ClientTLS: "Always"}
+		}), want: []errorSummary{{field.ErrorTypeNotSupported, "spec.tls.clientTLS"}}},
 		{name: "restore to a time", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
 			d.Spec.RestoreFrom = &example.RestoreSource{BackupName: "shop-nightly", PointInTime: &example.RecoveryTarget{Time: &metav1.Time{Time: time.Now()}}}
 		})},

@@ -587,6 +587,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.mydb-dev.mydb.pkg.apis.example.v1.TLSSpec
   map:
     fields:
+    - name: clientTLS
+      type:
+        scalar: string
     - name: serverCertificateSecret
       type:
         scalar: string

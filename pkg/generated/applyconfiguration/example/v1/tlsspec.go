@@ -18,6 +18,10 @@ limitations under the License.
 
 package v1
 
+import (
+	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+)
+
 // TLSSpecApplyConfiguration represents a declarative configuration of the TLSSpec type for use
 // with apply.
 //
@@ -35,6 +39,15 @@ type TLSSpecApplyConfiguration struct {
 	// replica verifies its primary by the pod address, which a certificate
 	// of your own does not name.
 	ServerCertificateSecret *string `json:"serverCertificateSecret,omitempty"`
+	// ClientTLS is "Preferred" (unset: the engines offer TLS, and clients
+	// that do not ask for it are still let in, as libpq's default
+	// sslmode=prefer expects) or "Required": every instance refuses
+	// clients that connect over the network without TLS (PostgreSQL
+	// hostssl, MariaDB and MySQL require_secure_transport). Replication
+	// uses TLS either way; the instance manager's own connections go over
+	// the pod's unix socket. A change rolls the instances out, primary
+	// last.
+	ClientTLS *examplev1.ClientTLSMode `json:"clientTLS,omitempty"`
 }
 
 // TLSSpecApplyConfiguration constructs a declarative configuration of the TLSSpec type for use with
@@ -48,5 +61,13 @@ func TLSSpec() *TLSSpecApplyConfiguration {
 // If called multiple times, the ServerCertificateSecret field is set to the value of the last call.
 func (b *TLSSpecApplyConfiguration) WithServerCertificateSecret(value string) *TLSSpecApplyConfiguration {
 	b.ServerCertificateSecret = &value
+	return b
+}
+
+// WithClientTLS sets the ClientTLS field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ClientTLS field is set to the value of the last call.
+func (b *TLSSpecApplyConfiguration) WithClientTLS(value examplev1.ClientTLSMode) *TLSSpecApplyConfiguration {
+	b.ClientTLS = &value
 	return b
 }
