@@ -49,14 +49,19 @@ type BinlogArchiver interface {
 	RestoreToBinlogs(ctx context.Context, r io.Reader, verify func() error, target api.RecoveryTarget, fetch FetchBinlogs) error
 }
 
-// FetchBinlogs downloads the archived files a restore from a backup at
-// base replays to target, in order, into dir.
+// FetchBinlogs chooses the archived files a restore from a backup at base
+// replays to target, in order; each is downloaded into dir when its
+// Fetch is called, one at a time, so a replay needs the space of one file
+// beside the data, not of the whole chain.
 type FetchBinlogs func(ctx context.Context, base binlog.Position, dir string) ([]ReplayFile, error)
 
-// ReplayFile is a fetched binary log file and what its manifest says.
+// ReplayFile is an archived binary log file to replay: what its manifest
+// says, and how to download it (size and checksum checked), answering the
+// local path.
 type ReplayFile struct {
-	Path    string
+	Key     string
 	Summary binlog.Summary
+	Fetch   func(ctx context.Context) (string, error)
 }
 
 // BinlogStore is what binary log archiving needs of a bucket.
@@ -377,12 +382,11 @@ func (m *Manager) fetchBinlogs(store WALStore, prefix string, target api.Recover
 		for i, key := range chain {
 			mf := manifests[key]
 			local := filepath.Join(dir, fmt.Sprintf("%04d-%s", i, path.Base(key)))
-			if err := m.download(ctx, bs, key, local, mf.Size, mf.SHA256); err != nil {
-				return nil, err
-			}
-			files = append(files, ReplayFile{Path: local, Summary: mf.Summary})
+			files = append(files, ReplayFile{Key: key, Summary: mf.Summary, Fetch: func(ctx context.Context) (string, error) {
+				return local, m.download(ctx, bs, key, local, mf.Size, mf.SHA256)
+			}})
 		}
-		m.log.Info("fetched the binary logs to replay", "files", len(files), "from", base.String())
+		m.log.Info("chose the binary logs to replay", "files", len(files), "from", base.String())
 		return files, nil
 	}
 }

@@ -94,7 +94,8 @@ func (d *Driver) backupPosition(ctx context.Context, c mysqlfamily.Conn, dir str
 	return base, nil
 }
 
-// fetchReplay downloads the files to replay after base.
+// fetchReplay chooses the files to replay after base, in the directory
+// they are downloaded to one at a time.
 func (d *Driver) fetchReplay(ctx context.Context, base binlog.Position, to *replay) ([]instance.ReplayFile, error) {
 	if err := os.RemoveAll(d.replayDir()); err != nil {
 		return nil, err
@@ -148,7 +149,16 @@ func (d *Driver) replayBinlogs(ctx context.Context, files []instance.ReplayFile,
 		if applied.Covers(f.Summary.End) {
 			continue
 		}
-		if err := d.replayFile(ctx, u.Username, f.Path, applied, target); err != nil {
+		local, err := f.Fetch(ctx)
+		if err != nil {
+			return fmt.Errorf("fetching %s: %w", f.Key, err)
+		}
+		err = d.replayFile(ctx, u.Username, local, applied, target)
+		// One file beside the data at a time.
+		if rmErr := os.Remove(local); err == nil && rmErr != nil {
+			err = rmErr
+		}
+		if err != nil {
 			return err
 		}
 		for _, g := range f.Summary.End {
