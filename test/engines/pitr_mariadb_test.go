@@ -60,9 +60,13 @@ func TestMariaDBPointInTimeUnderAWriter(t *testing.T) {
 	for i := 1; i <= 10; i++ {
 		mustExec(t, app, fmt.Sprintf("INSERT INTO ticks (id, at) VALUES (%d, UNIX_TIMESTAMP(NOW(6)))", i))
 	}
-	// At least one binary log closes (and is archived) before the base
-	// begins: the retention window's pruning below deletes it.
-	time.Sleep(archiveTimeout + time.Second)
+	// At least one binary log closes (and is archived) in a second before
+	// the one the base begins in: the retention window's pruning below
+	// deletes it (the backup's start time keeps whole seconds).
+	p.waitStatus(time.Minute, "a binary log archived", func(s api.Status) bool {
+		return s.Archive != nil && s.Archive.Archived > 0 && s.Archive.LastRecoverableTime != nil
+	})
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 100*time.Millisecond)))
 	base := p.backup(t, "mariadb-writer-base", s3, "pitr/mariadb-base")
 	written := 10
 

@@ -252,11 +252,17 @@ func (d *Driver) adoptCredentials(ctx context.Context, dataDir string, app appCr
 	return c.stop()
 }
 
-// fatalLines keeps the last FATAL or PANIC line a server wrote.
+// fatalLines keeps the last FATAL or PANIC line a server wrote, a server
+// process's first.
 type fatalLines struct {
 	mu      sync.Mutex
 	partial []byte
-	line    string
+	// line is the last FATAL or PANIC line; server the last of a server
+	// process (the startup process saying why recovery ended), which
+	// log_line_prefix writes without a session's user@database: a
+	// client's refused connection (the manager waiting for the server)
+	// may log its own FATAL after it, and is not why the server stopped.
+	line, server string
 }
 
 func (f *fatalLines) Write(p []byte) (int, error) {
@@ -270,8 +276,14 @@ func (f *fatalLines) Write(p []byte) (int, error) {
 		}
 		line := string(f.partial[:i])
 		f.partial = f.partial[i+1:]
-		if strings.Contains(line, "FATAL:") || strings.Contains(line, "PANIC:") {
-			f.line = strings.TrimSpace(line)
+		for _, level := range []string{"FATAL:", "PANIC:"} {
+			if before, _, ok := strings.Cut(line, level); ok {
+				f.line = strings.TrimSpace(line)
+				if !strings.Contains(before, "@") {
+					f.server = f.line
+				}
+				break
+			}
 		}
 	}
 	if len(f.partial) > 64<<10 {
@@ -283,6 +295,9 @@ func (f *fatalLines) Write(p []byte) (int, error) {
 func (f *fatalLines) last() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.server != "" {
+		return f.server
+	}
 	return f.line
 }
 

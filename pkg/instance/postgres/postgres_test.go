@@ -239,3 +239,28 @@ func TestUpstreamIsTheAddressConnectedTo(t *testing.T) {
 		t.Errorf("no conninfo: %s", got)
 	}
 }
+
+// TestWhyTheServerStoppedIsTheServersOwnLine: a client's refused
+// connection logged after the startup process's FATAL is not the reason
+// the server stopped.
+func TestWhyTheServerStoppedIsTheServersOwnLine(t *testing.T) {
+	f := &fatalLines{}
+	for _, line := range []string{
+		"2026-12-06 12:55:20.400 UTC [7000] LOG:  starting point-in-time recovery to 2026-12-06 13:55:19+00",
+		"2026-12-06 12:55:20.450 UTC [7001] FATAL:  recovery ended before configured recovery target was reached",
+		"2026-12-06 12:55:20.501 UTC [7072] postgres@postgres FATAL:  the database system is in recovery mode",
+		"2026-12-06 12:55:20.502 UTC [7000] LOG:  database system is shut down",
+	} {
+		if _, err := f.Write([]byte(line + "\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := f.last(); !strings.Contains(got, "recovery ended before configured recovery target was reached") {
+		t.Errorf("last() = %q, want the startup process's line", got)
+	}
+	clientOnly := &fatalLines{}
+	clientOnly.Write([]byte("2026-12-06 12:55:20.501 UTC [7072] app@appdb FATAL:  password authentication failed\n"))
+	if got := clientOnly.last(); !strings.Contains(got, "password authentication failed") {
+		t.Errorf("with a client's line alone, last() = %q", got)
+	}
+}
