@@ -216,9 +216,9 @@ func TestMariaDBPointInTimeUnderAWriter(t *testing.T) {
 }
 
 // TestMariaDBArchiveAcrossAFailover: a primary that cannot archive (it was
-// never told where) holds its binary logs; its replica, told where,
-// archives nothing while it follows, and its backup (taken before it
-// logged anything of its own since its clone) is the base. The primary is
+// never told where) holds its binary logs; its replica, cloned after the
+// first rows and told where, archives nothing while it follows, and its
+// backup is the base. The primary is
 // killed and the replica promoted: the transactions it replicated are in
 // its own binary logs, which it archives as the primary, with those it
 // writes after. A restore from the base to a moment after the failover
@@ -229,13 +229,21 @@ func TestMariaDBArchiveAcrossAFailover(t *testing.T) {
 	ctx := context.Background()
 	spec := mariadbSpec()
 
-	src, p, r := archivingPair(t, spec, "pitr-mariadb-failover", "127.0.85.", 2*time.Second)
+	// Rows before the replica's clone: its data holds them, its own
+	// binary log none (its first file begins after them, with an empty
+	// Gtid_list); its backup's position says where its data is.
+	src, p, r := archivingPair(t, spec, "pitr-mariadb-failover", "127.0.85.", 2*time.Second, func(p *node) {
+		mustExec(t, p.app(), "CREATE TABLE orders (id int PRIMARY KEY)")
+		mustExec(t, p.app(), "INSERT INTO orders SELECT seq FROM seq_1_to_50")
+	})
 	archive := destination(s3, "pitr/mariadb-failover").S3
 	r.setArchive(t, *archive)
 	base := r.backup(t, "mariadb-failover-base", s3, "pitr/mariadb-failover-base")
+	if base.Position != nil {
+		t.Logf("the base backup's position: %q", base.Position.GTID)
+	}
 
-	mustExec(t, p.app(), "CREATE TABLE orders (id int PRIMARY KEY)")
-	mustExec(t, p.app(), "INSERT INTO orders SELECT seq FROM seq_1_to_100")
+	mustExec(t, p.app(), "INSERT INTO orders SELECT seq FROM seq_51_to_100")
 	waitFor(t, time.Minute, "the replica to hold the first orders", func() error {
 		var n int
 		if err := r.app().QueryRow("SELECT count(*) FROM orders").Scan(&n); err != nil || n != 100 {

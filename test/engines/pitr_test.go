@@ -190,8 +190,9 @@ func archivingPrimary(t *testing.T, spec engineSpec, dir, ipPrefix string, archi
 
 // archivingPair starts a two-instance database of spec whose managers
 // archive (--wal-archive) and returns it with its primary and its
-// streaming replica.
-func archivingPair(t *testing.T, spec engineSpec, dir, ipPrefix string, archiveTimeout time.Duration) (c *cluster, p, r *node) {
+// streaming replica; beforeReplica (if any) runs on the primary before the
+// replica clones it.
+func archivingPair(t *testing.T, spec engineSpec, dir, ipPrefix string, archiveTimeout time.Duration, beforeReplica func(p *node)) (c *cluster, p, r *node) {
 	t.Helper()
 	c = newClusterIn(t, spec, dir, ipPrefix, 2)
 	p, r = c.nodes[0], c.nodes[1]
@@ -201,6 +202,9 @@ func archivingPair(t *testing.T, spec engineSpec, dir, ipPrefix string, archiveT
 	p.start()
 	c.setPrimary(p)
 	p.waitReady(time.Minute, api.RolePrimary)
+	if beforeReplica != nil {
+		beforeReplica(p)
+	}
 	r.start()
 	r.waitReady(2*time.Minute, api.RoleReplica)
 	return c, p, r
@@ -229,7 +233,7 @@ func TestPostgresArchiveAcrossAFailover(t *testing.T) {
 	ctx := context.Background()
 	spec := postgresSpec()
 
-	src, p, r := archivingPair(t, spec, "pitr-failover", "127.0.48.", 2*time.Second)
+	src, p, r := archivingPair(t, spec, "pitr-failover", "127.0.48.", 2*time.Second, nil)
 	archive := destination(s3, "pitr/failover").S3
 	c, host := r.manager()
 	if _, err := c.SetArchive(ctx, host, r.auth(), api.ArchiveRequest{Destination: *archive}); err != nil {

@@ -38,8 +38,12 @@ func environ(pid int) string {
 // killUnder kills, by pid, every process whose command line names a path
 // under dir: only what this suite started matches its temp directory.
 func killUnder(dir string) {
+	// With the separator: the processes of a cluster whose directory's name
+	// begins with this one's ("pitr-mariadb-failover" beside
+	// "pitr-mariadb") are another test's.
+	under := strings.TrimSuffix(dir, "/") + "/"
 	for pid, cmdline := range processes() {
-		if pid != os.Getpid() && strings.Contains(cmdline, dir) {
+		if pid != os.Getpid() && strings.Contains(cmdline, under) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}

@@ -67,10 +67,10 @@ func (d *Driver) RestoreToBinlogs(ctx context.Context, r io.Reader, verify func(
 func (d *Driver) replayDir() string { return d.DataDir + ".replay" }
 
 // backupPosition is the GTID position of the restored data in dir, on the
-// server c reaches: the backup's binary log position, and the replica
-// position its data records. A backup of a replica that has logged
-// nothing since its clone has an empty binary log position, though its
-// data is at the clone's position, which gtid_slave_pos holds.
+// server c reaches: the backup's binary log position, raised in each
+// domain by the replica position its data records (gtid_slave_pos), so a
+// position mariadb-backup left short of what a replica's data holds does
+// not make the replay apply a transaction twice.
 func (d *Driver) backupPosition(ctx context.Context, c mysqlfamily.Conn, dir string) (binlog.Position, error) {
 	gtid, err := backupGTID(dir)
 	if err != nil {
