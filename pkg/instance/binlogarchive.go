@@ -126,9 +126,7 @@ func (m *Manager) archiveBinlogs(ctx context.Context, ba BinlogArchiver) {
 			return
 		case <-tick.C:
 		}
-		m.mu.Lock()
-		primary := m.st.role == api.RolePrimary && m.st.child != nil && m.st.fenced == "" && !m.stopping
-		m.mu.Unlock()
+		primary := m.servingPrimary()
 		a := &m.archive
 		a.mu.Lock()
 		dest, store := a.dest, a.store

@@ -479,6 +479,14 @@ func (m *Manager) withRestoreArchive(store WALStore, prefix string, f func() err
 	return f()
 }
 
+// servingPrimary tells whether this instance is the primary with its
+// engine running, unfenced and not stopping: the one that archives.
+func (m *Manager) servingPrimary() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.st.role == api.RolePrimary && m.st.child != nil && m.st.fenced == "" && !m.stopping
+}
+
 // archiveHeartbeats commits a heartbeat on the primary every archive
 // timeout, while an archive is configured, so the recoverable window
 // advances on an idle database too; and keeps Pending current.
@@ -501,9 +509,7 @@ func (m *Manager) archiveHeartbeats(ctx context.Context, wa WALArchiver) {
 			m.archive.status.Pending = len(ready)
 			m.archive.mu.Unlock()
 		}
-		m.mu.Lock()
-		primary := m.st.role == api.RolePrimary && m.st.child != nil && m.st.fenced == "" && !m.stopping
-		m.mu.Unlock()
+		primary := m.servingPrimary()
 		m.archive.mu.Lock()
 		configured := m.archive.dest != nil
 		m.archive.mu.Unlock()

@@ -9,12 +9,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -305,20 +300,7 @@ func TestMariaDBArchiveThroughAnOutage(t *testing.T) {
 	s3 := s3server.Start(t, s3server.Options{})
 	ctx := context.Background()
 	spec := mariadbSpec()
-	target, err := url.Parse(s3.Endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	var down atomic.Bool
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if down.Load() {
-			http.Error(w, "the object store is down", http.StatusServiceUnavailable)
-			return
-		}
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(front.Close)
+	front, down := outageFront(t, s3)
 
 	p := archivingPrimary(t, spec, "pitr-mariadb-outage", "127.0.87.", time.Second)
 	archive := *destination(s3, "mariadb-outage").S3

@@ -420,20 +420,7 @@ func TestPostgresArchiveThroughAnOutage(t *testing.T) {
 	t.Parallel()
 	s3 := s3server.Start(t, s3server.Options{})
 	ctx := context.Background()
-	target, err := url.Parse(s3.Endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	var down atomic.Bool
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if down.Load() {
-			http.Error(w, "the object store is down", http.StatusServiceUnavailable)
-			return
-		}
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(front.Close)
+	front, down := outageFront(t, s3)
 
 	n := archivingPrimary(t, postgresSpec(), "pitr-outage", "127.0.52.", 2*time.Second)
 	d := *destination(s3, "outage").S3
@@ -497,4 +484,25 @@ func TestPostgresArchiveThroughAnOutage(t *testing.T) {
 	if len(segments) == 0 || segments[len(segments)-1] < lastSeg {
 		t.Errorf("archived segments %v, want up to %d", segments, lastSeg)
 	}
+}
+
+// outageFront is a proxy in front of s3 that answers every request 503
+// while down is set: an object store that goes away and comes back.
+func outageFront(t *testing.T, s3 *s3server.Server) (front *httptest.Server, down *atomic.Bool) {
+	t.Helper()
+	target, err := url.Parse(s3.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	down = &atomic.Bool{}
+	front = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(w, "the object store is down", http.StatusServiceUnavailable)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	return front, down
 }
