@@ -4,18 +4,15 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/names"
 	"github.com/mydb-dev/mydb/pkg/pki"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -45,23 +42,7 @@ func TestClientTLSRequired(t *testing.T) {
 			if _, err := dbs.Patch(ctx, "shop", types.MergePatchType, []byte(`{"spec":{"tls":{"clientTLS":"Required"}}}`), metav1.PatchOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, 5*time.Minute, func() error {
-				db, err := dbs.Get(ctx, "shop", metav1.GetOptions{})
-				if err != nil {
-					return err
-				}
-				s := db.Status
-				p := meta.FindStatusCondition(s.Conditions, examplev1.ConditionProgressing)
-				if s.ObservedGeneration != db.Generation || s.UpdatedReplicas != 3 || p == nil || p.Status != metav1.ConditionFalse {
-					return fmt.Errorf("updated %d of 3, Progressing %s", s.UpdatedReplicas, conditionMessage(p))
-				}
-				for _, in := range s.Instances {
-					if in.Revision != s.UpdateRevision || !in.Ready {
-						return fmt.Errorf("instance %s: revision %s (update %s), ready %v", in.Name, in.Revision, s.UpdateRevision, in.Ready)
-					}
-				}
-				return nil
-			})
+			waitRolledOut(t, dbs, "shop", 3)
 			status := h.waitStreaming(3)
 			t.Logf("%s: rolled out in %s, primary %s", tc.engine.name, time.Since(changed).Round(100*time.Millisecond), status.CurrentPrimary)
 

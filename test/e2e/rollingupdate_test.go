@@ -13,6 +13,7 @@ import (
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
 	"github.com/mydb-dev/mydb/pkg/failover"
+	typedv1 "github.com/mydb-dev/mydb/pkg/generated/clientset/versioned/typed/example/v1"
 	"github.com/mydb-dev/mydb/pkg/names"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -65,26 +66,7 @@ func TestRollingUpdatePrimaryLast(t *testing.T) {
 			if _, err := dbs.Patch(ctx, "shop", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			var status examplev1.MyDatabaseStatus
-			eventually(t, 5*time.Minute, func() error {
-				db, err := dbs.Get(ctx, "shop", metav1.GetOptions{})
-				if err != nil {
-					return err
-				}
-				status = db.Status
-				p := meta.FindStatusCondition(status.Conditions, examplev1.ConditionProgressing)
-				ready := meta.FindStatusCondition(status.Conditions, examplev1.ConditionReady)
-				if status.ObservedGeneration != db.Generation || status.UpdatedReplicas != 3 || p == nil || p.Status != metav1.ConditionFalse ||
-					ready == nil || ready.Status != metav1.ConditionTrue {
-					return fmt.Errorf("updated %d of 3, Progressing %s, Ready %s", status.UpdatedReplicas, conditionMessage(p), conditionMessage(ready))
-				}
-				for _, in := range status.Instances {
-					if in.Revision != status.UpdateRevision || !in.Ready {
-						return fmt.Errorf("instance %s: revision %s (update %s), ready %v", in.Name, in.Revision, status.UpdateRevision, in.Ready)
-					}
-				}
-				return nil
-			})
+			status := waitRolledOut(t, dbs, "shop", 3)
 			done := time.Now()
 			status = h.waitStreaming(3)
 			t.Logf("%s: rolled out in %s, primary %s", tc.engine.name, done.Sub(changed).Round(100*time.Millisecond), status.CurrentPrimary)
@@ -249,4 +231,32 @@ func (d *deletionWatch) stop() []podDeletion {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return append([]podDeletion(nil), d.order...)
+}
+
+// waitRolledOut waits until the rollout of db's latest spec is over: every
+// one of its replicas instances on the update revision and ready, Progressing
+// False and Ready True; it answers that status.
+func waitRolledOut(t *testing.T, dbs typedv1.MyDatabaseInterface, name string, replicas int32) examplev1.MyDatabaseStatus {
+	t.Helper()
+	var status examplev1.MyDatabaseStatus
+	eventually(t, 5*time.Minute, func() error {
+		db, err := dbs.Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		status = db.Status
+		p := meta.FindStatusCondition(status.Conditions, examplev1.ConditionProgressing)
+		ready := meta.FindStatusCondition(status.Conditions, examplev1.ConditionReady)
+		if status.ObservedGeneration != db.Generation || status.UpdatedReplicas != replicas || p == nil || p.Status != metav1.ConditionFalse ||
+			ready == nil || ready.Status != metav1.ConditionTrue {
+			return fmt.Errorf("updated %d of %d, Progressing %s, Ready %s", status.UpdatedReplicas, replicas, conditionMessage(p), conditionMessage(ready))
+		}
+		for _, in := range status.Instances {
+			if in.Revision != status.UpdateRevision || !in.Ready {
+				return fmt.Errorf("instance %s: revision %s (update %s), ready %v", in.Name, in.Revision, status.UpdateRevision, in.Ready)
+			}
+		}
+		return nil
+	})
+	return status
 }
