@@ -258,10 +258,10 @@ func (m *Manager) uploadBinlog(ctx context.Context, store BinlogStore, prefix, e
 // binlogChain chooses, of the manifests in an archive, the files a restore
 // from base replays to target, in order: every file holding a transaction
 // after base, from whichever epoch holds it first, each file starting at
-// or before what the ones before it reach (no gap), until one reaches the
-// target's second (a restore to a time replays the transactions of the
-// seconds before it). A target the chain does not reach is an error
-// naming how far it goes.
+// or before what the ones before it reach (no gap), until one the server
+// closed at or after the target (its Rotate's whole second; the API's
+// targets are whole seconds too). A target the chain does not reach is an
+// error naming how far it goes.
 func binlogChain(manifests map[string]BinlogManifest, base binlog.Position, target api.RecoveryTarget) ([]string, error) {
 	keys := make([]string, 0, len(manifests))
 	for k := range manifests {
@@ -300,9 +300,11 @@ func binlogChain(manifests map[string]BinlogManifest, base binlog.Position, targ
 		for _, g := range s.End {
 			applied = applied.With(g)
 		}
-		if target.Time != nil && !s.LastEvent.Before(target.Time.Truncate(time.Second)) {
-			// This file reaches the target's second: every transaction
-			// of an earlier second is in the chain.
+		if target.Time != nil && !s.LastEvent.Before(*target.Time) {
+			// The server closed this file at the target or after: every
+			// transaction before the target is in the chain (a MariaDB
+			// restore replays those of the seconds before the target's,
+			// a MySQL one those committed at or before it).
 			return chain, nil
 		}
 	}
@@ -320,7 +322,7 @@ func binlogChain(manifests map[string]BinlogManifest, base binlog.Position, targ
 			reach = s.LastEvent
 		}
 	}
-	if reach.Before(target.Time.Truncate(time.Second)) {
+	if reach.Before(*target.Time) {
 		return nil, fmt.Errorf("its files reach %s from the backup's position %s, not the target %s",
 			reach.Format(time.RFC3339), base, target.Time.UTC().Format(time.RFC3339Nano))
 	}

@@ -66,8 +66,12 @@ func TestBinlogChain(t *testing.T) {
 			want: []string{"e1/mydb-bin.000002"}},
 		{name: "after the last transaction, an idle file closed later reaches it", manifests: one, base: "0-1-10", target: timeAt(115, 0),
 			want: []string{"e1/mydb-bin.000001", "e1/mydb-bin.000002"}},
-		{name: "the second of the last close is reached", manifests: one, base: "0-1-10", target: timeAt(120, 200),
+		{name: "the second of the last close is reached", manifests: one, base: "0-1-10", target: timeAt(120, 0),
 			want: []string{"e1/mydb-bin.000001", "e1/mydb-bin.000002"}},
+		// The close happened somewhere in second 120: a MySQL commit
+		// after it and before the target would be in a later file.
+		{name: "a moment after the second of the last close is not reached", manifests: one, base: "0-1-10", target: timeAt(120, 200),
+			err: "its files reach"},
 		{name: "a second after the last close is not reached", manifests: one, base: "0-1-10", target: timeAt(121, 0),
 			err: "its files reach"},
 		{name: "latest replays all", manifests: one, base: "0-1-10", target: api.RecoveryTarget{Latest: true},

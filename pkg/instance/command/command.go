@@ -102,7 +102,7 @@ func (o *Options) addFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.MaxReadyLagBytes, "max-ready-lag-bytes", 16<<20, "a replica lagging more WAL bytes is not ready (Postgres)")
 	fs.Uint32Var(&o.ServerID, "server-id", 0, "MySQL-family server_id (default: the name's ordinal + 1)")
 	fs.BoolVar(&o.RequireClientTLS, "require-client-tls", env("MYDB_REQUIRE_CLIENT_TLS", "") == "true", "refuse clients that connect over the network without TLS (PostgreSQL hostssl, MariaDB and MySQL require_secure_transport); the unix socket stays ($MYDB_REQUIRE_CLIENT_TLS=true)")
-	fs.BoolVar(&o.ArchiveWAL, "wal-archive", env("MYDB_WAL_ARCHIVE", "") == "true", "archive the WAL (PostgreSQL) or the binary logs (MariaDB) while this instance is the primary, to where the controller's PUT /v1/archive says ($MYDB_WAL_ARCHIVE=true)")
+	fs.BoolVar(&o.ArchiveWAL, "wal-archive", env("MYDB_WAL_ARCHIVE", "") == "true", "archive the WAL (PostgreSQL) or the binary logs (MariaDB, MySQL) while this instance is the primary, to where the controller's PUT /v1/archive says ($MYDB_WAL_ARCHIVE=true)")
 	fs.DurationVar(&o.ArchiveTimeout, "archive-timeout", instance.DefaultArchiveTimeout, "with --wal-archive: an idle primary commits a heartbeat and closes its WAL file (PostgreSQL), or closes its binary log (MariaDB), this often, so the recoverable window advances")
 	fs.IntVar(&o.ArchiveParallelism, "archive-parallel", 4, "with --wal-archive: how many WAL files are uploaded at once (the one the engine hands over and the next ones it will; 1 for one at a time)")
 	fs.StringArrayVar(&o.EngineParameters, "engine-parameter", nil,
@@ -160,9 +160,6 @@ func (o *Options) validate() error {
 	}
 	if o.StopTimeout <= 0 {
 		errs = append(errs, errors.New("--stop-timeout must be positive"))
-	}
-	if o.ArchiveWAL && o.Engine != "postgres" && o.Engine != "mariadb" {
-		errs = append(errs, fmt.Errorf("--wal-archive is supported for postgres and mariadb only, not %s yet", o.Engine))
 	}
 	if o.ArchiveWAL && (o.ArchiveParallelism < 1 || o.ArchiveParallelism > 64) {
 		errs = append(errs, errors.New("--archive-parallel must be between 1 and 64"))

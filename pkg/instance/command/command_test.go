@@ -54,10 +54,9 @@ func TestValidate(t *testing.T) {
 		"a mariadb binary log archive": {mod: func(o *Options) {
 			o.TopologyFile, o.ArchiveWAL, o.ArchiveTimeout, o.ArchiveParallelism, o.Engine = "/t.json", true, time.Minute, 1, "mariadb"
 		}},
-		"a mysql archive": {mod: func(o *Options) {
+		"a mysql binary log archive": {mod: func(o *Options) {
 			o.TopologyFile, o.ArchiveWAL, o.ArchiveTimeout, o.ArchiveParallelism, o.Engine = "/t.json", true, time.Minute, 1, "mysql"
-		},
-			want: "--wal-archive is supported for postgres and mariadb only"},
+		}},
 		"an archive timeout of 10ms": {mod: func(o *Options) {
 			o.TopologyFile, o.ArchiveWAL, o.ArchiveTimeout = "/t.json", true, 10*time.Millisecond
 		},

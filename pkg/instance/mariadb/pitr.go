@@ -1,14 +1,12 @@
 package mariadb
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/user"
-	"strings"
 	"time"
 
 	"github.com/mydb-dev/mydb/pkg/binlog"
@@ -23,36 +21,6 @@ import (
 // mariadb-binlog into a server on the restored data, up to the target.
 
 var _ instance.BinlogArchiver = (*Driver)(nil)
-
-// BinaryLogs implements instance.BinlogArchiver.
-func (d *Driver) BinaryLogs(ctx context.Context) ([]string, error) {
-	c, err := d.Admin()
-	if err != nil {
-		return nil, err
-	}
-	rows, err := c.QueryRows(ctx, "SHOW BINARY LOGS")
-	if err != nil {
-		return nil, err
-	}
-	names := make([]string, 0, len(rows))
-	for _, r := range rows {
-		names = append(names, r["Log_name"])
-	}
-	return names, nil
-}
-
-// BinaryLogDir implements instance.BinlogArchiver: --log-basename puts
-// them in the data directory.
-func (d *Driver) BinaryLogDir() string { return d.DataDir }
-
-// RotateBinaryLog implements instance.BinlogArchiver.
-func (d *Driver) RotateBinaryLog(ctx context.Context) error {
-	c, err := d.Admin()
-	if err != nil {
-		return err
-	}
-	return c.Exec(ctx, "FLUSH BINARY LOGS")
-}
 
 // RestoreToBinlogs implements instance.BinlogArchiver. The restored
 // database starts a GTID history of its own: its binary log begins empty,
@@ -169,47 +137,11 @@ func (d *Driver) replayBinlogs(ctx context.Context, files []instance.ReplayFile,
 }
 
 func (d *Driver) replayFile(ctx context.Context, username, file string, applied binlog.Position, target api.RecoveryTarget) error {
-	var readErr, applyErr bytes.Buffer
 	read := d.cfg.Tool(ctx, "mariadb-binlog", replayArgs(file, applied, target)...)
 	// --stop-datetime is read in the tool's time zone.
 	read.Env = append(read.Env, "TZ=UTC")
-	read.Stderr = &limitedBuffer{b: &readErr, max: 4096}
 	// --skip-ssl: MariaDB 11's client verifies a certificate even on the
 	// socket, and this server has none.
 	apply := d.cfg.Tool(ctx, "mariadb", "--no-defaults", "--socket="+d.socket(), "--user="+username, "--skip-ssl", "--binary-mode", "--batch")
-	apply.Stderr = &limitedBuffer{b: &applyErr, max: 4096}
-	read.Stdout = nil
-	pipe, err := read.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	apply.Stdin = pipe
-	if err := read.Start(); err != nil {
-		return fmt.Errorf("mariadb-binlog: %w", err)
-	}
-	runErr := apply.Run()
-	waitErr := read.Wait()
-	name := file[strings.LastIndex(file, "/")+1:]
-	// The client's failure first: it makes the reader's writes fail too.
-	switch {
-	case runErr != nil:
-		return fmt.Errorf("replaying %s: mariadb: %w: %s", name, runErr, strings.TrimSpace(applyErr.String()))
-	case waitErr != nil:
-		return fmt.Errorf("replaying %s: mariadb-binlog: %w: %s", name, waitErr, strings.TrimSpace(readErr.String()))
-	}
-	return nil
-}
-
-// limitedBuffer keeps the first max bytes written to it (a tool's error
-// message) and drops the rest.
-type limitedBuffer struct {
-	b   *bytes.Buffer
-	max int
-}
-
-func (l *limitedBuffer) Write(p []byte) (int, error) {
-	if room := l.max - l.b.Len(); room > 0 {
-		l.b.Write(p[:min(room, len(p))])
-	}
-	return len(p), nil
+	return mysqlfamily.Replay(read, apply, file)
 }

@@ -91,7 +91,12 @@ func (d *Driver) DiscardRestore() error { return os.RemoveAll(d.restoreDir()) }
 // completion marker and the rename into place. The copy's InnoDB redo is
 // applied by that first start. The GTID history stays the source's: the
 // restored server (with a server_uuid of its own) goes on from it.
-func (d *Driver) Restore(ctx context.Context, r io.Reader, verify func() error) (err error) {
+func (d *Driver) Restore(ctx context.Context, r io.Reader, verify func() error) error {
+	return d.restore(ctx, r, verify, nil)
+}
+
+// restore is Restore, then the replay of to when it is not nil.
+func (d *Driver) restore(ctx context.Context, r io.Reader, verify func() error, to *replay) (err error) {
 	if has, err := d.HasData(); err != nil || has {
 		return errors.Join(err, errors.New("the instance already has data"))
 	}
@@ -109,7 +114,15 @@ func (d *Driver) Restore(ctx context.Context, r io.Reader, verify func() error) 
 		}
 	}()
 	args := append(tempArgs(d.cfg, tmp), "--skip-grant-tables")
-	if err := d.tools.Serve(ctx, args, mysqlfamily.Statements("the restored database's credentials (it keeps the source's user and database names)", stmts...)); err != nil {
+	credentials := mysqlfamily.Statements("the restored database's credentials (it keeps the source's user and database names)", stmts...)
+	work := credentials
+	if to != nil {
+		// The files go beside the data (never in it), and go once the
+		// restore ends either way.
+		defer os.RemoveAll(d.replayDir())
+		args, work = replayServerArgs(args), d.replayWork(to, credentials)
+	}
+	if err := d.tools.Serve(ctx, args, work); err != nil {
 		return err
 	}
 	id := make([]byte, 8)

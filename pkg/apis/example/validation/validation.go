@@ -322,12 +322,6 @@ func validateSpec(spec *example.MyDatabaseSpec, fldPath *field.Path) field.Error
 	return allErrs
 }
 
-// pointInTimeEngine tells whether mydb archives engine's log for
-// point-in-time recovery: PostgreSQL's WAL, MariaDB's binary logs.
-func pointInTimeEngine(engine example.Engine) bool {
-	return engine == example.EnginePostgres || engine == example.EngineMariaDB
-}
-
 // The bounds of spec.backup.pointInTimeRecovery.archiveTimeout: below 10s
 // an idle database fills its bucket with a 16 MiB file every few seconds;
 // above an hour its window lags too far behind.
@@ -349,9 +343,6 @@ func validateRecoveryTarget(t *example.RecoveryTarget, engine example.Engine, fl
 		return nil
 	}
 	var allErrs field.ErrorList
-	if !pointInTimeEngine(engine) {
-		allErrs = append(allErrs, field.Forbidden(fldPath, fmt.Sprintf("is supported for postgres and mariadb only, not %s yet", engine)))
-	}
 	set := 0
 	if t.Time != nil {
 		set++
@@ -359,8 +350,8 @@ func validateRecoveryTarget(t *example.RecoveryTarget, engine example.Engine, fl
 	if t.LSN != "" {
 		set++
 		switch {
-		case engine == example.EngineMariaDB:
-			allErrs = append(allErrs, field.Forbidden(fldPath.Child("lsn"), "is PostgreSQL's: a mariadb database is restored to a time or the latest"))
+		case engine != example.EnginePostgres:
+			allErrs = append(allErrs, field.Forbidden(fldPath.Child("lsn"), fmt.Sprintf("is PostgreSQL's: a %s database is restored to a time or the latest", engine)))
 		case !lsnPattern.MatchString(t.LSN):
 			allErrs = append(allErrs, field.Invalid(fldPath.Child("lsn"), t.LSN, "must be a log sequence number such as 0/3000148"))
 		}
@@ -393,10 +384,7 @@ func validateBackupPolicy(p *example.BackupPolicy, engine example.Engine, fldPat
 	}
 	if pitr := p.PointInTimeRecovery; pitr != nil {
 		pp := fldPath.Child("pointInTimeRecovery")
-		switch {
-		case !pointInTimeEngine(engine):
-			allErrs = append(allErrs, field.Forbidden(pp, fmt.Sprintf("is supported for postgres and mariadb only, not %s yet", engine)))
-		case p.Destination == nil || p.Destination.S3 == nil:
+		if p.Destination == nil || p.Destination.S3 == nil {
 			allErrs = append(allErrs, field.Required(fldPath.Child("destination", "s3"), "must be set with pointInTimeRecovery: the archive is kept in the bucket, next to the backups"))
 		}
 		if t := pitr.ArchiveTimeout; t != nil && (t.Duration < MinArchiveTimeout || t.Duration > MaxArchiveTimeout) {

@@ -275,7 +275,7 @@ func TestValidateMyDatabase(t *testing.T) {
 			d.Spec.Backup = &example.BackupPolicy{Retention: 7, Destination: &example.BackupDestination{Volume: &example.VolumeDestination{}},
 				PointInTimeRecovery: &example.PointInTimeRecovery{ArchiveTimeout: &metav1.Duration{Duration: time.Second}, RetentionWindow: &metav1.Duration{Duration: time.Minute}}}
 		}), want: []errorSummary{
-			{field.ErrorTypeForbidden, "spec.backup.pointInTimeRecovery"},
+			{field.ErrorTypeRequired, "spec.backup.destination.s3"},
 			{field.ErrorTypeInvalid, "spec.backup.pointInTimeRecovery.archiveTimeout"},
 			{field.ErrorTypeInvalid, "spec.backup.pointInTimeRecovery.retentionWindow"},
 		}},
@@ -305,8 +305,7 @@ func TestValidateMyDatabase(t *testing.T) {
 		{name: "restore to an LSN and latest, of mysql", db: myDatabase(func(d *example.MyDatabase) {
 			d.Spec.RestoreFrom = &example.RestoreSource{BackupName: "shop-nightly", PointInTime: &example.RecoveryTarget{LSN: "0/ZZ", Latest: true}}
 		}), want: []errorSummary{
-			{field.ErrorTypeForbidden, "spec.restoreFrom.pointInTime"},
-			{field.ErrorTypeInvalid, "spec.restoreFrom.pointInTime.lsn"},
+			{field.ErrorTypeForbidden, "spec.restoreFrom.pointInTime.lsn"},
 			{field.ErrorTypeInvalid, "spec.restoreFrom.pointInTime"},
 		}},
 		{name: "restore a database to a time, the backup picked", db: myDatabase(asPostgres, func(d *example.MyDatabase) {

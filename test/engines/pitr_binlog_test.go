@@ -7,8 +7,10 @@ import (
 	"crypto/md5"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +19,39 @@ import (
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/pitrwindow"
 	"github.com/mydb-dev/mydb/test/s3server"
+)
+
+// binlogEngine is what the binary log point-in-time tests need to know of
+// an engine.
+type binlogEngine struct {
+	spec func() engineSpec
+	name string
+	// ipPrefix returns the loopback prefix of the test's cluster i.
+	ipPrefix func(i int) string
+	// insertRange is the statement inserting ids from..to into table.
+	insertRange func(table string, from, to int) string
+	// exactTimes: a restore to T holds the transactions committed at or
+	// before T (MySQL's GTID events keep microseconds); otherwise those
+	// of the seconds before T's (MariaDB's binary log keeps seconds).
+	exactTimes bool
+}
+
+var (
+	mariadbBinlogs = binlogEngine{
+		spec: mariadbSpec, name: "mariadb",
+		ipPrefix: func(i int) string { return fmt.Sprintf("127.0.%d.", 80+i) },
+		insertRange: func(table string, from, to int) string {
+			return fmt.Sprintf("INSERT INTO %s SELECT seq FROM seq_%d_to_%d", table, from, to)
+		},
+	}
+	mysqlBinlogs = binlogEngine{
+		spec: mysqlSpec, name: "mysql",
+		ipPrefix: func(i int) string { return fmt.Sprintf("127.0.%d.", 92+i) },
+		insertRange: func(table string, from, to int) string {
+			return fmt.Sprintf("INSERT INTO %s WITH RECURSIVE seq (n) AS (SELECT %d UNION ALL SELECT n + 1 FROM seq WHERE n < %d) SELECT n FROM seq", table, from, to)
+		},
+		exactTimes: true,
+	}
 )
 
 // TestMariaDBPointInTimeUnderAWriter is the point-in-time issue's proof for
@@ -32,6 +67,20 @@ import (
 // data; an LSN is refused.
 func TestMariaDBPointInTimeUnderAWriter(t *testing.T) {
 	t.Parallel()
+	binlogPointInTimeUnderAWriter(t, mariadbBinlogs)
+}
+
+// TestMySQLPointInTimeUnderAWriter is the same proof for MySQL, whose
+// restores are exact to the microsecond: each target lies between two of
+// the writer's rows, a microsecond before the later one's statement
+// began (so after the earlier one committed), and the copy must hold
+// exactly the rows up to the earlier one.
+func TestMySQLPointInTimeUnderAWriter(t *testing.T) {
+	t.Parallel()
+	binlogPointInTimeUnderAWriter(t, mysqlBinlogs)
+}
+
+func binlogPointInTimeUnderAWriter(t *testing.T, e binlogEngine) {
 	const (
 		archiveTimeout = 2 * time.Second
 		// Beyond the archive timeout: the second the Rotate's time is
@@ -42,10 +91,10 @@ func TestMariaDBPointInTimeUnderAWriter(t *testing.T) {
 	)
 	s3 := s3server.Start(t, s3server.Options{})
 	ctx := context.Background()
-	spec := mariadbSpec()
+	spec := e.spec()
 
-	p := archivingPrimary(t, spec, "pitr-mariadb", "127.0.80.", archiveTimeout)
-	archive := destination(s3, "pitr/mariadb").S3
+	p := archivingPrimary(t, spec, "pitr-"+e.name, e.ipPrefix(0), archiveTimeout)
+	archive := destination(s3, "pitr/"+e.name).S3
 	p.setArchive(t, *archive)
 	app := p.app()
 	// The time is the statement's (NOW(6)), which is also what the
@@ -62,7 +111,7 @@ func TestMariaDBPointInTimeUnderAWriter(t *testing.T) {
 		return s.Archive != nil && s.Archive.Archived > 0 && s.Archive.LastRecoverableTime != nil
 	})
 	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 100*time.Millisecond)))
-	base := p.backup(t, "mariadb-writer-base", s3, "pitr/mariadb-base")
+	base := p.backup(t, e.name+"-writer-base", s3, "pitr/"+e.name+"-base")
 	written := 10
 
 	written = writeWhileArchiving(t, p, written, writeEvery, writeFor, archiveTimeout, windowSlack, func(id int) error {
@@ -111,20 +160,26 @@ func TestMariaDBPointInTimeUnderAWriter(t *testing.T) {
 		t.Fatalf("the table holds %d rows, the writer committed %d", len(rows), written)
 	}
 
-	// Three targets inside the minute, each in the middle of a second:
-	// the copy must hold every row of the seconds before, none of that
-	// second or after.
+	// Three targets inside the minute. MariaDB's are in the middle of a
+	// second: the copy must hold every row of the seconds before, none of
+	// that second or after. MySQL's are a microsecond before a row's
+	// statement began, after the row before it committed (one writer):
+	// the copy must hold the rows before that row.
 	type goal struct {
 		target time.Time
 		rows   []row
 	}
 	var goals []goal
 	for _, frac := range []int{25, 50, 75} {
-		sec := second(rows[len(rows)*frac/100])
+		cutAt := rows[len(rows)*frac/100]
+		sec := second(cutAt)
 		target := time.Unix(sec, int64(500*time.Millisecond)).UTC()
+		if e.exactTimes {
+			target = microsOf(t, cutAt.at).Add(-time.Microsecond)
+		}
 		var upTo []row
 		for _, r := range rows {
-			if second(r) < sec {
+			if (!e.exactTimes && second(r) < sec) || (e.exactTimes && r.id < cutAt.id) {
 				upTo = append(upTo, r)
 			}
 		}
@@ -155,18 +210,17 @@ func TestMariaDBPointInTimeUnderAWriter(t *testing.T) {
 		t.Helper()
 		c, host := n.manager()
 		_, err := c.StartRestore(ctx, host, n.auth(), api.RestoreRequest{
-			ID: id, Source: destination(s3, "pitr/mariadb-base"),
+			ID: id, Source: destination(s3, "pitr/"+e.name+"-base"),
 			SHA256: base.SHA256, Size: base.Size, Format: base.Format,
 			Archive: archive, Target: &target,
 		})
 		return err
 	}
 	for i, g := range goals {
-		t.Run(fmt.Sprintf("a restore to target %d holds exactly the rows of the seconds before it", i+1), func(t *testing.T) {
-			prefix := fmt.Sprint(81 + i)
-			n := awaitingRestore(t, spec, "pitr-mariadb-dst"+prefix, "127.0."+prefix+".")
+		t.Run(fmt.Sprintf("a restore to target %d holds exactly the rows before it", i+1), func(t *testing.T) {
+			n := awaitingRestore(t, spec, fmt.Sprintf("pitr-%s-dst%d", e.name, i+1), e.ipPrefix(1+i))
 			begun := time.Now()
-			if err := restore(t, n, fmt.Sprintf("mariadb-writer-%d", i+1), api.RecoveryTarget{Time: ptrTo(g.target)}); err != nil {
+			if err := restore(t, n, fmt.Sprintf("%s-writer-%d", e.name, i+1), api.RecoveryTarget{Time: ptrTo(g.target)}); err != nil {
 				t.Fatalf("POST %s: %v", api.PathRestore, err)
 			}
 			n.waitReady(3*time.Minute, api.RolePrimary)
@@ -192,8 +246,8 @@ func TestMariaDBPointInTimeUnderAWriter(t *testing.T) {
 	}
 
 	t.Run("a target the archive does not reach fails the restore and leaves no data", func(t *testing.T) {
-		n := awaitingRestore(t, spec, "pitr-mariadb-dst84", "127.0.84.")
-		if err := restore(t, n, "mariadb-beyond", api.RecoveryTarget{Time: ptrTo(time.Now().Add(time.Hour))}); err != nil {
+		n := awaitingRestore(t, spec, "pitr-"+e.name+"-dst4", e.ipPrefix(4))
+		if err := restore(t, n, e.name+"-beyond", api.RecoveryTarget{Time: ptrTo(time.Now().Add(time.Hour))}); err != nil {
 			t.Fatalf("POST %s: %v", api.PathRestore, err)
 		}
 		st := n.waitStatus(3*time.Minute, "the restore to fail", func(s api.Status) bool {
@@ -203,8 +257,8 @@ func TestMariaDBPointInTimeUnderAWriter(t *testing.T) {
 			t.Errorf("the failed restore says %q, want where the archive reaches", st.Restore.Message)
 		}
 		n.assertNoData(t)
-		if err := restore(t, n, "mariadb-lsn", api.RecoveryTarget{LSN: "0/3000148"}); err == nil || !strings.Contains(err.Error(), "target.lsn") {
-			t.Errorf("a restore of MariaDB to an LSN: %v, want a refusal naming target.lsn", err)
+		if err := restore(t, n, e.name+"-lsn", api.RecoveryTarget{LSN: "0/3000148"}); err == nil || !strings.Contains(err.Error(), "target.lsn") {
+			t.Errorf("a restore of %s to an LSN: %v, want a refusal naming target.lsn", e.name, err)
 		}
 		t.Logf("a target an hour ahead: %s", st.Restore.Message)
 	})
@@ -220,25 +274,36 @@ func TestMariaDBPointInTimeUnderAWriter(t *testing.T) {
 // holds the writes of both sides of it.
 func TestMariaDBArchiveAcrossAFailover(t *testing.T) {
 	t.Parallel()
+	binlogArchiveAcrossAFailover(t, mariadbBinlogs)
+}
+
+// TestMySQLArchiveAcrossAFailover is the same for MySQL: the promoted
+// replica's binary logs hold what it applied, under its source's UUID.
+func TestMySQLArchiveAcrossAFailover(t *testing.T) {
+	t.Parallel()
+	binlogArchiveAcrossAFailover(t, mysqlBinlogs)
+}
+
+func binlogArchiveAcrossAFailover(t *testing.T, e binlogEngine) {
 	s3 := s3server.Start(t, s3server.Options{})
 	ctx := context.Background()
-	spec := mariadbSpec()
+	spec := e.spec()
 
 	// Rows before the replica's clone: its data holds them, its own
 	// binary log none (its first file begins after them, with an empty
 	// Gtid_list); its backup's position says where its data is.
-	src, p, r := archivingPair(t, spec, "pitr-mariadb-failover", "127.0.85.", 2*time.Second, func(p *node) {
+	src, p, r := archivingPair(t, spec, "pitr-"+e.name+"-failover", e.ipPrefix(5), 2*time.Second, func(p *node) {
 		mustExec(t, p.app(), "CREATE TABLE orders (id int PRIMARY KEY)")
-		mustExec(t, p.app(), "INSERT INTO orders SELECT seq FROM seq_1_to_50")
+		mustExec(t, p.app(), e.insertRange("orders", 1, 50))
 	})
-	archive := destination(s3, "pitr/mariadb-failover").S3
+	archive := destination(s3, "pitr/"+e.name+"-failover").S3
 	r.setArchive(t, *archive)
-	base := r.backup(t, "mariadb-failover-base", s3, "pitr/mariadb-failover-base")
+	base := r.backup(t, e.name+"-failover-base", s3, "pitr/"+e.name+"-failover-base")
 	if base.Position != nil {
 		t.Logf("the base backup's position: %q", base.Position.GTID)
 	}
 
-	mustExec(t, p.app(), "INSERT INTO orders SELECT seq FROM seq_51_to_100")
+	mustExec(t, p.app(), e.insertRange("orders", 51, 100))
 	waitFor(t, time.Minute, "the replica to hold the first orders", func() error {
 		var n int
 		if err := r.app().QueryRow("SELECT count(*) FROM orders").Scan(&n); err != nil || n != 100 {
@@ -254,30 +319,30 @@ func TestMariaDBArchiveAcrossAFailover(t *testing.T) {
 	src.setPrimary(r)
 	r.waitReady(2*time.Minute, api.RolePrimary)
 
-	mustExec(t, r.app(), "INSERT INTO orders SELECT seq FROM seq_101_to_200")
+	mustExec(t, r.app(), e.insertRange("orders", 101, 200))
 	// A target on the next whole second (what the API holds): the rows
 	// after it are written in its second or later, which a restore to it
 	// does not replay.
 	target := time.Now().UTC().Truncate(time.Second).Add(time.Second)
 	time.Sleep(time.Until(target.Add(100 * time.Millisecond)))
-	mustExec(t, r.app(), "INSERT INTO orders SELECT seq FROM seq_201_to_300")
+	mustExec(t, r.app(), e.insertRange("orders", 201, 300))
 	s := r.waitStatus(time.Minute, "the archive to reach the target", func(s api.Status) bool {
 		return s.Archive != nil && s.Archive.LastRecoverableTime != nil && !s.Archive.LastRecoverableTime.Before(target)
 	})
-	objects, err := s3.Store(t).List(ctx, "pitr/mariadb-failover/binlog/")
+	objects, err := s3.Store(t).List(ctx, "pitr/"+e.name+"-failover/binlog/")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var keys []string
 	for _, o := range objects {
-		keys = append(keys, strings.TrimPrefix(o.Key, "pitr/mariadb-failover/binlog/"))
+		keys = append(keys, strings.TrimPrefix(o.Key, "pitr/"+e.name+"-failover/binlog/"))
 	}
 	t.Logf("the new primary's archive: %d files, last %s: %s", s.Archive.Archived, s.Archive.LastArchived, strings.Join(keys, " "))
 
-	n := awaitingRestore(t, spec, "pitr-mariadb-failover-dst", "127.0.86.")
+	n := awaitingRestore(t, spec, "pitr-"+e.name+"-failover-dst", e.ipPrefix(6))
 	c, host := n.manager()
 	if _, err := c.StartRestore(ctx, host, n.auth(), api.RestoreRequest{
-		ID: "mariadb-failover-pitr", Source: destination(s3, "pitr/mariadb-failover-base"), SHA256: base.SHA256, Size: base.Size, Format: base.Format,
+		ID: e.name + "-failover-pitr", Source: destination(s3, "pitr/"+e.name+"-failover-base"), SHA256: base.SHA256, Size: base.Size, Format: base.Format,
 		Archive: archive, Target: &api.RecoveryTarget{Time: &target},
 	}); err != nil {
 		t.Fatal(err)
@@ -297,18 +362,28 @@ func TestMariaDBArchiveAcrossAFailover(t *testing.T) {
 // from a backup taken before the outage holds every row written during it.
 func TestMariaDBArchiveThroughAnOutage(t *testing.T) {
 	t.Parallel()
+	binlogArchiveThroughAnOutage(t, mariadbBinlogs)
+}
+
+// TestMySQLArchiveThroughAnOutage is the same for MySQL.
+func TestMySQLArchiveThroughAnOutage(t *testing.T) {
+	t.Parallel()
+	binlogArchiveThroughAnOutage(t, mysqlBinlogs)
+}
+
+func binlogArchiveThroughAnOutage(t *testing.T, e binlogEngine) {
 	s3 := s3server.Start(t, s3server.Options{})
 	ctx := context.Background()
-	spec := mariadbSpec()
+	spec := e.spec()
 	front, down := outageFront(t, s3)
 
-	p := archivingPrimary(t, spec, "pitr-mariadb-outage", "127.0.87.", time.Second)
-	archive := *destination(s3, "mariadb-outage").S3
+	p := archivingPrimary(t, spec, "pitr-"+e.name+"-outage", e.ipPrefix(7), time.Second)
+	archive := *destination(s3, e.name+"-outage").S3
 	archive.Endpoint = front.URL
 	p.setArchive(t, archive)
 	app := p.app()
 	mustExec(t, app, "CREATE TABLE orders (id int PRIMARY KEY)")
-	base := p.backup(t, "mariadb-outage-base", s3, "mariadb-outage-base")
+	base := p.backup(t, e.name+"-outage-base", s3, e.name+"-outage-base")
 	p.waitStatus(time.Minute, "a file archived", func(s api.Status) bool { return s.Archive != nil && s.Archive.Archived > 0 })
 
 	down.Store(true)
@@ -337,11 +412,11 @@ func TestMariaDBArchiveThroughAnOutage(t *testing.T) {
 	})
 	t.Logf("the backlog archived %s after the store came back; %d failed attempts in all, %d files", time.Since(back).Round(100*time.Millisecond), s.Archive.Failed, s.Archive.Archived)
 
-	n := awaitingRestore(t, spec, "pitr-mariadb-outage-dst", "127.0.88.")
+	n := awaitingRestore(t, spec, "pitr-"+e.name+"-outage-dst", e.ipPrefix(8))
 	c, host := n.manager()
 	if _, err := c.StartRestore(ctx, host, n.auth(), api.RestoreRequest{
-		ID: "mariadb-outage-latest", Source: destination(s3, "mariadb-outage-base"), SHA256: base.SHA256, Size: base.Size, Format: base.Format,
-		Archive: destination(s3, "mariadb-outage").S3, Target: &api.RecoveryTarget{Latest: true},
+		ID: e.name + "-outage-latest", Source: destination(s3, e.name+"-outage-base"), SHA256: base.SHA256, Size: base.Size, Format: base.Format,
+		Archive: destination(s3, e.name+"-outage").S3, Target: &api.RecoveryTarget{Latest: true},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -350,4 +425,17 @@ func TestMariaDBArchiveThroughAnOutage(t *testing.T) {
 	if err := n.app().QueryRow("SELECT count(*) FROM orders").Scan(&count); err != nil || count != 200 {
 		t.Errorf("the latest restore holds %d orders, %v; want the 200 written during the outage", count, err)
 	}
+}
+
+// microsOf reads a time the server wrote as UNIX_TIMESTAMP(NOW(6)):
+// seconds.micros.
+func microsOf(t *testing.T, at string) time.Time {
+	t.Helper()
+	sec, frac, _ := strings.Cut(at, ".")
+	s, err1 := strconv.ParseInt(sec, 10, 64)
+	us, err2 := strconv.ParseInt((frac + "000000")[:6], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		t.Fatalf("%q: %v", at, err)
+	}
+	return time.Unix(s, us*1000).UTC()
 }
