@@ -12,25 +12,22 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// TestNodePointInTimeAndHibernation, PostgreSQL and MariaDB on the real
-// node with the pods exactly as mydb writes them: PostgreSQL's
+// TestNodePointInTimeAndHibernation, PostgreSQL, MariaDB and MySQL on the
+// real node with the pods exactly as mydb writes them: PostgreSQL's
 // archive_command runs mydb-instance inside the database container and
-// reaches its manager over the run directory's socket, MariaDB's manager
-// archives the binary logs itself, each into a real S3 server on the
-// node's address; a database restored to a second between two batches
+// reaches its manager over the run directory's socket, MariaDB's and
+// MySQL's managers archive the binary logs themselves, each into a real
+// S3 server on the node's address; a database restored to a second between two batches
 // holds the first; then the source hibernates (no pod, claims kept) and
 // wakes with every row, its primary unchanged. One engine after the other.
 func TestNodePointInTimeAndHibernation(t *testing.T) {
-	ran := 0
+	ran := map[string]bool{}
 	for _, dc := range nodeDataCases() {
-		if dc.engine.name != "postgres" && dc.engine.name != "mariadb" {
-			continue // MySQL has no point-in-time recovery yet
-		}
-		ran++
+		ran[dc.engine.name] = true
 		t.Run(dc.engine.name, func(t *testing.T) { testNodePointInTimeAndHibernation(t, dc) })
 	}
-	if ran != 2 {
-		t.Fatalf("%d of postgres and mariadb among the node's engines", ran)
+	if !ran["postgres"] || !ran["mariadb"] || !ran["mysql"] {
+		t.Fatalf("the node's engines are %v, want postgres, mariadb and mysql", ran)
 	}
 }
 

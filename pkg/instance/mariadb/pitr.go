@@ -117,6 +117,7 @@ func (d *Driver) replayBinlogs(ctx context.Context, files []instance.ReplayFile,
 		if applied.Covers(f.Summary.End) {
 			continue
 		}
+		began := time.Now()
 		local, err := f.Fetch(ctx)
 		if err != nil {
 			return fmt.Errorf("fetching %s: %w", f.Key, err)
@@ -129,6 +130,7 @@ func (d *Driver) replayBinlogs(ctx context.Context, files []instance.ReplayFile,
 		if err != nil {
 			return err
 		}
+		d.cfg.Log.Info("replayed a binary log", "file", f.Key, "seconds", time.Since(began).Seconds())
 		for _, g := range f.Summary.End {
 			applied = applied.With(g)
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/mydb-dev/mydb/pkg/binlog"
 	"github.com/mydb-dev/mydb/pkg/instance"
@@ -117,6 +118,7 @@ func stopOffset(file string, target api.RecoveryTarget) (int64, error) {
 func (d *Driver) replayBinlogs(ctx context.Context, files []instance.ReplayFile, base binlog.Position, target api.RecoveryTarget) error {
 	applied := base
 	for _, f := range files {
+		began := time.Now()
 		if applied.Covers(f.Summary.End) {
 			continue
 		}
@@ -134,8 +136,12 @@ func (d *Driver) replayBinlogs(ctx context.Context, files []instance.ReplayFile,
 		if rmErr := os.Remove(local); err == nil && rmErr != nil {
 			err = rmErr
 		}
-		if err != nil || stop >= 0 {
-			return err // the target is in this file
+		if err != nil {
+			return err
+		}
+		d.cfg.Log.Info("replayed a binary log", "file", f.Key, "to", stop, "seconds", time.Since(began).Seconds())
+		if stop >= 0 {
+			return nil // the target is in this file
 		}
 		for _, g := range f.Summary.End {
 			applied = applied.With(g)
