@@ -294,7 +294,10 @@ func (o *options) restoreCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&to, "to", "", "name of the new MyDatabase")
 	cmd.Flags().StringVar(&database, "database", "", "the MyDatabase whose newest backup before the point mydb picks (with --time, --lsn or --latest)")
-	cmd.Flags().StringVar(&at, "time", "", "replay the archive up to this moment, RFC 3339 (2026-12-05T14:06:59Z): every transaction committed then or before")
+	cmd.Flags().StringVar(&at, "time", "", "replay the archive up to this moment, RFC 3339 (2026-12-05T14:06:59Z): PostgreSQL and MySQL every transaction committed then or before, MariaDB those begun in an earlier second")
+	// The name the point-in-time issue asked for, kept as a synonym.
+	cmd.Flags().StringVar(&at, "to-time", "", "the same as --time")
+	_ = cmd.Flags().MarkHidden("to-time")
 	cmd.Flags().StringVar(&lsn, "lsn", "", "replay the archive up to this log sequence number (PostgreSQL)")
 	cmd.Flags().BoolVar(&latest, "latest", false, "replay everything the archive holds")
 	return cmd
@@ -467,7 +470,7 @@ func (o *options) statusCommand() *cobra.Command {
 				if r.FirstRecoverableTime != nil {
 					from = r.FirstRecoverableTime.UTC().Format(time.RFC3339)
 				}
-				fmt.Fprintf(out, "Recoverable: from %s to before %s (last WAL %s, %d waiting)\n", from,
+				fmt.Fprintf(out, "Recoverable: from %s to %s (last archived %s, %d waiting)\n", from,
 					r.LastRecoverableTime.UTC().Format(time.RFC3339), orNone(r.LastArchivedWAL), r.PendingWALFiles)
 			}
 			if ca := db.Status.CertificateAuthority; ca != nil {
