@@ -98,6 +98,27 @@ func ParsePosition(s string) (Position, error) {
 	return p, nil
 }
 
+// ParseGTID reads one GTID as its server writes it: MariaDB's
+// domain-server-sequence, or MySQL's source_uuid:sequence.
+func ParseGTID(s string) (GTID, error) {
+	s = strings.TrimSpace(s)
+	if uuid, seq, ok := strings.Cut(s, ":"); ok {
+		n, err := strconv.ParseUint(seq, 10, 64)
+		if err != nil || n == 0 || len(uuid) != 36 || strings.Count(uuid, "-") != 4 {
+			return GTID{}, fmt.Errorf("%q is not a MySQL GTID (source_uuid:sequence)", s)
+		}
+		if _, err := hex.DecodeString(strings.ReplaceAll(uuid, "-", "")); err != nil {
+			return GTID{}, fmt.Errorf("%q is not a MySQL GTID (source_uuid:sequence): %v", s, err)
+		}
+		return GTID{UUID: strings.ToLower(uuid), Seq: n}, nil
+	}
+	p, err := ParsePosition(s)
+	if err != nil || len(p) != 1 || strings.Contains(s, ",") {
+		return GTID{}, fmt.Errorf("%q is not a MariaDB GTID (domain-server-sequence)", s)
+	}
+	return p[0], nil
+}
+
 // parseMySQLSource reads one source of a MySQL GTID set, uuid:1-N (or
 // uuid:1), which must run from 1 without a gap.
 func parseMySQLSource(part string) (GTID, error) {
@@ -450,6 +471,57 @@ func FirstCommitAfter(r io.Reader, t time.Time) (int64, error) {
 		case committed.After(t):
 			return offset, nil
 		}
+		offset += size
+	}
+}
+
+// EndOfTransaction reads the MySQL binary log file r and answers the
+// offset of the first GTID event after the one of g, where a replay that
+// ends with g's transaction stops (mysqlbinlog --stop-position), or -1
+// when g's transaction is the file's last. An error when r does not hold
+// g.
+func EndOfTransaction(r io.Reader, g GTID) (int64, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	head := make([]byte, len(magic))
+	if _, err := io.ReadFull(br, head); err != nil || !bytes.Equal(head, magic) {
+		return 0, errors.New("not a binary log")
+	}
+	var header [headerSize]byte
+	offset := int64(len(magic))
+	found := false
+	for {
+		if _, err := io.ReadFull(br, header[:]); err != nil {
+			if errors.Is(err, io.EOF) {
+				if !found {
+					return 0, fmt.Errorf("the file does not hold the transaction %s", g)
+				}
+				return -1, nil
+			}
+			return 0, fmt.Errorf("the event at %d: %w", offset, err)
+		}
+		size := int64(binary.LittleEndian.Uint32(header[9:13]))
+		if size < headerSize {
+			return 0, fmt.Errorf("the event at %d: size %d is shorter than its header", offset, size)
+		}
+		if header[4] != typeMySQLGTID {
+			if _, err := br.Discard(int(size - headerSize)); err != nil {
+				return 0, fmt.Errorf("the event at %d: %w", offset, err)
+			}
+			offset += size
+			continue
+		}
+		if found {
+			return offset, nil
+		}
+		body := make([]byte, size-headerSize)
+		if _, err := io.ReadFull(br, body); err != nil {
+			return 0, fmt.Errorf("the event at %d: %w", offset, err)
+		}
+		have, _, err := mysqlGTID(body)
+		if err != nil {
+			return 0, fmt.Errorf("the GTID event at %d: %w", offset, err)
+		}
+		found = have == g
 		offset += size
 	}
 }

@@ -229,6 +229,26 @@ func TestSummarizeAFileMySQLWrote(t *testing.T) {
 		t.Errorf("gtid_executed %s (%v), End %s", executed, err, s.End)
 	}
 
+	for _, c := range []struct {
+		gtid string
+		want int64
+	}{
+		{server + ":4", 485},
+		{other + ":1", 1059},
+		{server + ":6", -1},
+	} {
+		g, err := ParseGTID(c.gtid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := EndOfTransaction(bytes.NewReader(b), g); err != nil || got != c.want {
+			t.Errorf("EndOfTransaction(%s) = %d, %v; want %d", c.gtid, got, err, c.want)
+		}
+	}
+	if _, err := EndOfTransaction(bytes.NewReader(b), GTID{UUID: server, Seq: 3}); err == nil || !strings.Contains(err.Error(), "does not hold") {
+		t.Errorf("EndOfTransaction of a GTID before the file: %v", err)
+	}
+
 	at := func(micro int) time.Time { return second.Add(time.Duration(micro) * time.Microsecond) }
 	for _, c := range []struct {
 		t    time.Time
@@ -258,4 +278,22 @@ func previousBody(bounds ...uint64) []byte {
 		b = binary.LittleEndian.AppendUint64(b, v)
 	}
 	return b
+}
+
+func TestParseGTID(t *testing.T) {
+	for in, want := range map[string]GTID{
+		"0-1-4711": {Domain: 0, Server: 1, Seq: 4711},
+		" 2-7-9 ":  {Domain: 2, Server: 7, Seq: 9},
+		"3E11FA47-71CA-11E1-9E33-C80AA9429562:23": {UUID: "3e11fa47-71ca-11e1-9e33-c80aa9429562", Seq: 23},
+	} {
+		if got, err := ParseGTID(in); err != nil || got != want {
+			t.Errorf("ParseGTID(%q) = %+v, %v; want %+v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "0-1", "0-1-2,0-1-3", "3e11fa47-71ca-11e1-9e33-c80aa9429562:0",
+		"3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5", "3e11fa47-71ca-11e1-9e33-c80aa942956z:5", "3e11fa47:5"} {
+		if g, err := ParseGTID(bad); err == nil {
+			t.Errorf("ParseGTID(%q) = %+v, want an error", bad, g)
+		}
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mydb-dev/mydb/pkg/binlog"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/objectstore"
 	"github.com/mydb-dev/mydb/pkg/pki"
@@ -257,7 +258,11 @@ func (m *Manager) postRestore(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Target != nil && binlogPITR && req.Target.LSN != "" {
-		http.Error(w, fmt.Sprintf("target.lsn: Forbidden: an LSN is PostgreSQL's; a %s restore goes to a time or the latest", m.opts.Engine), http.StatusUnprocessableEntity)
+		http.Error(w, fmt.Sprintf("target.lsn: Forbidden: an LSN is PostgreSQL's; a %s restore goes to a time, a GTID or the latest", m.opts.Engine), http.StatusUnprocessableEntity)
+		return
+	}
+	if req.Target != nil && !binlogPITR && req.Target.GTID != "" {
+		http.Error(w, fmt.Sprintf("target.gtid: Forbidden: a GTID is MariaDB's and MySQL's; a %s restore goes to a time, an LSN or the latest", m.opts.Engine), http.StatusUnprocessableEntity)
 		return
 	}
 	store, err := m.openStore(req.Source)
@@ -568,7 +573,7 @@ func validateRecovery(archive *api.S3Object, target *api.RecoveryTarget) []strin
 	case archive == nil:
 		return []string{"archive: Required value: a target needs the archive to replay"}
 	case target == nil:
-		return []string{"target: Required value: an archive is replayed to a target (time, lsn or latest)"}
+		return []string{"target: Required value: an archive is replayed to a target (time, lsn, gtid or latest)"}
 	}
 	errs := validateS3("archive", archive)
 	set := 0
@@ -581,11 +586,17 @@ func validateRecovery(archive *api.S3Object, target *api.RecoveryTarget) []strin
 			errs = append(errs, fmt.Sprintf("target.lsn: Invalid value: %q: must be an LSN such as 0/3000148", target.LSN))
 		}
 	}
+	if target.GTID != "" {
+		set++
+		if _, err := binlog.ParseGTID(target.GTID); err != nil {
+			errs = append(errs, "target.gtid: Invalid value: "+err.Error())
+		}
+	}
 	if target.Latest {
 		set++
 	}
 	if set != 1 {
-		errs = append(errs, "target: Invalid value: exactly one of time, lsn and latest must be set")
+		errs = append(errs, "target: Invalid value: exactly one of time, lsn, gtid and latest must be set")
 	}
 	return errs
 }

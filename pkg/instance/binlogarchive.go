@@ -286,6 +286,17 @@ func binlogChain(manifests map[string]BinlogManifest, base binlog.Position, targ
 		}
 		return strings.Compare(a, b)
 	})
+	var gtid binlog.Position // a GTID target, as a position
+	if target.GTID != "" {
+		g, err := binlog.ParseGTID(target.GTID)
+		if err != nil {
+			return nil, err
+		}
+		gtid = binlog.Position{g}
+		if base.Covers(gtid) {
+			return nil, fmt.Errorf("the backup (at %s) already holds the target %s: restore from an older backup", base, target.GTID)
+		}
+	}
 	applied := base
 	var chain []string
 	for _, k := range keys {
@@ -300,6 +311,9 @@ func binlogChain(manifests map[string]BinlogManifest, base binlog.Position, targ
 		for _, g := range s.End {
 			applied = applied.With(g)
 		}
+		if gtid != nil && applied.Covers(gtid) {
+			return chain, nil // this file holds the target's transaction
+		}
 		if target.Time != nil && !s.LastEvent.Before(*target.Time) {
 			// The server closed this file at the target or after: every
 			// transaction before the target is in the chain (a MariaDB
@@ -307,6 +321,9 @@ func binlogChain(manifests map[string]BinlogManifest, base binlog.Position, targ
 			// a MySQL one those committed at or before it).
 			return chain, nil
 		}
+	}
+	if gtid != nil {
+		return nil, fmt.Errorf("its files reach %s from the backup's position %s, not the target %s", applied, base, target.GTID)
 	}
 	if target.Time == nil {
 		return chain, nil
@@ -327,6 +344,16 @@ func binlogChain(manifests map[string]BinlogManifest, base binlog.Position, targ
 			reach.Format(time.RFC3339), base, target.Time.UTC().Format(time.RFC3339Nano))
 	}
 	return chain, nil
+}
+
+// HoldsTarget tells whether a file that ends at end holds target's GTID:
+// the file where a replay to it stops.
+func HoldsTarget(end binlog.Position, target api.RecoveryTarget) bool {
+	if target.GTID == "" {
+		return false
+	}
+	g, err := binlog.ParseGTID(target.GTID)
+	return err == nil && end.Covers(binlog.Position{g})
 }
 
 // BinlogLister is what reading an archive's manifests needs of a bucket.

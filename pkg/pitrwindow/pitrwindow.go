@@ -101,7 +101,8 @@ func PrunableBinlogs(binlogs map[string]binlog.Summary, cut Cut) []string {
 // backups (a namespace's): the newest succeeded backup in S3 of that
 // database that ended by before (the restored database's creation, so a
 // later backup never changes the pick) and before the target (for an LSN
-// target, whose position is below it; for latest, any). nil when there is
+// target, whose position is below it; for a GTID, whose position does not
+// hold it; for latest, any). nil when there is
 // none.
 func Pick(backups []*examplev1.MyDatabaseBackup, database string, target *examplev1.RecoveryTarget, before time.Time) *examplev1.MyDatabaseBackup {
 	var picked *examplev1.MyDatabaseBackup
@@ -132,6 +133,14 @@ func reaches(b *examplev1.MyDatabaseBackup, target *examplev1.RecoveryTarget) bo
 		end, err1 := api.ParseLSN(b.Status.Position.LSN)
 		want, err2 := api.ParseLSN(target.LSN)
 		return err1 == nil && err2 == nil && end < want
+	case target.GTID != "":
+		// A backup that holds the transaction is past it.
+		if b.Status.Position == nil {
+			return false
+		}
+		held, err1 := binlog.ParsePosition(b.Status.Position.GTID)
+		want, err2 := binlog.ParseGTID(target.GTID)
+		return err1 == nil && err2 == nil && !held.Covers(binlog.Position{want})
 	}
 	return false
 }

@@ -93,6 +93,9 @@ func TestPick(t *testing.T) {
 	})
 	failed := backup("failed", "shop", 2*h, "0/6000000", func(b *examplev1.MyDatabaseBackup) { b.Status.Phase = examplev1.BackupPhaseFailed })
 	other := backup("other", "orders", 2*h, "0/6000000")
+	for b, set := range map[*examplev1.MyDatabaseBackup]string{d5: "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-40", d3: "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-45", d1: "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-90"} {
+		b.Status.Position.GTID = set
+	}
 	all := []*examplev1.MyDatabaseBackup{d5, d3, d1, onVolume, failed, other}
 	at := func(ago time.Duration) *examplev1.RecoveryTarget {
 		return &examplev1.RecoveryTarget{Time: &metav1.Time{Time: now.Add(-ago)}}
@@ -109,6 +112,12 @@ func TestPick(t *testing.T) {
 		{"latest, for a database created before the newest backup", &examplev1.RecoveryTarget{Latest: true}, now.Add(-2 * h), d3},
 		{"an LSN", &examplev1.RecoveryTarget{LSN: "0/5800000"}, now, d3},
 		{"an LSN at a backup's end", &examplev1.RecoveryTarget{LSN: "0/5000000"}, now, d5},
+		// MySQL backups' positions are GTID sets: the newest backup that
+		// does not hold the target.
+		{"a GTID", &examplev1.RecoveryTarget{GTID: "3e11fa47-71ca-11e1-9e33-c80aa9429562:50"}, now, d3},
+		{"the GTID after a backup's end", &examplev1.RecoveryTarget{GTID: "3e11fa47-71ca-11e1-9e33-c80aa9429562:41"}, now, d5},
+		{"the GTID a backup ends with", &examplev1.RecoveryTarget{GTID: "3e11fa47-71ca-11e1-9e33-c80aa9429562:45"}, now, d5},
+		{"a GTID every backup holds", &examplev1.RecoveryTarget{GTID: "3e11fa47-71ca-11e1-9e33-c80aa9429562:10"}, now, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Pick(all, "shop", tc.target, tc.before); got != tc.want {

@@ -169,6 +169,7 @@ type RestoreSource struct {
 type RecoveryTarget struct {
 	Time   *metav1.Time
 	LSN    string
+	GTID   string
 	Latest bool
 }
 

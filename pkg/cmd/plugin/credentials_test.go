@@ -28,19 +28,21 @@ func TestPrintedCredentialsAreShellSafe(t *testing.T) {
 
 func TestRecoveryTarget(t *testing.T) {
 	for _, tc := range []struct {
-		at, lsn string
-		latest  bool
-		want    string // describePoint, or the error's start
+		at, lsn, gtid string
+		latest        bool
+		want          string // describePoint, or the error's start
 	}{
-		{"", "", false, ""},
-		{"2026-12-05T14:06:59Z", "", false, "2026-12-05T14:06:59Z"},
-		{"2026-12-05T16:06:59+02:00", "", false, "2026-12-05T14:06:59Z"},
-		{"", "0/3000148", false, "LSN 0/3000148"},
-		{"", "", true, "the end of its archive"},
-		{"yesterday", "", false, "--time:"},
-		{"2026-12-05T14:06:59Z", "", true, "--time, --lsn and --latest are exclusive"},
+		{"", "", "", false, ""},
+		{"2026-12-05T14:06:59Z", "", "", false, "2026-12-05T14:06:59Z"},
+		{"2026-12-05T16:06:59+02:00", "", "", false, "2026-12-05T14:06:59Z"},
+		{"", "0/3000148", "", false, "LSN 0/3000148"},
+		{"", "", "0-1-4711", false, "GTID 0-1-4711"},
+		{"", "", "", true, "the end of its archive"},
+		{"yesterday", "", "", false, "--time:"},
+		{"2026-12-05T14:06:59Z", "", "", true, "--time, --lsn, --gtid and --latest are exclusive"},
+		{"2026-12-05T14:06:59Z", "", "0-1-4711", false, "--time, --lsn, --gtid and --latest are exclusive"},
 	} {
-		target, err := recoveryTarget(tc.at, tc.lsn, tc.latest)
+		target, err := recoveryTarget(tc.at, tc.lsn, tc.gtid, tc.latest)
 		got := ""
 		switch {
 		case err != nil:
@@ -49,7 +51,7 @@ func TestRecoveryTarget(t *testing.T) {
 			got = describePoint(target)
 		}
 		if !strings.HasPrefix(got, tc.want) || tc.want == "" && got != "" {
-			t.Errorf("recoveryTarget(%q, %q, %v) = %q, want %q", tc.at, tc.lsn, tc.latest, got, tc.want)
+			t.Errorf("recoveryTarget(%q, %q, %q, %v) = %q, want %q", tc.at, tc.lsn, tc.gtid, tc.latest, got, tc.want)
 		}
 	}
 }

@@ -231,15 +231,15 @@ func printBackups(out io.Writer, backups []examplev1.MyDatabaseBackup) {
 }
 
 func (o *options) restoreCommand() *cobra.Command {
-	var to, database, at, lsn string
+	var to, database, at, lsn, gtid string
 	var latest bool
 	cmd := &cobra.Command{
-		Use:   "restore {BACKUP | --database SOURCE} --to NEW-DATABASE [--time TIME | --lsn LSN | --latest]",
+		Use:   "restore {BACKUP | --database SOURCE} --to NEW-DATABASE [--time TIME | --lsn LSN | --gtid GTID | --latest]",
 		Short: "Create a new MyDatabase that starts from a backup (or a point in time), shaped like the database backed up",
 		Long: "Create a new MyDatabase with spec.restoreFrom set to BACKUP and the engine, version, storage and " +
-			"resources of the backed-up database. With --time (RFC 3339), --lsn or --latest, it then replays the " +
-			"source's archived WAL to that point (spec.restoreFrom.pointInTime; PostgreSQL with " +
-			"spec.backup.pointInTimeRecovery); with --database instead of BACKUP, mydb picks the newest backup of " +
+			"resources of the backed-up database. With --time (RFC 3339), --lsn (PostgreSQL), --gtid (MariaDB, MySQL) or " +
+			"--latest, it then replays the source's archived WAL or binary logs to that point (spec.restoreFrom.pointInTime; " +
+			"a source with spec.backup.pointInTimeRecovery); with --database instead of BACKUP, mydb picks the newest backup of " +
 			"that database that ended before the point. The original is never touched.",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -249,12 +249,12 @@ func (o *options) restoreCommand() *cobra.Command {
 			if (len(args) == 1) == (database != "") {
 				return fmt.Errorf("name a backup or --database, not both")
 			}
-			target, err := recoveryTarget(at, lsn, latest)
+			target, err := recoveryTarget(at, lsn, gtid, latest)
 			if err != nil {
 				return err
 			}
 			if database != "" && target == nil {
-				return fmt.Errorf("--database needs --time, --lsn or --latest: mydb picks the backup before that point")
+				return fmt.Errorf("--database needs --time, --lsn, --gtid or --latest: mydb picks the backup before that point")
 			}
 			c, ns, err := o.client()
 			if err != nil {
@@ -299,14 +299,15 @@ func (o *options) restoreCommand() *cobra.Command {
 	cmd.Flags().StringVar(&at, "to-time", "", "the same as --time")
 	_ = cmd.Flags().MarkHidden("to-time")
 	cmd.Flags().StringVar(&lsn, "lsn", "", "replay the archive up to this log sequence number (PostgreSQL)")
+	cmd.Flags().StringVar(&gtid, "gtid", "", "replay the binary logs up to and including this transaction (MariaDB 0-1-4711, MySQL source_uuid:4711)")
 	cmd.Flags().BoolVar(&latest, "latest", false, "replay everything the archive holds")
 	return cmd
 }
 
 // recoveryTarget is the point --time, --lsn or --latest name (nil: none).
-func recoveryTarget(at, lsn string, latest bool) (*examplev1.RecoveryTarget, error) {
+func recoveryTarget(at, lsn, gtid string, latest bool) (*examplev1.RecoveryTarget, error) {
 	set := 0
-	for _, on := range []bool{at != "", lsn != "", latest} {
+	for _, on := range []bool{at != "", lsn != "", gtid != "", latest} {
 		if on {
 			set++
 		}
@@ -315,7 +316,7 @@ func recoveryTarget(at, lsn string, latest bool) (*examplev1.RecoveryTarget, err
 	case set == 0:
 		return nil, nil
 	case set > 1:
-		return nil, fmt.Errorf("--time, --lsn and --latest are exclusive")
+		return nil, fmt.Errorf("--time, --lsn, --gtid and --latest are exclusive")
 	case at != "":
 		t, err := time.Parse(time.RFC3339, at)
 		if err != nil {
@@ -324,6 +325,8 @@ func recoveryTarget(at, lsn string, latest bool) (*examplev1.RecoveryTarget, err
 		return &examplev1.RecoveryTarget{Time: &metav1.Time{Time: t}}, nil
 	case lsn != "":
 		return &examplev1.RecoveryTarget{LSN: lsn}, nil
+	case gtid != "":
+		return &examplev1.RecoveryTarget{GTID: gtid}, nil
 	}
 	return &examplev1.RecoveryTarget{Latest: true}, nil
 }
@@ -334,6 +337,8 @@ func describePoint(t *examplev1.RecoveryTarget) string {
 		return t.Time.UTC().Format(time.RFC3339)
 	case t.LSN != "":
 		return "LSN " + t.LSN
+	case t.GTID != "":
+		return "GTID " + t.GTID
 	}
 	return "the end of its archive"
 }

@@ -93,6 +93,8 @@ func describeTarget(t *examplev1.RecoveryTarget) string {
 		return "the end of its archive"
 	case t.Time != nil:
 		return t.Time.UTC().Format(time.RFC3339)
+	case t.GTID != "":
+		return "GTID " + t.GTID
 	}
 	return "LSN " + t.LSN
 }
@@ -218,7 +220,7 @@ func (c *Controller) startRestore(ctx context.Context, db *examplev1.MyDatabase,
 		archive := *source.S3
 		archive.Key = archivePrefixOfBackup(b.Status.Location.S3)
 		req.Archive = &archive
-		req.Target = &api.RecoveryTarget{LSN: pit.LSN, Latest: pit.Latest}
+		req.Target = &api.RecoveryTarget{LSN: pit.LSN, GTID: pit.GTID, Latest: pit.Latest}
 		if pit.Time != nil {
 			t := pit.Time.UTC()
 			req.Target.Time = &t

@@ -1925,6 +1925,13 @@ func schema_pkg_apis_example_v1_RecoveryTarget(ref common.ReferenceCallback) com
 							Format:      "",
 						},
 					},
+					"gtid": {
+						SchemaProps: spec.SchemaProps{
+							Description: "GTID replays the binary logs up to and including the transaction with this GTID (MariaDB and MySQL): MariaDB's domain-server-sequence (\"0-1-4711\"), MySQL's source_uuid:sequence (\"3e11fa47-71ca-11e1-9e33-c80aa9429562:4711\"). The backup must not hold it already; an archive that does not reach it fails the restore.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 				},
 			},
 		},

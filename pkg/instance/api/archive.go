@@ -58,4 +58,7 @@ type RecoveryTarget struct {
 	LSN string `json:"lsn,omitempty"`
 	// Latest replays everything the archive holds.
 	Latest bool `json:"latest,omitempty"`
+	// GTID (MariaDB, MySQL): every transaction up to and including the one
+	// with this GTID is replayed.
+	GTID string `json:"gtid,omitempty"`
 }

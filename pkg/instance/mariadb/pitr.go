@@ -27,7 +27,7 @@ var _ instance.BinlogArchiver = (*Driver)(nil)
 // and nothing of the source's replication is kept.
 func (d *Driver) RestoreToBinlogs(ctx context.Context, r io.Reader, verify func() error, target api.RecoveryTarget, fetch instance.FetchBinlogs) error {
 	if target.LSN != "" {
-		return errors.New("a MariaDB restore goes to a time or the latest, not an LSN")
+		return errors.New("a MariaDB restore goes to a time, a GTID or the latest, not an LSN")
 	}
 	return d.restore(ctx, r, verify, &replay{target: target, fetch: fetch})
 }
@@ -90,8 +90,10 @@ func stopDatetime(target time.Time) string {
 	return target.UTC().Truncate(time.Second).Format(time.DateTime)
 }
 
-// replayArgs are mariadb-binlog's arguments to replay file after applied.
-func replayArgs(file string, applied binlog.Position, target api.RecoveryTarget) []string {
+// replayArgs are mariadb-binlog's arguments to replay file, which ends at
+// end, after applied. A GTID target stops the replay after its
+// transaction (mariadb-binlog's GTID --stop-position is inclusive).
+func replayArgs(file string, end, applied binlog.Position, target api.RecoveryTarget) []string {
 	args := []string{"--no-defaults"}
 	if len(applied) > 0 {
 		// Events at or before the position are skipped: a file may
@@ -101,6 +103,9 @@ func replayArgs(file string, applied binlog.Position, target api.RecoveryTarget)
 	}
 	if target.Time != nil {
 		args = append(args, "--stop-datetime="+stopDatetime(*target.Time))
+	}
+	if instance.HoldsTarget(end, target) {
+		args = append(args, "--stop-position="+target.GTID)
 	}
 	return append(args, file)
 }
@@ -122,7 +127,7 @@ func (d *Driver) replayBinlogs(ctx context.Context, files []instance.ReplayFile,
 		if err != nil {
 			return fmt.Errorf("fetching %s: %w", f.Key, err)
 		}
-		err = d.replayFile(ctx, u.Username, local, applied, target)
+		err = d.replayFile(ctx, u.Username, local, f.Summary.End, applied, target)
 		// One file beside the data at a time.
 		if rmErr := os.Remove(local); err == nil && rmErr != nil {
 			err = rmErr
@@ -138,8 +143,8 @@ func (d *Driver) replayBinlogs(ctx context.Context, files []instance.ReplayFile,
 	return nil
 }
 
-func (d *Driver) replayFile(ctx context.Context, username, file string, applied binlog.Position, target api.RecoveryTarget) error {
-	read := d.cfg.Tool(ctx, "mariadb-binlog", replayArgs(file, applied, target)...)
+func (d *Driver) replayFile(ctx context.Context, username, file string, end, applied binlog.Position, target api.RecoveryTarget) error {
+	read := d.cfg.Tool(ctx, "mariadb-binlog", replayArgs(file, end, applied, target)...)
 	// --stop-datetime is read in the tool's time zone.
 	read.Env = append(read.Env, "TZ=UTC")
 	// --skip-ssl: MariaDB 11's client verifies a certificate even on the

@@ -38,7 +38,7 @@ type replay struct {
 // adds its own under a server_uuid of its own.
 func (d *Driver) RestoreToBinlogs(ctx context.Context, r io.Reader, verify func() error, target api.RecoveryTarget, fetch instance.FetchBinlogs) error {
 	if target.LSN != "" {
-		return errors.New("a MySQL restore goes to a time or the latest, not an LSN")
+		return errors.New("a MySQL restore goes to a time, a GTID or the latest, not an LSN")
 	}
 	return d.restore(ctx, r, verify, &replay{target: target, fetch: fetch})
 }
@@ -99,10 +99,11 @@ func replayArgs(file string, applied binlog.Position, stop int64) []string {
 	return append(args, file)
 }
 
-// stopOffset is where the replay of file stops for target: at the first
-// transaction committed after it, or -1 to replay the whole file.
-func stopOffset(file string, target api.RecoveryTarget) (int64, error) {
-	if target.Time == nil {
+// stopOffset is where the replay of file, which ends at end, stops for
+// target: at the first transaction committed after a time, right after a
+// GTID's transaction, or -1 to replay the whole file.
+func stopOffset(file string, end binlog.Position, target api.RecoveryTarget) (int64, error) {
+	if target.Time == nil && !instance.HoldsTarget(end, target) {
 		return -1, nil
 	}
 	f, err := os.Open(file)
@@ -110,7 +111,14 @@ func stopOffset(file string, target api.RecoveryTarget) (int64, error) {
 		return 0, err
 	}
 	defer f.Close()
-	return binlog.FirstCommitAfter(f, *target.Time)
+	if target.Time != nil {
+		return binlog.FirstCommitAfter(f, *target.Time)
+	}
+	g, err := binlog.ParseGTID(target.GTID)
+	if err != nil {
+		return 0, err
+	}
+	return binlog.EndOfTransaction(f, g)
 }
 
 // replayBinlogs pipes each file through mysqlbinlog into the server on the
@@ -126,7 +134,7 @@ func (d *Driver) replayBinlogs(ctx context.Context, files []instance.ReplayFile,
 		if err != nil {
 			return fmt.Errorf("fetching %s: %w", f.Key, err)
 		}
-		stop, err := stopOffset(local, target)
+		stop, err := stopOffset(local, f.Summary.End, target)
 		if err == nil {
 			read := d.cfg.Tool(ctx, "mysqlbinlog", replayArgs(local, applied, stop)...)
 			apply := d.cfg.Tool(ctx, "mysql", "--no-defaults", "--socket="+socketPath(d.cfg), "--user=root", "--binary-mode", "--batch")
@@ -140,7 +148,7 @@ func (d *Driver) replayBinlogs(ctx context.Context, files []instance.ReplayFile,
 			return err
 		}
 		d.cfg.Log.Info("replayed a binary log", "file", f.Key, "to", stop, "seconds", time.Since(began).Seconds())
-		if stop >= 0 {
+		if stop >= 0 || instance.HoldsTarget(f.Summary.End, target) {
 			return nil // the target is in this file
 		}
 		for _, g := range f.Summary.End {

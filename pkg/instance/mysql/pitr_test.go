@@ -41,14 +41,23 @@ func TestStopOffset(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := time.Date(2026, 12, 6, 15, 10, 31, 922575000, time.UTC)
+	end, err := binlog.ParsePosition("11111111-2222-3333-4444-555555555555:1,27f38a7f-f187-11f1-b797-02fc00000001:1-6")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		target api.RecoveryTarget
 		want   int64
 	}{
 		{api.RecoveryTarget{Time: &first}, 485},
 		{api.RecoveryTarget{Latest: true}, -1},
+		// After the GTID's transaction, inclusive; a GTID after the
+		// file replays it whole.
+		{api.RecoveryTarget{GTID: "11111111-2222-3333-4444-555555555555:1"}, 1059},
+		{api.RecoveryTarget{GTID: "27f38a7f-f187-11f1-b797-02fc00000001:6"}, -1},
+		{api.RecoveryTarget{GTID: "27f38a7f-f187-11f1-b797-02fc00000001:7"}, -1},
 	} {
-		if got, err := stopOffset(file, c.target); err != nil || got != c.want {
+		if got, err := stopOffset(file, end, c.target); err != nil || got != c.want {
 			t.Errorf("stopOffset(%+v) = %d, %v; want %d", c.target, got, err, c.want)
 		}
 	}

@@ -1788,6 +1788,11 @@ func (m *RecoveryTarget) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	i -= len(m.GTID)
+	copy(dAtA[i:], m.GTID)
+	i = encodeVarintGenerated(dAtA, i, uint64(len(m.GTID)))
+	i--
+	dAtA[i] = 0x22
 	i--
 	if m.Latest {
 		dAtA[i] = 1
@@ -2871,6 +2876,8 @@ func (m *RecoveryTarget) Size() (n int) {
 	l = len(m.LSN)
 	n += 1 + l + sovGenerated(uint64(l))
 	n += 2
+	l = len(m.GTID)
+	n += 1 + l + sovGenerated(uint64(l))
 	return n
 }
 
@@ -3480,6 +3487,7 @@ func (this *RecoveryTarget) String() string {
 		`Time:` + strings.Replace(fmt.Sprintf("%v", this.Time), "Time", "v1.Time", 1) + `,`,
 		`LSN:` + fmt.Sprintf("%v", this.LSN) + `,`,
 		`Latest:` + fmt.Sprintf("%v", this.Latest) + `,`,
+		`GTID:` + fmt.Sprintf("%v", this.GTID) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -9277,6 +9285,38 @@ func (m *RecoveryTarget) Unmarshal(dAtA []byte) error {
 				}
 			}
 			m.Latest = bool(v != 0)
+		case 4:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field GTID", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.GTID = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
 			skippy, err := skipGenerated(dAtA[iNdEx:])

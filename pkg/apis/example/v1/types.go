@@ -462,6 +462,15 @@ type RecoveryTarget struct {
 	// Latest replays everything the archive holds.
 	// +optional
 	Latest bool `json:"latest,omitempty" protobuf:"varint,3,opt,name=latest"`
+
+	// GTID replays the binary logs up to and including the transaction
+	// with this GTID (MariaDB and MySQL): MariaDB's domain-server-sequence
+	// ("0-1-4711"), MySQL's source_uuid:sequence
+	// ("3e11fa47-71ca-11e1-9e33-c80aa9429562:4711"). The backup must not
+	// hold it already; an archive that does not reach it fails the
+	// restore.
+	// +optional
+	GTID string `json:"gtid,omitempty" protobuf:"bytes,4,opt,name=gtid"`
 }
 
 // PointInTimeRecovery makes a database's primary archive its write-ahead

@@ -935,7 +935,15 @@ func autoConvert_v1_MyDatabaseSpec_To_example_MyDatabaseSpec(in *MyDatabaseSpec,
 	} else {
 		out.Backup = nil
 	}
-	out.RestoreFrom = (*example.RestoreSource)(unsafe.Pointer(in.RestoreFrom))
+	if in.RestoreFrom != nil {
+		in, out := &in.RestoreFrom, &out.RestoreFrom
+		*out = new(example.RestoreSource)
+		if err := Convert_v1_RestoreSource_To_example_RestoreSource(*in, *out, s); err != nil {
+			return err
+		}
+	} else {
+		out.RestoreFrom = nil
+	}
 	out.FailoverDelay = (*metav1.Duration)(unsafe.Pointer(in.FailoverDelay))
 	out.Replication = (*example.ReplicationSpec)(unsafe.Pointer(in.Replication))
 	out.Hibernate = in.Hibernate
@@ -970,7 +978,15 @@ func autoConvert_example_MyDatabaseSpec_To_v1_MyDatabaseSpec(in *example.MyDatab
 	} else {
 		out.Backup = nil
 	}
-	out.RestoreFrom = (*RestoreSource)(unsafe.Pointer(in.RestoreFrom))
+	if in.RestoreFrom != nil {
+		in, out := &in.RestoreFrom, &out.RestoreFrom
+		*out = new(RestoreSource)
+		if err := Convert_example_RestoreSource_To_v1_RestoreSource(*in, *out, s); err != nil {
+			return err
+		}
+	} else {
+		out.RestoreFrom = nil
+	}
 	out.FailoverDelay = (*metav1.Duration)(unsafe.Pointer(in.FailoverDelay))
 	out.Replication = (*ReplicationSpec)(unsafe.Pointer(in.Replication))
 	out.Hibernate = in.Hibernate
@@ -1119,7 +1135,10 @@ func Convert_example_Recoverability_To_v1_Recoverability(in *example.Recoverabil
 }
 
 func autoConvert_v1_RecoveryTarget_To_example_RecoveryTarget(in *RecoveryTarget, out *example.RecoveryTarget, s conversion.Scope) error {
-	*out = *(*example.RecoveryTarget)(unsafe.Pointer(in))
+	out.Time = (*metav1.Time)(unsafe.Pointer(in.Time))
+	out.LSN = in.LSN
+	out.Latest = in.Latest
+	out.GTID = in.GTID
 	return nil
 }
 
@@ -1129,7 +1148,10 @@ func Convert_v1_RecoveryTarget_To_example_RecoveryTarget(in *RecoveryTarget, out
 }
 
 func autoConvert_example_RecoveryTarget_To_v1_RecoveryTarget(in *example.RecoveryTarget, out *RecoveryTarget, s conversion.Scope) error {
-	*out = *(*RecoveryTarget)(unsafe.Pointer(in))
+	out.Time = (*metav1.Time)(unsafe.Pointer(in.Time))
+	out.LSN = in.LSN
+	out.GTID = in.GTID
+	out.Latest = in.Latest
 	return nil
 }
 
@@ -1159,7 +1181,17 @@ func Convert_example_ReplicationSpec_To_v1_ReplicationSpec(in *example.Replicati
 }
 
 func autoConvert_v1_RestoreSource_To_example_RestoreSource(in *RestoreSource, out *example.RestoreSource, s conversion.Scope) error {
-	*out = *(*example.RestoreSource)(unsafe.Pointer(in))
+	out.BackupName = in.BackupName
+	out.DatabaseName = in.DatabaseName
+	if in.PointInTime != nil {
+		in, out := &in.PointInTime, &out.PointInTime
+		*out = new(example.RecoveryTarget)
+		if err := Convert_v1_RecoveryTarget_To_example_RecoveryTarget(*in, *out, s); err != nil {
+			return err
+		}
+	} else {
+		out.PointInTime = nil
+	}
 	return nil
 }
 
@@ -1169,7 +1201,17 @@ func Convert_v1_RestoreSource_To_example_RestoreSource(in *RestoreSource, out *e
 }
 
 func autoConvert_example_RestoreSource_To_v1_RestoreSource(in *example.RestoreSource, out *RestoreSource, s conversion.Scope) error {
-	*out = *(*RestoreSource)(unsafe.Pointer(in))
+	out.BackupName = in.BackupName
+	out.DatabaseName = in.DatabaseName
+	if in.PointInTime != nil {
+		in, out := &in.PointInTime, &out.PointInTime
+		*out = new(RecoveryTarget)
+		if err := Convert_example_RecoveryTarget_To_v1_RecoveryTarget(*in, *out, s); err != nil {
+			return err
+		}
+	} else {
+		out.PointInTime = nil
+	}
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mydb-dev/mydb/pkg/apis/example"
+	"github.com/mydb-dev/mydb/pkg/binlog"
 	"github.com/mydb-dev/mydb/pkg/engine"
 	"github.com/mydb-dev/mydb/pkg/names"
 	"github.com/mydb-dev/mydb/pkg/parameters"
@@ -356,13 +357,31 @@ func validateRecoveryTarget(t *example.RecoveryTarget, engine example.Engine, fl
 			allErrs = append(allErrs, field.Invalid(fldPath.Child("lsn"), t.LSN, "must be a log sequence number such as 0/3000148"))
 		}
 	}
+	if t.GTID != "" {
+		set++
+		allErrs = append(allErrs, validateGTIDTarget(t.GTID, engine, fldPath.Child("gtid"))...)
+	}
 	if t.Latest {
 		set++
 	}
 	if set != 1 {
-		allErrs = append(allErrs, field.Invalid(fldPath, "", "exactly one of time, lsn and latest must be set"))
+		allErrs = append(allErrs, field.Invalid(fldPath, "", "exactly one of time, lsn, gtid and latest must be set"))
 	}
 	return allErrs
+}
+
+// validateGTIDTarget checks a GTID target is one GTID as engine writes it.
+func validateGTIDTarget(gtid string, engine example.Engine, fldPath *field.Path) field.ErrorList {
+	g, err := binlog.ParseGTID(gtid)
+	switch {
+	case engine == example.EnginePostgres:
+		return field.ErrorList{field.Forbidden(fldPath, "is MariaDB's and MySQL's: a postgres database is restored to a time, an LSN or the latest")}
+	case engine == example.EngineMySQL && (err != nil || g.UUID == ""):
+		return field.ErrorList{field.Invalid(fldPath, gtid, "must be one MySQL GTID, source_uuid:sequence, such as 3e11fa47-71ca-11e1-9e33-c80aa9429562:4711")}
+	case engine == example.EngineMariaDB && (err != nil || g.UUID != ""):
+		return field.ErrorList{field.Invalid(fldPath, gtid, "must be one MariaDB GTID, domain-server-sequence, such as 0-1-4711")}
+	}
+	return nil
 }
 
 // The bounds of spec.failoverDelay: below 5s a slow probe or a short

@@ -293,6 +293,26 @@ func TestValidateMyDatabase(t *testing.T) {
 			d.Spec.Engine, d.Spec.Version = example.EngineMariaDB, "10.11"
 			d.Spec.RestoreFrom = &example.RestoreSource{BackupName: "shop-nightly", PointInTime: &example.RecoveryTarget{LSN: "0/3000148"}}
 		}), want: []errorSummary{{field.ErrorTypeForbidden, "spec.restoreFrom.pointInTime.lsn"}}},
+		{name: "restore mariadb to a GTID", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Engine, d.Spec.Version = example.EngineMariaDB, "10.11"
+			d.Spec.RestoreFrom = &example.RestoreSource{BackupName: "shop-nightly", PointInTime: &example.RecoveryTarget{GTID: "0-1-4711"}}
+		})},
+		{name: "restore mysql to a GTID", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.RestoreFrom = &example.RestoreSource{BackupName: "shop-nightly", PointInTime: &example.RecoveryTarget{GTID: "3e11fa47-71ca-11e1-9e33-c80aa9429562:4711"}}
+		})},
+		{name: "restore mysql to a MariaDB GTID, and a time", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.RestoreFrom = &example.RestoreSource{BackupName: "shop-nightly", PointInTime: &example.RecoveryTarget{GTID: "0-1-4711", Time: &metav1.Time{Time: time.Now()}}}
+		}), want: []errorSummary{
+			{field.ErrorTypeInvalid, "spec.restoreFrom.pointInTime.gtid"},
+			{field.ErrorTypeInvalid, "spec.restoreFrom.pointInTime"},
+		}},
+		{name: "restore mariadb to a MySQL GTID", db: myDatabase(func(d *example.MyDatabase) {
+			d.Spec.Engine, d.Spec.Version = example.EngineMariaDB, "10.11"
+			d.Spec.RestoreFrom = &example.RestoreSource{BackupName: "shop-nightly", PointInTime: &example.RecoveryTarget{GTID: "3e11fa47-71ca-11e1-9e33-c80aa9429562:4711"}}
+		}), want: []errorSummary{{field.ErrorTypeInvalid, "spec.restoreFrom.pointInTime.gtid"}}},
+		{name: "restore postgres to a GTID", db: myDatabase(asPostgres, func(d *example.MyDatabase) {
+			d.Spec.RestoreFrom = &example.RestoreSource{BackupName: "shop-nightly", PointInTime: &example.RecoveryTarget{GTID: "0-1-4711"}}
+		}), want: []errorSummary{{field.ErrorTypeForbidden, "spec.restoreFrom.pointInTime.gtid"}}},
 		{name: "client TLS required", db: myDatabase(func(d *example.MyDatabase) {
 			d.Spec.TLS = &example.TLSSpec{ClientTLS: example.ClientTLSRequired}
 		})},

@@ -461,6 +461,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.mydb-dev.mydb.pkg.apis.example.v1.RecoveryTarget
   map:
     fields:
+    - name: gtid
+      type:
+        scalar: string
     - name: latest
       type:
         scalar: boolean

@@ -41,6 +41,13 @@ type RecoveryTargetApplyConfiguration struct {
 	LSN *string `json:"lsn,omitempty"`
 	// Latest replays everything the archive holds.
 	Latest *bool `json:"latest,omitempty"`
+	// GTID replays the binary logs up to and including the transaction
+	// with this GTID (MariaDB and MySQL): MariaDB's domain-server-sequence
+	// ("0-1-4711"), MySQL's source_uuid:sequence
+	// ("3e11fa47-71ca-11e1-9e33-c80aa9429562:4711"). The backup must not
+	// hold it already; an archive that does not reach it fails the
+	// restore.
+	GTID *string `json:"gtid,omitempty"`
 }
 
 // RecoveryTargetApplyConfiguration constructs a declarative configuration of the RecoveryTarget type for use with
@@ -70,5 +77,13 @@ func (b *RecoveryTargetApplyConfiguration) WithLSN(value string) *RecoveryTarget
 // If called multiple times, the Latest field is set to the value of the last call.
 func (b *RecoveryTargetApplyConfiguration) WithLatest(value bool) *RecoveryTargetApplyConfiguration {
 	b.Latest = &value
+	return b
+}
+
+// WithGTID sets the GTID field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the GTID field is set to the value of the last call.
+func (b *RecoveryTargetApplyConfiguration) WithGTID(value string) *RecoveryTargetApplyConfiguration {
+	b.GTID = &value
 	return b
 }
