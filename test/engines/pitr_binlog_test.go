@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mydb-dev/mydb/pkg/binlog"
 	"github.com/mydb-dev/mydb/pkg/controller/mydatabase"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/pitrwindow"
@@ -30,6 +31,8 @@ type binlogEngine struct {
 	ipPrefix func(i int) string
 	// insertRange is the statement inserting ids from..to into table.
 	insertRange func(table string, from, to int) string
+	// positionQuery reads the server's GTID position (column 1).
+	positionQuery string
 	// exactTimes: a restore to T holds the transactions committed at or
 	// before T (MySQL's GTID events keep microseconds); otherwise those
 	// of the seconds before T's (MariaDB's binary log keeps seconds).
@@ -38,14 +41,15 @@ type binlogEngine struct {
 
 var (
 	mariadbBinlogs = binlogEngine{
-		spec: mariadbSpec, name: "mariadb",
-		ipPrefix: func(i int) string { return fmt.Sprintf("127.0.%d.", 80+i) },
+		spec: mariadbSpec, name: "mariadb", positionQuery: "SELECT @@global.gtid_binlog_pos",
+		// 89-91 are the client TLS test's.
+		ipPrefix: func(i int) string { return fmt.Sprintf("127.0.%d.", []int{80, 81, 82, 83, 84, 85, 86, 87, 88, 102}[i]) },
 		insertRange: func(table string, from, to int) string {
 			return fmt.Sprintf("INSERT INTO %s SELECT seq FROM seq_%d_to_%d", table, from, to)
 		},
 	}
 	mysqlBinlogs = binlogEngine{
-		spec: mysqlSpec, name: "mysql",
+		spec: mysqlSpec, name: "mysql", positionQuery: "SELECT @@global.gtid_executed",
 		ipPrefix: func(i int) string { return fmt.Sprintf("127.0.%d.", 92+i) },
 		insertRange: func(table string, from, to int) string {
 			return fmt.Sprintf("INSERT INTO %s WITH RECURSIVE seq (n) AS (SELECT %d UNION ALL SELECT n + 1 FROM seq WHERE n < %d) SELECT n FROM seq", table, from, to)
@@ -188,8 +192,24 @@ func binlogPointInTimeUnderAWriter(t *testing.T, e binlogEngine) {
 		}
 		goals = append(goals, goal{target: target, rows: upTo})
 	}
-	s := p.waitStatus(time.Minute, "the archive to pass the last target", func(s api.Status) bool {
-		return s.Archive != nil && s.Archive.LastRecoverableTime != nil && s.Archive.LastRecoverableTime.After(goals[len(goals)-1].target)
+	// A GTID target: the transaction of a row after the writer's, read
+	// from the server's position (nothing else writes), then one more
+	// row, which a restore to it must not hold.
+	mustExec(t, app, fmt.Sprintf("INSERT INTO ticks (id, at) VALUES (%d, UNIX_TIMESTAMP(NOW(6)))", written+1))
+	var executed string
+	if err := app.QueryRow(e.positionQuery).Scan(&executed); err != nil {
+		t.Fatal(err)
+	}
+	position, err := binlog.ParsePosition(executed)
+	if err != nil || len(position) != 1 {
+		t.Fatalf("the primary's position %q: %v, want one stream", executed, err)
+	}
+	gtidTarget := position[0].String()
+	mustExec(t, app, fmt.Sprintf("INSERT INTO ticks (id, at) VALUES (%d, UNIX_TIMESTAMP(NOW(6)))", written+2))
+	afterMarkers := time.Now()
+	s := p.waitStatus(time.Minute, "the archive to pass the last target and the GTID's", func(s api.Status) bool {
+		return s.Archive != nil && s.Archive.LastRecoverableTime != nil && s.Archive.LastRecoverableTime.After(goals[len(goals)-1].target) &&
+			s.Archive.LastRecoverableTime.After(afterMarkers)
 	})
 	t.Logf("%d rows written; archive: %d binary logs, recoverable to %s", written, s.Archive.Archived, s.Archive.LastRecoverableTime.Format(time.RFC3339Nano))
 
@@ -244,6 +264,20 @@ func binlogPointInTimeUnderAWriter(t *testing.T, e binlogEngine) {
 				g.target.Format(time.RFC3339Nano), len(got), g.rows[len(g.rows)-1].id, took.Round(10*time.Millisecond))
 		})
 	}
+
+	t.Run("a restore to a GTID holds the rows up to its transaction", func(t *testing.T) {
+		n := awaitingRestore(t, spec, fmt.Sprintf("pitr-%s-dst-gtid", e.name), e.ipPrefix(9))
+		begun := time.Now()
+		if err := restore(t, n, e.name+"-writer-gtid", api.RecoveryTarget{GTID: gtidTarget}); err != nil {
+			t.Fatalf("POST %s: %v", api.PathRestore, err)
+		}
+		n.waitReady(3*time.Minute, api.RolePrimary)
+		var count, max int
+		if err := n.app().QueryRow("SELECT count(*), max(id) FROM ticks").Scan(&count, &max); err != nil || count != written+1 || max != written+1 {
+			t.Errorf("restored to GTID %s: %d rows up to id %d (%v), want the %d up to id %d", gtidTarget, count, max, err, written+1, written+1)
+		}
+		t.Logf("restored to GTID %s: %d rows; ready %s after the request", gtidTarget, count, time.Since(begun).Round(10*time.Millisecond))
+	})
 
 	t.Run("a target the archive does not reach fails the restore and leaves no data", func(t *testing.T) {
 		n := awaitingRestore(t, spec, "pitr-"+e.name+"-dst4", e.ipPrefix(4))
