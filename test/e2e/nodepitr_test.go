@@ -8,6 +8,7 @@ import (
 	"time"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/binlog"
 	"github.com/mydb-dev/mydb/test/s3server"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -50,6 +51,21 @@ func testNodePointInTimeAndHibernation(t *testing.T, dc dataCase) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// MariaDB's and MySQL's position after the first batch: the GTID of
+	// its last transaction (nothing else writes).
+	positionQuery := map[string]string{"mariadb": "SELECT @@global.gtid_binlog_pos", "mysql": "SELECT @@global.gtid_executed"}[dc.engine.name]
+	var lastOfFirst string
+	if positionQuery != "" {
+		var executed string
+		if err := primary.QueryRow(positionQuery).Scan(&executed); err != nil {
+			t.Fatal(err)
+		}
+		p, err := binlog.ParsePosition(executed)
+		if err != nil || len(p) != 1 {
+			t.Fatalf("the primary's position %q: %v, want one stream", executed, err)
+		}
+		lastOfFirst = p[0].String()
+	}
 	target := time.Now().Truncate(time.Second).Add(time.Second)
 	time.Sleep(time.Until(target.Add(200 * time.Millisecond)))
 	dc.write(t, primary, 150, 200)
@@ -64,6 +80,17 @@ func testNodePointInTimeAndHibernation(t *testing.T, dc dataCase) {
 	took := restored(t, ns, "copy", 5*time.Minute)
 	dc.waitSums(t, &replicationHarness{t: t, tc: dc.replicationCase, ns: ns, db: "copy"}, 2, first)
 	t.Logf("restored to %s in %s on the real node: the first batch on both instances", target.Format(time.RFC3339), took.Round(100*time.Millisecond))
+
+	if lastOfFirst != "" {
+		// To the first batch's last transaction, by its GTID.
+		if r := kubectlMydb(t, "restore", "--database", "src", "--gtid", lastOfFirst, "--to", "copy-gtid", "-n", ns); r.err != nil ||
+			!strings.Contains(r.stdout, "replayed to GTID "+lastOfFirst) {
+			t.Fatalf("kubectl mydb restore --gtid:\n%s", r)
+		}
+		took := restored(t, ns, "copy-gtid", 5*time.Minute)
+		dc.waitSums(t, &replicationHarness{t: t, tc: dc.replicationCase, ns: ns, db: "copy-gtid"}, 2, first)
+		t.Logf("restored to GTID %s in %s on the real node: the first batch on both instances", lastOfFirst, took.Round(100*time.Millisecond))
+	}
 
 	before := h.waitStreaming(2)
 	if r := kubectlMydb(t, "hibernate", "src", "-n", ns); r.err != nil {
