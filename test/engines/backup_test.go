@@ -208,13 +208,13 @@ func testBackupRestore(t *testing.T, b backupSpec) {
 }
 
 // backup asks n's manager for a backup to key and waits for its end.
-func (n *node) backup(t *testing.T, id string, s3 *s3server.Server, key string) api.Operation {
+func (n *node) backup(t testing.TB, id string, s3 *s3server.Server, key string) api.Operation {
 	t.Helper()
 	return n.backupTo(t, id, destination(s3, key))
 }
 
 // backupTo asks n's manager for a backup to dest and waits for its end.
-func (n *node) backupTo(t *testing.T, id string, dest api.Destination) api.Operation {
+func (n *node) backupTo(t testing.TB, id string, dest api.Destination) api.Operation {
 	t.Helper()
 	c, host := n.manager()
 	if _, err := c.StartBackup(context.Background(), host, n.auth(), api.BackupRequest{ID: id, Destination: dest}); err != nil {
@@ -228,7 +228,7 @@ func (n *node) backupTo(t *testing.T, id string, dest api.Destination) api.Opera
 }
 
 // waitBackup waits for backup id of n to end.
-func (n *node) waitBackup(t *testing.T, id string) api.Operation {
+func (n *node) waitBackup(t testing.TB, id string) api.Operation {
 	t.Helper()
 	c, host := n.manager()
 	var op api.Operation
@@ -263,7 +263,7 @@ func (n *node) postRestoreFrom(t *testing.T, id string, source api.Destination, 
 // assertNoData checks n has neither data nor what a load left.
 // awaitingRestore starts a one-instance database of spec with --restore
 // and returns its instance once the manager awaits the restore.
-func awaitingRestore(t *testing.T, spec engineSpec, dir, ipPrefix string) *node {
+func awaitingRestore(t testing.TB, spec engineSpec, dir, ipPrefix string) *node {
 	t.Helper()
 	c := newClusterIn(t, spec, dir, ipPrefix, 1)
 	n := c.nodes[0]
@@ -290,7 +290,7 @@ func destination(s3 *s3server.Server, key string) api.Destination {
 	}}
 }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, f func() error) {
+func waitFor(t testing.TB, timeout time.Duration, what string, f func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {

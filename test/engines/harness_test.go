@@ -65,7 +65,7 @@ type engineSpec struct {
 
 // cluster is one database: instances sharing secrets and a topology file.
 type cluster struct {
-	t       *testing.T
+	t       testing.TB
 	spec    engineSpec
 	dir     string
 	secrets map[string]string
@@ -115,14 +115,14 @@ func randomSecret(prefix string) string {
 	return prefix + hex.EncodeToString(b)
 }
 
-func newCluster(t *testing.T, spec engineSpec, n int) *cluster {
+func newCluster(t testing.TB, spec engineSpec, n int) *cluster {
 	t.Helper()
 	return newClusterIn(t, spec, spec.name, spec.ipPrefix, n)
 }
 
 // newClusterIn is a cluster in root/dir with addresses ipPrefix(n+1); dir
 // must not be a prefix of another cluster's (killUnder matches it).
-func newClusterIn(t *testing.T, spec engineSpec, dir, ipPrefix string, n int) *cluster {
+func newClusterIn(t testing.TB, spec engineSpec, dir, ipPrefix string, n int) *cluster {
 	t.Helper()
 	c := &cluster{t: t, spec: spec, dir: filepath.Join(root, dir)}
 	if spec.image != "" {
@@ -207,7 +207,7 @@ func (c *cluster) writeFile(path, content string, mode os.FileMode) {
 
 // freePort is a port the kernel just had free on host; ephemeral ports lie
 // above the control plane's 21000-21500.
-func freePort(t *testing.T, host string) int {
+func freePort(t testing.TB, host string) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {

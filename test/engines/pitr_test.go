@@ -177,7 +177,7 @@ func ptrTo[T any](v T) *T { return &v }
 // archivingPrimary starts a one-instance database of spec whose manager
 // archives its WAL (--wal-archive), closing a file every archiveTimeout,
 // and returns its primary once it is ready.
-func archivingPrimary(t *testing.T, spec engineSpec, dir, ipPrefix string, archiveTimeout time.Duration) *node {
+func archivingPrimary(t testing.TB, spec engineSpec, dir, ipPrefix string, archiveTimeout time.Duration) *node {
 	t.Helper()
 	c := newClusterIn(t, spec, dir, ipPrefix, 1)
 	p := c.nodes[0]
@@ -211,7 +211,7 @@ func archivingPair(t *testing.T, spec engineSpec, dir, ipPrefix string, archiveT
 }
 
 // setArchive tells n's manager where its WAL goes, as the controller does.
-func (n *node) setArchive(t *testing.T, d api.S3Object) {
+func (n *node) setArchive(t testing.TB, d api.S3Object) {
 	t.Helper()
 	c, host := n.manager()
 	if _, err := c.SetArchive(context.Background(), host, n.auth(), api.ArchiveRequest{Destination: d}); err != nil {

@@ -505,7 +505,7 @@ func testNoLeaks(t *testing.T, c *cluster) {
 	t.Logf("scanned the command lines of %d processes the suite started (and their environments): no password", seen)
 }
 
-func mustExec(t *testing.T, db *sql.DB, stmt string) {
+func mustExec(t testing.TB, db *sql.DB, stmt string) {
 	t.Helper()
 	if _, err := db.Exec(stmt); err != nil {
 		t.Fatalf("%s: %v", stmt, err)
