@@ -103,9 +103,11 @@ type walArchive struct {
 	// ahead are the uploads started before the engine asked for their
 	// files (Options.ArchiveParallelism), by file name.
 	ahead map[string]*upload
-	// restoreFrom is the archive a restore to a point reads, while it runs.
+	// restoreFrom is the archive a restore to a point reads, while it runs,
+	// and the segments fetched ahead of the engine's requests.
 	restoreFrom       WALStore
 	restoreFromPrefix string
+	prefetch          *walPrefetch
 }
 
 // upload is a file's upload started ahead of the engine's request.
@@ -389,19 +391,35 @@ func (m *Manager) backfillArchive(ctx context.Context, wa WALArchiver) error {
 // restoreFile fetches WAL file name of the archive a restore reads to path.
 // A file the archive lacks is os.ErrNotExist: the engine asks for files
 // that may not exist (the next timeline's history, the segment after the
-// last).
+// last). A segment fetched ahead is moved into place; each segment asked
+// for starts the fetches of the ones after it (walPrefetch).
 func (m *Manager) restoreFile(ctx context.Context, name, path string) error {
 	if err := m.checkLocalFile(name, path); err != nil {
 		return err
 	}
 	a := &m.archive
 	a.mu.Lock()
-	store, prefix := a.restoreFrom, a.restoreFromPrefix
+	store, prefix, ahead := a.restoreFrom, a.restoreFromPrefix, a.prefetch
 	a.mu.Unlock()
 	if store == nil {
 		return errors.New("no restore from an archive is running")
 	}
-	key := WALKey(prefix, name)
+	if ahead != nil {
+		// The next ones download while this one does.
+		ahead.after(name)
+		if err := ahead.take(ctx, name, path); err == nil || ctx.Err() != nil {
+			return err
+		}
+		// Not fetched ahead, or the fetch failed, or the archive lacked
+		// the segment then (it may hold it now): fetched here.
+	}
+	return fetchWAL(ctx, store, WALKey(prefix, name), path)
+}
+
+// fetchWAL downloads the archived WAL file at key to path (through a
+// temporary file beside it), checking its size and SHA-256. It is not
+// synced: a restore that crashes starts again from its backup.
+func fetchWAL(ctx context.Context, store WALStore, key, path string) error {
 	obj, err := store.Stat(ctx, key)
 	if errors.Is(err, objectstore.ErrNotFound) {
 		return os.ErrNotExist
@@ -421,7 +439,7 @@ func (m *Manager) restoreFile(ctx context.Context, name, path string) error {
 	}
 	h := sha256.New()
 	n, err := io.Copy(io.MultiWriter(f, h), rc)
-	err = errors.Join(err, f.Sync(), f.Close())
+	err = errors.Join(err, f.Close())
 	if err == nil && n != obj.Size {
 		err = fmt.Errorf("%s: read %d bytes of %d", key, n, obj.Size)
 	}
@@ -467,13 +485,18 @@ func (m *Manager) underDataRoot(path string) error {
 // withRestoreArchive makes the restore command read from store at prefix
 // while f runs.
 func (m *Manager) withRestoreArchive(store WALStore, prefix string, f func() error) error {
+	ahead, err := newWALPrefetch(store, prefix, WALPrefetchDir(m.opts.DataRoot), walPrefetchDepth)
+	if err != nil {
+		return err
+	}
+	defer ahead.close()
 	a := &m.archive
 	a.mu.Lock()
-	a.restoreFrom, a.restoreFromPrefix = store, prefix
+	a.restoreFrom, a.restoreFromPrefix, a.prefetch = store, prefix, ahead
 	a.mu.Unlock()
 	defer func() {
 		a.mu.Lock()
-		a.restoreFrom, a.restoreFromPrefix = nil, ""
+		a.restoreFrom, a.restoreFromPrefix, a.prefetch = nil, "", nil
 		a.mu.Unlock()
 	}()
 	return f()

@@ -29,6 +29,8 @@ type memWALStore struct {
 	// the uploads under way, and the most at once.
 	delay         time.Duration
 	running, most int
+	// gets counts the downloads of each key.
+	gets map[string]int
 }
 
 func (s *memWALStore) PutFile(_ context.Context, key, path string) (objectstore.Object, error) {
@@ -64,6 +66,10 @@ func (s *memWALStore) Stat(_ context.Context, key string) (objectstore.Object, e
 func (s *memWALStore) Get(_ context.Context, key string) (io.ReadCloser, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.gets == nil {
+		s.gets = map[string]int{}
+	}
+	s.gets[key]++
 	b, ok := s.objects[key]
 	if !ok {
 		return nil, objectstore.ErrNotFound
@@ -185,6 +191,63 @@ func TestRestoreFileFetchesOnlyWhatTheArchiveHolds(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(dest); string(b) != "wal 1" {
 		t.Errorf("fetched %q", b)
+	}
+}
+
+// Each segment the engine asks for starts the download of the next ones:
+// a segment asked for later is moved into place, downloaded once; the end
+// of the archive is still os.ErrNotExist, and the spool goes with the
+// restore.
+func TestRestoreFetchesTheNextSegmentsAhead(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	m := NewManager(Options{Name: "db-0", DataRoot: dir}, nil, nil)
+	store := &memWALStore{objects: map[string][]byte{}}
+	// Across the boundary of a log file: segment FF, then the next log's 00.
+	names := []string{"0000000100000000000000FE", "0000000100000000000000FF", "000000010000000100000000", "000000010000000100000001"}
+	for _, n := range names {
+		store.objects["src/wal/"+n] = []byte("wal " + n)
+	}
+	err := m.withRestoreArchive(store, "src", func() error {
+		for _, n := range names {
+			dest := filepath.Join(dir, "RECOVERYXLOG")
+			if err := m.restoreFile(ctx, n, dest); err != nil {
+				return fmt.Errorf("%s: %w", n, err)
+			}
+			if b, _ := os.ReadFile(dest); string(b) != "wal "+n {
+				t.Errorf("%s: fetched %q", n, b)
+			}
+			if n == names[0] {
+				// The next one is downloaded before it is asked for.
+				next := "src/wal/" + names[1]
+				if err := PollUntil(ctx, 10*time.Millisecond, func() error {
+					store.mu.Lock()
+					defer store.mu.Unlock()
+					if store.gets[next] == 0 {
+						return errors.New("not yet")
+					}
+					return nil
+				}); err != nil {
+					return err
+				}
+			}
+		}
+		if err := m.restoreFile(ctx, "000000010000000100000002", filepath.Join(dir, "RECOVERYXLOG")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the segment after the archive's last: %v, want os.ErrNotExist", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if got := store.gets["src/wal/"+n]; got != 1 {
+			t.Errorf("%s downloaded %d times, want once", n, got)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, walPrefetchDir)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the spool outlived the restore: %v", err)
 	}
 }
 

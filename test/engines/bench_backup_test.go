@@ -44,17 +44,20 @@ func BenchmarkBackupAgainstTheEngineTool(b *testing.B) {
 				"--socket="+filepath.Join(n.runDir, "mariadbd.sock"), "--user=mysql", "--skip-ssl", "--parallel=2")
 		}},
 	} {
+		// Set up once: the sub-benchmark's function runs more than once
+		// (for 1 iteration, then for -benchtime's).
+		s3 := s3server.Start(b, s3server.Options{})
+		store := s3.Store(b)
+		c := newClusterIn(b, e.spec, "bench-backup-"+e.spec.name, e.prefix, 1)
+		p := c.nodes[0]
+		p.start()
+		c.setPrimary(p)
+		p.waitReady(2*time.Minute, api.RolePrimary)
+		for _, stmt := range e.spec.bulkLoad {
+			mustExec(b, p.app(), stmt)
+		}
+		taken := 0 // backups so far, for their names
 		b.Run(e.spec.name, func(b *testing.B) {
-			s3 := s3server.Start(b, s3server.Options{})
-			store := s3.Store(b)
-			c := newClusterIn(b, e.spec, "bench-backup-"+e.spec.name, e.prefix, 1)
-			p := c.nodes[0]
-			p.start()
-			c.setPrimary(p)
-			p.waitReady(2*time.Minute, api.RolePrimary)
-			for _, stmt := range e.spec.bulkLoad {
-				mustExec(b, p.app(), stmt)
-			}
 			ctx := context.Background()
 			var mydbTime, toolTime time.Duration
 			var mydbBytes, toolBytes int64
@@ -88,13 +91,14 @@ func BenchmarkBackupAgainstTheEngineTool(b *testing.B) {
 				toolBytes += obj.Size
 			}
 			b.ResetTimer()
-			for i := range b.N {
-				if i%2 == 0 {
-					byHand(i)
-					viaMydb(i)
+			for range b.N {
+				taken++
+				if taken%2 == 0 {
+					byHand(taken)
+					viaMydb(taken)
 				} else {
-					viaMydb(i)
-					byHand(i)
+					viaMydb(taken)
+					byHand(taken)
 				}
 			}
 			b.StopTimer()

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -29,4 +30,11 @@ func WALSegment(name string) (timeline uint32, segment uint64, ok bool) {
 func LSNSegment(lsn string) (uint64, error) {
 	pos, err := ParseLSN(lsn)
 	return pos / WALSegmentSize, err
+}
+
+// WALSegmentName is the file name of segment on timeline: WALSegment's
+// inverse.
+func WALSegmentName(timeline uint32, segment uint64) string {
+	const perLog = 1 << 32 / WALSegmentSize
+	return fmt.Sprintf("%08X%08X%08X", timeline, segment/perLog, segment%perLog)
 }

@@ -30,3 +30,15 @@ func TestWALSegment(t *testing.T) {
 		t.Error("LSNSegment took a non-LSN")
 	}
 }
+
+func TestWALSegmentName(t *testing.T) {
+	for _, name := range []string{"000000010000000000000001", "0000000100000000000000FF", "0000000A0000000100000000"} {
+		tli, seg, ok := WALSegment(name)
+		if !ok || WALSegmentName(tli, seg) != name {
+			t.Errorf("%s: %d %d %v, named back %s", name, tli, seg, ok, WALSegmentName(tli, seg))
+		}
+	}
+	if got := WALSegmentName(1, 256); got != "000000010000000100000000" {
+		t.Errorf("segment 256 is %s", got)
+	}
+}

@@ -240,7 +240,7 @@ func run(ctx context.Context, o *Options) error {
 		Name: o.Name, DataRoot: o.DataRoot, RunDir: o.RunDir, ListenHost: o.ListenHost, ListenLoopback: o.ListenLoopback, Port: o.Port,
 		BinDir: o.BinDir, Secrets: secrets, Identity: identity, TLS: engineTLS, ServerID: serverID,
 		ArchiveCommand: walCommand(self, "wal-archive", socket, "%p", "%f"),
-		RestoreCommand: walCommand(self, "wal-restore", socket, "%f", "%p"),
+		RestoreCommand: restoreCommand(instance.WALPrefetchDir(o.DataRoot), walCommand(self, "wal-restore", socket, "%f", "%p")),
 		ArchiveWAL:     o.ArchiveWAL, ArchiveTimeout: o.ArchiveTimeout,
 		RequireClientTLS: o.RequireClientTLS,
 		StartParameters:  startParameters,

@@ -2,8 +2,10 @@ package command
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -114,5 +116,50 @@ func TestNewDriver(t *testing.T) {
 	}
 	if _, err := newDriver("oracle", &instance.DriverConfig{}); err == nil {
 		t.Error("a driver of an unknown engine was built")
+	}
+}
+
+// The restore_command moves a spooled segment into place itself, and asks
+// the manager (here: a command that writes the file) for anything else;
+// a failed fetch is the command's failure.
+func TestRestoreCommandTakesASpooledSegmentFirst(t *testing.T) {
+	dir := t.TempDir()
+	spool := filepath.Join(dir, "spool it's")
+	if err := os.MkdirAll(spool, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(spool, "000000010000000000000002"), []byte("spooled"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(name, fetch string) (string, error) {
+		line := strings.ReplaceAll(strings.ReplaceAll(restoreCommand(spool, fetch), "%f", name), "%p", "RECOVERYXLOG")
+		cmd := exec.Command("sh", "-c", line)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return string(out), err
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "RECOVERYXLOG"))
+		return string(b), err
+	}
+	if got, err := run("000000010000000000000002", "exit 126"); err != nil || got != "spooled" {
+		t.Errorf("a spooled segment: %q, %v", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(spool, "000000010000000000000002")); !os.IsNotExist(err) {
+		t.Errorf("the spooled segment is still there: %v", err)
+	}
+	if got, err := run("000000010000000000000003", "echo fetched > %p"); err != nil || got != "fetched\n" {
+		t.Errorf("a segment not spooled: %q, %v", got, err)
+	}
+	if _, err := run("000000010000000000000004", "exit 126"); err == nil {
+		t.Error("a failed fetch succeeded")
+	}
+	// What the manager found missing is "not archived" (exit 1, not the
+	// fetch's 126), without asking it.
+	if err := os.WriteFile(filepath.Join(spool, "000000010000000000000005"+instance.WALAbsentSuffix), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var exit *exec.ExitError
+	if _, err := run("000000010000000000000005", "exit 126"); !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Errorf("a segment the archive lacks: %v, want exit status 1", err)
 	}
 }

@@ -20,6 +20,17 @@ func walCommand(self, sub, socket string, args ...string) string {
 	return strings.Join(append([]string{shellQuote(self), sub, "--socket", shellQuote(socket)}, args...), " ")
 }
 
+// restoreCommand is the engine's restore_command: a segment the manager
+// fetched ahead into spool (complete and checked: it renames each file in
+// when it is) is moved into place by the shell, as cheap as a local copy,
+// and a file the manager found the archive lacks (a marker beside where it
+// would be) is "not archived" (exit 1) at once; anything else goes through
+// the manager (fetch).
+func restoreCommand(spool, fetch string) string {
+	s := shellQuote(spool)
+	return "mv -f " + s + "/%f %p 2>/dev/null || { test ! -e " + s + "/%f" + instance.WALAbsentSuffix + " && " + fetch + "; }"
+}
+
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // restoreFailed is wal-restore's exit status for a fetch that failed
