@@ -311,6 +311,7 @@ func (m *Manager) uploadAhead(dest *api.S3Object, store WALStore, name string) {
 }
 
 func (m *Manager) uploadWAL(ctx context.Context, store WALStore, key, path string) error {
+	began := time.Now()
 	obj, err := store.Stat(ctx, key)
 	switch {
 	case errors.Is(err, objectstore.ErrNotFound):
@@ -318,7 +319,9 @@ func (m *Manager) uploadWAL(ctx context.Context, store WALStore, key, path strin
 		if err != nil {
 			return err
 		}
-		m.log.Debug("archived", "key", key, "bytes", put.Size, "sha256", put.SHA256)
+		// One line per file, as CloudNativePG's: how long each upload
+		// takes is what says whether the archive keeps up.
+		m.log.Info("archived", "key", key, "bytes", put.Size, "sha256", put.SHA256, "seconds", time.Since(began).Seconds())
 		return nil
 	case err != nil:
 		return err
