@@ -433,46 +433,12 @@ func formatUUID(b []byte) string {
 // (mysqlbinlog --stop-position). The server writes transactions in the
 // order of their commit timestamps.
 func FirstCommitAfter(r io.Reader, t time.Time) (int64, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
-	head := make([]byte, len(magic))
-	if _, err := io.ReadFull(br, head); err != nil || !bytes.Equal(head, magic) {
-		return 0, errors.New("not a binary log")
-	}
-	var header [headerSize]byte
-	offset := int64(len(magic))
-	for {
-		if _, err := io.ReadFull(br, header[:]); err != nil {
-			if errors.Is(err, io.EOF) {
-				return -1, nil
-			}
-			return 0, fmt.Errorf("the event at %d: %w", offset, err)
+	return findGTIDEvent(r, func(_ GTID, committed time.Time) (bool, error) {
+		if committed.IsZero() {
+			return false, errors.New("no commit timestamp")
 		}
-		size := int64(binary.LittleEndian.Uint32(header[9:13]))
-		if size < headerSize {
-			return 0, fmt.Errorf("the event at %d: size %d is shorter than its header", offset, size)
-		}
-		if header[4] != typeMySQLGTID {
-			if _, err := br.Discard(int(size - headerSize)); err != nil {
-				return 0, fmt.Errorf("the event at %d: %w", offset, err)
-			}
-			offset += size
-			continue
-		}
-		body := make([]byte, size-headerSize)
-		if _, err := io.ReadFull(br, body); err != nil {
-			return 0, fmt.Errorf("the event at %d: %w", offset, err)
-		}
-		_, committed, err := mysqlGTID(body)
-		switch {
-		case err != nil:
-			return 0, fmt.Errorf("the GTID event at %d: %w", offset, err)
-		case committed.IsZero():
-			return 0, fmt.Errorf("the GTID event at %d has no commit timestamp", offset)
-		case committed.After(t):
-			return offset, nil
-		}
-		offset += size
-	}
+		return committed.After(t), nil
+	})
 }
 
 // EndOfTransaction reads the MySQL binary log file r and answers the
@@ -481,6 +447,23 @@ func FirstCommitAfter(r io.Reader, t time.Time) (int64, error) {
 // when g's transaction is the file's last. An error when r does not hold
 // g.
 func EndOfTransaction(r io.Reader, g GTID) (int64, error) {
+	seen := false
+	offset, err := findGTIDEvent(r, func(have GTID, _ time.Time) (bool, error) {
+		if seen {
+			return true, nil
+		}
+		seen = have == g
+		return false, nil
+	})
+	if err == nil && !seen {
+		return 0, fmt.Errorf("the file does not hold the transaction %s", g)
+	}
+	return offset, err
+}
+
+// findGTIDEvent reads the MySQL binary log file r and answers the offset
+// of the first GTID event found accepts, or -1 when there is none.
+func findGTIDEvent(r io.Reader, found func(g GTID, committed time.Time) (bool, error)) (int64, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	head := make([]byte, len(magic))
 	if _, err := io.ReadFull(br, head); err != nil || !bytes.Equal(head, magic) {
@@ -488,13 +471,9 @@ func EndOfTransaction(r io.Reader, g GTID) (int64, error) {
 	}
 	var header [headerSize]byte
 	offset := int64(len(magic))
-	found := false
 	for {
 		if _, err := io.ReadFull(br, header[:]); err != nil {
 			if errors.Is(err, io.EOF) {
-				if !found {
-					return 0, fmt.Errorf("the file does not hold the transaction %s", g)
-				}
 				return -1, nil
 			}
 			return 0, fmt.Errorf("the event at %d: %w", offset, err)
@@ -510,18 +489,20 @@ func EndOfTransaction(r io.Reader, g GTID) (int64, error) {
 			offset += size
 			continue
 		}
-		if found {
-			return offset, nil
-		}
 		body := make([]byte, size-headerSize)
 		if _, err := io.ReadFull(br, body); err != nil {
 			return 0, fmt.Errorf("the event at %d: %w", offset, err)
 		}
-		have, _, err := mysqlGTID(body)
+		g, committed, err := mysqlGTID(body)
+		if err == nil {
+			var ok bool
+			if ok, err = found(g, committed); ok {
+				return offset, nil
+			}
+		}
 		if err != nil {
 			return 0, fmt.Errorf("the GTID event at %d: %w", offset, err)
 		}
-		found = have == g
 		offset += size
 	}
 }

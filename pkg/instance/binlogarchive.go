@@ -55,6 +55,22 @@ type BinlogArchiver interface {
 // beside the data, not of the whole chain.
 type FetchBinlogs func(ctx context.Context, base binlog.Position, dir string) ([]ReplayFile, error)
 
+// Into is f with dir made empty first (what a failed restore left there
+// is of no use), its error said to be the archive's.
+func (f FetchBinlogs) Into(ctx context.Context, base binlog.Position, dir string) ([]ReplayFile, error) {
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	files, err := f(ctx, base, dir)
+	if err != nil {
+		return nil, fmt.Errorf("the binary log archive: %w", err)
+	}
+	return files, nil
+}
+
 // ReplayFile is an archived binary log file to replay: what its manifest
 // says, and how to download it (size and checksum checked), answering the
 // local path.

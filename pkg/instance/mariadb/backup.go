@@ -91,7 +91,7 @@ func (d *Driver) restore(ctx context.Context, r io.Reader, verify func() error, 
 			if err != nil {
 				return err
 			}
-			files, err := d.fetchReplay(ctx, base, to)
+			files, err := to.fetch.Into(ctx, base, d.replayDir())
 			if err != nil {
 				return err
 			}

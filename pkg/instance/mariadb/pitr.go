@@ -62,22 +62,6 @@ func (d *Driver) backupPosition(ctx context.Context, c mysqlfamily.Conn, dir str
 	return base, nil
 }
 
-// fetchReplay chooses the files to replay after base, in the directory
-// they are downloaded to one at a time.
-func (d *Driver) fetchReplay(ctx context.Context, base binlog.Position, to *replay) ([]instance.ReplayFile, error) {
-	if err := os.RemoveAll(d.replayDir()); err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(d.replayDir(), 0o700); err != nil {
-		return nil, err
-	}
-	files, err := to.fetch(ctx, base, d.replayDir())
-	if err != nil {
-		return nil, fmt.Errorf("the binary log archive: %w", err)
-	}
-	return files, nil
-}
-
 // stopDatetime is mariadb-binlog's --stop-datetime for target: the
 // replay stops at the first event of the target's second. The binary log
 // keeps whole seconds (when a transaction's statement began), so this

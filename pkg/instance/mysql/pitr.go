@@ -68,22 +68,6 @@ func dataPosition(ctx context.Context, c mysqlfamily.Conn) (binlog.Position, err
 	return p, nil
 }
 
-// fetchReplay chooses the files to replay after base, in the directory
-// they are downloaded to one at a time.
-func (d *Driver) fetchReplay(ctx context.Context, base binlog.Position, to *replay) ([]instance.ReplayFile, error) {
-	if err := os.RemoveAll(d.replayDir()); err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(d.replayDir(), 0o700); err != nil {
-		return nil, err
-	}
-	files, err := to.fetch(ctx, base, d.replayDir())
-	if err != nil {
-		return nil, fmt.Errorf("the binary log archive: %w", err)
-	}
-	return files, nil
-}
-
 // replayArgs are mysqlbinlog's arguments to replay file after applied,
 // stopping before the event at stop (none when stop is negative).
 func replayArgs(file string, applied binlog.Position, stop int64) []string {
@@ -167,7 +151,7 @@ func (d *Driver) replayWork(to *replay, credentials func(context.Context, mysqlf
 		if err != nil {
 			return err
 		}
-		files, err := d.fetchReplay(ctx, base, to)
+		files, err := to.fetch.Into(ctx, base, d.replayDir())
 		if err != nil {
 			return err
 		}
