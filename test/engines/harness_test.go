@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -205,16 +206,38 @@ func (c *cluster) writeFile(path, content string, mode os.FileMode) {
 	}
 }
 
-// freePort is a port the kernel just had free on host; ephemeral ports lie
-// above the control plane's 21000-21500.
+// The ports the instances listen on are handed out from below the
+// kernel's ephemeral range (32768-60999 here), above the control plane's
+// 21000-21500 and the real node's 22xxx, each once per run. A port the
+// kernel picks could be picked again while an instance is between two
+// starts, for a client connection's local end or a listener on port 0 (a
+// MySQL restart once failed three minutes long with "Address already in
+// use" so); these never are.
+const (
+	firstInstancePort = 24000
+	lastInstancePort  = 32000
+)
+
+var nextInstancePort atomic.Int32
+
+func init() { nextInstancePort.Store(firstInstancePort) }
+
+// freePort is a port free on host now that no other freePort call of this
+// run has handed out.
 func freePort(t testing.TB, host string) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Fatal(err)
+	for {
+		port := int(nextInstancePort.Add(1))
+		if port > lastInstancePort {
+			t.Fatalf("the instances' ports %d-%d are used up", firstInstancePort, lastInstancePort)
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		if err != nil {
+			continue // another program's: the next one
+		}
+		ln.Close()
+		return port
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // setPrimary writes the topology file naming p, atomically.
