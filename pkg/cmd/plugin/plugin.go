@@ -475,7 +475,7 @@ func (o *options) statusCommand() *cobra.Command {
 				if r.FirstRecoverableTime != nil {
 					from = r.FirstRecoverableTime.UTC().Format(time.RFC3339)
 				}
-				fmt.Fprintf(out, "Recoverable: from %s to %s (last archived %s, %d waiting)\n", from,
+				fmt.Fprintf(out, "Recoverable: from %s to before %s (last archived %s, %d waiting)\n", from,
 					r.LastRecoverableTime.UTC().Format(time.RFC3339), orNone(r.LastArchivedWAL), r.PendingWALFiles)
 			}
 			if ca := db.Status.CertificateAuthority; ca != nil {
