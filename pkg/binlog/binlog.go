@@ -20,6 +20,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // magic begins every binary log file.
@@ -372,7 +374,7 @@ func previousGTIDs(body []byte) (Position, error) {
 		if len(rest) < 24 {
 			return nil, fmt.Errorf("%d sources in %d bytes", n, len(body))
 		}
-		uuid := formatUUID(rest[0:16])
+		uuid := uuid.UUID(rest[0:16]).String()
 		intervals := binary.LittleEndian.Uint64(rest[16:24])
 		rest = rest[24:]
 		if uint64(len(rest)) < 16*intervals {
@@ -403,7 +405,7 @@ func mysqlGTID(body []byte) (GTID, time.Time, error) {
 	if len(body) < 1+16+8 {
 		return GTID{}, time.Time{}, fmt.Errorf("%d bytes", len(body))
 	}
-	g := GTID{UUID: formatUUID(body[1:17]), Seq: binary.LittleEndian.Uint64(body[17:25])}
+	g := GTID{UUID: uuid.UUID(body[1:17]).String(), Seq: binary.LittleEndian.Uint64(body[17:25])}
 	if len(body) < mysqlGTIDPostHeader+7 {
 		return g, time.Time{}, nil
 	}
@@ -419,11 +421,6 @@ func uint56(b []byte) uint64 {
 		v = v<<8 | uint64(b[i])
 	}
 	return v
-}
-
-func formatUUID(b []byte) string {
-	h := hex.EncodeToString(b)
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }
 
 // FirstCommitAfter reads the MySQL binary log file r and answers the

@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/mydb-dev/mydb/pkg/instance"
 )
 
 // Replay pipes read's output, the SQL a binary log tool (mariadb-binlog,
@@ -13,8 +15,8 @@ import (
 // restore replays into, and waits for both.
 func Replay(read, apply *exec.Cmd, file string) error {
 	var readErr, applyErr bytes.Buffer
-	read.Stderr = &limitedBuffer{b: &readErr, max: 4096}
-	apply.Stderr = &limitedBuffer{b: &applyErr, max: 4096}
+	read.Stderr = &instance.LimitedBuffer{B: &readErr, Max: 4096}
+	apply.Stderr = &instance.LimitedBuffer{B: &applyErr, Max: 4096}
 	read.Stdout = nil
 	pipe, err := read.StdoutPipe()
 	if err != nil {
@@ -35,18 +37,4 @@ func Replay(read, apply *exec.Cmd, file string) error {
 		return fmt.Errorf("replaying %s: %s: %w: %s", name, filepath.Base(read.Path), waitErr, strings.TrimSpace(readErr.String()))
 	}
 	return nil
-}
-
-// limitedBuffer keeps the first max bytes written to it (a tool's error
-// message) and drops the rest.
-type limitedBuffer struct {
-	b   *bytes.Buffer
-	max int
-}
-
-func (l *limitedBuffer) Write(p []byte) (int, error) {
-	if room := l.max - l.b.Len(); room > 0 {
-		l.b.Write(p[:min(room, len(p))])
-	}
-	return len(p), nil
 }

@@ -45,7 +45,7 @@ func (d *Driver) Backup(ctx context.Context, w io.Writer) (api.Position, error) 
 		"--checkpoint=fast", "--verbose", "--no-password",
 		"--host="+d.cfg.RunDir, fmt.Sprintf("--port=%d", d.cfg.Port), "--username="+superuser)
 	cmd.Stdout = w
-	cmd.Stderr = io.MultiWriter(d.cfg.Stderr, &limitedBuffer{b: &log, max: 64 << 10})
+	cmd.Stderr = io.MultiWriter(d.cfg.Stderr, &instance.LimitedBuffer{B: &log, Max: 64 << 10})
 	if err := cmd.Run(); err != nil {
 		return api.Position{}, fmt.Errorf("pg_basebackup: %w: %s", err, lastLine(log.String()))
 	}
@@ -299,19 +299,6 @@ func (f *fatalLines) last() string {
 		return f.server
 	}
 	return f.line
-}
-
-// limitedBuffer keeps the first max bytes written to it.
-type limitedBuffer struct {
-	b   *bytes.Buffer
-	max int
-}
-
-func (l *limitedBuffer) Write(p []byte) (int, error) {
-	if room := l.max - l.b.Len(); room > 0 {
-		l.b.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
 }
 
 func lastLine(s string) string {
