@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path"
 	"path/filepath"
@@ -69,6 +70,41 @@ func (f FetchBinlogs) Into(ctx context.Context, base binlog.Position, dir string
 		return nil, fmt.Errorf("the binary log archive: %w", err)
 	}
 	return files, nil
+}
+
+// ReplayEach replays files in order after base, one at a time: each one
+// not wholly applied is downloaded (beside the data, never more than one),
+// handed to replay with the position applied before it, and removed.
+// replay answers whether the target was in that file, which ends the
+// replay.
+func ReplayEach(ctx context.Context, log *slog.Logger, files []ReplayFile, base binlog.Position,
+	replay func(local string, f ReplayFile, applied binlog.Position) (last bool, err error)) error {
+	applied := base
+	for _, f := range files {
+		if applied.Covers(f.Summary.End) {
+			continue
+		}
+		began := time.Now()
+		local, err := f.Fetch(ctx)
+		if err != nil {
+			return fmt.Errorf("fetching %s: %w", f.Key, err)
+		}
+		last, err := replay(local, f, applied)
+		if rmErr := os.Remove(local); err == nil && rmErr != nil {
+			err = rmErr
+		}
+		if err != nil {
+			return err
+		}
+		log.Info("replayed a binary log", "file", f.Key, "seconds", time.Since(began).Seconds())
+		if last {
+			return nil
+		}
+		for _, g := range f.Summary.End {
+			applied = applied.With(g)
+		}
+	}
+	return nil
 }
 
 // ReplayFile is an archived binary log file to replay: what its manifest

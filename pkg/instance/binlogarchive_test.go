@@ -3,6 +3,7 @@ package instance
 import (
 	"context"
 	"io"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -220,5 +221,45 @@ func TestClosedBinlogsAreArchivedOnceWithTheirManifests(t *testing.T) {
 	}
 	if s := m.archive.snapshot(); s.Failed != 1 || !strings.Contains(s.LastFailure, "mydb-bin.000003") || s.Pending != 1 {
 		t.Errorf("status after a failure %+v", s)
+	}
+}
+
+// ReplayEach skips what is applied, hands each other file over with the
+// position before it, removes it after, and ends with the file that
+// holds the target.
+func TestReplayEach(t *testing.T) {
+	dir := t.TempDir()
+	pos := func(s string) binlog.Position {
+		p, err := binlog.ParsePosition(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	var fetched []string
+	file := func(name, end string) ReplayFile {
+		return ReplayFile{Key: name, Summary: binlog.Summary{End: pos(end)}, Fetch: func(context.Context) (string, error) {
+			fetched = append(fetched, name)
+			p := filepath.Join(dir, name)
+			return p, os.WriteFile(p, []byte(name), 0o600)
+		}}
+	}
+	files := []ReplayFile{file("a", "0-1-5"), file("b", "0-1-9"), file("c", "0-1-12"), file("d", "0-1-15")}
+	var handed []string
+	err := ReplayEach(context.Background(), slog.New(slog.DiscardHandler), files, pos("0-1-5"), func(local string, f ReplayFile, applied binlog.Position) (bool, error) {
+		handed = append(handed, f.Key+"@"+applied.String())
+		return f.Key == "c", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(handed, " "); got != "b@0-1-5 c@0-1-9" {
+		t.Errorf("handed over %s, want b after 0-1-5 and c after 0-1-9, then the end", got)
+	}
+	if got := strings.Join(fetched, " "); got != "b c" {
+		t.Errorf("downloaded %s", got)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Errorf("%d files left beside the data", len(left))
 	}
 }

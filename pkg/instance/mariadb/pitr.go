@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/user"
 	"time"
 
@@ -101,30 +100,9 @@ func (d *Driver) replayBinlogs(ctx context.Context, files []instance.ReplayFile,
 	if err != nil {
 		return err
 	}
-	applied := base
-	for _, f := range files {
-		if applied.Covers(f.Summary.End) {
-			continue
-		}
-		began := time.Now()
-		local, err := f.Fetch(ctx)
-		if err != nil {
-			return fmt.Errorf("fetching %s: %w", f.Key, err)
-		}
-		err = d.replayFile(ctx, u.Username, local, f.Summary.End, applied, target)
-		// One file beside the data at a time.
-		if rmErr := os.Remove(local); err == nil && rmErr != nil {
-			err = rmErr
-		}
-		if err != nil {
-			return err
-		}
-		d.cfg.Log.Info("replayed a binary log", "file", f.Key, "seconds", time.Since(began).Seconds())
-		for _, g := range f.Summary.End {
-			applied = applied.With(g)
-		}
-	}
-	return nil
+	return instance.ReplayEach(ctx, d.cfg.Log, files, base, func(local string, f instance.ReplayFile, applied binlog.Position) (bool, error) {
+		return instance.HoldsTarget(f.Summary.End, target), d.replayFile(ctx, u.Username, local, f.Summary.End, applied, target)
+	})
 }
 
 func (d *Driver) replayFile(ctx context.Context, username, file string, end, applied binlog.Position, target api.RecoveryTarget) error {

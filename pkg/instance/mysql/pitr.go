@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"time"
 
 	"github.com/mydb-dev/mydb/pkg/binlog"
 	"github.com/mydb-dev/mydb/pkg/instance"
@@ -108,38 +107,16 @@ func stopOffset(file string, end binlog.Position, target api.RecoveryTarget) (in
 // replayBinlogs pipes each file through mysqlbinlog into the server on the
 // restored data, which listens on the socket only, until the target.
 func (d *Driver) replayBinlogs(ctx context.Context, files []instance.ReplayFile, base binlog.Position, target api.RecoveryTarget) error {
-	applied := base
-	for _, f := range files {
-		began := time.Now()
-		if applied.Covers(f.Summary.End) {
-			continue
-		}
-		local, err := f.Fetch(ctx)
-		if err != nil {
-			return fmt.Errorf("fetching %s: %w", f.Key, err)
-		}
+	return instance.ReplayEach(ctx, d.cfg.Log, files, base, func(local string, f instance.ReplayFile, applied binlog.Position) (bool, error) {
 		stop, err := stopOffset(local, f.Summary.End, target)
-		if err == nil {
-			read := d.cfg.Tool(ctx, "mysqlbinlog", replayArgs(local, applied, stop)...)
-			apply := d.cfg.Tool(ctx, "mysql", "--no-defaults", "--socket="+socketPath(d.cfg), "--user=root", "--binary-mode", "--batch")
-			err = mysqlfamily.Replay(read, apply, local)
-		}
-		// One file beside the data at a time.
-		if rmErr := os.Remove(local); err == nil && rmErr != nil {
-			err = rmErr
-		}
 		if err != nil {
-			return err
+			return false, err
 		}
-		d.cfg.Log.Info("replayed a binary log", "file", f.Key, "to", stop, "seconds", time.Since(began).Seconds())
-		if stop >= 0 || instance.HoldsTarget(f.Summary.End, target) {
-			return nil // the target is in this file
-		}
-		for _, g := range f.Summary.End {
-			applied = applied.With(g)
-		}
-	}
-	return nil
+		read := d.cfg.Tool(ctx, "mysqlbinlog", replayArgs(local, applied, stop)...)
+		apply := d.cfg.Tool(ctx, "mysql", "--no-defaults", "--socket="+socketPath(d.cfg), "--user=root", "--binary-mode", "--batch")
+		// The target is in this file when the replay stops in it.
+		return stop >= 0 || instance.HoldsTarget(f.Summary.End, target), mysqlfamily.Replay(read, apply, local)
+	})
 }
 
 // replayWork is the temporary server's work in a restore to a point:
