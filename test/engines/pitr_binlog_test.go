@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/mydb-dev/mydb/pkg/binlog"
 	"github.com/mydb-dev/mydb/pkg/controller/mydatabase"
+	"github.com/mydb-dev/mydb/pkg/instance"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/pitrwindow"
 	"github.com/mydb-dev/mydb/test/s3server"
@@ -43,14 +45,19 @@ var (
 	mariadbBinlogs = binlogEngine{
 		spec: mariadbSpec, name: "mariadb", positionQuery: "SELECT @@global.gtid_binlog_pos",
 		// 89-91 are the client TLS test's.
-		ipPrefix: func(i int) string { return fmt.Sprintf("127.0.%d.", []int{80, 81, 82, 83, 84, 85, 86, 87, 88, 102}[i]) },
+		ipPrefix: func(i int) string {
+			return fmt.Sprintf("127.0.%d.", []int{80, 81, 82, 83, 84, 85, 86, 87, 88, 102, 108}[i])
+		},
 		insertRange: func(table string, from, to int) string {
 			return fmt.Sprintf("INSERT INTO %s SELECT seq FROM seq_%d_to_%d", table, from, to)
 		},
 	}
 	mysqlBinlogs = binlogEngine{
 		spec: mysqlSpec, name: "mysql", positionQuery: "SELECT @@global.gtid_executed",
-		ipPrefix: func(i int) string { return fmt.Sprintf("127.0.%d.", 92+i) },
+		// 102 is MariaDB's; 103-107 the benchmarks'.
+		ipPrefix: func(i int) string {
+			return fmt.Sprintf("127.0.%d.", []int{92, 93, 94, 95, 96, 97, 98, 99, 100, 101, 109}[i])
+		},
 		insertRange: func(table string, from, to int) string {
 			return fmt.Sprintf("INSERT INTO %s WITH RECURSIVE seq (n) AS (SELECT %d UNION ALL SELECT n + 1 FROM seq WHERE n < %d) SELECT n FROM seq", table, from, to)
 		},
@@ -170,12 +177,15 @@ func binlogPointInTimeUnderAWriter(t *testing.T, e binlogEngine) {
 	// statement began, after the row before it committed (one writer):
 	// the copy must hold the rows before that row.
 	type goal struct {
+		name   string
 		target time.Time
 		rows   []row
+		// cluster is the restored copy's ipPrefix.
+		cluster int
 	}
-	var goals []goal
-	for _, frac := range []int{25, 50, 75} {
-		cutAt := rows[len(rows)*frac/100]
+	// goalBefore is the target in the middle of cutAt's second
+	// (MariaDB), or a microsecond before its statement began (MySQL).
+	goalBefore := func(cutAt row) goal {
 		sec := second(cutAt)
 		target := time.Unix(sec, int64(500*time.Millisecond)).UTC()
 		if e.exactTimes {
@@ -190,7 +200,13 @@ func binlogPointInTimeUnderAWriter(t *testing.T, e binlogEngine) {
 		if len(upTo) == len(rows) || len(upTo) <= 10 {
 			t.Fatalf("target %s: %d of %d rows, want a target inside the writer's minute", target, len(upTo), len(rows))
 		}
-		goals = append(goals, goal{target: target, rows: upTo})
+		return goal{target: target, rows: upTo}
+	}
+	var goals []goal
+	for i, frac := range []int{25, 50, 75} {
+		g := goalBefore(rows[len(rows)*frac/100])
+		g.name, g.cluster = fmt.Sprintf("target %d", i+1), 1+i
+		goals = append(goals, g)
 	}
 	// A GTID target: the transaction of a row after the writer's, read
 	// from the server's position (nothing else writes), then one more
@@ -212,6 +228,40 @@ func binlogPointInTimeUnderAWriter(t *testing.T, e binlogEngine) {
 			s.Archive.LastRecoverableTime.After(afterMarkers)
 	})
 	t.Logf("%d rows written; archive: %d binary logs, recoverable to %s", written, s.Archive.Archived, s.Archive.LastRecoverableTime.Format(time.RFC3339Nano))
+
+	// One more target, in the middle of a second in which the server
+	// closed a binary log and opened the next: the replay takes that
+	// next file too, whose first events are of the target's second
+	// (a MariaDB replay of it once failed with "never reached expected
+	// GTID state").
+	manifests, err := instance.ListBinlogManifests(ctx, s3.Store(t), "pitr/"+e.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var closedIn []time.Time
+	for _, m := range manifests {
+		if m.Summary.Rotated && m.Summary.LastEvent.Unix() > second(rows[len(rows)/3]) && m.Summary.LastEvent.Unix() < second(rows[len(rows)-1])-2 {
+			closedIn = append(closedIn, m.Summary.LastEvent)
+		}
+	}
+	if len(closedIn) == 0 {
+		t.Fatalf("no binary log closed in the writer's minute: %d archived", len(manifests))
+	}
+	slices.SortFunc(closedIn, time.Time.Compare)
+	rotation := closedIn[len(closedIn)/2]
+	cutAt := rows[len(rows)-1]
+	for _, r := range rows {
+		if microsOf(t, r.at).After(rotation.Add(500 * time.Millisecond)) {
+			cutAt = r
+			break
+		}
+	}
+	if second(cutAt) != rotation.Unix() {
+		t.Fatalf("no row in the second a binary log closed (%s) after its middle: the writer wrote none then", rotation.Format(time.RFC3339))
+	}
+	inRotation := goalBefore(cutAt)
+	inRotation.name, inRotation.cluster = "a second in which a binary log closed", 10
+	goals = append(goals, inRotation)
 
 	// The retention window's pruning with this base: what it holds and
 	// what closed before it began goes; every restore below still has
@@ -237,8 +287,8 @@ func binlogPointInTimeUnderAWriter(t *testing.T, e binlogEngine) {
 		return err
 	}
 	for i, g := range goals {
-		t.Run(fmt.Sprintf("a restore to target %d holds exactly the rows before it", i+1), func(t *testing.T) {
-			n := awaitingRestore(t, spec, fmt.Sprintf("pitr-%s-dst%d", e.name, i+1), e.ipPrefix(1+i))
+		t.Run(fmt.Sprintf("a restore to %s holds exactly the rows before it", g.name), func(t *testing.T) {
+			n := awaitingRestore(t, spec, fmt.Sprintf("pitr-%s-dst%d", e.name, g.cluster), e.ipPrefix(g.cluster))
 			begun := time.Now()
 			if err := restore(t, n, fmt.Sprintf("%s-writer-%d", e.name, i+1), api.RecoveryTarget{Time: ptrTo(g.target)}); err != nil {
 				t.Fatalf("POST %s: %v", api.PathRestore, err)

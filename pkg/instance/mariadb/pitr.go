@@ -73,21 +73,24 @@ func stopDatetime(target time.Time) string {
 	return target.UTC().Truncate(time.Second).Format(time.DateTime)
 }
 
-// replayArgs are mariadb-binlog's arguments to replay file, which ends at
-// end, after applied. A GTID target stops the replay after its
+// replayArgs are mariadb-binlog's arguments to replay file, which s
+// summarizes, after applied. A GTID target stops the replay after its
 // transaction (mariadb-binlog's GTID --stop-position is inclusive).
-func replayArgs(file string, end, applied binlog.Position, target api.RecoveryTarget) []string {
+func replayArgs(file string, s binlog.Summary, applied binlog.Position, target api.RecoveryTarget) []string {
 	args := []string{"--no-defaults"}
-	if len(applied) > 0 {
-		// Events at or before the position are skipped: a file may
-		// begin before what is applied (the backup's position is
-		// inside it).
+	if len(applied) > 0 && !s.Begin().Covers(applied) {
+		// The file begins before what is applied (the backup's
+		// position is inside it): events up to the position are
+		// skipped. Only then: with a --start-position, a
+		// --stop-datetime at or before the file's first event (a file
+		// the server opened in the target's second) fails with "never
+		// reached expected GTID state" instead of replaying nothing.
 		args = append(args, "--start-position="+applied.String())
 	}
 	if target.Time != nil {
 		args = append(args, "--stop-datetime="+stopDatetime(*target.Time))
 	}
-	if instance.HoldsTarget(end, target) {
+	if instance.HoldsTarget(s.End, target) {
 		args = append(args, "--stop-position="+target.GTID)
 	}
 	return append(args, file)
@@ -101,12 +104,12 @@ func (d *Driver) replayBinlogs(ctx context.Context, files []instance.ReplayFile,
 		return err
 	}
 	return instance.ReplayEach(ctx, d.cfg.Log, files, base, func(local string, f instance.ReplayFile, applied binlog.Position) (bool, error) {
-		return instance.HoldsTarget(f.Summary.End, target), d.replayFile(ctx, u.Username, local, f.Summary.End, applied, target)
+		return instance.HoldsTarget(f.Summary.End, target), d.replayFile(ctx, u.Username, local, f.Summary, applied, target)
 	})
 }
 
-func (d *Driver) replayFile(ctx context.Context, username, file string, end, applied binlog.Position, target api.RecoveryTarget) error {
-	read := d.cfg.Tool(ctx, "mariadb-binlog", replayArgs(file, end, applied, target)...)
+func (d *Driver) replayFile(ctx context.Context, username, file string, s binlog.Summary, applied binlog.Position, target api.RecoveryTarget) error {
+	read := d.cfg.Tool(ctx, "mariadb-binlog", replayArgs(file, s, applied, target)...)
 	// --stop-datetime is read in the tool's time zone.
 	read.Env = append(read.Env, "TZ=UTC")
 	// --skip-ssl: MariaDB 11's client verifies a certificate even on the
