@@ -55,6 +55,8 @@ const (
 	// MetricsPortName names the instance manager's metrics port
 	// (pkg/instance/api's MetricsPort) in pod specs, for PodMonitors.
 	MetricsPortName = "metrics"
+	// AdminPortName names MySQL's admin interface (Spec.AdminPort).
+	AdminPortName = "admin"
 )
 
 // InitDirectory is where both engines' images load *.sql files when they
@@ -75,6 +77,11 @@ type Spec struct {
 	Deprecated map[string]string
 	// Port is the port clients connect to.
 	Port int32
+	// AdminPort, when set, is MySQL's admin interface, where replicas and
+	// clones connect while clients get a server certificate of the user's
+	// own: it serves the instance's certificate. Only the database's own
+	// pods reach it (the NetworkPolicy).
+	AdminPort int32
 	// DataPath is where the data volume is mounted; the instance manager
 	// keeps the engine's files one directory below it, so a lost+found at
 	// the volume's root is harmless.

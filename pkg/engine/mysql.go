@@ -15,9 +15,10 @@ func init() {
 		Deprecated: map[string]string{
 			"8.0": "mysql 8.0 reached its end of life in April 2026; move to 8.4",
 		},
-		Port:     3306,
-		DataPath: "/var/lib/mysql",
-		UID:      999,
+		Port:      3306,
+		AdminPort: 33062,
+		DataPath:  "/var/lib/mysql",
+		UID:       999,
 		// MYSQL_PWD keeps the password out of the process list.
 	})
 }

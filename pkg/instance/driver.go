@@ -191,6 +191,11 @@ type DriverConfig struct {
 	// engine suite's and the rig's do, may not.)
 	ListenLoopback bool
 	Port           int
+	// AdminPort is MySQL's admin interface on ListenHost (0: none). It
+	// always serves the instance's own certificate (EngineTLS's Instance
+	// files), so replicas verify the primary by its address there while
+	// clients get a certificate of the user's own on Port.
+	AdminPort int
 	// BinDir holds the engine's binaries; empty means PATH.
 	BinDir  string
 	Secrets Secrets

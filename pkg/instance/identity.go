@@ -51,13 +51,21 @@ type EngineTLS struct {
 	// user's own, the name replicas verify it by (pki.ServerName); there
 	// is none while it serves the instance's, verified by its address.
 	ServerNameFile string
+	// The instance's own certificate, key and chain (issuer and root),
+	// and the database's root CA, whatever the engine serves clients:
+	// MySQL's admin interface serves them to replicas, which verify the
+	// primary by its address against the database's CA even while
+	// clients get a certificate of the user's own.
+	InstanceCertFile, InstanceKeyFile, InstanceChainCAFile, DatabaseCAFile string
 }
 
 // EngineTLSIn is the layout of EngineTLS in the run directory.
 func EngineTLSIn(runDir string) EngineTLS {
 	dir := filepath.Join(runDir, "tls")
 	return EngineTLS{CertFile: filepath.Join(dir, "server.crt"), KeyFile: filepath.Join(dir, "server.key"), CAFile: filepath.Join(dir, "ca.crt"),
-		ChainCAFile: filepath.Join(dir, "chain-ca.crt"), ServerNameFile: filepath.Join(dir, "server-name")}
+		ChainCAFile: filepath.Join(dir, "chain-ca.crt"), ServerNameFile: filepath.Join(dir, "server-name"),
+		InstanceCertFile: filepath.Join(dir, "instance.crt"), InstanceKeyFile: filepath.Join(dir, "instance.key"),
+		InstanceChainCAFile: filepath.Join(dir, "instance-chain-ca.crt"), DatabaseCAFile: filepath.Join(dir, "database-ca.crt")}
 }
 
 // Identity is an instance's (or a dump server's) certificate: minted at
@@ -207,6 +215,7 @@ func (id *Identity) write(leaf *pki.KeyPair, issuer *x509.Certificate, roots []*
 	}
 	certPEM, caPEM := pki.EncodeCerts(leaf.Cert, issuer), pki.EncodeCerts(roots...)
 	chainPEM, serverName := pki.EncodeCerts(append([]*x509.Certificate{issuer}, roots...)...), ""
+	instanceKeyPEM, instanceCertPEM, instanceChainPEM, databaseCAPEM := keyPEM, certPEM, chainPEM, caPEM
 	if server, _ := id.secrets.Optional(SecretServerCert); server != "" {
 		key, _ := id.secrets.Optional(SecretServerKey)
 		ca, _ := id.secrets.Optional(SecretServerCA)
@@ -236,6 +245,10 @@ func (id *Identity) write(leaf *pki.KeyPair, issuer *x509.Certificate, roots []*
 		{id.files.CAFile, caPEM, 0o644},
 		{id.files.ChainCAFile, chainPEM, 0o644},
 		{id.files.ServerNameFile, []byte(serverName), 0o644},
+		{id.files.InstanceKeyFile, instanceKeyPEM, 0o600},
+		{id.files.InstanceCertFile, instanceCertPEM, 0o644},
+		{id.files.InstanceChainCAFile, instanceChainPEM, 0o644},
+		{id.files.DatabaseCAFile, databaseCAPEM, 0o644},
 	} {
 		if f.path == id.files.ServerNameFile && serverName == "" {
 			continue

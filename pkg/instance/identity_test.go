@@ -156,6 +156,25 @@ func TestAServerCertificateOfTheUsersOwnIsTheEnginesWhileMounted(t *testing.T) {
 	if own, _ := id.Certificate(); own.Leaf.Subject.CommonName != "db-0" {
 		t.Errorf("the manager serves %q, want the instance's own certificate", own.Leaf.Subject.CommonName)
 	}
+	// The instance's own files stay its own (MySQL's admin interface
+	// serves them to replicas), with the database's CA beside.
+	own, err := pki.ParseCerts([]byte(read(files.InstanceCertFile)))
+	if err != nil || own[0].Subject.CommonName != "db-0" {
+		t.Errorf("the instance's certificate file holds %v (%v), want the instance's", own, err)
+	} else if _, err := tls.X509KeyPair([]byte(read(files.InstanceCertFile)), []byte(read(files.InstanceKeyFile))); err != nil {
+		t.Errorf("the instance's key file does not go with its certificate: %v", err)
+	}
+	roots, err := pki.ParseCerts([]byte(read(files.DatabaseCAFile)))
+	if err != nil || len(own) == 0 {
+		t.Fatalf("the database's CA file: %v; the instance's certificate: %d", err, len(own))
+	}
+	chain, err := pki.ParseCerts([]byte(read(files.InstanceChainCAFile)))
+	if err != nil {
+		t.Fatalf("the instance's chain file: %v", err)
+	}
+	if _, err := own[0].Verify(x509.VerifyOptions{Roots: pki.Pool(roots...), Intermediates: pki.Pool(chain...), DNSName: "db-0"}); err != nil {
+		t.Errorf("the instance's certificate does not verify against the database's CA file: %v", err)
+	}
 	// An expired one, or none, is not served.
 	for _, name := range []string{SecretServerCert, SecretServerKey, SecretServerCA} {
 		if err := os.Remove(filepath.Join(dir, name)); err != nil {

@@ -220,7 +220,7 @@ func (m *Manager) readiness(st managerState, p Probe) (bool, string) {
 		}
 		return true, "primary accepting writes"
 	}
-	want := net.JoinHostPort(st.topology.PrimaryHost, fmt.Sprint(st.topology.PrimaryPort))
+	want := net.JoinHostPort(st.topology.PrimaryHost, fmt.Sprint(st.topology.ReplicationPort()))
 	switch {
 	case p.Writable:
 		return false, "replica is writable"

@@ -18,6 +18,11 @@ type Topology struct {
 	// PrimaryHost and PrimaryPort are the primary engine's address.
 	PrimaryHost string `json:"primaryHost"`
 	PrimaryPort int    `json:"primaryPort"`
+	// PrimaryAdminPort, when set, is where replicas and clones connect
+	// instead of PrimaryPort: MySQL's admin interface, which serves the
+	// instance's own certificate while the engine's port serves one of
+	// the user's own (spec.tls.serverCertificateSecret).
+	PrimaryAdminPort int `json:"primaryAdminPort,omitempty"`
 	// PrimaryStatusURL is the base URL of the primary's manager HTTP server
 	// (for example https://db-0.db:8000): replicas read its /v1/status to
 	// check they hold a clone of it, and MariaDB replicas clone from its
@@ -58,6 +63,14 @@ func (t Topology) fenceReason(self string) string {
 	return ""
 }
 
+// ReplicationPort is the primary's port replicas and clones connect to.
+func (t Topology) ReplicationPort() int {
+	if t.PrimaryAdminPort > 0 {
+		return t.PrimaryAdminPort
+	}
+	return t.PrimaryPort
+}
+
 // Validate tells whether t names a primary that can be reached.
 func (t Topology) Validate() error {
 	if t.Primary == "" {
@@ -65,6 +78,9 @@ func (t Topology) Validate() error {
 	}
 	if t.PrimaryHost == "" || t.PrimaryPort <= 0 || t.PrimaryPort > 65535 {
 		return fmt.Errorf("topology: primary %q needs primaryHost and a primaryPort in 1-65535", t.Primary)
+	}
+	if t.PrimaryAdminPort < 0 || t.PrimaryAdminPort > 65535 {
+		return fmt.Errorf("topology: primaryAdminPort %d is not in 1-65535", t.PrimaryAdminPort)
 	}
 	return nil
 }

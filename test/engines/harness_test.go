@@ -84,14 +84,20 @@ type cluster struct {
 	// Parameters.
 	synchronous bool
 	parameters  string
+	// replicateByAdminPort: the topology names the primary's admin port
+	// (MySQL), as for a database whose clients get a server certificate
+	// of the user's own.
+	replicateByAdminPort bool
 }
 
 // node is one mydb-instance process and its directories.
 type node struct {
-	c          *cluster
-	name       string
-	host       string
-	port       int
+	c    *cluster
+	name string
+	host string
+	port int
+	// adminPort is MySQL's admin interface (0 for the other engines).
+	adminPort  int
 	statusAddr string
 	// metricsAddr is where the manager serves /metrics.
 	metricsAddr string
@@ -173,6 +179,9 @@ func newClusterIn(t testing.TB, spec engineSpec, dir, ipPrefix string, n int) *c
 			runDir:      filepath.Join(c.dir, name, "run"),
 			logPath:     filepath.Join(c.dir, name+".log"),
 		}
+		if c.spec.name == "mysql" {
+			nd.adminPort = freePort(t, host)
+		}
 		c.mkdir(filepath.Join(c.dir, name), 0o755)
 		c.mkdir(nd.dataRoot, 0o700)
 		c.mkdir(nd.runDir, 0o700)
@@ -246,10 +255,14 @@ func (c *cluster) setPrimary(p *node) { c.setTopology(p, "") }
 // setTopology writes the topology file naming p and a target primary.
 func (c *cluster) setTopology(p *node, target string) {
 	c.t.Helper()
-	b, _ := json.Marshal(instance.Topology{
+	topo := instance.Topology{
 		Primary: p.name, PrimaryHost: p.host, PrimaryPort: p.port, PrimaryStatusURL: "https://" + p.statusAddr,
 		TargetPrimary: target, Synchronous: c.synchronous, Parameters: c.parameters,
-	})
+	}
+	if c.replicateByAdminPort {
+		topo.PrimaryAdminPort = p.adminPort
+	}
+	b, _ := json.Marshal(topo)
 	tmp := c.topology + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
 		c.t.Fatal(err)
@@ -305,6 +318,7 @@ func (n *node) start() {
 		"--run-dir", n.runDir,
 		"--listen-host", n.host,
 		"--port", strconv.Itoa(n.port),
+		"--admin-port", strconv.Itoa(cmp.Or(n.adminPort, -1)),
 		"--status-address", n.statusAddr,
 		"--metrics-address", n.metricsAddr,
 		"--secrets-dir", filepath.Join(n.c.dir, "secrets"),

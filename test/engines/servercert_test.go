@@ -5,13 +5,17 @@ package engines
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"database/sql"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
@@ -20,14 +24,18 @@ import (
 	"github.com/mydb-dev/mydb/pkg/pki"
 )
 
-// testServerCertificateOfTheUsersOwn (PostgreSQL): a server certificate
-// of the user's own in the mounted Secret (spec.tls.serverCertificateSecret,
-// which the controller copies there) is what every engine serves, verified
-// by a client that trusts only the user's CA, for the certificate's name,
-// without a restart; replicas that connect to the primary again verify it
-// for that name at its address and stream; taken away, the engines serve
-// the instances' certificates again and replicas verify the primary by its
-// address once more.
+// testServerCertificateOfTheUsersOwn (PostgreSQL, MySQL): a server
+// certificate of the user's own in the mounted Secret
+// (spec.tls.serverCertificateSecret, which the controller copies there) is
+// what every engine serves, verified by a client that trusts only the
+// user's CA, for the certificate's name, without a restart. PostgreSQL's
+// replicas that connect to the primary again verify it for that name at
+// its address and stream. MySQL's connect to the primary's admin interface
+// (the topology names it, as the instances' source does with the field
+// set), which serves the primary's own certificate, verified by its
+// address against the database's CA; a client without the admin grant is
+// refused there. Taken away, the engines serve the instances' certificates
+// again and replicas verify the primary by its address once more.
 func testServerCertificateOfTheUsersOwn(t *testing.T, c *cluster, p *node, replicas []*node, fig *figures) {
 	nodes := append([]*node{p}, replicas...)
 	pids := map[string]int{}
@@ -62,24 +70,43 @@ func testServerCertificateOfTheUsersOwn(t *testing.T, c *cluster, p *node, repli
 		}
 	}
 	start := time.Now()
+	if c.spec.name == "mysql" {
+		c.replicateByAdminPort = true
+		c.setPrimary(p)
+	}
 	for _, n := range nodes {
 		waitServed(t, c, n, pki.Pool(corporate.Cert), name, server.Cert)
 	}
 	served := time.Since(start)
 
-	// Replicas connect again: to the name, at the primary's address.
+	// Replicas connect again: PostgreSQL's to the name, at the primary's
+	// address; MySQL's to the primary's admin interface.
 	reconnect := time.Now()
 	endReplicationConnections(t, c, p)
 	mustExec(t, p.app(), "INSERT INTO kept VALUES (8201, 'own certificate')")
 	for _, r := range replicas {
 		waitRow(t, r, 8201, time.Minute)
-		var conninfo string
-		if err := r.superuser(t, "postgres").QueryRow("SHOW primary_conninfo").Scan(&conninfo); err != nil {
-			t.Fatal(err)
+		switch c.spec.name {
+		case "postgres":
+			var conninfo string
+			if err := r.superuser(t, "postgres").QueryRow("SHOW primary_conninfo").Scan(&conninfo); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(conninfo, "host="+name+" hostaddr="+p.host) || !strings.Contains(conninfo, "sslmode=verify-full") {
+				t.Errorf("%s: primary_conninfo %q, want the certificate's name verified at the primary's address", r.name, conninfo)
+			}
+		case "mysql":
+			out, err := r.adminSQL("SELECT HOST, PORT, SSL_CA_FILE FROM performance_schema.replication_connection_configuration")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := fmt.Sprintf("%s\t%d\t%s", p.host, p.adminPort, instance.EngineTLSIn(r.runDir).DatabaseCAFile); out != want {
+				t.Errorf("%s: the replica's source (host, port, CA file) %q, want the primary's admin interface verified against the database's CA, %q", r.name, out, want)
+			}
 		}
-		if !strings.Contains(conninfo, "host="+name+" hostaddr="+p.host) || !strings.Contains(conninfo, "sslmode=verify-full") {
-			t.Errorf("%s: primary_conninfo %q, want the certificate's name verified at the primary's address", r.name, conninfo)
-		}
+	}
+	if c.spec.name == "mysql" {
+		checkAdminInterface(t, c, p)
 	}
 	checkReplicationOverVerifiedTLS(t, c, p, replicas)
 	// And they read ready: following the primary's address, streaming.
@@ -93,6 +120,10 @@ func testServerCertificateOfTheUsersOwn(t *testing.T, c *cluster, p *node, repli
 		if err := os.Remove(filepath.Join(secretsDir, f)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if c.spec.name == "mysql" {
+		c.replicateByAdminPort = false
+		c.setPrimary(p)
 	}
 	for _, n := range nodes {
 		deadline := time.Now().Add(time.Minute)
@@ -130,18 +161,30 @@ func waitServed(t *testing.T, c *cluster, n *node, roots *x509.CertPool, name st
 	user, password, database := c.secrets[instance.SecretUsername], c.secrets[instance.SecretPassword], c.secrets[instance.SecretDatabase]
 	deadline := time.Now().Add(time.Minute)
 	for {
-		cfg, err := pgx.ParseConfig(fmt.Sprintf("host=%s port=%d user=%s password=%s dbname=%s sslmode=verify-full connect_timeout=5",
-			n.host, n.port, user, password, database))
-		if err != nil {
-			t.Fatal(err)
-		}
 		var got *x509.Certificate
-		cfg.TLSConfig = &tls.Config{RootCAs: roots, ServerName: name, MinVersion: tls.VersionTLS12,
+		config := &tls.Config{RootCAs: roots, ServerName: name, MinVersion: tls.VersionTLS12,
 			VerifyConnection: func(cs tls.ConnectionState) error { got = cs.PeerCertificates[0]; return nil }}
-		cfg.Fallbacks = nil
-		db := stdlib.OpenDB(*cfg)
+		var db *sql.DB
+		if c.spec.name == "postgres" {
+			cfg, err := pgx.ParseConfig(fmt.Sprintf("host=%s port=%d user=%s password=%s dbname=%s sslmode=verify-full connect_timeout=5",
+				n.host, n.port, user, password, database))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.TLSConfig, cfg.Fallbacks = config, nil
+			db = stdlib.OpenDB(*cfg)
+		} else {
+			cfg := mysql.NewConfig()
+			cfg.User, cfg.Passwd, cfg.Net, cfg.Addr, cfg.DBName = user, password, "tcp", net.JoinHostPort(n.host, strconv.Itoa(n.port)), database
+			cfg.TLS, cfg.Timeout = config, 5*time.Second
+			connector, err := mysql.NewConnector(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			db = sql.OpenDB(connector)
+		}
 		var one int
-		err = db.QueryRow("SELECT 1").Scan(&one)
+		err := db.QueryRow("SELECT 1").Scan(&one)
 		db.Close()
 		if err == nil && got != nil && got.Equal(want) {
 			return
@@ -150,5 +193,32 @@ func waitServed(t *testing.T, c *cluster, n *node, roots *x509.CertPool, name st
 			t.Fatalf("%s does not serve the user's certificate for %s a minute after it was mounted: %v", n.name, name, err)
 		}
 		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// checkAdminInterface: MySQL's admin interface on the primary serves the
+// instance's own certificate (of the database's CA, for its name) while
+// the engine's port serves the user's, and refuses the application user,
+// who lacks SERVICE_CONNECTION_ADMIN.
+func checkAdminInterface(t *testing.T, c *cluster, p *node) {
+	t.Helper()
+	var served *x509.Certificate
+	cfg := mysql.NewConfig()
+	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr = c.secrets[instance.SecretUsername], c.secrets[instance.SecretPassword], "tcp", net.JoinHostPort(p.host, strconv.Itoa(p.adminPort))
+	cfg.TLS = &tls.Config{RootCAs: pki.Pool(c.ca.CA.Cert), ServerName: p.name, MinVersion: tls.VersionTLS12,
+		VerifyConnection: func(cs tls.ConnectionState) error { served = cs.PeerCertificates[0]; return nil }}
+	cfg.Timeout = 5 * time.Second
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(connector)
+	defer db.Close()
+	err = db.Ping()
+	if served == nil {
+		t.Fatalf("%s's admin interface (port %d) served no certificate of the database's CA for %s: %v", p.name, p.adminPort, p.name, err)
+	}
+	if err == nil || !strings.Contains(err.Error(), "SERVICE_CONNECTION_ADMIN") {
+		t.Errorf("the application user on %s's admin interface: %v, want a refusal naming SERVICE_CONNECTION_ADMIN", p.name, err)
 	}
 }

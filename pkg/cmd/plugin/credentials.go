@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -74,7 +75,9 @@ func printCredential(out io.Writer, engine examplev1.Engine, s examplev1.MyDatab
 		vars = [][2]string{{"PGHOST", host}, {"PGPORT", fmt.Sprint(s.Port)}, {"PGUSER", s.Username}, {"PGPASSWORD", s.Password},
 			{"PGDATABASE", s.Database}, {"PGSSLMODE", "verify-full"}, {"PGSSLROOTCERT", caFile}}
 	} else {
-		vars = [][2]string{{"MYSQL_HOST", s.Host}, {"MYSQL_TCP_PORT", fmt.Sprint(s.Port)}, {"MYSQL_USER", s.Username},
+		// The name a certificate of the user's own (MySQL) is verified by.
+		host := cmp.Or(s.ServerName, s.Host)
+		vars = [][2]string{{"MYSQL_HOST", host}, {"MYSQL_TCP_PORT", fmt.Sprint(s.Port)}, {"MYSQL_USER", s.Username},
 			{"MYSQL_PWD", s.Password}, {"MYSQL_DATABASE", s.Database}}
 		fmt.Fprintf(out, "# mariadb --ssl-ca=%s --ssl-verify-server-cert -u \"$MYSQL_USER\" \"$MYSQL_DATABASE\"\n", caFile)
 	}

@@ -26,6 +26,21 @@ func TestPrintedCredentialsAreShellSafe(t *testing.T) {
 	}
 }
 
+// TestPrintedCredentialsNameTheServersCertificate: with a certificate of
+// the user's own, the client connects to the name it is verified by.
+func TestPrintedCredentialsNameTheServersCertificate(t *testing.T) {
+	s := examplev1.MyDatabaseCredentialRequestStatus{Username: "k8s_alice_0a1b2c3d", Password: "pw", Host: "shop-rw.ns.svc", Port: 3306,
+		Database: "shop", ServerName: "shop.db.example.test"}
+	for _, engine := range []examplev1.Engine{examplev1.EnginePostgres, examplev1.EngineMySQL} {
+		var out bytes.Buffer
+		printCredential(&out, engine, s, "/tmp/ca.crt")
+		got, err := exec.Command("sh", "-c", out.String()+`printf '%s%s' "$PGHOST" "$MYSQL_HOST"`).Output()
+		if err != nil || string(got) != s.ServerName {
+			t.Errorf("%s: the client connects to %q (%v), want %q", engine, got, err, s.ServerName)
+		}
+	}
+}
+
 func TestRecoveryTarget(t *testing.T) {
 	for _, tc := range []struct {
 		at, lsn, gtid string

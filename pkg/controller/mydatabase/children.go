@@ -249,6 +249,10 @@ func podSpec(db *examplev1.MyDatabase, eng engine.Spec, image, instanceImage str
 		},
 		SecurityContext: engine.ContainerSecurityContext(),
 	}
+	if eng.AdminPort != 0 {
+		database.Args = append(database.Args, fmt.Sprintf("--admin-port=%d", eng.AdminPort))
+		database.Ports = append(database.Ports, corev1.ContainerPort{Name: engine.AdminPortName, ContainerPort: eng.AdminPort, Protocol: corev1.ProtocolTCP})
+	}
 	// The containers, their names and their resources are the ones quota
 	// and LimitRange admission charged and bounded (databasepod).
 	spec := databasepod.Spec(db.Spec.Resources, init, database)
@@ -410,14 +414,19 @@ func newNetworkPolicies(db *examplev1.MyDatabase, eng engine.Spec, serverNamespa
 			},
 		}
 	}
+	rules := []networkingv1.NetworkPolicyIngressRule{
+		{Ports: []networkingv1.NetworkPolicyPort{port(api.Port)}, From: controller},
+		{Ports: []networkingv1.NetworkPolicyPort{port(eng.Port)}},
+		// Prometheus, wherever it runs: the figures hold no secret, and
+		// the managers answer a flood from figures a second old.
+		{Ports: []networkingv1.NetworkPolicyPort{port(api.MetricsPort)}},
+	}
+	if eng.AdminPort != 0 {
+		// MySQL's admin interface: the database's replicas and clones.
+		rules = append(rules, networkingv1.NetworkPolicyIngressRule{Ports: []networkingv1.NetworkPolicyPort{port(eng.AdminPort)}, From: []networkingv1.NetworkPolicyPeer{instances}})
+	}
 	return []*networkingv1.NetworkPolicy{
-		policy(names.NetworkPolicy(db.Name), SelectorLabels(db), []networkingv1.NetworkPolicyIngressRule{
-			{Ports: []networkingv1.NetworkPolicyPort{port(api.Port)}, From: controller},
-			{Ports: []networkingv1.NetworkPolicyPort{port(eng.Port)}},
-			// Prometheus, wherever it runs: the figures hold no secret, and
-			// the managers answer a flood from figures a second old.
-			{Ports: []networkingv1.NetworkPolicyPort{port(api.MetricsPort)}},
-		}),
+		policy(names.NetworkPolicy(db.Name), SelectorLabels(db), rules),
 		policy(names.DumpNetworkPolicy(db.Name), map[string]string{names.LabelComponent: dump.Component, dump.LabelOf: db.Name},
 			[]networkingv1.NetworkPolicyIngressRule{{Ports: []networkingv1.NetworkPolicyPort{port(api.Port)}, From: controller}}),
 	}

@@ -20,6 +20,9 @@ import (
 func TestNetworkPoliciesAdmitOnlyWhoNeedsTheManagers(t *testing.T) {
 	db := myDatabase()
 	eng, _ := engine.Lookup(string(db.Spec.Engine))
+	if eng.AdminPort != 33062 {
+		t.Fatalf("the fixture's engine %s has admin port %d, want MySQL's 33062", eng.Name, eng.AdminPort)
+	}
 	policies := newNetworkPolicies(db, eng, "mydb-system")
 	if len(policies) != 2 {
 		t.Fatalf("%d policies", len(policies))
@@ -88,9 +91,26 @@ func TestNetworkPoliciesAdmitOnlyWhoNeedsTheManagers(t *testing.T) {
 		{"mydb, to a dump server", dumps, api.Port, labels.Set{}, "mydb-system", true},
 		{"an application, to a dump server", dumps, api.Port, app, db.Namespace, false},
 		{"an instance, to another port", instances, 22, own, db.Namespace, false},
+		// MySQL's admin interface, where replicas and clones connect.
+		{"an instance, to the admin interface", instances, 33062, own, db.Namespace, true},
+		{"an application, to the admin interface", instances, 33062, app, db.Namespace, false},
+		{"mydb, to the admin interface", instances, 33062, labels.Set{}, "mydb-system", false},
 	} {
 		if got := admits(c.policy, c.port, c.pod, c.ns); got != c.want {
 			t.Errorf("%s: admitted %v, want %v", c.who, got, c.want)
+		}
+	}
+}
+
+// TestNetworkPoliciesOpenNoAdminInterfaceWithoutOne: an engine without an
+// admin interface gets no rule for one.
+func TestNetworkPoliciesOpenNoAdminInterfaceWithoutOne(t *testing.T) {
+	postgres, _ := engine.Lookup("postgres")
+	for _, rule := range newNetworkPolicies(myDatabase(), postgres, "mydb-system")[0].Spec.Ingress {
+		for _, p := range rule.Ports {
+			if p.Port.IntVal == 0 || p.Port.IntVal == 33062 {
+				t.Errorf("a PostgreSQL database's policy opens port %v", p.Port)
+			}
 		}
 	}
 }

@@ -6,8 +6,10 @@ import (
 	"testing"
 
 	examplev1 "github.com/mydb-dev/mydb/pkg/apis/example/v1"
+	"github.com/mydb-dev/mydb/pkg/engine"
 	"github.com/mydb-dev/mydb/pkg/parameters"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -97,6 +99,30 @@ func TestClientTLSRequiredIsInThePodTemplate(t *testing.T) {
 		sts := applied[*appsv1.StatefulSet](t, f.kubeClient.Actions(), "statefulsets")
 		if got := slices.Contains(sts.Spec.Template.Spec.Containers[0].Args, requireClientTLSFlag); got != tc.want {
 			t.Errorf("spec.tls %+v: %s in the template: %v, want %v", tc.tls, requireClientTLSFlag, got, tc.want)
+		}
+	}
+}
+
+// MySQL's pods open the admin interface, where replicas and clones connect
+// while clients get a certificate of the user's own; PostgreSQL's have
+// none.
+func TestTheAdminInterfaceIsInMySQLsPodTemplate(t *testing.T) {
+	for _, tc := range []struct {
+		engine examplev1.Engine
+		want   bool
+	}{{examplev1.EngineMySQL, true}, {examplev1.EnginePostgres, false}} {
+		db := myDatabase(func(d *examplev1.MyDatabase) {
+			d.Spec.Engine, d.Spec.Version = tc.engine, ""
+		})
+		eng, _ := engine.Lookup(string(tc.engine))
+		pod := podSpec(db, eng, "image", "instance-image", false)
+		c := pod.Containers[len(pod.Containers)-1]
+		hasFlag := slices.Contains(c.Args, "--admin-port=33062")
+		hasPort := slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool {
+			return p.Name == engine.AdminPortName && p.ContainerPort == 33062
+		})
+		if hasFlag != tc.want || hasPort != tc.want {
+			t.Errorf("%s: --admin-port=33062 %v, container port %q %v; want %v", tc.engine, hasFlag, engine.AdminPortName, hasPort, tc.want)
 		}
 	}
 }

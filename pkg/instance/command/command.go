@@ -46,6 +46,7 @@ type Options struct {
 	ListenHost       string
 	ListenLoopback   bool
 	Port             int
+	AdminPort        int
 	StatusAddress    string
 	MetricsAddress   string
 	SecretsDir       string
@@ -88,6 +89,7 @@ func (o *Options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ListenHost, "listen-host", env("MYDB_LISTEN_HOST", env("POD_IP", "")), "address the engine listens on, the pod IP ($MYDB_LISTEN_HOST, $POD_IP)")
 	fs.BoolVar(&o.ListenLoopback, "listen-loopback", false, "the engine listens on 127.0.0.1 too, where kubectl port-forward connects (a pod's own loopback; not where instances share one)")
 	fs.IntVar(&o.Port, "port", 0, "engine port (default: the engine's usual port)")
+	fs.IntVar(&o.AdminPort, "admin-port", 0, "MySQL's admin interface, on --listen-host, where replicas and clones connect while clients get a certificate of the user's own; it serves the instance's certificate (default: 33062 for mysql; -1: none)")
 	fs.StringVar(&o.StatusAddress, "status-address", env("MYDB_STATUS_ADDRESS", fmt.Sprintf(":%d", api.Port)), "address of the status HTTP server ($MYDB_STATUS_ADDRESS)")
 	fs.StringVar(&o.MetricsAddress, "metrics-address", env("MYDB_METRICS_ADDRESS", ""), "address of the metrics server (GET /metrics over TLS, Prometheus' text format); empty: none ($MYDB_METRICS_ADDRESS)")
 	fs.StringVar(&o.SecretsDir, "secrets-dir", env("MYDB_SECRETS_DIR", ""), "the mounted instance Secret: the credentials (username, password, database, superuser-password, replication-password) and the database's CA and issuer (ca.crt, issuer.crt, issuer.key) ($MYDB_SECRETS_DIR)")
@@ -237,7 +239,7 @@ func run(ctx context.Context, o *Options) error {
 		return err
 	}
 	cfg := instance.DriverConfig{
-		Name: o.Name, DataRoot: o.DataRoot, RunDir: o.RunDir, ListenHost: o.ListenHost, ListenLoopback: o.ListenLoopback, Port: o.Port,
+		Name: o.Name, DataRoot: o.DataRoot, RunDir: o.RunDir, ListenHost: o.ListenHost, ListenLoopback: o.ListenLoopback, Port: o.Port, AdminPort: o.AdminPort,
 		BinDir: o.BinDir, Secrets: secrets, Identity: identity, TLS: engineTLS, ServerID: serverID,
 		ArchiveCommand: walCommand(self, "wal-archive", socket, "%p", "%f"),
 		RestoreCommand: restoreCommand(instance.WALPrefetchDir(o.DataRoot), walCommand(self, "wal-restore", socket, "%f", "%p")),
@@ -260,7 +262,7 @@ func run(ctx context.Context, o *Options) error {
 			return err
 		}
 	}
-	topology, err := o.topologySource(cfg.Port, log)
+	topology, err := o.topologySource(cfg.Port, cfg.AdminPort, log)
 	if err != nil {
 		return err
 	}
@@ -299,6 +301,10 @@ func newDriver(name string, cfg *instance.DriverConfig) (instance.Driver, error)
 	if cfg.Port == 0 {
 		cfg.Port = map[string]int{"postgres": 5432, "mariadb": 3306, "mysql": 3306}[name]
 	}
+	if cfg.AdminPort == 0 && name == "mysql" {
+		cfg.AdminPort = 33062 // MySQL's own default
+	}
+	cfg.AdminPort = max(cfg.AdminPort, 0)
 	switch name {
 	case "postgres":
 		return postgres.New(*cfg), nil
@@ -312,7 +318,7 @@ func newDriver(name string, cfg *instance.DriverConfig) (instance.Driver, error)
 }
 
 // topologySource is the topology file, or else the MyDatabase's status.
-func (o *Options) topologySource(port int, log *slog.Logger) (instance.TopologySource, error) {
+func (o *Options) topologySource(port, adminPort int, log *slog.Logger) (instance.TopologySource, error) {
 	if o.TopologyFile != "" {
 		return instance.FileSource{Path: o.TopologyFile, Log: log}, nil
 	}
@@ -335,7 +341,7 @@ func (o *Options) topologySource(port int, log *slog.Logger) (instance.TopologyS
 	if err != nil {
 		return nil, err
 	}
-	return kube.Source{Client: client, Namespace: o.Namespace, Database: o.Database, Port: port, StatusPort: sp, Log: log}, nil
+	return kube.Source{Client: client, Namespace: o.Namespace, Database: o.Database, Port: port, AdminPort: adminPort, StatusPort: sp, Log: log}, nil
 }
 
 var ordinal = regexp.MustCompile(`-(\d+)$`)

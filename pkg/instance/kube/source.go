@@ -40,7 +40,11 @@ type Source struct {
 	// Port and StatusPort are where every instance of the database serves
 	// the engine and its manager's HTTP server.
 	Port, StatusPort int
-	Log              *slog.Logger
+	// AdminPort is MySQL's admin interface on every instance (0: none),
+	// where replicas connect while the database serves clients a
+	// certificate of the user's own.
+	AdminPort int
+	Log       *slog.Logger
 	// Clock is the source's time (tests pass a fake one); nil is the real clock.
 	Clock clock.Clock
 }
@@ -81,7 +85,7 @@ func (s Source) Watch(ctx context.Context) <-chan instance.Topology {
 		defer mu.Unlock()
 		lastOK = s.Clock.Now()
 		delay = failover.Delay(db.Spec)
-		t, ok := TopologyOf(db, s.Port, s.StatusPort)
+		t, ok := TopologyOf(db, s.Port, s.StatusPort, s.AdminPort)
 		if !ok {
 			return
 		}
@@ -149,14 +153,21 @@ func checkPeriod(failoverDelay time.Duration) time.Duration {
 // current primary and the address its pod serves on. It is false while the
 // primary has no address yet. Synchronous is spec.replication.mode Sync: the
 // instance reads the spec itself, so the controller passes nothing for it.
-func TopologyOf(db *examplev1.MyDatabase, port, statusPort int) (instance.Topology, bool) {
+// With a server certificate of the user's own (which names no pod
+// address), replicas connect to the primary's admin port where there is
+// one (MySQL), which serves the instance's certificate.
+func TopologyOf(db *examplev1.MyDatabase, port, statusPort, adminPort int) (instance.Topology, bool) {
 	primary := db.Status.CurrentPrimary
 	live, _ := parameters.Split(string(db.Spec.Engine), db.Spec.Parameters)
 	for _, in := range db.Status.Instances {
 		if in.Name != primary || in.Address == "" {
 			continue
 		}
+		if db.Spec.TLS == nil || db.Spec.TLS.ServerCertificateSecret == "" {
+			adminPort = 0
+		}
 		return instance.Topology{
+			PrimaryAdminPort: adminPort,
 			Primary:          primary,
 			PrimaryHost:      in.Address,
 			PrimaryPort:      port,

@@ -28,26 +28,38 @@ func TestTopologyOf(t *testing.T) {
 	withAddress := database("db-1",
 		examplev1.InstanceStatus{Name: "db-0", Address: "10.0.0.4", Role: examplev1.InstanceRoleReplica},
 		examplev1.InstanceStatus{Name: "db-1", Address: "10.0.0.5", Role: examplev1.InstanceRolePrimary})
-	got, ok := TopologyOf(withAddress, 5432, 8000)
+	got, ok := TopologyOf(withAddress, 5432, 8000, 0)
 	want := instance.Topology{Primary: "db-1", PrimaryHost: "10.0.0.5", PrimaryPort: 5432, PrimaryStatusURL: "https://10.0.0.5:8000"}
 	if !ok || got != want {
 		t.Errorf("TopologyOf = %+v, %v; want %+v", got, ok, want)
 	}
 	withAddress.Spec.Replication = &examplev1.ReplicationSpec{Mode: examplev1.ReplicationModeSync}
 	want.Synchronous = true
-	if got, ok := TopologyOf(withAddress, 5432, 8000); !ok || got != want {
+	if got, ok := TopologyOf(withAddress, 5432, 8000, 0); !ok || got != want {
 		t.Errorf("Sync: TopologyOf = %+v, %v; want %+v", got, ok, want)
 	}
 	withAddress.Spec.Replication.Mode = examplev1.ReplicationModeAsync
-	if got, _ := TopologyOf(withAddress, 5432, 8000); got.Synchronous {
+	if got, _ := TopologyOf(withAddress, 5432, 8000, 0); got.Synchronous {
 		t.Errorf("Async: TopologyOf = %+v, want not synchronous", got)
+	}
+	// MySQL's admin interface: where replicas connect only while clients
+	// get a server certificate of the user's own.
+	if got, _ := TopologyOf(withAddress, 3306, 8000, 33062); got.ReplicationPort() != 3306 {
+		t.Errorf("without a certificate of the user's own: replicas connect to port %d, want the engine's 3306", got.ReplicationPort())
+	}
+	withAddress.Spec.TLS = &examplev1.TLSSpec{ServerCertificateSecret: "prod-tls"}
+	if got, _ := TopologyOf(withAddress, 3306, 8000, 33062); got.ReplicationPort() != 33062 || got.PrimaryPort != 3306 {
+		t.Errorf("with a certificate of the user's own: replicas connect to port %d (engine %d), want the admin interface's 33062", got.ReplicationPort(), got.PrimaryPort)
+	}
+	if got, _ := TopologyOf(withAddress, 5432, 8000, 0); got.ReplicationPort() != 5432 {
+		t.Errorf("an engine without an admin interface: replicas connect to port %d, want 5432", got.ReplicationPort())
 	}
 	for name, db := range map[string]*examplev1.MyDatabase{
 		"no primary yet":          database("", examplev1.InstanceStatus{Name: "db-0", Address: "10.0.0.4"}),
 		"the primary has no IP":   database("db-0", examplev1.InstanceStatus{Name: "db-0"}),
 		"the primary is unlisted": database("db-2", examplev1.InstanceStatus{Name: "db-0", Address: "10.0.0.4"}),
 	} {
-		if got, ok := TopologyOf(db, 5432, 8000); ok {
+		if got, ok := TopologyOf(db, 5432, 8000, 0); ok {
 			t.Errorf("%s: topology %+v, want none", name, got)
 		}
 	}

@@ -148,6 +148,7 @@ func (d *Driver) restoreStatements() ([]string, error) {
 	return append(stmts,
 		fmt.Sprintf("ALTER USER %s IDENTIFIED WITH caching_sha2_password BY %s", mysqlfamily.Account(app.User, "%"), mysqlfamily.QuoteString(app.Password)),
 		fmt.Sprintf("ALTER USER %s IDENTIFIED WITH caching_sha2_password BY %s", mysqlfamily.Account(api.ReplicationUser, "%"), mysqlfamily.QuoteString(repl)),
+		adminInterfaceGrant,
 		"USE "+mysqlfamily.QuoteIdent(app.Database),
 		"RESET REPLICA ALL",
 	), nil

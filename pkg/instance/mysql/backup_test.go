@@ -43,6 +43,7 @@ func TestRestore(t *testing.T) {
 		"ALTER USER 'root'@'localhost' IDENTIFIED WITH auth_socket AS 'mysql'",
 		"ALTER USER 'app'@'%' IDENTIFIED WITH caching_sha2_password BY 'app-pw-1'",
 		"ALTER USER 'replicator'@'%' IDENTIFIED WITH caching_sha2_password BY 'repl-pw-2'",
+		"GRANT SERVICE_CONNECTION_ADMIN ON *.* TO 'replicator'@'%'",
 		"USE `shop`",
 		"RESET REPLICA ALL",
 	}

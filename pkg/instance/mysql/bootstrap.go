@@ -69,11 +69,8 @@ func (d *Driver) Clone(ctx context.Context, t instance.Topology) error {
 	if err := os.RemoveAll(tmp); err != nil {
 		return err
 	}
-	donor := mysqlfamily.Source{Host: t.PrimaryHost, Port: t.PrimaryPort, User: api.ReplicationUser, Password: pw}
-	if d.cfg.TLSEnabled() {
-		donor.CAFile = d.cfg.TLS.CAFile
-	}
-	what := fmt.Sprintf("clone from %s:%d", t.PrimaryHost, t.PrimaryPort)
+	donor := mysqlfamily.Source{Host: t.PrimaryHost, Port: t.ReplicationPort(), User: api.ReplicationUser, Password: pw, CAFile: d.CAFile()}
+	what := fmt.Sprintf("clone from %s:%d", donor.Host, donor.Port)
 	if err := d.tools.Serve(ctx, tempArgs(d.cfg, seed), mysqlfamily.Statements(what, CloneStatements(donor, tmp)...)); err != nil {
 		return err
 	}

@@ -20,7 +20,8 @@ var _ mysqlfamily.Dialect = Dialect{}
 // mysql_native_password, so there is no hash to send: the password goes
 // over the unix socket in the statement, which MySQL rewrites before it
 // reaches any log. The replication user also serves CLONE (BACKUP_ADMIN
-// on the donor).
+// on the donor), and may connect to the admin interface
+// (SERVICE_CONNECTION_ADMIN).
 func (Dialect) UserStatements(app mysqlfamily.App, replicationPassword string) []string {
 	appAccount := mysqlfamily.Account(app.User, "%")
 	repl := mysqlfamily.Account(api.ReplicationUser, "%")
@@ -30,8 +31,14 @@ func (Dialect) UserStatements(app mysqlfamily.App, replicationPassword string) [
 		fmt.Sprintf("GRANT ALL PRIVILEGES ON %s.* TO %s", mysqlfamily.QuoteIdent(app.Database), appAccount),
 		fmt.Sprintf("CREATE USER %s IDENTIFIED WITH caching_sha2_password BY %s", repl, mysqlfamily.QuoteString(replicationPassword)),
 		fmt.Sprintf("GRANT REPLICATION SLAVE, BACKUP_ADMIN ON *.* TO %s", repl),
+		adminInterfaceGrant,
 	}
 }
+
+// adminInterfaceGrant lets replicas and clones connect to the primary's
+// admin interface (ServerArgs). A primary whose data lacks it (made before
+// mydb used the interface) gives it as it promotes (Driver.Promote).
+var adminInterfaceGrant = fmt.Sprintf("GRANT SERVICE_CONNECTION_ADMIN ON *.* TO %s", mysqlfamily.Account(api.ReplicationUser, "%"))
 
 // AdminUserStatements replace the passwordless root that
 // --initialize-insecure leaves by auth_socket: root@localhost then
@@ -199,7 +206,24 @@ func ServerArgs(cfg instance.DriverConfig, dataDir string) []string {
 		// ALTER INSTANCE RELOAD TLS when the check fails (MY-015011).
 		args = append(args, "--ssl-cert="+cfg.TLS.CertFile, "--ssl-key="+cfg.TLS.KeyFile, "--ssl-ca="+cfg.TLS.ChainCAFile)
 	}
-	return append(args, mysqlfamily.StartArgs(cfg)...)
+	return append(append(args, adminInterfaceArgs(cfg)...), mysqlfamily.StartArgs(cfg)...)
+}
+
+// adminInterfaceArgs open MySQL's admin interface on the instance's address
+// (one address: admin_address takes no list), for connections with
+// SERVICE_CONNECTION_ADMIN: replicas and clones connect there while the
+// engine's port serves clients a certificate of the user's own. It serves
+// the instance's own certificate, which replicas verify by the address.
+func adminInterfaceArgs(cfg instance.DriverConfig) []string {
+	if cfg.AdminPort <= 0 {
+		return nil
+	}
+	args := []string{"--admin-address=" + cfg.ListenHost, fmt.Sprintf("--admin-port=%d", cfg.AdminPort)}
+	if cfg.TLSEnabled() && cfg.TLS.InstanceCertFile != "" {
+		args = append(args, "--admin-ssl-cert="+cfg.TLS.InstanceCertFile, "--admin-ssl-key="+cfg.TLS.InstanceKeyFile,
+			"--admin-ssl-ca="+cfg.TLS.InstanceChainCAFile)
+	}
+	return args
 }
 
 // SyncQuery implements mysqlfamily.Dialect.

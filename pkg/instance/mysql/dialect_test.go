@@ -1,6 +1,8 @@
 package mysql
 
 import (
+	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -62,6 +64,7 @@ func TestUserStatements(t *testing.T) {
 		"GRANT ALL PRIVILEGES ON `shop``db`.* TO 'app'@'%'",
 		"CREATE USER 'replicator'@'%' IDENTIFIED WITH caching_sha2_password BY 'rpw'",
 		"GRANT REPLICATION SLAVE, BACKUP_ADMIN ON *.* TO 'replicator'@'%'",
+		"GRANT SERVICE_CONNECTION_ADMIN ON *.* TO 'replicator'@'%'",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Error(diff)
@@ -93,6 +96,37 @@ func TestServerArgs(t *testing.T) {
 	for _, want := range []string{"--no-defaults", "--server-id=2", "--gtid-mode=ON", "--enforce-gtid-consistency=ON", "--super-read-only=ON", "--skip-replica-start", "--plugin-load-add=mysql_clone.so", "--bind-address=10.0.0.8"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("server args lack %s: %s", want, args)
+		}
+	}
+	if strings.Contains(args, "--admin") {
+		t.Errorf("an admin interface without an admin port: %s", args)
+	}
+	// The admin interface serves the instance's own certificate, whatever
+	// the engine's port serves clients.
+	tls := instance.EngineTLSIn("/run/mydb")
+	args = strings.Join(ServerArgs(instance.DriverConfig{RunDir: "/run/mydb", ListenHost: "10.0.0.8", Port: 3306, AdminPort: 33062, ServerID: 2, TLS: tls}, "/data/mysql"), " ")
+	for _, want := range []string{"--ssl-cert=/run/mydb/tls/server.crt", "--admin-address=10.0.0.8", "--admin-port=33062",
+		"--admin-ssl-cert=/run/mydb/tls/instance.crt", "--admin-ssl-key=/run/mydb/tls/instance.key", "--admin-ssl-ca=/run/mydb/tls/instance-chain-ca.crt"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("server args lack %s: %s", want, args)
+		}
+	}
+}
+
+// TestReloadTLS: the engine's port and the admin interface read their
+// files again.
+func TestReloadTLS(t *testing.T) {
+	for adminPort, want := range map[int][]string{
+		0:     {"ALTER INSTANCE RELOAD TLS"},
+		33062: {"ALTER INSTANCE RELOAD TLS", "ALTER INSTANCE RELOAD TLS FOR CHANNEL mysql_admin"},
+	} {
+		d, tools := newTestDriver(t)
+		d.cfg.AdminPort = adminPort
+		if err := d.ReloadTLS(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got := tools.conn.Executed(); !slices.Equal(got, want) {
+			t.Errorf("admin port %d: %q, want %q", adminPort, got, want)
 		}
 	}
 }

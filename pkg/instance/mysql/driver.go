@@ -12,6 +12,7 @@ package mysql
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"os/user"
@@ -20,6 +21,7 @@ import (
 	"syscall"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
+	"github.com/mydb-dev/mydb/pkg/instance/api"
 	"github.com/mydb-dev/mydb/pkg/instance/mysqlfamily"
 )
 
@@ -100,3 +102,52 @@ func (d *Driver) StopSignal() syscall.Signal { return syscall.SIGTERM }
 
 // RestartRequested implements instance.RestartRequester.
 func (d *Driver) RestartRequested(exitCode int) bool { return exitCode == RestartExitCode }
+
+// adminInterfaceGrantQuery tells whether the replication user may connect
+// to the admin interface.
+var adminInterfaceGrantQuery = fmt.Sprintf("SELECT count(*) AS n FROM mysql.global_grants WHERE USER = %s AND HOST = '%%' AND PRIV = 'SERVICE_CONNECTION_ADMIN'",
+	mysqlfamily.QuoteString(api.ReplicationUser))
+
+// Promote implements instance.Driver: mysqlfamily's promotion, then the
+// admin interface's grant where the data lacks it (data made before mydb
+// used the interface). Once writes are on, so the binary log takes the
+// grant to the replicas; only then, so a primary that has it writes no
+// transaction.
+func (d *Driver) Promote(ctx context.Context) error {
+	if err := d.Server.Promote(ctx); err != nil {
+		return err
+	}
+	c, err := d.Admin()
+	if err != nil {
+		return err
+	}
+	row, err := c.QueryRow(ctx, adminInterfaceGrantQuery)
+	if err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(row["n"])
+	if err != nil {
+		return fmt.Errorf("reading the replication user's grants: %q: %w", row["n"], err)
+	}
+	if n > 0 {
+		return nil
+	}
+	d.cfg.Log.Info("giving the replication user the admin interface's grant (SERVICE_CONNECTION_ADMIN)")
+	return c.Exec(ctx, adminInterfaceGrant)
+}
+
+// ReloadTLS implements instance.TLSReloader: the engine's port, then the
+// admin interface, which has TLS files of its own.
+func (d *Driver) ReloadTLS(ctx context.Context) error {
+	if err := d.Server.ReloadTLS(ctx); err != nil {
+		return err
+	}
+	if d.cfg.AdminPort <= 0 || !d.cfg.TLSEnabled() || d.cfg.TLS.InstanceCertFile == "" {
+		return nil
+	}
+	c, err := d.Admin()
+	if err != nil {
+		return err
+	}
+	return c.Exec(ctx, "ALTER INSTANCE RELOAD TLS FOR CHANNEL mysql_admin")
+}

@@ -141,6 +141,7 @@ func TestBootstrap(t *testing.T) {
 		"GRANT ALL PRIVILEGES ON `shop`.* TO 'app'@'%'",
 		"CREATE USER 'replicator'@'%' IDENTIFIED WITH caching_sha2_password BY 'repl-pw-2'",
 		"GRANT REPLICATION SLAVE, BACKUP_ADMIN ON *.* TO 'replicator'@'%'",
+		"GRANT SERVICE_CONNECTION_ADMIN ON *.* TO 'replicator'@'%'",
 	}
 	if diff := cmp.Diff(want, tools.conn.Executed()); diff != "" {
 		t.Errorf("statements: %s", diff)
@@ -212,6 +213,14 @@ func primaryStatus(t *testing.T, name, id string) string {
 }
 
 func TestClone(t *testing.T) {
+	// The engine's port; and the admin interface, where replicas clone
+	// while clients get a certificate of the user's own.
+	for _, port := range []struct{ engine, admin, donor int }{{3306, 0, 3306}, {3306, 33062, 33062}} {
+		t.Run(fmt.Sprintf("from port %d", port.donor), func(t *testing.T) { testClone(t, port.engine, port.admin, port.donor) })
+	}
+}
+
+func testClone(t *testing.T, enginePort, adminPort, donorPort int) {
 	d, tools := newTestDriver(t)
 	// Old data (a former primary's) stays until the copy is complete.
 	if err := d.Complete(mustDir(t, d.DataDir+".old-primary"), "sys-old", nil); err != nil {
@@ -228,7 +237,8 @@ func TestClone(t *testing.T) {
 			_ = os.WriteFile(filepath.Join(clone, "ibdata1"), []byte("cloned"), 0o600)
 		}
 	}
-	topo := instance.Topology{Primary: "db-0", PrimaryHost: "10.0.0.5", PrimaryPort: 3306, PrimaryStatusURL: primaryStatus(t, "db-0", "sys-primary")}
+	topo := instance.Topology{Primary: "db-0", PrimaryHost: "10.0.0.5", PrimaryPort: enginePort, PrimaryAdminPort: adminPort,
+		PrimaryStatusURL: primaryStatus(t, "db-0", "sys-primary")}
 	if err := d.Clone(context.Background(), topo); err != nil {
 		t.Fatal(err)
 	}
@@ -241,9 +251,9 @@ func TestClone(t *testing.T) {
 	}
 	// Over TLS, verified against the database's CA.
 	want := []string{
-		"SET GLOBAL clone_ssl_ca = '/run/mydb/tls/ca.crt'",
-		"SET GLOBAL clone_valid_donor_list = '10.0.0.5:3306'",
-		"CLONE INSTANCE FROM 'replicator'@'10.0.0.5':3306 IDENTIFIED BY 'repl-pw-2' DATA DIRECTORY = '" + clone + "' REQUIRE SSL",
+		"SET GLOBAL clone_ssl_ca = '/run/mydb/tls/database-ca.crt'",
+		fmt.Sprintf("SET GLOBAL clone_valid_donor_list = '10.0.0.5:%d'", donorPort),
+		fmt.Sprintf("CLONE INSTANCE FROM 'replicator'@'10.0.0.5':%d IDENTIFIED BY 'repl-pw-2' DATA DIRECTORY = '%s' REQUIRE SSL", donorPort, clone),
 	}
 	if diff := cmp.Diff(want, tools.conn.Executed()); diff != "" {
 		t.Errorf("statements: %s", diff)

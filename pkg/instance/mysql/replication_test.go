@@ -1,14 +1,16 @@
 package mysql
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
+	gocmp "github.com/google/go-cmp/cmp"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
 )
@@ -19,6 +21,9 @@ type server struct {
 	mu      sync.Mutex
 	state   map[string]string
 	replica map[string]string
+	// adminGrants counts the replication user's SERVICE_CONNECTION_ADMIN
+	// grants ("": 1).
+	adminGrants string
 }
 
 func (s *server) row(q string) map[string]string {
@@ -29,6 +34,8 @@ func (s *server) row(q string) map[string]string {
 		return s.state
 	case "SHOW REPLICA STATUS":
 		return s.replica
+	case adminInterfaceGrantQuery:
+		return map[string]string{"n": cmp.Or(s.adminGrants, "1")}
 	}
 	return nil
 }
@@ -44,21 +51,38 @@ func streaming(host string) map[string]string {
 	}
 }
 
-func followStatements() []string {
+func followStatements() []string { return followStatementsTo(3306) }
+
+func followStatementsTo(port int) []string {
 	return []string{
 		"STOP REPLICA",
-		"CHANGE REPLICATION SOURCE TO SOURCE_HOST = '10.0.0.5', SOURCE_PORT = 3306, SOURCE_USER = 'replicator', SOURCE_PASSWORD = 'repl-pw-2', SOURCE_AUTO_POSITION = 1, SOURCE_CONNECT_RETRY = 1, SOURCE_SSL = 1, SOURCE_SSL_CA = '/run/mydb/tls/ca.crt', SOURCE_SSL_VERIFY_SERVER_CERT = 1",
+		fmt.Sprintf("CHANGE REPLICATION SOURCE TO SOURCE_HOST = '10.0.0.5', SOURCE_PORT = %d, SOURCE_USER = 'replicator', SOURCE_PASSWORD = 'repl-pw-2', SOURCE_AUTO_POSITION = 1, SOURCE_CONNECT_RETRY = 1, SOURCE_SSL = 1, SOURCE_SSL_CA = '/run/mydb/tls/database-ca.crt', SOURCE_SSL_VERIFY_SERVER_CERT = 1", port),
 		"START REPLICA",
 	}
 }
+
+// byAdminPort is the topology of a database whose clients get a server
+// certificate of the user's own: replicas connect to the primary's admin
+// interface, which serves its own.
+var byAdminPort = instance.Topology{Primary: "db-0", PrimaryHost: "10.0.0.5", PrimaryPort: 3306, PrimaryAdminPort: 33062}
 
 func TestFollow(t *testing.T) {
 	fenced := map[string]string{"fenced": "1", "writable": "0", "server_id": "2", "gtid": ""}
 	for name, tc := range map[string]struct {
 		state, replica map[string]string
+		topology       *instance.Topology
 		want           []string
 		reclone        bool
 	}{
+		// The database's clients got a certificate of the user's own:
+		// the replica moves to the primary's admin interface, applying
+		// its relay log first.
+		"to the admin interface": {state: fenced, replica: streaming("10.0.0.5"), topology: &byAdminPort,
+			want: append([]string{"STOP REPLICA IO_THREAD"}, followStatementsTo(33062)...)},
+		"already streaming from the admin interface": {state: fenced, replica: with(streaming("10.0.0.5"), "Source_Port", "33062"), topology: &byAdminPort},
+		// And back to the engine's port when the certificate goes.
+		"from the admin interface back": {state: fenced, replica: with(streaming("10.0.0.5"), "Source_Port", "33062"),
+			want: append([]string{"STOP REPLICA IO_THREAD"}, followStatements()...)},
 		// A fresh clone: started super_read_only, no source configured
 		// (the donor was a primary), gtid_executed from the clone.
 		"a fresh clone": {state: fenced, want: followStatements()},
@@ -94,11 +118,11 @@ func TestFollow(t *testing.T) {
 			d.Server.Now = func() time.Time { clock = clock.Add(time.Second); return clock }
 			srv := &server{state: tc.state, replica: tc.replica}
 			tools.conn.Row = srv.row
-			err := d.Follow(context.Background(), topo)
+			err := d.Follow(context.Background(), *cmp.Or(tc.topology, &topo))
 			if tc.reclone != errors.Is(err, instance.ErrMustReclone) || (!tc.reclone && err != nil) {
 				t.Fatalf("err = %v, want a re-clone: %v", err, tc.reclone)
 			}
-			if diff := cmp.Diff(tc.want, tools.conn.Executed()); diff != "" {
+			if diff := gocmp.Diff(tc.want, tools.conn.Executed()); diff != "" {
 				t.Error(diff)
 			}
 		})
@@ -122,7 +146,21 @@ func TestPromote(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := []string{"STOP REPLICA", "RESET REPLICA ALL", "SET GLOBAL super_read_only = OFF", "SET GLOBAL read_only = OFF"}
-		if diff := cmp.Diff(want, tools.conn.Executed()); diff != "" {
+		if diff := gocmp.Diff(want, tools.conn.Executed()); diff != "" {
+			t.Error(diff)
+		}
+	})
+	// Data made before mydb used the admin interface: the grant, once
+	// writes are on.
+	t.Run("a primary whose replication user lacks the admin grant", func(t *testing.T) {
+		d, tools := newTestDriver(t)
+		tools.conn.Row = (&server{adminGrants: "0"}).row
+		if err := d.Promote(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"STOP REPLICA", "RESET REPLICA ALL", "SET GLOBAL super_read_only = OFF", "SET GLOBAL read_only = OFF",
+			"GRANT SERVICE_CONNECTION_ADMIN ON *.* TO 'replicator'@'%'"}
+		if diff := gocmp.Diff(want, tools.conn.Executed()); diff != "" {
 			t.Error(diff)
 		}
 	})
@@ -145,7 +183,7 @@ func TestPromote(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := []string{"STOP REPLICA IO_THREAD", "STOP REPLICA", "RESET REPLICA ALL", "SET GLOBAL super_read_only = OFF", "SET GLOBAL read_only = OFF"}
-		if diff := cmp.Diff(want, tools.conn.Executed()); diff != "" {
+		if diff := gocmp.Diff(want, tools.conn.Executed()); diff != "" {
 			t.Error(diff)
 		}
 		if polls < 3 {

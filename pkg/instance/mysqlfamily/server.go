@@ -235,8 +235,8 @@ func (s *Server) Follow(ctx context.Context, t instance.Topology) error {
 	if err != nil {
 		return err
 	}
-	if rs.IORunning == "No" && s.Dialect.MustReclone(rs.IOErrno) && rs.Host == t.PrimaryHost && rs.Port == t.PrimaryPort {
-		since := s.cannotServeSince(net.JoinHostPort(t.PrimaryHost, strconv.Itoa(t.PrimaryPort)))
+	if rs.IORunning == "No" && s.Dialect.MustReclone(rs.IOErrno) && rs.Host == t.PrimaryHost && rs.Port == t.ReplicationPort() {
+		since := s.cannotServeSince(net.JoinHostPort(t.PrimaryHost, strconv.Itoa(t.ReplicationPort())))
 		if s.now().Sub(since) >= s.recloneGrace() {
 			return fmt.Errorf("%w: %s", instance.ErrMustReclone, rs.LastError)
 		}
@@ -245,14 +245,14 @@ func (s *Server) Follow(ctx context.Context, t instance.Topology) error {
 	} else {
 		s.cannotServeSince("")
 	}
-	if rs.Host == t.PrimaryHost && rs.Port == t.PrimaryPort && rs.User == api.ReplicationUser && rs.IORunning != "No" && rs.SQLRunning == "Yes" {
+	if rs.Host == t.PrimaryHost && rs.Port == t.ReplicationPort() && rs.User == api.ReplicationUser && rs.IORunning != "No" && rs.SQLRunning == "Yes" {
 		return nil
 	}
 	pw, err := s.Cfg.Secrets.Get(instance.SecretReplicationPassword)
 	if err != nil {
 		return err
 	}
-	if rs.Configured && (rs.Host != t.PrimaryHost || rs.Port != t.PrimaryPort) && rs.SQLRunning == "Yes" {
+	if rs.Configured && (rs.Host != t.PrimaryHost || rs.Port != t.ReplicationPort()) && rs.SQLRunning == "Yes" {
 		// Re-pointing discards the relay log, and GTID positioning asks the
 		// new source for what follows the GTIDs applied: apply what was
 		// received first, or the replica asks for history the new primary
@@ -263,9 +263,9 @@ func (s *Server) Follow(ctx context.Context, t instance.Topology) error {
 			return err
 		}
 	}
-	s.Cfg.Log.Info("pointing the replica at the primary", "primary", t.Primary, "host", t.PrimaryHost, "port", t.PrimaryPort, "wasFollowing", rs.Host, "lastError", rs.LastError)
+	s.Cfg.Log.Info("pointing the replica at the primary", "primary", t.Primary, "host", t.PrimaryHost, "port", t.ReplicationPort(), "wasFollowing", rs.Host, "lastError", rs.LastError)
 	return c.Exec(ctx, s.Dialect.FollowStatements(Source{
-		Host: t.PrimaryHost, Port: t.PrimaryPort, User: api.ReplicationUser, Password: pw, CAFile: s.caFile(),
+		Host: t.PrimaryHost, Port: t.ReplicationPort(), User: api.ReplicationUser, Password: pw, CAFile: s.CAFile(),
 	})...)
 }
 
@@ -443,11 +443,15 @@ func (s *Server) SetSynchronous(ctx context.Context, on bool) error {
 	return c.Exec(ctx, s.Dialect.SyncStatements(on)...)
 }
 
-// caFile is the CA replicas verify their source with, when the instance
-// has a certificate.
-func (s *Server) caFile() string {
+// CAFile is the CA replicas and clones verify their source with, when the
+// instance has a certificate: the database's, whatever the engines serve
+// clients.
+func (s *Server) CAFile() string {
 	if !s.Cfg.TLSEnabled() {
 		return ""
+	}
+	if s.Cfg.TLS.DatabaseCAFile != "" {
+		return s.Cfg.TLS.DatabaseCAFile
 	}
 	return s.Cfg.TLS.CAFile
 }
