@@ -36,7 +36,7 @@ import (
 //     verified for its name against the database's CA, and refuses the
 //     application user;
 //   - a replica pod made anew connects there again and gets a row written
-//     after;
+//     after; a third instance clones from there;
 //   - with the field taken away, the replica streams from the engine's
 //     port again.
 func TestNodeMySQLServerCertificateOfYourOwn(t *testing.T) {
@@ -163,7 +163,7 @@ func TestNodeMySQLServerCertificateOfYourOwn(t *testing.T) {
 		}
 	})
 
-	t.Run("a replica pod made anew streams from the admin interface", func(t *testing.T) {
+	t.Run("a replica pod made anew streams from the admin interface, a new instance clones from it", func(t *testing.T) {
 		for _, in := range src.status.Instances {
 			if in.Name == primary {
 				continue
@@ -175,6 +175,16 @@ func TestNodeMySQLServerCertificateOfYourOwn(t *testing.T) {
 		start := time.Now()
 		replicaStreamsFrom(33062)
 		t.Logf("the new replica pod streams from the admin interface %s after the delete", time.Since(start).Round(100*time.Millisecond))
+		rowReachesTheReplica()
+		// A third instance has no data: CLONE INSTANCE from the primary's
+		// admin interface.
+		if _, err := dbs.Patch(ctx, "src", types.MergePatchType, []byte(`{"spec":{"replicas":3}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		start = time.Now()
+		src.status = src.h.waitStreaming(3)
+		replicaStreamsFrom(33062)
+		t.Logf("a third instance cloned from the admin interface and streams from it %s after the scale", time.Since(start).Round(100*time.Millisecond))
 		rowReachesTheReplica()
 	})
 
