@@ -16,8 +16,6 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/mydb-dev/mydb/pkg/instance"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
@@ -162,33 +160,17 @@ func testServerCertificateOfTheUsersOwn(t *testing.T, c *cluster, p *node, repli
 // for name, over a session that answers.
 func waitServed(t *testing.T, c *cluster, n *node, roots *x509.CertPool, name string, want *x509.Certificate) {
 	t.Helper()
-	user, password, database := c.secrets[instance.SecretUsername], c.secrets[instance.SecretPassword], c.secrets[instance.SecretDatabase]
 	deadline := time.Now().Add(time.Minute)
 	for {
 		var got *x509.Certificate
 		config := &tls.Config{RootCAs: roots, ServerName: name, MinVersion: tls.VersionTLS12,
 			VerifyConnection: func(cs tls.ConnectionState) error { got = cs.PeerCertificates[0]; return nil }}
-		var db *sql.DB
-		if c.spec.name == "postgres" {
-			cfg, err := pgx.ParseConfig(fmt.Sprintf("host=%s port=%d user=%s password=%s dbname=%s sslmode=verify-full connect_timeout=5",
-				n.host, n.port, user, password, database))
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg.TLSConfig, cfg.Fallbacks = config, nil
-			db = stdlib.OpenDB(*cfg)
-		} else {
-			cfg := mysql.NewConfig()
-			cfg.User, cfg.Passwd, cfg.Net, cfg.Addr, cfg.DBName = user, password, "tcp", net.JoinHostPort(n.host, strconv.Itoa(n.port)), database
-			cfg.TLS, cfg.Timeout = config, 5*time.Second
-			connector, err := mysql.NewConnector(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			db = sql.OpenDB(connector)
+		db, err := appOverTLS(c, n, config)
+		if err != nil {
+			t.Fatal(err)
 		}
 		var one int
-		err := db.QueryRow("SELECT 1").Scan(&one)
+		err = db.QueryRow("SELECT 1").Scan(&one)
 		db.Close()
 		if err == nil && got != nil && got.Equal(want) {
 			return

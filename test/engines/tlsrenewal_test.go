@@ -152,25 +152,9 @@ func servedCertificate(c *cluster, n *node) (*x509.Certificate, error) {
 			return nil
 		},
 	}
-	user, password, database := c.secrets[instance.SecretUsername], c.secrets[instance.SecretPassword], c.secrets[instance.SecretDatabase]
-	var db *sql.DB
-	if c.spec.name == "postgres" {
-		cfg, err := pgx.ParseConfig(fmt.Sprintf("host=%s port=%d user=%s password=%s dbname=%s sslmode=require connect_timeout=5",
-			n.host, n.port, user, password, database))
-		if err != nil {
-			return nil, err
-		}
-		cfg.TLSConfig, cfg.Fallbacks = config, nil
-		db = stdlib.OpenDB(*cfg)
-	} else {
-		cfg := mysql.NewConfig()
-		cfg.User, cfg.Passwd, cfg.Net, cfg.Addr, cfg.DBName = user, password, "tcp", net.JoinHostPort(n.host, strconv.Itoa(n.port)), database
-		cfg.TLS, cfg.Timeout = config, 5*time.Second
-		connector, err := mysql.NewConnector(cfg)
-		if err != nil {
-			return nil, err
-		}
-		db = sql.OpenDB(connector)
+	db, err := appOverTLS(c, n, config)
+	if err != nil {
+		return nil, err
 	}
 	defer db.Close()
 	var one int
@@ -181,6 +165,29 @@ func servedCertificate(c *cluster, n *node) (*x509.Certificate, error) {
 		return nil, errors.New("the session was not over TLS")
 	}
 	return served, nil
+}
+
+// appOverTLS opens sessions of the application user to n's engine over
+// TLS with config (which verifies the server).
+func appOverTLS(c *cluster, n *node, config *tls.Config) (*sql.DB, error) {
+	user, password, database := c.secrets[instance.SecretUsername], c.secrets[instance.SecretPassword], c.secrets[instance.SecretDatabase]
+	if c.spec.name == "postgres" {
+		cfg, err := pgx.ParseConfig(fmt.Sprintf("host=%s port=%d user=%s password=%s dbname=%s sslmode=require connect_timeout=5",
+			n.host, n.port, user, password, database))
+		if err != nil {
+			return nil, err
+		}
+		cfg.TLSConfig, cfg.Fallbacks = config, nil
+		return stdlib.OpenDB(*cfg), nil
+	}
+	cfg := mysql.NewConfig()
+	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr, cfg.DBName = user, password, "tcp", net.JoinHostPort(n.host, strconv.Itoa(n.port)), database
+	cfg.TLS, cfg.Timeout = config, 5*time.Second
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return sql.OpenDB(connector), nil
 }
 
 // mariadbReplicaStatus is what SHOW SLAVE STATUS says on a MariaDB
