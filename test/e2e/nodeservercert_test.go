@@ -164,15 +164,35 @@ func TestNodeMySQLServerCertificateOfYourOwn(t *testing.T) {
 	})
 
 	t.Run("a replica pod made anew streams from the admin interface, a new instance clones from it", func(t *testing.T) {
+		replaced := map[string]types.UID{}
 		for _, in := range src.status.Instances {
 			if in.Name == primary {
 				continue
 			}
+			pod, err := kube.CoreV1().Pods(ns).Get(ctx, in.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			replaced[in.Name] = pod.UID
 			if err := kube.CoreV1().Pods(ns).Delete(ctx, in.Name, metav1.DeleteOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		start := time.Now()
+		for name, old := range replaced {
+			eventually(t, 3*time.Minute, func() error {
+				pod, err := kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				if pod.UID == old || pod.Status.PodIP == "" {
+					return fmt.Errorf("%s is not made anew yet (uid %s, IP %q)", name, pod.UID, pod.Status.PodIP)
+				}
+				return nil
+			})
+		}
+		// The status names the new pod's address once the controller
+		// read it; its manager then says where it streams from.
 		replicaStreamsFrom(33062)
 		t.Logf("the new replica pod streams from the admin interface %s after the delete", time.Since(start).Round(100*time.Millisecond))
 		rowReachesTheReplica()
