@@ -357,10 +357,11 @@ type TLSSpec struct {
 	// your own PKI, for the names your clients use. The writer must be
 	// allowed to get the Secret. mydb copies it into the database's
 	// certificates Secret; a renewed certificate is served without a
-	// restart. Replicas verify their primary against its ca.crt and the
-	// certificate's first DNS name. PostgreSQL only: a MariaDB or MySQL
-	// replica verifies its primary by the pod address, which a certificate
-	// of your own does not name.
+	// restart. PostgreSQL replicas verify their primary against its ca.crt
+	// and the certificate's first DNS name; MySQL replicas connect to the
+	// primary's admin interface (port 33062), which serves the instance's
+	// own certificate. Not for MariaDB: its replicas verify the primary by
+	// the pod address, which a certificate of your own does not name.
 	// +optional
 	ServerCertificateSecret string `json:"serverCertificateSecret,omitempty" protobuf:"bytes,1,opt,name=serverCertificateSecret"`
 
