@@ -219,7 +219,7 @@ func adminInterfaceArgs(cfg instance.DriverConfig) []string {
 		return nil
 	}
 	args := []string{"--admin-address=" + cfg.ListenHost, fmt.Sprintf("--admin-port=%d", cfg.AdminPort)}
-	if cfg.TLSEnabled() && cfg.TLS.InstanceCertFile != "" {
+	if cfg.TLSEnabled() {
 		args = append(args, "--admin-ssl-cert="+cfg.TLS.InstanceCertFile, "--admin-ssl-key="+cfg.TLS.InstanceKeyFile,
 			"--admin-ssl-ca="+cfg.TLS.InstanceChainCAFile)
 	}

@@ -142,7 +142,7 @@ func (d *Driver) ReloadTLS(ctx context.Context) error {
 	if err := d.Server.ReloadTLS(ctx); err != nil {
 		return err
 	}
-	if d.cfg.AdminPort <= 0 || !d.cfg.TLSEnabled() || d.cfg.TLS.InstanceCertFile == "" {
+	if d.cfg.AdminPort <= 0 || !d.cfg.TLSEnabled() {
 		return nil
 	}
 	c, err := d.Admin()

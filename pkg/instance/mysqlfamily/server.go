@@ -450,10 +450,7 @@ func (s *Server) CAFile() string {
 	if !s.Cfg.TLSEnabled() {
 		return ""
 	}
-	if s.Cfg.TLS.DatabaseCAFile != "" {
-		return s.Cfg.TLS.DatabaseCAFile
-	}
-	return s.Cfg.TLS.CAFile
+	return s.Cfg.TLS.DatabaseCAFile
 }
 
 // ReloadTLS implements instance.TLSReloader.
