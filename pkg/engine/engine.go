@@ -55,7 +55,7 @@ const (
 	// MetricsPortName names the instance manager's metrics port
 	// (pkg/instance/api's MetricsPort) in pod specs, for PodMonitors.
 	MetricsPortName = "metrics"
-	// AdminPortName names MySQL's admin interface (Spec.AdminPort).
+	// AdminPortName names the admin interface (Spec.AdminPort).
 	AdminPortName = "admin"
 )
 
@@ -77,10 +77,11 @@ type Spec struct {
 	Deprecated map[string]string
 	// Port is the port clients connect to.
 	Port int32
-	// AdminPort, when set, is MySQL's admin interface, where replicas and
-	// clones connect while clients get a server certificate of the user's
-	// own: it serves the instance's certificate. Only the database's own
-	// pods reach it (the NetworkPolicy).
+	// AdminPort, when set, is the admin interface (MySQL's own; for
+	// MariaDB the instance manager's relay), where replicas and clones
+	// connect while clients get a server certificate of the user's own:
+	// it serves the instance's certificate. Only the database's own pods
+	// reach it (the NetworkPolicy).
 	AdminPort int32
 	// DataPath is where the data volume is mounted; the instance manager
 	// keeps the engine's files one directory below it, so a lost+found at

@@ -11,8 +11,11 @@ func init() {
 			"11.4":  "docker.io/library/mariadb:11.4.8",
 			"11.8":  "docker.io/library/mariadb:11.8.3",
 		},
-		Port:     3306,
-		DataPath: "/var/lib/mysql",
-		UID:      999,
+		Port: 3306,
+		// MariaDB has no admin interface: the instance manager serves one
+		// (a relay to the engine's port), on MySQL's port.
+		AdminPort: 33062,
+		DataPath:  "/var/lib/mysql",
+		UID:       999,
 	})
 }

@@ -157,6 +157,15 @@ type MajorUpgrader interface {
 	UpgradeMajor(ctx context.Context) error
 }
 
+// AdminInterfaceServer is implemented by drivers whose engine lacks the
+// admin interface replicas connect to while clients get a certificate of
+// the user's own (MariaDB): the manager serves it in the engine's place,
+// on DriverConfig.AdminPort. The Manager calls it once, before the engine
+// starts, and closes what it returns when it stops.
+type AdminInterfaceServer interface {
+	ServeAdminInterface() (io.Closer, error)
+}
+
 // RestartRequester is implemented by drivers whose engine may exit asking
 // to be started again (MySQL exits with status 16 after RESTART or a clone
 // into its own data directory, when a supervisor announced itself). The
@@ -191,7 +200,8 @@ type DriverConfig struct {
 	// engine suite's and the rig's do, may not.)
 	ListenLoopback bool
 	Port           int
-	// AdminPort is MySQL's admin interface on ListenHost (0: none). It
+	// AdminPort is the admin interface on ListenHost (0: none): MySQL's
+	// own, or for MariaDB the manager's relay (AdminInterfaceServer). It
 	// always serves the instance's own certificate (EngineTLS's Instance
 	// files), so replicas verify the primary by its address there while
 	// clients get a certificate of the user's own on Port.

@@ -351,16 +351,25 @@ func (id *Identity) rootsID() string {
 // without one is let through the handshake (the kubelet's probes have
 // none): each handler says whom it admits (PeerRole).
 func (id *Identity) ServerConfig() *tls.Config {
+	return id.serverConfig(tls.VerifyClientCertIfGiven)
+}
+
+// PeerServerConfig serves TLS with the current certificate to clients
+// that present a certificate of the database's root: the handshake fails
+// for any other.
+func (id *Identity) PeerServerConfig() *tls.Config {
+	return id.serverConfig(tls.RequireAndVerifyClientCert)
+}
+
+func (id *Identity) serverConfig(auth tls.ClientAuthType) *tls.Config {
+	certificate := func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return id.Certificate() }
 	return &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-			return id.Certificate()
-		},
-		ClientAuth: tls.VerifyClientCertIfGiven,
+		MinVersion:     tls.VersionTLS12,
+		GetCertificate: certificate,
+		ClientAuth:     auth,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			// The roots as mounted now, should they change.
-			return &tls.Config{MinVersion: tls.VersionTLS12, ClientAuth: tls.VerifyClientCertIfGiven,
-				ClientCAs: id.Roots(), GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return id.Certificate() }}, nil
+			return &tls.Config{MinVersion: tls.VersionTLS12, ClientAuth: auth, ClientCAs: id.Roots(), GetCertificate: certificate}, nil
 		},
 	}
 }

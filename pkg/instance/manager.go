@@ -174,6 +174,15 @@ func (m *Manager) Run(ctx context.Context) error {
 		defer metrics.Close()
 	}
 
+	if ai, ok := m.driver.(AdminInterfaceServer); ok {
+		admin, err := ai.ServeAdminInterface()
+		if err != nil {
+			return err
+		}
+		if admin != nil {
+			defer admin.Close()
+		}
+	}
 	go m.expireCredentials(ctx)
 	if m.opts.LocalSocket != "" {
 		local, err := m.serveLocal(m.opts.LocalSocket)

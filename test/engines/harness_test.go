@@ -96,7 +96,8 @@ type node struct {
 	name string
 	host string
 	port int
-	// adminPort is MySQL's admin interface (0 for the other engines).
+	// adminPort is the admin interface: MySQL's, MariaDB's relay in the
+	// manager (0 for PostgreSQL).
 	adminPort  int
 	statusAddr string
 	// metricsAddr is where the manager serves /metrics.
@@ -179,7 +180,7 @@ func newClusterIn(t testing.TB, spec engineSpec, dir, ipPrefix string, n int) *c
 			runDir:      filepath.Join(c.dir, name, "run"),
 			logPath:     filepath.Join(c.dir, name+".log"),
 		}
-		if c.spec.name == "mysql" {
+		if c.spec.name == "mysql" || c.spec.name == "mariadb" {
 			nd.adminPort = freePort(t, host)
 		}
 		c.mkdir(filepath.Join(c.dir, name), 0o755)

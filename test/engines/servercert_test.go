@@ -3,6 +3,7 @@
 package engines
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"database/sql"
@@ -19,20 +20,23 @@ import (
 
 	"github.com/mydb-dev/mydb/pkg/instance"
 	"github.com/mydb-dev/mydb/pkg/instance/api"
+	"github.com/mydb-dev/mydb/pkg/instance/mysqlfamily"
 	"github.com/mydb-dev/mydb/pkg/pki"
 )
 
-// testServerCertificateOfTheUsersOwn (PostgreSQL, MySQL): a server
+// testServerCertificateOfTheUsersOwn (every engine): a server
 // certificate of the user's own in the mounted Secret
 // (spec.tls.serverCertificateSecret, which the controller copies there) is
 // what every engine serves, verified by a client that trusts only the
 // user's CA, for the certificate's name, without a restart. PostgreSQL's
 // replicas that connect to the primary again verify it for that name at
-// its address and stream. MySQL's connect to the primary's admin interface
-// (the topology names it, as the instances' source does with the field
-// set), which serves the primary's own certificate, verified by its
-// address against the database's CA; a client without the admin grant is
-// refused there. Taken away, the engines serve the instances' certificates
+// its address and stream. MySQL's and MariaDB's connect to the primary's
+// admin interface (the topology names it, as the instances' source does
+// with the field set; MariaDB's is the manager's relay), which serves the
+// primary's own certificate, verified by its address against the
+// database's CA; the application user is refused there (MySQL: no admin
+// grant; MariaDB: not the replication user, nor without an instance's
+// client certificate). Taken away, the engines serve the instances' certificates
 // again and replicas verify the primary by its address once more.
 func testServerCertificateOfTheUsersOwn(t *testing.T, c *cluster, p *node, replicas []*node, fig *figures) {
 	nodes := append([]*node{p}, replicas...)
@@ -68,7 +72,7 @@ func testServerCertificateOfTheUsersOwn(t *testing.T, c *cluster, p *node, repli
 		}
 	}
 	start := time.Now()
-	if c.spec.name == "mysql" {
+	if c.spec.name != "postgres" {
 		c.replicateByAdminPort = true
 		c.setPrimary(p)
 	}
@@ -78,7 +82,7 @@ func testServerCertificateOfTheUsersOwn(t *testing.T, c *cluster, p *node, repli
 	served := time.Since(start)
 
 	// Replicas connect again: PostgreSQL's to the name, at the primary's
-	// address; MySQL's to the primary's admin interface.
+	// address; MySQL's and MariaDB's to the primary's admin interface.
 	reconnect := time.Now()
 	endReplicationConnections(t, c, p)
 	mustExec(t, p.app(), "INSERT INTO kept VALUES (8201, 'own certificate')")
@@ -101,10 +105,19 @@ func testServerCertificateOfTheUsersOwn(t *testing.T, c *cluster, p *node, repli
 			if want := fmt.Sprintf("%s\t%d\t%s", p.host, p.adminPort, instance.EngineTLSIn(r.runDir).DatabaseCAFile); out != want {
 				t.Errorf("%s: the replica's source (host, port, CA file) %q, want the primary's admin interface verified against the database's CA, %q", r.name, out, want)
 			}
+		case "mariadb":
+			files := instance.EngineTLSIn(r.runDir)
+			got := mariadbSource(t, r)
+			if want := fmt.Sprintf("%s %d %s %s", p.host, p.adminPort, files.DatabaseCAFile, files.InstanceCertFile); got != want {
+				t.Errorf("%s: the replica's source (host, port, CA file, client certificate) %q, want the primary's admin interface verified against the database's CA, with the instance's certificate, %q", r.name, got, want)
+			}
 		}
 	}
-	if c.spec.name == "mysql" {
+	switch c.spec.name {
+	case "mysql":
 		checkAdminInterface(t, c, p)
+	case "mariadb":
+		checkMariaDBAdminInterface(t, c, p)
 	}
 	checkReplicationOverVerifiedTLS(t, c, p, replicas)
 	// And they read ready: following the primary's address, streaming.
@@ -119,7 +132,7 @@ func testServerCertificateOfTheUsersOwn(t *testing.T, c *cluster, p *node, repli
 			t.Fatal(err)
 		}
 	}
-	if c.spec.name == "mysql" {
+	if c.spec.name != "postgres" {
 		c.replicateByAdminPort = false
 		c.setPrimary(p)
 	}
@@ -138,6 +151,13 @@ func testServerCertificateOfTheUsersOwn(t *testing.T, c *cluster, p *node, repli
 	mustExec(t, p.app(), "INSERT INTO kept VALUES (8202, 'instance certificate')")
 	for _, r := range replicas {
 		waitRow(t, r, 8202, time.Minute)
+		if c.spec.name == "mariadb" {
+			// Back at the engine's port, presenting no certificate.
+			files := instance.EngineTLSIn(r.runDir)
+			if got, want := mariadbSource(t, r), fmt.Sprintf("%s %d %s ", p.host, p.port, files.DatabaseCAFile); got != want {
+				t.Errorf("%s: the replica's source (host, port, CA file, client certificate) %q, want %q", r.name, got, want)
+			}
+		}
 	}
 	for _, n := range nodes {
 		s, err := n.status()
@@ -149,7 +169,7 @@ func testServerCertificateOfTheUsersOwn(t *testing.T, c *cluster, p *node, repli
 		}
 	}
 	how := "verifying its name"
-	if c.spec.name == "mysql" {
+	if c.spec.name != "postgres" {
 		how = "to the primary's admin interface"
 	}
 	fig.add("server certificate of the user's own: served by every engine %s after the files, replicas reconnected %s in %s",
@@ -206,5 +226,72 @@ func checkAdminInterface(t *testing.T, c *cluster, p *node) {
 	}
 	if err == nil || !strings.Contains(err.Error(), "SERVICE_CONNECTION_ADMIN") {
 		t.Errorf("the application user on %s's admin interface: %v, want a refusal naming SERVICE_CONNECTION_ADMIN", p.name, err)
+	}
+}
+
+// mariadbSource is a MariaDB replica's source: host, port, CA file and
+// client certificate, space-separated.
+func mariadbSource(t *testing.T, r *node) string {
+	t.Helper()
+	db, err := mariadbRoot(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	status, err := mysqlfamily.QueryRowMap(context.Background(), db, "SHOW SLAVE STATUS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join([]string{status["Master_Host"], status["Master_Port"], status["Master_SSL_CA_File"], status["Master_SSL_Cert"]}, " ")
+}
+
+// checkMariaDBAdminInterface: the admin interface the primary's manager
+// serves for MariaDB presents the instance's own certificate (of the
+// database's CA, for its name) while the engine's port serves the
+// user's, and admits the replication user of the database's instances
+// only: not a client without an instance's certificate, nor the
+// application user with one.
+func checkMariaDBAdminInterface(t *testing.T, c *cluster, p *node) {
+	t.Helper()
+	connect := func(user, password string, creds *api.Credentials) (*x509.Certificate, error) {
+		var served *x509.Certificate
+		cfg := mysql.NewConfig()
+		cfg.User, cfg.Passwd, cfg.Net, cfg.Addr = user, password, "tcp", net.JoinHostPort(p.host, strconv.Itoa(p.adminPort))
+		cfg.TLS = &tls.Config{RootCAs: pki.Pool(c.ca.CA.Cert), ServerName: p.name, MinVersion: tls.VersionTLS12,
+			VerifyConnection: func(cs tls.ConnectionState) error { served = cs.PeerCertificates[0]; return nil }}
+		if creds != nil {
+			cfg.TLS.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return creds.Certificate() }
+		}
+		cfg.Timeout = 5 * time.Second
+		connector, err := mysql.NewConnector(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db := sql.OpenDB(connector)
+		defer db.Close()
+		var one int
+		if err := db.QueryRow("SELECT 1").Scan(&one); err != nil {
+			return served, err
+		}
+		return served, nil
+	}
+	app, appPassword := c.secrets[instance.SecretUsername], c.secrets[instance.SecretPassword]
+	served, err := connect(app, appPassword, nil)
+	if served == nil {
+		t.Fatalf("%s's admin interface (port %d) served no certificate of the database's CA for %s: %v", p.name, p.adminPort, p.name, err)
+	}
+	if err == nil {
+		t.Errorf("the application user without a client certificate got in at %s's admin interface", p.name)
+	}
+	if _, err := connect(app, appPassword, c.ca.Instance("db-9")); err == nil || !strings.Contains(err.Error(), "admits the replication user") {
+		t.Errorf("the application user with an instance's certificate at %s's admin interface: %v, want a refusal naming the replication user", p.name, err)
+	}
+	if _, err := connect(api.ReplicationUser, c.secrets[instance.SecretReplicationPassword], c.ca.Controller()); err == nil || !strings.Contains(err.Error(), "instances only") {
+		t.Errorf("the replication user with the controller's certificate at %s's admin interface: %v, want a refusal naming the instances", p.name, err)
+	}
+	// The replication user with an instance's certificate gets in, and is
+	// the engine's replication user there.
+	if _, err := connect(api.ReplicationUser, c.secrets[instance.SecretReplicationPassword], c.ca.Instance("db-9")); err != nil {
+		t.Errorf("the replication user with an instance's certificate at %s's admin interface: %v", p.name, err)
 	}
 }

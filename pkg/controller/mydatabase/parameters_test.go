@@ -103,14 +103,14 @@ func TestClientTLSRequiredIsInThePodTemplate(t *testing.T) {
 	}
 }
 
-// MySQL's pods open the admin interface, where replicas and clones connect
-// while clients get a certificate of the user's own; PostgreSQL's have
-// none.
-func TestTheAdminInterfaceIsInMySQLsPodTemplate(t *testing.T) {
+// MySQL's and MariaDB's pods open the admin interface (MariaDB's is the
+// instance manager's relay), where replicas and clones connect while
+// clients get a certificate of the user's own; PostgreSQL's have none.
+func TestTheAdminInterfaceIsInMySQLFamilyPodTemplates(t *testing.T) {
 	for _, tc := range []struct {
 		engine examplev1.Engine
 		want   bool
-	}{{examplev1.EngineMySQL, true}, {examplev1.EnginePostgres, false}} {
+	}{{examplev1.EngineMySQL, true}, {examplev1.EngineMariaDB, true}, {examplev1.EnginePostgres, false}} {
 		db := myDatabase(func(d *examplev1.MyDatabase) {
 			d.Spec.Engine, d.Spec.Version = tc.engine, ""
 		})

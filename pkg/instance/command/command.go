@@ -89,7 +89,7 @@ func (o *Options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ListenHost, "listen-host", env("MYDB_LISTEN_HOST", env("POD_IP", "")), "address the engine listens on, the pod IP ($MYDB_LISTEN_HOST, $POD_IP)")
 	fs.BoolVar(&o.ListenLoopback, "listen-loopback", false, "the engine listens on 127.0.0.1 too, where kubectl port-forward connects (a pod's own loopback; not where instances share one)")
 	fs.IntVar(&o.Port, "port", 0, "engine port (default: the engine's usual port)")
-	fs.IntVar(&o.AdminPort, "admin-port", 0, "MySQL's admin interface, on --listen-host, where replicas and clones connect while clients get a certificate of the user's own; it serves the instance's certificate (default: 33062 for mysql; -1: none)")
+	fs.IntVar(&o.AdminPort, "admin-port", 0, "the admin interface, on --listen-host, where replicas and clones connect while clients get a certificate of the user's own; it serves the instance's certificate: MySQL's own, for MariaDB a relay the manager serves to the engine's port (default: 33062 for mysql and mariadb; -1: none)")
 	fs.StringVar(&o.StatusAddress, "status-address", env("MYDB_STATUS_ADDRESS", fmt.Sprintf(":%d", api.Port)), "address of the status HTTP server ($MYDB_STATUS_ADDRESS)")
 	fs.StringVar(&o.MetricsAddress, "metrics-address", env("MYDB_METRICS_ADDRESS", ""), "address of the metrics server (GET /metrics over TLS, Prometheus' text format); empty: none ($MYDB_METRICS_ADDRESS)")
 	fs.StringVar(&o.SecretsDir, "secrets-dir", env("MYDB_SECRETS_DIR", ""), "the mounted instance Secret: the credentials (username, password, database, superuser-password, replication-password) and the database's CA and issuer (ca.crt, issuer.crt, issuer.key) ($MYDB_SECRETS_DIR)")
@@ -301,8 +301,8 @@ func newDriver(name string, cfg *instance.DriverConfig) (instance.Driver, error)
 	if cfg.Port == 0 {
 		cfg.Port = map[string]int{"postgres": 5432, "mariadb": 3306, "mysql": 3306}[name]
 	}
-	if cfg.AdminPort == 0 && name == "mysql" {
-		cfg.AdminPort = 33062 // MySQL's own default
+	if cfg.AdminPort == 0 && (name == "mysql" || name == "mariadb") {
+		cfg.AdminPort = 33062 // MySQL's own default; MariaDB's relay takes the same
 	}
 	cfg.AdminPort = max(cfg.AdminPort, 0)
 	switch name {

@@ -33,6 +33,9 @@ func (Dialect) FollowStatements(src mysqlfamily.Source) []string {
 	ssl := ""
 	if src.CAFile != "" {
 		ssl = fmt.Sprintf(", MASTER_SSL=1, MASTER_SSL_CA=%s, MASTER_SSL_VERIFY_SERVER_CERT=1", mysqlfamily.QuoteString(src.CAFile))
+		// Always set, so a source without the relay's port is not
+		// offered the last one's certificate.
+		ssl += fmt.Sprintf(", MASTER_SSL_CERT=%s, MASTER_SSL_KEY=%s", mysqlfamily.QuoteString(src.ClientCertFile), mysqlfamily.QuoteString(src.ClientKeyFile))
 	}
 	return []string{
 		"STOP SLAVE",

@@ -43,7 +43,18 @@ func TestFollowStatements(t *testing.T) {
 	}
 	// With the database's CA, over TLS, and the source must be the host.
 	got = Dialect{}.FollowStatements(mysqlfamily.Source{Host: "10.0.0.7", Port: 3306, User: "replicator", Password: "pw", CAFile: "/run/mydb/tls/ca.crt"})
-	if want := "MASTER_CONNECT_RETRY=1, MASTER_SSL=1, MASTER_SSL_CA='/run/mydb/tls/ca.crt', MASTER_SSL_VERIFY_SERVER_CERT=1"; !strings.HasSuffix(got[1], want) {
+	// No client certificate: one set for an earlier source is cleared.
+	if want := "MASTER_CONNECT_RETRY=1, MASTER_SSL=1, MASTER_SSL_CA='/run/mydb/tls/ca.crt', MASTER_SSL_VERIFY_SERVER_CERT=1, MASTER_SSL_CERT='', MASTER_SSL_KEY=''"; !strings.HasSuffix(got[1], want) {
+		t.Errorf("%s, want it to end in %s", got[1], want)
+	}
+	// The admin interface (the manager's relay) takes the instance's
+	// certificate.
+	got = Dialect{}.FollowStatements(mysqlfamily.Source{Host: "10.0.0.7", Port: 33062, User: "replicator", Password: "pw", CAFile: "/run/mydb/tls/ca.crt",
+		ClientCertFile: "/run/mydb/tls/instance.crt", ClientKeyFile: "/run/mydb/tls/instance.key"})
+	if want := "MASTER_PORT=33062"; !strings.Contains(got[1], want) {
+		t.Errorf("%s, want %s", got[1], want)
+	}
+	if want := "MASTER_SSL_VERIFY_SERVER_CERT=1, MASTER_SSL_CERT='/run/mydb/tls/instance.crt', MASTER_SSL_KEY='/run/mydb/tls/instance.key'"; !strings.HasSuffix(got[1], want) {
 		t.Errorf("%s, want it to end in %s", got[1], want)
 	}
 }

@@ -66,6 +66,45 @@ func TestFollowAdoptsTheCloneGTIDFirst(t *testing.T) {
 	}
 }
 
+// TestFollowToTheAdminInterface: while clients get a certificate of the
+// user's own, the replica connects to the primary's admin interface (the
+// manager's relay) with the instance's certificate, which the relay
+// requires; back at the engine's port it presents none.
+func TestFollowToTheAdminInterface(t *testing.T) {
+	streaming := func(port string) map[string]string {
+		return map[string]string{"Master_Host": "10.0.0.5", "Master_Port": port, "Master_User": "replicator",
+			"Slave_IO_Running": "Yes", "Slave_SQL_Running": "Yes"}
+	}
+	byAdminPort := topo
+	byAdminPort.PrimaryAdminPort = 33062
+	tlsFiles := instance.EngineTLSIn("/run/mydb")
+	src := mysqlfamily.Source{Host: "10.0.0.5", Port: 3306, User: "replicator", Password: "rpw", CAFile: tlsFiles.DatabaseCAFile}
+	relay := src
+	relay.Port, relay.ClientCertFile, relay.ClientKeyFile = 33062, tlsFiles.InstanceCertFile, tlsFiles.InstanceKeyFile
+	for name, tc := range map[string]struct {
+		replica  map[string]string
+		topology instance.Topology
+		want     []string
+	}{
+		"to the admin interface": {replica: streaming("3306"), topology: byAdminPort,
+			want: append([]string{"STOP SLAVE IO_THREAD"}, Dialect{}.FollowStatements(relay)...)},
+		"already there":             {replica: streaming("33062"), topology: byAdminPort},
+		"back to the engine's port": {replica: streaming("33062"), topology: topo,
+			want: append([]string{"STOP SLAVE IO_THREAD"}, Dialect{}.FollowStatements(src)...)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			d, conn := newFakeDriver(t, map[string]string{"fenced": "1"}, tc.replica)
+			d.cfg.TLS, d.Server.Cfg.TLS = tlsFiles, tlsFiles
+			if err := d.Follow(context.Background(), tc.topology); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, conn.Executed()); diff != "" {
+				t.Error(diff)
+			}
+		})
+	}
+}
+
 func TestFollowFencesAndReclones(t *testing.T) {
 	purged := map[string]string{"Master_Host": "10.0.0.5", "Master_Port": "3306", "Master_User": "replicator",
 		"Slave_IO_Running": "No", "Slave_SQL_Running": "Yes", "Last_IO_Errno": "1236", "Last_IO_Error": "purged"}

@@ -13,6 +13,10 @@ type Source struct {
 	// CAFile, when set, is the database's CA: the replica connects over
 	// TLS and verifies the source's certificate names Host.
 	CAFile string
+	// ClientCertFile and ClientKeyFile, when set, are the certificate the
+	// replica presents: the instance's own, which MariaDB's admin interface
+	// (the manager's relay) requires.
+	ClientCertFile, ClientKeyFile string
 }
 
 // App is the application's user and database.

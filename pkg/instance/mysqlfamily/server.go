@@ -264,9 +264,11 @@ func (s *Server) Follow(ctx context.Context, t instance.Topology) error {
 		}
 	}
 	s.Cfg.Log.Info("pointing the replica at the primary", "primary", t.Primary, "host", t.PrimaryHost, "port", t.ReplicationPort(), "wasFollowing", rs.Host, "lastError", rs.LastError)
-	return c.Exec(ctx, s.Dialect.FollowStatements(Source{
-		Host: t.PrimaryHost, Port: t.ReplicationPort(), User: api.ReplicationUser, Password: pw, CAFile: s.CAFile(),
-	})...)
+	src := Source{Host: t.PrimaryHost, Port: t.ReplicationPort(), User: api.ReplicationUser, Password: pw, CAFile: s.CAFile()}
+	if t.PrimaryAdminPort > 0 && src.CAFile != "" {
+		src.ClientCertFile, src.ClientKeyFile = s.Cfg.TLS.InstanceCertFile, s.Cfg.TLS.InstanceKeyFile
+	}
+	return c.Exec(ctx, s.Dialect.FollowStatements(src)...)
 }
 
 func (s *Server) now() time.Time {

@@ -358,10 +358,10 @@ type TLSSpec struct {
 	// allowed to get the Secret. mydb copies it into the database's
 	// certificates Secret; a renewed certificate is served without a
 	// restart. PostgreSQL replicas verify their primary against its ca.crt
-	// and the certificate's first DNS name; MySQL replicas connect to the
-	// primary's admin interface (port 33062), which serves the instance's
-	// own certificate. Not for MariaDB: its replicas verify the primary by
-	// the pod address, which a certificate of your own does not name.
+	// and the certificate's first DNS name; MySQL and MariaDB replicas
+	// connect to the primary's admin interface (port 33062; for MariaDB a
+	// relay the instance manager serves), which serves the instance's own
+	// certificate.
 	// +optional
 	ServerCertificateSecret string `json:"serverCertificateSecret,omitempty" protobuf:"bytes,1,opt,name=serverCertificateSecret"`
 

@@ -109,10 +109,6 @@ func validateTLS(db string, spec *example.MyDatabaseSpec, fldPath *field.Path) f
 		names.CABundleSecret(db), names.CASecretCopy(db)}, name) {
 		allErrs = append(allErrs, field.Invalid(p, name, "may not be one of the database's own Secrets, which mydb makes"))
 	}
-	if spec.Engine == example.EngineMariaDB {
-		allErrs = append(allErrs, field.Forbidden(p, "is supported for postgres and mysql only: a mariadb replica verifies its primary by the pod's address, "+
-			"which a certificate of your own does not name, and mariadb has no second interface with a certificate of its own"))
-	}
 	return allErrs
 }
 

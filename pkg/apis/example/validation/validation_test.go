@@ -80,15 +80,16 @@ func TestValidateMyDatabase(t *testing.T) {
 			d.Spec.Engine, d.Spec.Version = example.EnginePostgres, "17"
 			d.Spec.TLS = &example.TLSSpec{ServerCertificateSecret: "prod-tls"}
 		})},
-		// MySQL's replicas connect to the admin interface, which serves
-		// the instance's own certificate.
+		// MySQL's and MariaDB's replicas connect to the admin interface
+		// (MariaDB's is the manager's relay), which serves the instance's
+		// own certificate.
 		{name: "a server certificate of the user's own, mysql", db: myDatabase(func(d *example.MyDatabase) {
 			d.Spec.TLS = &example.TLSSpec{ServerCertificateSecret: "prod-tls"}
 		})},
 		{name: "a server certificate of the user's own, mariadb", db: myDatabase(func(d *example.MyDatabase) {
 			d.Spec.Engine, d.Spec.Version = example.EngineMariaDB, "11.8"
 			d.Spec.TLS = &example.TLSSpec{ServerCertificateSecret: "prod-tls"}
-		}), want: []errorSummary{{field.ErrorTypeForbidden, "spec.tls.serverCertificateSecret"}}},
+		})},
 		{name: "a server certificate Secret of mydb's own", db: myDatabase(func(d *example.MyDatabase) {
 			d.Spec.Engine, d.Spec.Version = example.EnginePostgres, "17"
 			d.Spec.TLS = &example.TLSSpec{ServerCertificateSecret: d.Name + "-certificates"}

@@ -1,0 +1,323 @@
+package mysqlrelay
+
+import (
+	"bytes"
+	"crypto/tls"
+	"database/sql"
+	"encoding/binary"
+	"errors"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/mydb-dev/mydb/pkg/pki"
+)
+
+// fakeEngine answers the connection phase as a MySQL-protocol server with
+// TLS and mysql_native_password (accepting any password), then COM_PING.
+// It records the user of each session and whether it came over TLS.
+type fakeEngine struct {
+	l     net.Listener
+	cert  tls.Certificate
+	users chan string
+}
+
+func startFakeEngine(t *testing.T, cert tls.Certificate) *fakeEngine {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &fakeEngine{l: l, cert: cert, users: make(chan string, 16)}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go e.session(c)
+		}
+	}()
+	return e
+}
+
+func greetingPacket() []byte {
+	const caps = 0x0001 | 0x0200 | clientSSL | 0x8000 // long password, protocol 41, SSL, secure connection
+	const upperCaps = 0x0008                          // plugin auth
+	g := []byte{10}
+	g = append(g, "5.5.5-10.11.6-MariaDB\x00"...)
+	g = binary.LittleEndian.AppendUint32(g, 7)
+	g = append(g, "abcdefgh"...)
+	g = append(g, 0)
+	g = binary.LittleEndian.AppendUint16(g, caps)
+	g = append(g, 45)
+	g = binary.LittleEndian.AppendUint16(g, 2)
+	g = binary.LittleEndian.AppendUint16(g, upperCaps)
+	g = append(g, 21)
+	g = append(g, make([]byte, 10)...)
+	g = append(g, "ijklmnopqrst\x00"...)
+	g = append(g, "mysql_native_password\x00"...)
+	return g
+}
+
+func okPacket() []byte { return []byte{0, 0, 0, 2, 0, 0, 0} }
+
+func (e *fakeEngine) session(c net.Conn) {
+	defer c.Close()
+	if err := writePacket(c, 0, greetingPacket()); err != nil {
+		return
+	}
+	request, _, err := readPacket(c)
+	if err != nil || len(request) != sslRequestLength {
+		return // the relay ended the session before the client's TLS request
+	}
+	secure := tls.Server(c, &tls.Config{Certificates: []tls.Certificate{e.cert}, MinVersion: tls.VersionTLS12})
+	response, seq, err := readPacket(secure)
+	if err != nil {
+		return
+	}
+	user, _ := userOf(response)
+	e.users <- user
+	if err := writePacket(secure, seq+1, okPacket()); err != nil {
+		return
+	}
+	for {
+		command, _, err := readPacket(secure)
+		if err != nil || len(command) == 0 || command[0] == 1 { // COM_QUIT
+			return
+		}
+		if err := writePacket(secure, 1, okPacket()); err != nil {
+			return
+		}
+	}
+}
+
+type relayFixture struct {
+	ca         *pki.KeyPair
+	relay      *Relay
+	addr       string
+	engine     *fakeEngine
+	instance   *tls.Certificate // a client certificate of the CA
+	serverName string
+	log        *syncBuffer
+}
+
+// syncBuffer is a log every session may write to.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func newRelayFixture(t *testing.T, mutate func(*Relay)) *relayFixture {
+	now := time.Now()
+	ca, err := pki.NewCA("database CA", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := func(l pki.Leaf) *tls.Certificate {
+		kp, err := ca.Issue(l, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kp.TLSCertificate()
+	}
+	server := leaf(pki.Leaf{CommonName: "db-0", IPs: []net.IP{net.ParseIP("127.0.0.1")}, Lifetime: time.Hour, Server: true})
+	client := leaf(pki.Leaf{CommonName: "db-1", Lifetime: time.Hour, Client: true})
+	engineCert := leaf(pki.Leaf{CommonName: "db.example.test", DNSNames: []string{"db.example.test"}, Lifetime: time.Hour, Server: true})
+	engine := startFakeEngine(t, *engineCert)
+	log := &syncBuffer{}
+
+	r := &Relay{
+		Engine: engine.l.Addr().String(),
+		TLS: &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*server},
+			ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pki.Pool(ca.Cert)},
+		Admit: func(state tls.ConnectionState, user string) error {
+			if user != "replicator" {
+				return errors.New("the admin interface admits the replication user only")
+			}
+			return nil
+		},
+		HandshakeTimeout: 2 * time.Second,
+		Log:              slog.New(slog.NewTextHandler(log, nil)),
+	}
+	if mutate != nil {
+		mutate(r)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() { _ = r.Serve(l) }()
+	return &relayFixture{ca: ca, relay: r, addr: l.Addr().String(), engine: engine, instance: client, serverName: "127.0.0.1", log: log}
+}
+
+// ping connects through the relay as user with tlsConfig (nil: no TLS).
+func (f *relayFixture) ping(user string, tlsConfig *tls.Config) error {
+	cfg := mysql.NewConfig()
+	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr = user, "secret", "tcp", f.addr
+	cfg.TLS = tlsConfig
+	cfg.Timeout = 5 * time.Second
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return err
+	}
+	db := sql.OpenDB(connector)
+	defer db.Close()
+	return db.Ping()
+}
+
+func (f *relayFixture) clientTLS(cert *tls.Certificate) *tls.Config {
+	c := &tls.Config{RootCAs: pki.Pool(f.ca.Cert), ServerName: f.serverName, MinVersion: tls.VersionTLS12}
+	if cert != nil {
+		c.Certificates = []tls.Certificate{*cert}
+	}
+	return c
+}
+
+func TestRelayAdmitsAVerifiedClientAsAnAdmittedUser(t *testing.T) {
+	f := newRelayFixture(t, nil)
+	if err := f.ping("replicator", f.clientTLS(f.instance)); err != nil {
+		t.Fatalf("the replication user with an instance certificate: %v", err)
+	}
+	select {
+	case user := <-f.engine.users:
+		if user != "replicator" {
+			t.Errorf("the engine saw user %q over TLS, want the client's, replicator", user)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the engine saw no session")
+	}
+}
+
+func TestRelayRefuses(t *testing.T) {
+	f := newRelayFixture(t, nil)
+	other, err := pki.NewCA("another CA", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger, err := other.Issue(pki.Leaf{CommonName: "db-1", Lifetime: time.Hour, Client: true}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Presented whatever CAs the relay asks for.
+	strangerTLS := f.clientTLS(nil)
+	strangerTLS.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return stranger.TLSCertificate(), nil }
+	for _, tc := range []struct {
+		name, user string
+		tls        *tls.Config
+		want       string // in the client's error
+	}{
+		{"no TLS", "replicator", nil, "takes TLS sessions with a client certificate only"},
+		// The driver says "invalid connection" for a TLS alert; the
+		// relay's log says which.
+		{"no client certificate", "replicator", f.clientTLS(nil), "invalid connection"},
+		{"a client certificate of another CA", "replicator", strangerTLS, "invalid connection"},
+		{"another user", "app", f.clientTLS(f.instance), "Access denied for user 'app': the admin interface admits the replication user only"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := f.ping(tc.user, tc.tls)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want a refusal containing %q", err, tc.want)
+			}
+		})
+	}
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case user := <-f.engine.users:
+		t.Errorf("the engine saw a session of %q from a refused client", user)
+	default:
+	}
+	for _, want := range []string{"TLS handshake with the client: tls: client didn't provide a certificate", "TLS handshake with the client: tls: failed to verify certificate"} {
+		if !strings.Contains(f.log.String(), want) {
+			t.Errorf("the relay's log does not say %q:\n%s", want, f.log.String())
+		}
+	}
+}
+
+func TestRelayBoundsItsSessions(t *testing.T) {
+	f := newRelayFixture(t, func(r *Relay) { r.MaxSessions = 1 })
+	// One session held open: a raw connection that never answers the
+	// greeting holds its slot until the handshake times out.
+	held, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if _, _, err := readPacket(held); err != nil {
+		t.Fatal(err)
+	}
+	err = f.ping("replicator", f.clientTLS(f.instance))
+	if err == nil || !strings.Contains(err.Error(), "Too many connections") {
+		t.Fatalf("a second session while one is relayed: %v, want Too many connections", err)
+	}
+	held.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if err := f.ping("replicator", f.clientTLS(f.instance)); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("once the held session ended: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestRelayWithTheEngineDown(t *testing.T) {
+	f := newRelayFixture(t, nil)
+	f.engine.l.Close()
+	err := f.ping("replicator", f.clientTLS(f.instance))
+	if err == nil || !strings.Contains(err.Error(), "the engine does not answer") {
+		t.Fatalf("got %v, want the engine named", err)
+	}
+}
+
+func TestPacketParsing(t *testing.T) {
+	if !offersTLS(greetingPacket()) {
+		t.Error("a greeting with CLIENT_SSL reads as offering no TLS")
+	}
+	g := greetingPacket()
+	end := bytes.IndexByte(g, 0)
+	binary.LittleEndian.PutUint16(g[end+1+4+8+1:], 0x0200)
+	if offersTLS(g) {
+		t.Error("a greeting without CLIENT_SSL reads as offering TLS")
+	}
+	for _, short := range [][]byte{nil, {10}, {10, 'x', 0, 1, 2}, {0xff, 1, 2}} {
+		if offersTLS(short) {
+			t.Errorf("%v reads as offering TLS", short)
+		}
+	}
+	response := append(make([]byte, sslRequestLength), "replicator\x00\x14"...)
+	if u, err := userOf(response); err != nil || u != "replicator" {
+		t.Errorf("userOf = %q, %v", u, err)
+	}
+	for _, bad := range [][]byte{make([]byte, sslRequestLength), append(make([]byte, sslRequestLength), "unterminated"...)} {
+		if _, err := userOf(bad); err == nil {
+			t.Errorf("userOf(%q) took it", bad)
+		}
+	}
+	var buf bytes.Buffer
+	if err := writePacket(&buf, 3, make([]byte, maxHandshakePacket+1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := readPacket(&buf); err == nil {
+		t.Error("readPacket took a packet over the bound")
+	}
+}
