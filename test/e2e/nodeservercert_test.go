@@ -24,31 +24,44 @@ import (
 	"github.com/mydb-dev/mydb/pkg/pki"
 )
 
-// TestNodeMySQLServerCertificateOfYourOwn, on the real node through the
-// aggregation layer, with MySQL's pods exactly as mydb writes them: a
-// running two-instance database is given a certificate of the user's PKI
-// (a kubernetes.io/tls Secret, as cert-manager writes one) in
-// spec.tls.serverCertificateSecret:
+// TestNodeServerCertificateOfYourOwn, on the real node through the
+// aggregation layer, with MySQL's and MariaDB's pods exactly as mydb
+// writes them: a running two-instance database is given a certificate of
+// the user's PKI (a kubernetes.io/tls Secret, as cert-manager writes one)
+// in spec.tls.serverCertificateSecret:
 //   - both instances serve it on the engine's port, verified by a client
 //     that trusts only the user's CA, for the certificate's name;
-//   - the replica streams from the primary's admin interface (its status
-//     says from where), which serves the primary's own certificate,
-//     verified for its name against the database's CA, and refuses the
-//     application user;
+//   - the replica streams from the primary's admin interface (MySQL's own;
+//     for MariaDB the relay its manager serves; the replica's status says
+//     from where), which serves the primary's own certificate, verified
+//     for its name against the database's CA, and refuses the application
+//     user;
 //   - a replica pod made anew connects there again and gets a row written
-//     after; a third instance clones from there;
+//     after; a third instance clones (MySQL: from the admin interface;
+//     MariaDB: through the primary's manager) and streams from there;
 //   - with the field taken away, the replica streams from the engine's
 //     port again.
-func TestNodeMySQLServerCertificateOfYourOwn(t *testing.T) {
-	var dc dataCase
-	for _, c := range nodeDataCases() {
-		if c.engine.name == "mysql" {
-			dc = c
+//
+// PostgreSQL's case is the rig's (TestServerCertificateOfYourOwn).
+func TestNodeServerCertificateOfYourOwn(t *testing.T) {
+	for _, engineName := range []string{"mysql", "mariadb"} {
+		var dc dataCase
+		for _, c := range nodeDataCases() {
+			if c.engine.name == engineName {
+				dc = c
+			}
 		}
+		t.Run(engineName, func(t *testing.T) {
+			if dc.engine.name != engineName {
+				t.Fatalf("the node runs no %s", engineName)
+			}
+			t.Parallel()
+			testNodeServerCertificateOfYourOwn(t, dc)
+		})
 	}
-	if dc.engine.name != "mysql" {
-		t.Fatal("the node runs no MySQL")
-	}
+}
+
+func testNodeServerCertificateOfYourOwn(t *testing.T, dc dataCase) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	src := dc.createSource(t, ns, examplev1.MyDatabaseSpec{Replicas: int32Ptr(2), StorageSize: quantity("1Gi")}, 20, nil)
@@ -88,7 +101,7 @@ func TestNodeMySQLServerCertificateOfYourOwn(t *testing.T) {
 	start := time.Now()
 	for _, in := range src.status.Instances {
 		eventually(t, 3*time.Minute, func() error {
-			served, err := mysqlServed(in.Address, 3306, user, password, database, pki.Pool(corporate.Cert), name)
+			served, err := mysqlServed(in.Address, 3306, user, password, database, pki.Pool(corporate.Cert), name, nil)
 			if err != nil {
 				return err
 			}
@@ -154,12 +167,31 @@ func TestNodeMySQLServerCertificateOfYourOwn(t *testing.T) {
 	rowReachesTheReplica()
 
 	t.Run("the admin interface serves the primary's own certificate and refuses the application user", func(t *testing.T) {
-		served, err := mysqlServed(primaryAddress, 33062, user, password, "", pki.Pool(databaseCA...), primary)
+		served, err := mysqlServed(primaryAddress, 33062, user, password, "", pki.Pool(databaseCA...), primary, nil)
 		if served == nil {
 			t.Fatalf("%s's admin interface served no certificate of the database's CA for %s: %v", primary, primary, err)
 		}
-		if err == nil || !strings.Contains(err.Error(), "SERVICE_CONNECTION_ADMIN") {
-			t.Errorf("the application user on the admin interface: %v, want a refusal naming SERVICE_CONNECTION_ADMIN", err)
+		switch dc.engine.name {
+		case "mysql":
+			if err == nil || !strings.Contains(err.Error(), "SERVICE_CONNECTION_ADMIN") {
+				t.Errorf("the application user on the admin interface: %v, want a refusal naming SERVICE_CONNECTION_ADMIN", err)
+			}
+		case "mariadb":
+			// The relay requires a client certificate of the database's
+			// instances: the handshake fails without one.
+			if err == nil {
+				t.Error("the application user without a client certificate got in at the admin interface")
+			}
+			// The controller's certificate is of the database's CA, and
+			// still not an instance's.
+			cert, err := creds.Certificate()
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = mysqlServed(primaryAddress, 33062, user, password, "", pki.Pool(databaseCA...), primary, cert)
+			if err == nil || !strings.Contains(err.Error(), "instances only") {
+				t.Errorf("the application user with the controller's certificate at the admin interface: %v, want a refusal naming the instances", err)
+			}
 		}
 	})
 
@@ -196,15 +228,16 @@ func TestNodeMySQLServerCertificateOfYourOwn(t *testing.T) {
 		replicaStreamsFrom(33062)
 		t.Logf("the new replica pod streams from the admin interface %s after the delete", time.Since(start).Round(100*time.Millisecond))
 		rowReachesTheReplica()
-		// A third instance has no data: CLONE INSTANCE from the primary's
-		// admin interface.
+		// A third instance has no data: MySQL's clones with CLONE INSTANCE
+		// from the primary's admin interface, MariaDB's through the
+		// primary's manager.
 		if _, err := dbs.Patch(ctx, "src", types.MergePatchType, []byte(`{"spec":{"replicas":3}}`), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		start = time.Now()
 		src.status = src.h.waitStreaming(3)
 		replicaStreamsFrom(33062)
-		t.Logf("a third instance cloned from the admin interface and streams from it %s after the scale", time.Since(start).Round(100*time.Millisecond))
+		t.Logf("a third instance cloned and streams from the admin interface %s after the scale", time.Since(start).Round(100*time.Millisecond))
 		rowReachesTheReplica()
 	})
 
@@ -217,15 +250,18 @@ func TestNodeMySQLServerCertificateOfYourOwn(t *testing.T) {
 	})
 }
 
-// mysqlServed is the certificate MySQL at address:port serves, verified
-// against roots for name, and the error of a session as user (nil when it
-// answered).
-func mysqlServed(address string, port int, user, password, database string, roots *x509.CertPool, name string) (*x509.Certificate, error) {
+// mysqlServed is the certificate MySQL or MariaDB at address:port serves,
+// verified against roots for name, and the error of a session as user
+// (nil when it answered), presenting client when given.
+func mysqlServed(address string, port int, user, password, database string, roots *x509.CertPool, name string, client *tls.Certificate) (*x509.Certificate, error) {
 	var served *x509.Certificate
 	cfg := mysql.NewConfig()
 	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr, cfg.DBName = user, password, "tcp", net.JoinHostPort(address, fmt.Sprint(port)), database
 	cfg.TLS = &tls.Config{RootCAs: roots, ServerName: name, MinVersion: tls.VersionTLS12,
 		VerifyConnection: func(cs tls.ConnectionState) error { served = cs.PeerCertificates[0]; return nil }}
+	if client != nil {
+		cfg.TLS.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return client, nil }
+	}
 	cfg.Timeout = 5 * time.Second
 	connector, err := mysql.NewConnector(cfg)
 	if err != nil {
