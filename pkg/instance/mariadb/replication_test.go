@@ -88,7 +88,7 @@ func TestFollowToTheAdminInterface(t *testing.T) {
 	}{
 		"to the admin interface": {replica: streaming("3306"), topology: byAdminPort,
 			want: append([]string{"STOP SLAVE IO_THREAD"}, Dialect{}.FollowStatements(relay)...)},
-		"already there":             {replica: streaming("33062"), topology: byAdminPort},
+		"already there": {replica: streaming("33062"), topology: byAdminPort},
 		"back to the engine's port": {replica: streaming("33062"), topology: topo,
 			want: append([]string{"STOP SLAVE IO_THREAD"}, Dialect{}.FollowStatements(src)...)},
 	} {
