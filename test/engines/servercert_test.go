@@ -208,11 +208,29 @@ func waitServed(t *testing.T, c *cluster, n *node, roots *x509.CertPool, name st
 // who lacks SERVICE_CONNECTION_ADMIN.
 func checkAdminInterface(t *testing.T, c *cluster, p *node) {
 	t.Helper()
+	served, err := adminInterfaceSession(t, c, p, c.secrets[instance.SecretUsername], c.secrets[instance.SecretPassword], nil)
+	if served == nil {
+		t.Fatalf("%s's admin interface (port %d) served no certificate of the database's CA for %s: %v", p.name, p.adminPort, p.name, err)
+	}
+	if err == nil || !strings.Contains(err.Error(), "SERVICE_CONNECTION_ADMIN") {
+		t.Errorf("the application user on %s's admin interface: %v, want a refusal naming SERVICE_CONNECTION_ADMIN", p.name, err)
+	}
+}
+
+// adminInterfaceSession opens a session at p's admin interface as user,
+// presenting creds' certificate when given, and verifying the primary's
+// own certificate for its name against the database's CA. It returns
+// the certificate served and the session's error (nil when it answered).
+func adminInterfaceSession(t *testing.T, c *cluster, p *node, user, password string, creds *api.Credentials) (*x509.Certificate, error) {
+	t.Helper()
 	var served *x509.Certificate
 	cfg := mysql.NewConfig()
-	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr = c.secrets[instance.SecretUsername], c.secrets[instance.SecretPassword], "tcp", net.JoinHostPort(p.host, strconv.Itoa(p.adminPort))
+	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr = user, password, "tcp", net.JoinHostPort(p.host, strconv.Itoa(p.adminPort))
 	cfg.TLS = &tls.Config{RootCAs: pki.Pool(c.ca.CA.Cert), ServerName: p.name, MinVersion: tls.VersionTLS12,
 		VerifyConnection: func(cs tls.ConnectionState) error { served = cs.PeerCertificates[0]; return nil }}
+	if creds != nil {
+		cfg.TLS.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return creds.Certificate() }
+	}
 	cfg.Timeout = 5 * time.Second
 	connector, err := mysql.NewConnector(cfg)
 	if err != nil {
@@ -220,13 +238,7 @@ func checkAdminInterface(t *testing.T, c *cluster, p *node) {
 	}
 	db := sql.OpenDB(connector)
 	defer db.Close()
-	err = db.Ping()
-	if served == nil {
-		t.Fatalf("%s's admin interface (port %d) served no certificate of the database's CA for %s: %v", p.name, p.adminPort, p.name, err)
-	}
-	if err == nil || !strings.Contains(err.Error(), "SERVICE_CONNECTION_ADMIN") {
-		t.Errorf("the application user on %s's admin interface: %v, want a refusal naming SERVICE_CONNECTION_ADMIN", p.name, err)
-	}
+	return served, db.Ping()
 }
 
 // mariadbSource is a MariaDB replica's source: host, port, CA file and
@@ -254,26 +266,7 @@ func mariadbSource(t *testing.T, r *node) string {
 func checkMariaDBAdminInterface(t *testing.T, c *cluster, p *node) {
 	t.Helper()
 	connect := func(user, password string, creds *api.Credentials) (*x509.Certificate, error) {
-		var served *x509.Certificate
-		cfg := mysql.NewConfig()
-		cfg.User, cfg.Passwd, cfg.Net, cfg.Addr = user, password, "tcp", net.JoinHostPort(p.host, strconv.Itoa(p.adminPort))
-		cfg.TLS = &tls.Config{RootCAs: pki.Pool(c.ca.CA.Cert), ServerName: p.name, MinVersion: tls.VersionTLS12,
-			VerifyConnection: func(cs tls.ConnectionState) error { served = cs.PeerCertificates[0]; return nil }}
-		if creds != nil {
-			cfg.TLS.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return creds.Certificate() }
-		}
-		cfg.Timeout = 5 * time.Second
-		connector, err := mysql.NewConnector(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		db := sql.OpenDB(connector)
-		defer db.Close()
-		var one int
-		if err := db.QueryRow("SELECT 1").Scan(&one); err != nil {
-			return served, err
-		}
-		return served, nil
+		return adminInterfaceSession(t, c, p, user, password, creds)
 	}
 	app, appPassword := c.secrets[instance.SecretUsername], c.secrets[instance.SecretPassword]
 	served, err := connect(app, appPassword, nil)
