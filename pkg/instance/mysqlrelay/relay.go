@@ -71,16 +71,23 @@ type Relay struct {
 	sessions int
 }
 
-// Serve relays the sessions of l until l is closed.
+// Serve relays the sessions of l until l is closed. Other errors of
+// Accept (out of file descriptors, say) are waited out, as net/http does:
+// replicas must find the port again once they pass.
 func (r *Relay) Serve(l net.Listener) error {
+	var wait time.Duration
 	for {
 		c, err := l.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return nil
 			}
-			return err
+			wait = min(max(2*wait, 5*time.Millisecond), time.Second)
+			r.log().Error("the admin interface could not accept a connection", "err", err, "retryIn", wait.String())
+			time.Sleep(wait)
+			continue
 		}
+		wait = 0
 		if !r.take() {
 			go func() {
 				defer c.Close()

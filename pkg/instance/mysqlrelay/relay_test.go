@@ -321,3 +321,41 @@ func TestPacketParsing(t *testing.T) {
 		t.Error("readPacket took a packet over the bound")
 	}
 }
+
+// flakyListener fails its first Accept, as a process out of file
+// descriptors would.
+type flakyListener struct {
+	net.Listener
+	failed bool
+}
+
+func (l *flakyListener) Accept() (net.Conn, error) {
+	if !l.failed {
+		l.failed = true
+		return nil, errors.New("accept: too many open files")
+	}
+	return l.Listener.Accept()
+}
+
+func TestRelayOutlivesAFailedAccept(t *testing.T) {
+	f := newRelayFixture(t, nil)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- f.relay.Serve(&flakyListener{Listener: l}) }()
+	f.addr = l.Addr().String()
+	if err := f.ping("replicator", f.clientTLS(f.instance)); err != nil {
+		t.Fatalf("after a failed accept: %v", err)
+	}
+	l.Close()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("Serve after its listener closed: %v, want nil", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("Serve goes on after its listener closed")
+	}
+}
