@@ -169,9 +169,14 @@ func (r *Relay) relay(client net.Conn) error {
 	if err != nil {
 		return fmt.Errorf("reading the engine's greeting: %w", err)
 	}
-	if !offersTLS(greeting) {
-		// An error packet (the engine refused the relay) or no TLS.
+	if len(greeting) > 0 && greeting[0] == 0xff {
+		// The engine refused the session (too many connections, say):
+		// the client reads its error as it is.
 		_ = writePacket(client, seq, greeting)
+		return fmt.Errorf("the engine refused the session: %q", greeting[min(len(greeting), 9):])
+	}
+	if !offersTLS(greeting) {
+		_ = writeError(client, 0, errHandshake, stateGeneral, "the engine serves no TLS")
 		return errors.New("the engine's greeting offers no TLS")
 	}
 	if err := writePacket(client, seq, greeting); err != nil {

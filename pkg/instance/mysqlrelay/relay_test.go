@@ -6,10 +6,12 @@ import (
 	"database/sql"
 	"encoding/binary"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +27,10 @@ type fakeEngine struct {
 	l     net.Listener
 	cert  tls.Certificate
 	users chan string
+	// stalled hears when an answer to COM_QUERY could not be written.
+	stalled chan struct{}
+	// refusal, when set, is an ERR packet sent in place of the greeting.
+	refusal atomic.Pointer[[]byte]
 }
 
 func startFakeEngine(t *testing.T, cert tls.Certificate) *fakeEngine {
@@ -32,7 +38,7 @@ func startFakeEngine(t *testing.T, cert tls.Certificate) *fakeEngine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &fakeEngine{l: l, cert: cert, users: make(chan string, 16)}
+	e := &fakeEngine{l: l, cert: cert, users: make(chan string, 16), stalled: make(chan struct{}, 1)}
 	t.Cleanup(func() { l.Close() })
 	go func() {
 		for {
@@ -69,6 +75,10 @@ func okPacket() []byte { return []byte{0, 0, 0, 2, 0, 0, 0} }
 
 func (e *fakeEngine) session(c net.Conn) {
 	defer c.Close()
+	if refusal := e.refusal.Load(); refusal != nil {
+		_ = writePacket(c, 0, *refusal)
+		return
+	}
 	if err := writePacket(c, 0, greetingPacket()); err != nil {
 		return
 	}
@@ -90,6 +100,14 @@ func (e *fakeEngine) session(c net.Conn) {
 		command, _, err := readPacket(secure)
 		if err != nil || len(command) == 0 || command[0] == 1 { // COM_QUIT
 			return
+		}
+		if command[0] == 3 { // COM_QUERY: an answer without end, until the write fails
+			for {
+				if err := writePacket(secure, 1, make([]byte, 16<<10)); err != nil {
+					e.stalled <- struct{}{}
+					return
+				}
+			}
 		}
 		if err := writePacket(secure, 1, okPacket()); err != nil {
 			return
@@ -268,7 +286,12 @@ func TestRelayBoundsItsSessions(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "Too many connections") {
 		t.Fatalf("a second session while one is relayed: %v, want Too many connections", err)
 	}
-	held.Close()
+	// The relay ends the held session once the connection phase has taken
+	// HandshakeTimeout (2 s here), which frees the slot.
+	_ = held.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := held.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("a session that never answered the greeting, after the handshake timeout: %v, want it ended by the relay", err)
+	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		if err := f.ping("replicator", f.clientTLS(f.instance)); err == nil {
@@ -277,6 +300,25 @@ func TestRelayBoundsItsSessions(t *testing.T) {
 			t.Fatalf("once the held session ended: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestRelayPassesOnTheEnginesRefusal: an engine that refuses the session
+// (too many connections) is heard by the client in its own words.
+func TestRelayPassesOnTheEnginesRefusal(t *testing.T) {
+	f := newRelayFixture(t, nil)
+	var refusal bytes.Buffer
+	if err := writeError(&refusal, 0, errTooManyConns, stateConnections, "Too many connections"); err != nil {
+		t.Fatal(err)
+	}
+	packet := refusal.Bytes()[4:]
+	f.engine.refusal.Store(&packet)
+	err := f.ping("replicator", f.clientTLS(f.instance))
+	if err == nil || !strings.Contains(err.Error(), "1040") || !strings.Contains(err.Error(), "Too many connections") {
+		t.Fatalf("got %v, want the engine's error 1040", err)
+	}
+	if !strings.Contains(f.log.String(), "the engine refused the session") {
+		t.Errorf("the relay's log does not say the engine refused:\n%s", f.log.String())
 	}
 }
 
@@ -357,5 +399,43 @@ func TestRelayOutlivesAFailedAccept(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Error("Serve goes on after its listener closed")
+	}
+}
+
+// TestRelayDropsAClientThatStopsReading: a replica that stops reading
+// holds nothing past WriteStall: the relay ends the session, and the
+// engine's writes fail rather than block.
+func TestRelayDropsAClientThatStopsReading(t *testing.T) {
+	f := newRelayFixture(t, func(r *Relay) { r.WriteStall = 200 * time.Millisecond })
+	raw, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, _, err := readPacket(raw); err != nil {
+		t.Fatal(err)
+	}
+	// The connection phase by hand: a TLS request, then the handshake
+	// response over TLS.
+	request := binary.LittleEndian.AppendUint32(nil, 0x0200|clientSSL|0x8000)
+	request = append(request, make([]byte, sslRequestLength-4)...)
+	if err := writePacket(raw, 1, request); err != nil {
+		t.Fatal(err)
+	}
+	secure := tls.Client(raw, f.clientTLS(f.instance))
+	if err := writePacket(secure, 2, append(append([]byte{}, request...), "replicator\x00\x00"...)); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, err := readPacket(secure); err != nil || len(ok) == 0 || ok[0] != 0 {
+		t.Fatalf("the handshake: %v, %v", ok, err)
+	}
+	if err := writePacket(secure, 0, []byte{3, 'S'}); err != nil {
+		t.Fatal(err)
+	}
+	// Now read nothing.
+	select {
+	case <-f.engine.stalled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the engine's writes to a client that stopped reading still block after 10 s (WriteStall 200 ms)")
 	}
 }
